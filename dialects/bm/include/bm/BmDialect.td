@@ -1,0 +1,50 @@
+//===- BmDialect.td - the bm dialect -----------------------*- tablegen -*-===//
+//
+// `bm` is bmc's dialect: the ops of the models bmc plans (on builtin ranked
+// tensors), the device mesh, sharding attributes and the collectives that
+// partitioning inserts.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BM_DIALECT_TD
+#define BM_DIALECT_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def Bm_Dialect : Dialect {
+  let name = "bm";
+  let cppNamespace = "::mlir::bm";
+  let summary = "Ops, mesh, shardings and collectives for planning and "
+                "partitioning the training of big models";
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let hasConstantMaterializer = 0;
+  let extraClassDeclaration = [{
+    void registerAttributes();
+    /// Discardable attribute holding one #bm.sharding per op result.
+    static constexpr ::llvm::StringLiteral kShardingAttrName = "bm.sharding";
+    /// Function-argument attributes written by the importer.
+    static constexpr ::llvm::StringLiteral kParamNameAttrName = "bm.name";
+    static constexpr ::llvm::StringLiteral kParamKindAttrName = "bm.kind";
+    static constexpr ::llvm::StringLiteral kExternalLocationAttrName =
+        "bm.external_location";
+    static constexpr ::llvm::StringLiteral kExternalOffsetAttrName =
+        "bm.external_offset";
+    static constexpr ::llvm::StringLiteral kExternalLengthAttrName =
+        "bm.external_length";
+    /// Folding: which layer instance and block class an op belongs to.
+    static constexpr ::llvm::StringLiteral kLayerAttrName = "bm.layer";
+    static constexpr ::llvm::StringLiteral kBlockClassAttrName = "bm.block_class";
+  }];
+}
+
+class Bm_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Bm_Dialect, mnemonic, traits>;
+
+class Bm_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Bm_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+#endif // BM_DIALECT_TD

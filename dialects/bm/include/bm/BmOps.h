@@ -1,0 +1,70 @@
+//===- BmOps.h - bm ops -----------------------------------------*- C++ -*-===//
+
+#ifndef BM_BMOPS_H
+#define BM_BMOPS_H
+
+#include "bm/BmAttrs.h"
+#include "bm/BmDialect.h"
+#include "bm/ShardingRule.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::bm {
+
+/// Registries behind the interfaces' default implementations
+/// (ShardingRules.cpp and Costs.cpp, both alphabetical by op).
+::bm::ShardingRule lookupShardingRule(Operation *op);
+double lookupFlops(Operation *op);
+/// Bytes of all operands and results at their static shapes.
+double defaultBytesMoved(Operation *op);
+
+/// What a broadcasting binary op produces.
+enum class BroadcastResult {
+  same,    // the operands' element type (arithmetic)
+  compare, // i1, operands of one element type
+  logical, // i1, operands i1
+};
+
+/// Shared shape inference (ShapeInference.cpp).
+LogicalResult inferBroadcastShape(std::optional<Location> loc,
+                                  ArrayRef<Type> types,
+                                  SmallVectorImpl<int64_t> &shape);
+LogicalResult inferBroadcastResult(std::optional<Location> loc,
+                                   ArrayRef<Type> types, BroadcastResult kind,
+                                   SmallVectorImpl<Type> &results);
+LogicalResult inferReduceResult(std::optional<Location> loc, Type input,
+                                ArrayRef<int64_t> axes, bool keepDims,
+                                SmallVectorImpl<Type> &results);
+LogicalResult inferPoolResult(std::optional<Location> loc, Type input,
+                              ArrayRef<int64_t> kernel,
+                              ArrayRef<int64_t> strides,
+                              ArrayRef<int64_t> pads,
+                              SmallVectorImpl<Type> &results);
+
+} // namespace mlir::bm
+
+#include "bm/BmInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "bm/BmOps.h.inc"
+
+
+
+namespace mlir::bm {
+
+/// An einsum equation in explicit form: one letter string per operand and
+/// one for the result ("gsec,gsm->egcm").
+struct EinsumEquation {
+  SmallVector<std::string> inputs;
+  std::string output;
+};
+/// Parses an explicit einsum equation; fails with a message on bad syntax.
+FailureOr<EinsumEquation> parseEinsum(StringRef equation, std::string &error);
+
+} // namespace mlir::bm
+#endif // BM_BMOPS_H

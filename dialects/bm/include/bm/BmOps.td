@@ -1,0 +1,508 @@
+//===- BmOps.td - bm ops -----------------------------------*- tablegen -*-===//
+//
+// The compute ops of the models bmc plans. They follow ONNX semantics (numpy
+// broadcasting, negative axes normalised by the importer) on builtin ranked
+// tensors with static shapes. Each has a verifier, result type inference
+// where the result follows from operands and attributes, a sharding rule and
+// a cost (through the two interfaces, backed by alphabetical registries).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BM_OPS_TD
+#define BM_OPS_TD
+
+include "bm/BmDialect.td"
+include "bm/BmAttrs.td"
+include "bm/BmInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Bm_FloatTensor : RankedTensorOf<[AnyFloat]>;
+def Bm_IntTensor : RankedTensorOf<[AnySignlessInteger]>;
+defvar Bm_Tensor = AnyRankedTensor;
+
+// Traits every compute op has: no side effects, a sharding rule, a cost.
+defvar Bm_ComputeTraits = [Pure,
+  DeclareOpInterfaceMethods<Bm_ShardingRuleOpInterface>,
+  DeclareOpInterfaceMethods<Bm_CostOpInterface>];
+// Contractions run on tensor cores and say so through the cost interface.
+defvar Bm_ContractionTraits = [Pure,
+  DeclareOpInterfaceMethods<Bm_ShardingRuleOpInterface>,
+  DeclareOpInterfaceMethods<Bm_CostOpInterface, ["isContraction"]>,
+  InferTypeOpAdaptor];
+
+//===----------------------------------------------------------------------===//
+// Mesh
+//===----------------------------------------------------------------------===//
+
+def Bm_MeshOp : Bm_Op<"mesh", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "declares a named device mesh";
+  let description = [{
+    `bm.mesh @mesh = <["dp"=4, "tp"=8, "pp"=2]>`
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, Bm_MeshAttr:$mesh);
+  let assemblyFormat = "$sym_name `=` $mesh attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class Bm_UnaryOp<string mnemonic, Type tensorType = Bm_FloatTensor>
+    : Bm_Op<mnemonic, Bm_ComputeTraits # [SameOperandsAndResultType]> {
+  let summary = "elementwise " # mnemonic;
+  let arguments = (ins tensorType:$input);
+  let results = (outs tensorType:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Bm_AbsOp : Bm_UnaryOp<"abs", Bm_Tensor>;
+def Bm_CosOp : Bm_UnaryOp<"cos">;
+def Bm_ErfOp : Bm_UnaryOp<"erf">;
+def Bm_ExpOp : Bm_UnaryOp<"exp">;
+def Bm_GeluOp : Bm_UnaryOp<"gelu"> {
+  let arguments = (ins Bm_FloatTensor:$input,
+                       DefaultValuedAttr<BoolAttr, "false">:$tanh_approximation);
+}
+def Bm_LogOp : Bm_UnaryOp<"log">;
+def Bm_NegOp : Bm_UnaryOp<"neg", Bm_Tensor>;
+def Bm_NotOp : Bm_UnaryOp<"not", RankedTensorOf<[I1]>>;
+def Bm_ReciprocalOp : Bm_UnaryOp<"reciprocal">;
+def Bm_ReluOp : Bm_UnaryOp<"relu", Bm_Tensor>;
+def Bm_SigmoidOp : Bm_UnaryOp<"sigmoid">;
+def Bm_SinOp : Bm_UnaryOp<"sin">;
+def Bm_SqrtOp : Bm_UnaryOp<"sqrt">;
+def Bm_TanhOp : Bm_UnaryOp<"tanh">;
+
+// Binary ops broadcast their operands numpy-style. Comparisons give i1.
+class Bm_BinaryOp<string mnemonic, string resultKind = "same">
+    : Bm_Op<mnemonic, Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+  let summary = "elementwise " # mnemonic # " with broadcasting";
+  let arguments = (ins Bm_Tensor:$lhs, Bm_Tensor:$rhs);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *context, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return ::mlir::bm::inferBroadcastResult(
+          loc, {adaptor.getLhs().getType(), adaptor.getRhs().getType()},
+          ::mlir::bm::BroadcastResult::}] # resultKind # [{, types);
+    }
+  }];
+}
+
+def Bm_AddOp : Bm_BinaryOp<"add">;
+def Bm_AndOp : Bm_BinaryOp<"and", "logical">;
+def Bm_DivOp : Bm_BinaryOp<"div">;
+def Bm_EqualOp : Bm_BinaryOp<"equal", "compare">;
+def Bm_GreaterOp : Bm_BinaryOp<"greater", "compare">;
+def Bm_LessOp : Bm_BinaryOp<"less", "compare">;
+def Bm_MaxOp : Bm_BinaryOp<"max">;
+def Bm_MinOp : Bm_BinaryOp<"min">;
+def Bm_MulOp : Bm_BinaryOp<"mul">;
+def Bm_OrOp : Bm_BinaryOp<"or", "logical">;
+def Bm_PowOp : Bm_BinaryOp<"pow">;
+def Bm_SubOp : Bm_BinaryOp<"sub">;
+
+def Bm_WhereOp : Bm_Op<"where", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+  let summary = "select between two tensors by a boolean mask, broadcasting";
+  let arguments = (ins RankedTensorOf<[I1]>:$condition, Bm_Tensor:$on_true,
+                       Bm_Tensor:$on_false);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $on_true `,` $on_false attr-dict `:` type($condition) `,`
+    type($on_true) `,` type($on_false)
+  }];
+}
+
+def Bm_CastOp : Bm_Op<"cast", Bm_ComputeTraits # [SameOperandsAndResultShape]> {
+  let summary = "converts the element type";
+  let arguments = (ins Bm_Tensor:$input);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+def Bm_MatMulOp : Bm_Op<"matmul", Bm_ContractionTraits> {
+  let summary = "numpy matmul: batched, with broadcast batch dimensions";
+  let arguments = (ins Bm_FloatTensor:$lhs, Bm_FloatTensor:$rhs);
+  let results = (outs Bm_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+}
+
+def Bm_GemmOp : Bm_Op<"gemm", Bm_ContractionTraits> {
+  let summary = "alpha * op(A) * op(B) + beta * C on 2-D tensors";
+  let arguments = (ins Bm_FloatTensor:$a, Bm_FloatTensor:$b,
+                       Optional<Bm_FloatTensor>:$c,
+                       DefaultValuedAttr<F32Attr, "1.0">:$alpha,
+                       DefaultValuedAttr<F32Attr, "1.0">:$beta,
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_a,
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_b);
+  let results = (outs Bm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $a `,` $b (`,` $c^)? attr-dict `:` type($a) `,` type($b) (`,` type($c)^)?
+  }];
+}
+
+def Bm_EinsumOp : Bm_Op<"einsum", Bm_ContractionTraits> {
+  let summary = "Einstein summation without ellipsis (\"gsec,gsm->egcm\")";
+  let arguments = (ins Variadic<Bm_FloatTensor>:$inputs, StrAttr:$equation);
+  let results = (outs Bm_FloatTensor:$result);
+  let assemblyFormat = "$equation $inputs attr-dict `:` type($inputs)";
+}
+
+def Bm_ConvOp : Bm_Op<"conv", Bm_ContractionTraits> {
+  let summary = "N-d grouped convolution, NC[spatial] layout (ONNX Conv)";
+  let arguments = (ins Bm_FloatTensor:$input, Bm_FloatTensor:$weight,
+                       Optional<Bm_FloatTensor>:$bias,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group);
+  let results = (outs Bm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` type($input) `,`
+    type($weight) (`,` type($bias)^)?
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation and softmax
+//===----------------------------------------------------------------------===//
+
+def Bm_SoftmaxOp : Bm_Op<"softmax", Bm_ComputeTraits #
+    [SameOperandsAndResultType]> {
+  let summary = "softmax along one axis";
+  let arguments = (ins Bm_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Bm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Bm_LogSoftmaxOp : Bm_Op<"log_softmax", Bm_ComputeTraits #
+    [SameOperandsAndResultType]> {
+  let summary = "log-softmax along one axis";
+  let arguments = (ins Bm_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Bm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Bm_LayerNormOp : Bm_Op<"layer_norm", Bm_ComputeTraits #
+    [InferTypeOpAdaptor]> {
+  let summary = "layer normalisation over the dimensions from `axis` on";
+  let arguments = (ins Bm_FloatTensor:$input, Bm_FloatTensor:$scale,
+                       Optional<Bm_FloatTensor>:$bias, I64Attr:$axis,
+                       F32Attr:$epsilon);
+  let results = (outs Bm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale (`,` $bias^)? attr-dict `:` type($input) `,`
+    type($scale) (`,` type($bias)^)?
+  }];
+}
+
+def Bm_RmsNormOp : Bm_Op<"rms_norm", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+  let summary = "root-mean-square normalisation over the dimensions from "
+                "`axis` on";
+  let arguments = (ins Bm_FloatTensor:$input, Bm_FloatTensor:$scale,
+                       I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs Bm_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $scale attr-dict `:` type($input) `,` type($scale)";
+}
+
+def Bm_BatchNormOp : Bm_Op<"batch_norm", Bm_ComputeTraits #
+    [InferTypeOpAdaptor]> {
+  let summary = "batch normalisation over N and the spatial dims, NC[spatial]";
+  let arguments = (ins Bm_FloatTensor:$input, Bm_FloatTensor:$scale,
+                       Bm_FloatTensor:$bias, Bm_FloatTensor:$mean,
+                       Bm_FloatTensor:$variance, F32Attr:$epsilon);
+  let results = (outs Bm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $bias `,` $mean `,` $variance attr-dict `:`
+    type($input) `,` type($scale) `,` type($bias) `,` type($mean) `,`
+    type($variance)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Bm_ReduceOp<string mnemonic>
+    : Bm_Op<mnemonic, Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+  let summary = mnemonic # " over `axes`";
+  let arguments = (ins Bm_Tensor:$input, DenseI64ArrayAttr:$axes,
+                       DefaultValuedAttr<BoolAttr, "true">:$keep_dims);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *context, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return ::mlir::bm::inferReduceResult(loc, adaptor.getInput().getType(),
+          adaptor.getAxes(), adaptor.getKeepDims(), types);
+    }
+  }];
+}
+
+def Bm_ReduceMaxOp : Bm_ReduceOp<"reduce_max">;
+def Bm_ReduceMeanOp : Bm_ReduceOp<"reduce_mean">;
+def Bm_ReduceSumOp : Bm_ReduceOp<"reduce_sum">;
+
+def Bm_CumSumOp : Bm_Op<"cumsum", Bm_ComputeTraits #
+    [SameOperandsAndResultType]> {
+  let summary = "cumulative sum along one axis";
+  let arguments = (ins Bm_Tensor:$input, I64Attr:$axis,
+                       DefaultValuedAttr<BoolAttr, "false">:$exclusive,
+                       DefaultValuedAttr<BoolAttr, "false">:$reverse);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Bm_TopKOp : Bm_Op<"top_k", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+  let summary = "the k largest (or smallest) elements along an axis";
+  let arguments = (ins Bm_Tensor:$input, I64Attr:$k, I64Attr:$axis,
+                       DefaultValuedAttr<BoolAttr, "true">:$largest);
+  let results = (outs Bm_Tensor:$values, RankedTensorOf<[I64]>:$indices);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Bm_OneHotOp : Bm_Op<"one_hot", Bm_ComputeTraits> {
+  let summary = "one-hot encoding: a new axis of size `depth`";
+  let arguments = (ins Bm_IntTensor:$indices, I64Attr:$depth, I64Attr:$axis,
+                       F64Attr:$on_value, F64Attr:$off_value);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$indices attr-dict `:` type($indices) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Bm_ConstantOp : Bm_Op<"constant", Bm_ComputeTraits # [ConstantLike,
+    AllTypesMatch<["value", "result"]>]> {
+  let summary = "a small constant (weights are function arguments, never "
+                "constants)";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Bm_IotaOp : Bm_Op<"iota", Bm_ComputeTraits> {
+  let summary = "start + i * delta along a 1-D result (ONNX Range)";
+  let arguments = (ins F64Attr:$start, F64Attr:$delta);
+  let results = (outs 1DTensorOf<[AnySignlessInteger, AnyFloat]>:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+def Bm_TriluOp : Bm_Op<"trilu", Bm_ComputeTraits #
+    [SameOperandsAndResultType]> {
+  let summary = "keeps the upper or lower triangle of the last two dims";
+  let arguments = (ins Bm_Tensor:$input, DefaultValuedAttr<I64Attr, "0">:$k,
+                       DefaultValuedAttr<BoolAttr, "true">:$upper);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Bm_ReshapeOp : Bm_Op<"reshape", Bm_ComputeTraits> {
+  let summary = "reinterprets the shape; the element count is kept";
+  let arguments = (ins Bm_Tensor:$input);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Bm_TransposeOp : Bm_Op<"transpose", Bm_ComputeTraits #
+    [InferTypeOpAdaptor]> {
+  let summary = "permutes dimensions: result dim i is input dim perm[i]";
+  let arguments = (ins Bm_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Bm_GatherOp : Bm_Op<"gather", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+  let summary = "ONNX Gather: indexes `axis` of data (embedding lookup)";
+  let arguments = (ins Bm_Tensor:$data, Bm_IntTensor:$indices, I64Attr:$axis);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` type($data) `,` type($indices)";
+}
+
+def Bm_ConcatOp : Bm_Op<"concat", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+  let summary = "joins tensors along an axis";
+  let arguments = (ins Variadic<Bm_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+}
+
+def Bm_SplitOp : Bm_Op<"split", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+  let summary = "cuts a tensor into pieces of `sizes` along an axis";
+  let arguments = (ins Bm_Tensor:$input, I64Attr:$axis,
+                       DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<Bm_Tensor>:$results);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Bm_SliceOp : Bm_Op<"slice", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+  let summary = "strided slice with one start, limit and stride per dim";
+  let arguments = (ins Bm_Tensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Bm_SqueezeOp : Bm_Op<"squeeze", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+  let summary = "removes dimensions of size 1";
+  let arguments = (ins Bm_Tensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Bm_UnsqueezeOp : Bm_Op<"unsqueeze", Bm_ComputeTraits #
+    [InferTypeOpAdaptor]> {
+  let summary = "inserts dimensions of size 1 at `axes` of the result";
+  let arguments = (ins Bm_Tensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Bm_ExpandOp : Bm_Op<"expand", Bm_ComputeTraits> {
+  let summary = "broadcasts to a larger shape (numpy rules)";
+  let arguments = (ins Bm_Tensor:$input);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Bm_FlattenOp : Bm_Op<"flatten", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+  let summary = "collapses dims [0, axis) and [axis, rank) into a 2-D tensor";
+  let arguments = (ins Bm_Tensor:$input, I64Attr:$axis);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+class Bm_PoolOp<string mnemonic>
+    : Bm_Op<mnemonic, Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+  let summary = mnemonic # " over windows of the spatial dims, NC[spatial]";
+  let arguments = (ins Bm_FloatTensor:$input, DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads);
+  let results = (outs Bm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *context, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return ::mlir::bm::inferPoolResult(loc, adaptor.getInput().getType(),
+          adaptor.getKernelShape(), adaptor.getStrides(), adaptor.getPads(),
+          types);
+    }
+  }];
+}
+
+def Bm_AvgPoolOp : Bm_PoolOp<"avg_pool">;
+def Bm_MaxPoolOp : Bm_PoolOp<"max_pool">;
+
+def Bm_GlobalAvgPoolOp : Bm_Op<"global_avg_pool", Bm_ComputeTraits #
+    [InferTypeOpAdaptor]> {
+  let summary = "mean over all spatial dims, keeping them as size 1";
+  let arguments = (ins Bm_FloatTensor:$input);
+  let results = (outs Bm_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives (inserted by partitioning)
+//===----------------------------------------------------------------------===//
+
+class Bm_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Bm_Op<mnemonic, traits # [
+        DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  code commonDeclaration = [{
+    /// The mesh this collective runs on, or null if the symbol is missing.
+    ::mlir::bm::MeshAttr lookupMesh(::mlir::SymbolTableCollection &tables);
+  }];
+  let extraClassDeclaration = commonDeclaration;
+}
+
+def Bm_AllReduceOp : Bm_CollectiveOp<"all_reduce",
+    [Pure, SameOperandsAndResultType]> {
+  let summary = "reduces a partial value over the devices of mesh axes";
+  let arguments = (ins Bm_Tensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes,
+                       DefaultValuedAttr<StrAttr, "\"sum\"">:$reduction);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$input `over` $axes `on` $mesh attr-dict `:` type($input)";
+}
+
+def Bm_AllGatherOp : Bm_CollectiveOp<"all_gather", [Pure]> {
+  let summary = "gathers the shards of `dim` over mesh axes";
+  let arguments = (ins Bm_Tensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$dim);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axes `on` $mesh attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Bm_ReduceScatterOp : Bm_CollectiveOp<"reduce_scatter", [Pure]> {
+  let summary = "reduces a partial value and leaves each device a shard of "
+                "`dim`";
+  let arguments = (ins Bm_Tensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$dim,
+                       DefaultValuedAttr<StrAttr, "\"sum\"">:$reduction);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axes `on` $mesh attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Bm_AllToAllOp : Bm_CollectiveOp<"all_to_all", [Pure]> {
+  let summary = "re-shards from `split_dim` to `concat_dim` over mesh axes";
+  let arguments = (ins Bm_Tensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$split_dim,
+                       I64Attr:$concat_dim);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axes `on` $mesh attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Bm_CollectivePermuteOp : Bm_CollectiveOp<"collective_permute",
+    [Pure, SameOperandsAndResultType]> {
+  let summary = "each device sends its value to the device `offset` further "
+                "along one mesh axis (cyclically)";
+  let arguments = (ins Bm_Tensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrAttr:$axis, I64Attr:$offset);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$input `over` $axis `on` $mesh attr-dict `:` type($input)";
+}
+
+def Bm_SendOp : Bm_CollectiveOp<"send"> {
+  let summary = "sends a value to the device `offset` further along an axis "
+                "(pipeline stages)";
+  let arguments = (ins Bm_Tensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrAttr:$axis, I64Attr:$offset);
+  let assemblyFormat = "$input `over` $axis `on` $mesh attr-dict `:` type($input)";
+}
+
+def Bm_RecvOp : Bm_CollectiveOp<"recv"> {
+  let summary = "receives a value from the device `offset` further along an "
+                "axis";
+  let arguments = (ins FlatSymbolRefAttr:$mesh, StrAttr:$axis, I64Attr:$offset);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "`over` $axis `on` $mesh attr-dict `:` type($result)";
+}
+
+#endif // BM_OPS_TD

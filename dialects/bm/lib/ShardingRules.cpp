@@ -1,0 +1,594 @@
+//===- ShardingRules.cpp - the sharding rule of every bm op ---------------===//
+//
+// One rule builder per kind of op, and one alphabetical table from op name to
+// builder. Rules follow Shardy's factor model (see bm/ShardingRule.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "bm/BmOps.h"
+
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace mlir::bm;
+using ::bm::DimFactors;
+using ::bm::FactorKind;
+using ::bm::ShardingRule;
+using ::bm::TensorFactors;
+
+static ArrayRef<int64_t> shapeOf(Value value) {
+  return cast<RankedTensorType>(value.getType()).getShape();
+}
+
+/// Dims of size 1 are never sharded: they map to no factor.
+static DimFactors single(int factor, int64_t size) {
+  return size == 1 ? DimFactors{} : DimFactors{factor};
+}
+
+/// A fresh factor per result dim; every operand maps its dims to them,
+/// right-aligned, numpy-style, except dims it broadcasts (size 1). Dims in
+/// `kinds` get that kind instead of parallel.
+static ShardingRule
+broadcastRule(Operation *op,
+              llvm::function_ref<FactorKind(int64_t)> kindOf = nullptr) {
+  ShardingRule rule;
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  TensorFactors result;
+  for (auto [d, size] : llvm::enumerate(out)) {
+    int f = rule.addFactor(size, kindOf ? kindOf(d) : FactorKind::Parallel);
+    result.push_back(single(f, size));
+  }
+  for (Value operand : op->getOperands()) {
+    ArrayRef<int64_t> in = shapeOf(operand);
+    size_t offset = out.size() - in.size();
+    TensorFactors dims;
+    for (auto [d, size] : llvm::enumerate(in))
+      dims.push_back(size == out[offset + d] ? result[offset + d]
+                                             : DimFactors{});
+    rule.operandFactors.push_back(dims);
+  }
+  for (unsigned i = 0; i < op->getNumResults(); ++i)
+    rule.resultFactors.push_back(result);
+  return rule;
+}
+
+static ShardingRule elementwiseRule(Operation *op) { return broadcastRule(op); }
+
+/// Softmax-like ops: the axis needs the whole row.
+static ShardingRule axisNeedsReplicationRule(Operation *op) {
+  int64_t axis = cast<IntegerAttr>(op->getAttr("axis")).getInt();
+  return broadcastRule(op, [&](int64_t d) {
+    return d == axis ? FactorKind::NeedReplication : FactorKind::Parallel;
+  });
+}
+
+/// Trilu's mask depends on global row and column indices.
+static ShardingRule triluRule(Operation *op) {
+  int64_t rank = shapeOf(op->getResult(0)).size();
+  return broadcastRule(op, [&](int64_t d) {
+    return d >= rank - 2 ? FactorKind::NeedReplication : FactorKind::Parallel;
+  });
+}
+
+/// Layer / RMS norm: dims before `axis` are parallel; normalised dims need
+/// the whole row (the statistics span it); scale and bias follow them.
+static ShardingRule normRule(Operation *op) {
+  int64_t axis = cast<IntegerAttr>(op->getAttr("axis")).getInt();
+  ShardingRule rule;
+  TensorFactors input;
+  for (auto [d, size] : llvm::enumerate(shapeOf(op->getOperand(0)))) {
+    int f = rule.addFactor(size, static_cast<int64_t>(d) < axis
+                                     ? FactorKind::Parallel
+                                     : FactorKind::NeedReplication);
+    input.push_back(single(f, size));
+  }
+  rule.operandFactors.push_back(input);
+  for (Value param : op->getOperands().drop_front())
+    rule.operandFactors.push_back(TensorFactors(
+        input.begin() + (input.size() - shapeOf(param).size()), input.end()));
+  rule.resultFactors.push_back(input);
+  return rule;
+}
+
+/// Batch norm (inference statistics): every dim parallel; the 1-D
+/// parameters follow the channel dim.
+static ShardingRule batchNormRule(Operation *op) {
+  ShardingRule rule;
+  TensorFactors input;
+  for (int64_t size : shapeOf(op->getOperand(0)))
+    input.push_back(single(rule.addFactor(size, FactorKind::Parallel), size));
+  rule.operandFactors.push_back(input);
+  for (unsigned i = 1; i < op->getNumOperands(); ++i)
+    rule.operandFactors.push_back({input[1]});
+  rule.resultFactors.push_back(input);
+  return rule;
+}
+
+/// Einsum-style rule from one letter string per operand and result: letters
+/// absent from the result are reductions.
+static ShardingRule letterRule(ArrayRef<std::string> inputs,
+                               StringRef output, ArrayRef<Value> operands) {
+  ShardingRule rule;
+  llvm::DenseMap<char, int> factorOf;
+  auto factor = [&](char c, int64_t size) {
+    auto it = factorOf.find(c);
+    if (it != factorOf.end())
+      return it->second;
+    bool reduced = output.find(c) == StringRef::npos;
+    int f = rule.addFactor(size, reduced ? FactorKind::Reduction
+                                         : FactorKind::Parallel);
+    factorOf[c] = f;
+    return f;
+  };
+  llvm::DenseMap<char, int64_t> sizeOf;
+  for (auto [term, operand] : llvm::zip(inputs, operands)) {
+    TensorFactors dims;
+    for (auto [c, size] : llvm::zip(term, shapeOf(operand))) {
+      sizeOf[c] = std::max(sizeOf.lookup(c), size);
+      dims.push_back(single(factor(c, sizeOf[c]), size));
+    }
+    rule.operandFactors.push_back(dims);
+  }
+  TensorFactors result;
+  for (char c : output)
+    result.push_back(single(factorOf[c], sizeOf[c]));
+  rule.resultFactors.push_back(result);
+  for (auto [c, f] : factorOf)
+    rule.factorSizes[f] = sizeOf[c];
+  return rule;
+}
+
+/// Letters for the dims of a numpy matmul: shared (broadcast) batch letters,
+/// then i, k and k, j.
+static ShardingRule matmulRule(Operation *op) {
+  ArrayRef<int64_t> lhs = shapeOf(op->getOperand(0));
+  ArrayRef<int64_t> rhs = shapeOf(op->getOperand(1));
+  size_t batch = std::max(lhs.size(), rhs.size()) - 2;
+  if (lhs.size() < 2 || rhs.size() < 2)
+    batch = 0;
+  std::string batchLetters;
+  for (size_t i = 0; i < batch; ++i)
+    batchLetters.push_back('A' + i);
+  auto batchOf = [&](size_t rank) {
+    return batchLetters.substr(batch - (rank - 2));
+  };
+  std::string l = lhs.size() == 1 ? "k" : batchOf(lhs.size()) + "ik";
+  std::string r = rhs.size() == 1 ? "k" : batchOf(rhs.size()) + "kj";
+  std::string out = batchLetters;
+  if (lhs.size() > 1)
+    out += "i";
+  if (rhs.size() > 1)
+    out += "j";
+  ShardingRule rule = letterRule({l, r}, out, {op->getOperand(0), op->getOperand(1)});
+  // Broadcast batch dims of size 1 were mapped to no factor by letterRule.
+  return rule;
+}
+
+static ShardingRule gemmRule(Operation *op) {
+  auto gemm = cast<GemmOp>(op);
+  std::string a = gemm.getTransA() ? "ki" : "ik";
+  std::string b = gemm.getTransB() ? "jk" : "kj";
+  SmallVector<std::string> terms = {a, b};
+  SmallVector<Value> operands = {gemm.getA(), gemm.getB()};
+  ShardingRule rule = letterRule(terms, "ij", operands);
+  if (Value c = gemm.getC()) {
+    // The bias broadcasts to [i, j].
+    ArrayRef<int64_t> bias = shapeOf(c);
+    const TensorFactors &result = rule.resultFactors[0];
+    TensorFactors dims;
+    size_t offset = 2 - bias.size();
+    for (auto [d, size] : llvm::enumerate(bias))
+      dims.push_back(size == 1 ? DimFactors{} : result[offset + d]);
+    rule.operandFactors.push_back(dims);
+  }
+  return rule;
+}
+
+static ShardingRule einsumRule(Operation *op) {
+  std::string error;
+  FailureOr<EinsumEquation> eq =
+      parseEinsum(cast<EinsumOp>(op).getEquation(), error);
+  if (failed(eq))
+    return {};
+  return letterRule(eq->inputs, eq->output, llvm::to_vector(op->getOperands()));
+}
+
+/// Conv: batch and output channels parallel, input channels a reduction;
+/// output spatial dims need their input halo, so they need replication.
+static ShardingRule convRule(Operation *op) {
+  auto conv = cast<ConvOp>(op);
+  ArrayRef<int64_t> in = shapeOf(conv.getInput());
+  ArrayRef<int64_t> w = shapeOf(conv.getWeight());
+  ArrayRef<int64_t> out = shapeOf(conv.getResult());
+  ShardingRule rule;
+  int n = rule.addFactor(in[0], FactorKind::Parallel);
+  int cout = rule.addFactor(w[0], FactorKind::Parallel);
+  bool grouped = conv.getGroup() > 1;
+  int cin = rule.addFactor(w[1], FactorKind::Reduction);
+  TensorFactors input = {single(n, in[0]),
+                         grouped ? DimFactors{} : single(cin, in[1])};
+  TensorFactors weight = {single(cout, w[0]), single(cin, w[1])};
+  TensorFactors result = {single(n, out[0]), single(cout, out[1])};
+  for (size_t d = 2; d < out.size(); ++d) {
+    input.push_back({});
+    weight.push_back({});
+    result.push_back(
+        single(rule.addFactor(out[d], FactorKind::NeedReplication), out[d]));
+  }
+  rule.operandFactors = {input, weight};
+  if (conv.getBias())
+    rule.operandFactors.push_back({single(cout, w[0])});
+  rule.resultFactors = {result};
+  return rule;
+}
+
+/// Pools: batch and channels parallel, output spatial dims need their input
+/// window; global pooling reduces the spatial dims.
+static ShardingRule poolRule(Operation *op) {
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  bool global = isa<GlobalAvgPoolOp>(op);
+  ShardingRule rule;
+  TensorFactors input, result;
+  for (int d = 0; d < 2; ++d) {
+    int f = rule.addFactor(in[d], FactorKind::Parallel);
+    input.push_back(single(f, in[d]));
+    result.push_back(single(f, in[d]));
+  }
+  for (size_t d = 2; d < in.size(); ++d) {
+    if (global) {
+      input.push_back(single(rule.addFactor(in[d], FactorKind::Reduction), in[d]));
+      result.push_back({});
+    } else {
+      input.push_back({});
+      result.push_back(
+          single(rule.addFactor(out[d], FactorKind::NeedReplication), out[d]));
+    }
+  }
+  rule.operandFactors = {input};
+  rule.resultFactors = {result};
+  return rule;
+}
+
+/// Reductions: reduced dims are reduction factors, the rest parallel.
+static ShardingRule reduceRule(Operation *op) {
+  ArrayRef<int64_t> axes =
+      cast<DenseI64ArrayAttr>(op->getAttr("axes")).asArrayRef();
+  bool keepDims = cast<BoolAttr>(op->getAttr("keep_dims")).getValue();
+  ShardingRule rule;
+  TensorFactors input, result;
+  for (auto [d, size] : llvm::enumerate(shapeOf(op->getOperand(0)))) {
+    bool reduced = llvm::is_contained(axes, static_cast<int64_t>(d));
+    int f = rule.addFactor(size, reduced ? FactorKind::Reduction
+                                         : FactorKind::Parallel);
+    input.push_back(single(f, size));
+    if (!reduced)
+      result.push_back(single(f, size));
+    else if (keepDims)
+      result.push_back({});
+  }
+  rule.operandFactors = {input};
+  rule.resultFactors = {result};
+  return rule;
+}
+
+/// Ops that keep the dims other than `axis` and change that one's size
+/// (top-k): the axis maps to no factor (it needs the whole row).
+static ShardingRule keepOtherDimsRule(Operation *op, int64_t axis) {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  TensorFactors dims;
+  for (auto [d, size] : llvm::enumerate(in))
+    dims.push_back(static_cast<int64_t>(d) == axis
+                       ? DimFactors{}
+                       : single(rule.addFactor(size, FactorKind::Parallel),
+                                size));
+  rule.operandFactors = {dims};
+  if (axis >= 0 && in[axis] != 1)
+    rule.operandFactors[0][axis] = {
+        rule.addFactor(in[axis], FactorKind::NeedReplication)};
+  for (unsigned i = 0; i < op->getNumResults(); ++i) {
+    TensorFactors result = dims;
+    result[axis] = {};
+    rule.resultFactors.push_back(result);
+  }
+  return rule;
+}
+
+static ShardingRule topKRule(Operation *op) {
+  return keepOtherDimsRule(op, cast<TopKOp>(op).getAxis());
+}
+
+static ShardingRule sliceRule(Operation *op) {
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  ShardingRule rule;
+  TensorFactors input, result;
+  for (auto [d, size] : llvm::enumerate(in)) {
+    if (size == out[d]) {
+      int f = rule.addFactor(size, FactorKind::Parallel);
+      input.push_back(single(f, size));
+      result.push_back(single(f, size));
+    } else {
+      input.push_back({});
+      result.push_back({});
+    }
+  }
+  rule.operandFactors = {input};
+  rule.resultFactors = {result};
+  return rule;
+}
+
+static ShardingRule concatRule(Operation *op) {
+  int64_t axis = cast<ConcatOp>(op).getAxis();
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  ShardingRule rule;
+  TensorFactors dims;
+  for (auto [d, size] : llvm::enumerate(out))
+    dims.push_back(static_cast<int64_t>(d) == axis
+                       ? DimFactors{}
+                       : single(rule.addFactor(size, FactorKind::Parallel),
+                                size));
+  for (unsigned i = 0; i < op->getNumOperands(); ++i)
+    rule.operandFactors.push_back(dims);
+  rule.resultFactors = {dims};
+  return rule;
+}
+
+/// Split into equal pieces makes the split dim compound: {pieces, piece}.
+/// The piece factor is shared by all results; `pieces` cannot be sharded.
+static ShardingRule splitRule(Operation *op) {
+  auto split = cast<SplitOp>(op);
+  int64_t axis = split.getAxis();
+  ArrayRef<int64_t> sizes = split.getSizes();
+  ArrayRef<int64_t> in = shapeOf(split.getInput());
+  bool equal = llvm::all_equal(sizes);
+  ShardingRule rule;
+  TensorFactors input, result;
+  for (auto [d, size] : llvm::enumerate(in)) {
+    if (static_cast<int64_t>(d) != axis) {
+      int f = rule.addFactor(size, FactorKind::Parallel);
+      input.push_back(single(f, size));
+      result.push_back(single(f, size));
+    } else if (equal && !sizes.empty()) {
+      int pieces = rule.addFactor(sizes.size(), FactorKind::NeedReplication);
+      int piece = rule.addFactor(sizes[0], FactorKind::Parallel);
+      input.push_back({pieces, piece});
+      result.push_back(single(piece, sizes[0]));
+    } else {
+      input.push_back({});
+      result.push_back({});
+    }
+  }
+  rule.operandFactors = {input};
+  rule.resultFactors.assign(op->getNumResults(), result);
+  return rule;
+}
+
+/// Reshape (and flatten): dims are grouped where the running products of
+/// the two shapes meet. In a group where one side is a single dim and the
+/// other several, the single dim is compound of the other side's factors
+/// (4096 -> {32, 128}). Other groups (a true re-layout) map to no factor.
+static ShardingRule reshapeRule(Operation *op) {
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  ShardingRule rule;
+  TensorFactors input(in.size()), result(out.size());
+  size_t i = 0, o = 0;
+  while (i < in.size() || o < out.size()) {
+    // Size-1 dims are free to come and go.
+    if (i < in.size() && in[i] == 1) {
+      ++i;
+      continue;
+    }
+    if (o < out.size() && out[o] == 1) {
+      ++o;
+      continue;
+    }
+    if (i == in.size() || o == out.size())
+      break;
+    size_t i0 = i, o0 = o;
+    int64_t pi = in[i++], po = out[o++];
+    while (pi != po) {
+      if (pi < po && i < in.size())
+        pi *= in[i++];
+      else if (po < pi && o < out.size())
+        po *= out[o++];
+      else
+        break;
+    }
+    size_t ni = i - i0, no = o - o0;
+    auto mapCompound = [&](ArrayRef<int64_t> many, size_t first, size_t count,
+                           TensorFactors &manyDims, DimFactors &oneDim) {
+      for (size_t k = 0; k < count; ++k) {
+        if (many[first + k] == 1)
+          continue;
+        int f = rule.addFactor(many[first + k], FactorKind::Parallel);
+        manyDims[first + k] = {f};
+        oneDim.push_back(f);
+      }
+    };
+    if (ni == 1 && no >= 1)
+      mapCompound(out, o0, no, result, input[i0]);
+    else if (no == 1)
+      mapCompound(in, i0, ni, input, result[o0]);
+  }
+  rule.operandFactors = {input};
+  rule.resultFactors = {result};
+  return rule;
+}
+
+static ShardingRule transposeRule(Operation *op) {
+  ArrayRef<int64_t> perm = cast<TransposeOp>(op).getPermutation();
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  ShardingRule rule;
+  TensorFactors input, result;
+  for (int64_t size : in)
+    input.push_back(single(rule.addFactor(size, FactorKind::Parallel), size));
+  for (int64_t p : perm)
+    result.push_back(input[p]);
+  rule.operandFactors = {input};
+  rule.resultFactors = {result};
+  return rule;
+}
+
+/// Gather: the indexed axis of `data` is a reduction (Megatron's
+/// vocab-parallel embedding: each shard looks up the rows it holds, zeros
+/// elsewhere, and the partial results are summed).
+static ShardingRule gatherRule(Operation *op) {
+  auto gather = cast<GatherOp>(op);
+  int64_t axis = gather.getAxis();
+  ArrayRef<int64_t> data = shapeOf(gather.getData());
+  ArrayRef<int64_t> indices = shapeOf(gather.getIndices());
+  ShardingRule rule;
+  TensorFactors dataDims, indexDims, result;
+  for (auto [d, size] : llvm::enumerate(data)) {
+    if (static_cast<int64_t>(d) == axis) {
+      dataDims.push_back(
+          single(rule.addFactor(size, FactorKind::Reduction), size));
+      for (int64_t isize : indices) {
+        DimFactors f = single(rule.addFactor(isize, FactorKind::Parallel), isize);
+        indexDims.push_back(f);
+        result.push_back(f);
+      }
+      continue;
+    }
+    DimFactors f = single(rule.addFactor(size, FactorKind::Parallel), size);
+    dataDims.push_back(f);
+    result.push_back(f);
+  }
+  rule.operandFactors = {dataDims, indexDims};
+  rule.resultFactors = {result};
+  return rule;
+}
+
+/// Squeeze, unsqueeze and expand keep the dims whose size is unchanged.
+static ShardingRule sameDimsRule(Operation *op) {
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  ShardingRule rule;
+  TensorFactors input(in.size()), result(out.size());
+  if (isa<ExpandOp>(op)) {
+    // Right-aligned numpy broadcasting.
+    size_t offset = out.size() - in.size();
+    for (auto [d, size] : llvm::enumerate(out)) {
+      int f = rule.addFactor(size, FactorKind::Parallel);
+      result[d] = single(f, size);
+      if (d >= offset && in[d - offset] == size)
+        input[d - offset] = result[d];
+    }
+  } else {
+    // Match the non-unit dims in order.
+    size_t o = 0;
+    for (auto [d, size] : llvm::enumerate(in)) {
+      if (size == 1)
+        continue;
+      while (o < out.size() && out[o] == 1)
+        ++o;
+      int f = rule.addFactor(size, FactorKind::Parallel);
+      input[d] = {f};
+      if (o < out.size())
+        result[o++] = {f};
+    }
+  }
+  rule.operandFactors = {input};
+  rule.resultFactors = {result};
+  return rule;
+}
+
+/// Ops with no operands (constant, iota): result dims are parallel (each
+/// device can make its own slice).
+static ShardingRule sourceRule(Operation *op) { return broadcastRule(op); }
+
+/// One-hot: the new depth dim is parallel (each shard compares against its
+/// own range of classes).
+static ShardingRule oneHotRule(Operation *op) {
+  auto oneHot = cast<OneHotOp>(op);
+  ArrayRef<int64_t> in = shapeOf(oneHot.getIndices());
+  ShardingRule rule;
+  TensorFactors input;
+  for (int64_t size : in)
+    input.push_back(single(rule.addFactor(size, FactorKind::Parallel), size));
+  TensorFactors result = input;
+  int64_t depth = oneHot.getDepth();
+  result.insert(result.begin() + oneHot.getAxis(),
+                single(rule.addFactor(depth, FactorKind::Parallel), depth));
+  rule.operandFactors = {input};
+  rule.resultFactors = {result};
+  return rule;
+}
+
+using RuleBuilder = ShardingRule (*)(Operation *);
+
+/// Alphabetical by op name.
+static const llvm::StringMap<RuleBuilder> &ruleTable() {
+  static const llvm::StringMap<RuleBuilder> table = {
+      {"bm.abs", elementwiseRule},
+      {"bm.add", elementwiseRule},
+      {"bm.and", elementwiseRule},
+      {"bm.avg_pool", poolRule},
+      {"bm.batch_norm", batchNormRule},
+      {"bm.cast", elementwiseRule},
+      {"bm.concat", concatRule},
+      {"bm.constant", sourceRule},
+      {"bm.conv", convRule},
+      {"bm.cos", elementwiseRule},
+      {"bm.cumsum", axisNeedsReplicationRule},
+      {"bm.div", elementwiseRule},
+      {"bm.einsum", einsumRule},
+      {"bm.equal", elementwiseRule},
+      {"bm.erf", elementwiseRule},
+      {"bm.exp", elementwiseRule},
+      {"bm.expand", sameDimsRule},
+      {"bm.flatten", reshapeRule},
+      {"bm.gather", gatherRule},
+      {"bm.gelu", elementwiseRule},
+      {"bm.gemm", gemmRule},
+      {"bm.global_avg_pool", poolRule},
+      {"bm.greater", elementwiseRule},
+      {"bm.iota", sourceRule},
+      {"bm.layer_norm", normRule},
+      {"bm.less", elementwiseRule},
+      {"bm.log", elementwiseRule},
+      {"bm.log_softmax", axisNeedsReplicationRule},
+      {"bm.matmul", matmulRule},
+      {"bm.max", elementwiseRule},
+      {"bm.max_pool", poolRule},
+      {"bm.min", elementwiseRule},
+      {"bm.mul", elementwiseRule},
+      {"bm.neg", elementwiseRule},
+      {"bm.not", elementwiseRule},
+      {"bm.one_hot", oneHotRule},
+      {"bm.or", elementwiseRule},
+      {"bm.pow", elementwiseRule},
+      {"bm.reciprocal", elementwiseRule},
+      {"bm.reduce_max", reduceRule},
+      {"bm.reduce_mean", reduceRule},
+      {"bm.reduce_sum", reduceRule},
+      {"bm.relu", elementwiseRule},
+      {"bm.reshape", reshapeRule},
+      {"bm.rms_norm", normRule},
+      {"bm.sigmoid", elementwiseRule},
+      {"bm.sin", elementwiseRule},
+      {"bm.slice", sliceRule},
+      {"bm.softmax", axisNeedsReplicationRule},
+      {"bm.split", splitRule},
+      {"bm.sqrt", elementwiseRule},
+      {"bm.squeeze", sameDimsRule},
+      {"bm.sub", elementwiseRule},
+      {"bm.tanh", elementwiseRule},
+      {"bm.top_k", topKRule},
+      {"bm.transpose", transposeRule},
+      {"bm.trilu", triluRule},
+      {"bm.unsqueeze", sameDimsRule},
+      {"bm.where", elementwiseRule},
+  };
+  return table;
+}
+
+ShardingRule mlir::bm::lookupShardingRule(Operation *op) {
+  auto it = ruleTable().find(op->getName().getStringRef());
+  if (it == ruleTable().end())
+    return {};
+  return it->second(op);
+}

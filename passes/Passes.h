@@ -1,0 +1,19 @@
+//===- Passes.h - bm passes -------------------------------------*- C++ -*-===//
+
+#ifndef BM_PASSES_PASSES_H
+#define BM_PASSES_PASSES_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::bm {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+} // namespace mlir::bm
+
+#endif // BM_PASSES_PASSES_H

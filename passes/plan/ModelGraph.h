@@ -1,0 +1,91 @@
+//===- ModelGraph.h - what the planner sees of a model ----------*- C++ -*-===//
+//
+// The planner's search and cost model work on this plain C++ description of
+// a model rather than on MLIR directly, so that they are fast, testable with
+// GoogleTest without an MLIR context, and independent of the importer.
+// passes/plan/ExtractModelGraph.cpp builds it from folded `bm` IR; unit tests
+// build it by hand.
+//
+// Conventions:
+//  - The graph is the forward pass for ONE sample (batch dimension bound to
+//    1). A micro-batch of b samples scales every op's batch factor (and every
+//    activation's batch dimension) by b. Parameters do not scale.
+//  - Ops are in topological order.
+//  - Folding: ops that belong to a repeated layer carry the layer index;
+//    layers carry their block class. All layers of one class are isomorphic:
+//    op k of one instance corresponds to op k of every other instance.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BM_PLAN_MODELGRAPH_H
+#define BM_PLAN_MODELGRAPH_H
+
+#include "bm/ShardingRule.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bm::plan {
+
+enum class ValueKind { Input, Parameter, Activation };
+
+struct ValueInfo {
+  std::string name;            // parameter / input name, or producer's name
+  std::vector<int64_t> shape;  // static, per sample (batch dim = 1)
+  int elementBytes = 4;        // bytes per element as stored in the model
+  bool isFloat = true;         // false for token ids, masks, indices
+  ValueKind kind = ValueKind::Activation;
+  int producer = -1;           // op index, -1 for inputs and parameters
+  /// Dimension that carries the batch (sample) index, or -1 (parameters,
+  /// constants, batch-independent values).
+  int batchDim = -1;
+
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+};
+
+struct OpInfo {
+  std::string opName;          // "bm.matmul"
+  std::string label;           // the ONNX node name, for printing
+  std::vector<int> operands;   // indices into ModelGraph::values
+  std::vector<int> results;
+  ShardingRule rule;
+  /// Factor that carries the batch, or -1 (e.g. ops on parameters only).
+  int batchFactor = -1;
+  /// Forward FLOPs for one sample (multiply-add = 2 FLOPs).
+  double flops = 0;
+  /// Contraction ops (matmul, gemm, einsum, conv) run on tensor cores and
+  /// follow the GEMM efficiency curve; the others are memory-bound.
+  bool isContraction = false;
+  /// Layer instance this op belongs to, or -1 (prologue / epilogue).
+  int layer = -1;
+};
+
+struct ModelGraph {
+  std::string name;
+  std::vector<ValueInfo> values;
+  std::vector<OpInfo> ops;
+  /// Block class of each layer instance (layers are numbered in order).
+  std::vector<int> layerClass;
+  /// Index of the loss value (scalar) or of the model output when the model
+  /// has no loss; the planner adds a loss of negligible cost.
+  int output = -1;
+
+  int numLayers() const { return static_cast<int>(layerClass.size()); }
+  int64_t numParameters() const {
+    int64_t n = 0;
+    for (const ValueInfo &v : values)
+      if (v.kind == ValueKind::Parameter)
+        n += v.numElements();
+    return n;
+  }
+};
+
+} // namespace bm::plan
+
+#endif // BM_PLAN_MODELGRAPH_H
