@@ -3,6 +3,8 @@
 #ifndef BM_PASSES_PASSES_H
 #define BM_PASSES_PASSES_H
 
+#include "bm/BmDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

@@ -14,4 +14,45 @@ def BmPrintShardingRulesPass : Pass<"bm-print-sharding-rules", "::mlir::ModuleOp
   }];
 }
 
+def BmFoldPass : Pass<"bm-fold", "::mlir::func::FuncOp"> {
+  let summary = "Finds repeated layers by structural hashing and marks each "
+                "op with its layer and block class";
+  let description = [{
+    The TAP idea (Shi et al. 2023): a 96-layer transformer is one unique block
+    repeated 96 times, so the planner searches the block once. Each op gets a
+    structural signature (op name, attributes, types, and for each operand
+    either the distance back to its producer or, for a function argument, its
+    type), which is the same for corresponding ops of identical layers. A
+    repeated block shows up as a period P in the sequence of signatures;
+    candidate periods come from the gaps between equal signatures, so the
+    search is linear in the number of ops. Within a periodic run, the layer
+    boundary is put where the fewest values are live (the residual stream),
+    and every instance is checked op by op against the first before it is
+    marked. Ops get `bm.layer` (the instance, counted over the function) and
+    `bm.block_class`; ops outside any repeated block (embedding, head) get
+    neither. Folding changes no op, only adds these attributes.
+  }];
+  let dependentDialects = ["::mlir::bm::BmDialect"];
+  let options = [
+    Option<"minRepeats", "bm-min-repeats", "unsigned", "2",
+           "Fewest instances a block needs to be folded">,
+  ];
+}
+
+def BmAnnotatePass : Pass<"bm-annotate", "::mlir::ModuleOp"> {
+  let summary = "Writes a plan file's mesh, shardings and stages into the IR";
+  let description = [{
+    Phase 4. Reads a JSON plan (`bmc plan -o plan.json`) made for this model
+    and writes it into @main, which bm-fold has annotated: `bm.mesh @mesh`
+    with the plan's dp, tp and pp axes, a `bm.sharding` on every op (every
+    instance of a block class gets the class's sharding) and `bm.stage`, the
+    pipeline stage that runs the op.
+  }];
+  let dependentDialects = ["::mlir::bm::BmDialect"];
+  let options = [
+    Option<"planFile", "plan", "std::string", "",
+           "The JSON plan to write into the IR">,
+  ];
+}
+
 #endif // BM_PASSES_TD

@@ -28,9 +28,9 @@ LogicalResult BmDialect::verifyOperationAttribute(Operation *op,
   if (attr.getName() == kLayerAttrName ||
       attr.getName() == kBlockClassAttrName) {
     if (!isa<IntegerAttr>(attr.getValue()))
-      return op->emitOpError() << "'" << attr.getName()
-                               << "' must be an integer, got "
-                               << attr.getValue();
+      return op->emitOpError()
+             << "'" << attr.getName().getValue() << "' must be an integer, got "
+             << attr.getValue();
     return success();
   }
   if (attr.getName() != kShardingAttrName)

@@ -18,6 +18,12 @@ static RankedTensorType tensorOf(Type type) {
   return cast<RankedTensorType>(type);
 }
 
+/// Default-valued attributes are absent from the adaptor while the custom
+/// parser infers result types (defaults are filled in after parsing).
+static bool boolOr(BoolAttr attr, bool byDefault) {
+  return attr ? attr.getValue() : byDefault;
+}
+
 static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
   if (axis < 0 || axis >= rank)
     return op->emitOpError() << "axis " << axis
@@ -97,15 +103,23 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   if (a.getRank() != 2 || b.getRank() != 2)
     return emitOptionalError(loc, "gemm needs 2-D operands, got ", a, " and ",
                              b);
-  int64_t m = a.getDimSize(adaptor.getTransA() ? 1 : 0);
-  int64_t k = a.getDimSize(adaptor.getTransA() ? 0 : 1);
-  int64_t k2 = b.getDimSize(adaptor.getTransB() ? 1 : 0);
-  int64_t n = b.getDimSize(adaptor.getTransB() ? 0 : 1);
+  if (a.getElementType() != b.getElementType())
+    return emitOptionalError(loc, "gemm operand element types differ: ", a,
+                             " and ", b);
+  bool transA = boolOr(adaptor.getTransAAttr(), false);
+  bool transB = boolOr(adaptor.getTransBAttr(), false);
+  int64_t m = a.getDimSize(transA ? 1 : 0);
+  int64_t k = a.getDimSize(transA ? 0 : 1);
+  int64_t k2 = b.getDimSize(transB ? 1 : 0);
+  int64_t n = b.getDimSize(transB ? 0 : 1);
   if (k != k2)
     return emitOptionalError(loc, "gemm contracting dims differ: ", k, " and ",
                              k2);
   auto result = RankedTensorType::get({m, n}, a.getElementType());
   if (Value c = adaptor.getC()) {
+    if (tensorOf(c.getType()).getElementType() != a.getElementType())
+      return emitOptionalError(loc, "gemm bias ", c.getType(),
+                               " differs in element type from ", a);
     SmallVector<int64_t> shape;
     if (failed(inferBroadcastShape(loc, {result, c.getType()}, shape)))
       return failure();
@@ -133,6 +147,10 @@ LogicalResult EinsumOp::inferReturnTypes(MLIRContext *,
   Type elt;
   for (auto [term, operand] : llvm::zip(eq->inputs, adaptor.getInputs())) {
     auto tensor = tensorOf(operand.getType());
+    if (elt && tensor.getElementType() != elt)
+      return emitOptionalError(loc,
+                               "einsum operand element types differ: ", elt,
+                               " and ", tensor.getElementType());
     elt = tensor.getElementType();
     if (static_cast<int64_t>(term.size()) != tensor.getRank())
       return emitOptionalError(loc, "einsum term '", term, "' has ",
@@ -162,6 +180,9 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   if (spatial < 1 || weight.getRank() != input.getRank())
     return emitOptionalError(loc, "conv needs input and weight of one rank >= 3, got ",
                              input, " and ", weight);
+  if (input.getElementType() != weight.getElementType())
+    return emitOptionalError(loc, "conv operand element types differ: ", input,
+                             " and ", weight);
   ArrayRef<int64_t> strides = adaptor.getStrides(), pads = adaptor.getPads(),
                     dilations = adaptor.getDilations();
   if (static_cast<int64_t>(strides.size()) != spatial ||
@@ -170,7 +191,7 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
     return emitOptionalError(loc, "conv over ", spatial, " spatial dims needs ",
                              spatial, " strides and dilations and ",
                              2 * spatial, " pads");
-  int64_t group = adaptor.getGroup();
+  int64_t group = adaptor.getGroupAttr() ? adaptor.getGroupAttr().getInt() : 1;
   if (group < 1 || input.getDimSize(1) != weight.getDimSize(1) * group)
     return emitOptionalError(loc, "conv input has ", input.getDimSize(1),
                              " channels but weight expects ",
@@ -180,14 +201,26 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
                              " do not divide by group ", group);
   if (Value bias = adaptor.getBias()) {
     auto b = tensorOf(bias.getType());
-    if (b.getRank() != 1 || b.getDimSize(0) != weight.getDimSize(0))
+    if (b.getRank() != 1 || b.getDimSize(0) != weight.getDimSize(0) ||
+        b.getElementType() != input.getElementType())
       return emitOptionalError(loc, "conv bias ", b, " must be 1-D of size ",
-                               weight.getDimSize(0));
+                               weight.getDimSize(0), " and element type ",
+                               input.getElementType());
   }
   SmallVector<int64_t> shape = {input.getDimSize(0), weight.getDimSize(0)};
   for (int64_t i = 0; i < spatial; ++i) {
     if (strides[i] < 1 || dilations[i] < 1)
-      return emitOptionalError(loc, "conv strides and dilations must be >= 1");
+      return emitOptionalError(loc, "conv stride ", strides[i],
+                               " and dilation ", dilations[i],
+                               " of spatial dim ", i, " must be >= 1");
+    if (pads[i] < 0 || pads[i + spatial] < 0)
+      return emitOptionalError(loc, "conv pads ", pads[i], "/",
+                               pads[i + spatial], " of spatial dim ", i,
+                               " must be >= 0");
+    if (weight.getDimSize(i + 2) < 1)
+      return emitOptionalError(loc, "conv kernel size ",
+                               weight.getDimSize(i + 2), " of spatial dim ", i,
+                               " must be >= 1");
     int64_t window = dilations[i] * (weight.getDimSize(i + 2) - 1) + 1;
     int64_t padded = input.getDimSize(i + 2) + pads[i] + pads[i + spatial];
     if (padded < window)
@@ -214,15 +247,20 @@ LogicalResult LogSoftmaxOp::verify() {
 /// Scale and bias of layer / RMS norm span the normalised dims [axis, rank).
 static LogicalResult inferNormResult(std::optional<Location> loc, Type input,
                                      ArrayRef<Type> params, int64_t axis,
+                                     APFloat epsilon,
                                      SmallVectorImpl<Type> &types) {
   auto tensor = tensorOf(input);
+  if (epsilon.isNegative() || epsilon.isNaN())
+    return emitOptionalError(loc, "normalisation epsilon ",
+                             epsilon.convertToDouble(), " must be >= 0");
   if (axis < 0 || axis >= tensor.getRank())
     return emitOptionalError(loc, "normalisation axis ", axis,
                              " is out of range for rank ", tensor.getRank());
   ArrayRef<int64_t> normalized = tensor.getShape().drop_front(axis);
   for (Type param : params) {
     auto p = tensorOf(param);
-    if (p.getShape() != normalized)
+    if (p.getShape() != normalized ||
+        p.getElementType() != tensor.getElementType())
       return emitOptionalError(loc, "normalisation parameter ", p,
                                " must have the normalised shape of ", tensor,
                                " from axis ", axis);
@@ -239,7 +277,7 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
   if (Value bias = adaptor.getBias())
     params.push_back(bias.getType());
   return inferNormResult(loc, adaptor.getInput().getType(), params,
-                         adaptor.getAxis(), types);
+                         adaptor.getAxis(), adaptor.getEpsilon(), types);
 }
 
 LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
@@ -248,7 +286,7 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
                                           SmallVectorImpl<Type> &types) {
   return inferNormResult(loc, adaptor.getInput().getType(),
                          {adaptor.getScale().getType()}, adaptor.getAxis(),
-                         types);
+                         adaptor.getEpsilon(), types);
 }
 
 LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *,
@@ -258,6 +296,10 @@ LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *,
   auto input = tensorOf(adaptor.getInput().getType());
   if (input.getRank() < 2)
     return emitOptionalError(loc, "batch norm needs rank >= 2, got ", input);
+  APFloat epsilon = adaptor.getEpsilon();
+  if (epsilon.isNegative() || epsilon.isNaN())
+    return emitOptionalError(loc, "batch norm epsilon ",
+                             epsilon.convertToDouble(), " must be >= 0");
   int64_t channels = input.getDimSize(1);
   for (Value param : {adaptor.getScale(), adaptor.getBias(), adaptor.getMean(),
                       adaptor.getVariance()}) {
@@ -317,15 +359,6 @@ LogicalResult OneHotOp::verify() {
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
-
-LogicalResult ConstantOp::verify() {
-  auto valueType = dyn_cast<RankedTensorType>(getValue().getType());
-  if (valueType != getResult().getType())
-    return emitOpError() << "value of type " << getValue().getType()
-                         << " does not match result type "
-                         << getResult().getType();
-  return success();
-}
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
@@ -484,6 +517,8 @@ LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *,
     if (input.getDimSize(axis) != 1)
       return emitOptionalError(loc, "squeeze axis ", axis, " has size ",
                                input.getDimSize(axis), ", not 1");
+    if (drop[axis])
+      return emitOptionalError(loc, "squeeze axis ", axis, " is listed twice");
     drop[axis] = true;
   }
   SmallVector<int64_t> shape;
@@ -520,7 +555,9 @@ LogicalResult ExpandOp::verify() {
   auto input = getInput().getType();
   auto result = getResult().getType();
   if (input.getElementType() != result.getElementType())
-    return emitOpError() << "cannot change the element type";
+    return emitOpError() << "cannot change the element type from "
+                         << input.getElementType() << " to "
+                         << result.getElementType();
   SmallVector<int64_t> shape;
   if (failed(inferBroadcastShape(getLoc(), {input, result}, shape)))
     return failure();

@@ -143,14 +143,15 @@ static ShardingRule letterRule(ArrayRef<std::string> inputs,
 static ShardingRule matmulRule(Operation *op) {
   ArrayRef<int64_t> lhs = shapeOf(op->getOperand(0));
   ArrayRef<int64_t> rhs = shapeOf(op->getOperand(1));
-  size_t batch = std::max(lhs.size(), rhs.size()) - 2;
-  if (lhs.size() < 2 || rhs.size() < 2)
-    batch = 0;
+  // Batch dims: all but the last two of a matrix operand (a vector has
+  // none), right-aligned.
+  auto batchRank = [](size_t rank) { return rank < 2 ? size_t(0) : rank - 2; };
+  size_t batch = std::max(batchRank(lhs.size()), batchRank(rhs.size()));
   std::string batchLetters;
   for (size_t i = 0; i < batch; ++i)
     batchLetters.push_back('A' + i);
   auto batchOf = [&](size_t rank) {
-    return batchLetters.substr(batch - (rank - 2));
+    return batchLetters.substr(batch - batchRank(rank));
   };
   std::string l = lhs.size() == 1 ? "k" : batchOf(lhs.size()) + "ik";
   std::string r = rhs.size() == 1 ? "k" : batchOf(rhs.size()) + "kj";
@@ -351,10 +352,17 @@ static ShardingRule splitRule(Operation *op) {
       input.push_back(single(f, size));
       result.push_back(single(f, size));
     } else if (equal && !sizes.empty()) {
-      int pieces = rule.addFactor(sizes.size(), FactorKind::NeedReplication);
-      int piece = rule.addFactor(sizes[0], FactorKind::Parallel);
-      input.push_back({pieces, piece});
-      result.push_back(single(piece, sizes[0]));
+      // A single piece is the whole dim; pieces of size 1 leave no factor.
+      DimFactors dim;
+      if (sizes.size() > 1)
+        dim.push_back(
+            rule.addFactor(sizes.size(), FactorKind::NeedReplication));
+      DimFactors piece;
+      if (sizes[0] != 1)
+        piece.push_back(rule.addFactor(sizes[0], FactorKind::Parallel));
+      dim.insert(dim.end(), piece.begin(), piece.end());
+      input.push_back(dim);
+      result.push_back(piece);
     } else {
       input.push_back({});
       result.push_back({});
@@ -374,6 +382,12 @@ static ShardingRule reshapeRule(Operation *op) {
   ArrayRef<int64_t> out = shapeOf(op->getResult(0));
   ShardingRule rule;
   TensorFactors input(in.size()), result(out.size());
+  // An empty tensor has no running products to match: tie no factor.
+  if (llvm::is_contained(in, 0) || llvm::is_contained(out, 0)) {
+    rule.operandFactors = {input};
+    rule.resultFactors = {result};
+    return rule;
+  }
   size_t i = 0, o = 0;
   while (i < in.size() || o < out.size()) {
     // Size-1 dims are free to come and go.

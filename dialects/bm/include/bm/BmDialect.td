@@ -18,6 +18,9 @@ def Bm_Dialect : Dialect {
   let summary = "Ops, mesh, shardings and collectives for planning and "
                 "partitioning the training of big models";
   let useDefaultAttributePrinterParser = 1;
+  // Inherent attributes live in the attribute dictionary: result-type
+  // inference runs on parsed `attr-dict` entries before properties exist.
+  let usePropertiesForAttributes = 0;
   let hasOperationAttrVerify = 1;
   let hasConstantMaterializer = 0;
   let extraClassDeclaration = [{

@@ -18,9 +18,15 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-def Bm_FloatTensor : RankedTensorOf<[AnyFloat]>;
-def Bm_IntTensor : RankedTensorOf<[AnySignlessInteger]>;
-defvar Bm_Tensor = AnyRankedTensor;
+// Static shapes only: shape inference, sharding rules and costs need every
+// dim. Element types are integers and floats (costs count their bytes).
+def Bm_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+def Bm_IntTensor : StaticShapeTensorOf<[AnySignlessInteger]>;
+def Bm_BoolTensor : StaticShapeTensorOf<[I1]>;
+def Bm_I64Tensor : StaticShapeTensorOf<[I64]>;
+def Bm_Tensor : StaticShapeTensorOf<[AnyInteger, AnyFloat]>;
+def Bm_1DTensor : RankedTensorOf<[AnySignlessInteger, AnyFloat],
+    [HasStaticShapePred, HasAnyRankOfPred<[1]>], "statically shaped 1-D tensor">;
 
 // Traits every compute op has: no side effects, a sharding rule, a cost.
 defvar Bm_ComputeTraits = [Pure,
@@ -67,7 +73,7 @@ def Bm_GeluOp : Bm_UnaryOp<"gelu"> {
 }
 def Bm_LogOp : Bm_UnaryOp<"log">;
 def Bm_NegOp : Bm_UnaryOp<"neg", Bm_Tensor>;
-def Bm_NotOp : Bm_UnaryOp<"not", RankedTensorOf<[I1]>>;
+def Bm_NotOp : Bm_UnaryOp<"not", Bm_BoolTensor>;
 def Bm_ReciprocalOp : Bm_UnaryOp<"reciprocal">;
 def Bm_ReluOp : Bm_UnaryOp<"relu", Bm_Tensor>;
 def Bm_SigmoidOp : Bm_UnaryOp<"sigmoid">;
@@ -108,7 +114,7 @@ def Bm_SubOp : Bm_BinaryOp<"sub">;
 
 def Bm_WhereOp : Bm_Op<"where", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
   let summary = "select between two tensors by a boolean mask, broadcasting";
-  let arguments = (ins RankedTensorOf<[I1]>:$condition, Bm_Tensor:$on_true,
+  let arguments = (ins Bm_BoolTensor:$condition, Bm_Tensor:$on_true,
                        Bm_Tensor:$on_false);
   let results = (outs Bm_Tensor:$result);
   let assemblyFormat = [{
@@ -244,7 +250,10 @@ class Bm_ReduceOp<string mnemonic>
         ::mlir::MLIRContext *context, std::optional<::mlir::Location> loc,
         Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
       return ::mlir::bm::inferReduceResult(loc, adaptor.getInput().getType(),
-          adaptor.getAxes(), adaptor.getKeepDims(), types);
+          adaptor.getAxes(),
+          // Absent while the parser infers types: use the default.
+          !adaptor.getKeepDimsAttr() || adaptor.getKeepDimsAttr().getValue(),
+          types);
     }
   }];
 }
@@ -268,7 +277,7 @@ def Bm_TopKOp : Bm_Op<"top_k", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
   let summary = "the k largest (or smallest) elements along an axis";
   let arguments = (ins Bm_Tensor:$input, I64Attr:$k, I64Attr:$axis,
                        DefaultValuedAttr<BoolAttr, "true">:$largest);
-  let results = (outs Bm_Tensor:$values, RankedTensorOf<[I64]>:$indices);
+  let results = (outs Bm_Tensor:$values, Bm_I64Tensor:$indices);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
@@ -292,14 +301,13 @@ def Bm_ConstantOp : Bm_Op<"constant", Bm_ComputeTraits # [ConstantLike,
   let arguments = (ins ElementsAttr:$value);
   let results = (outs Bm_Tensor:$result);
   let assemblyFormat = "attr-dict $value";
-  let hasVerifier = 1;
   let hasFolder = 1;
 }
 
 def Bm_IotaOp : Bm_Op<"iota", Bm_ComputeTraits> {
   let summary = "start + i * delta along a 1-D result (ONNX Range)";
   let arguments = (ins F64Attr:$start, F64Attr:$delta);
-  let results = (outs 1DTensorOf<[AnySignlessInteger, AnyFloat]>:$result);
+  let results = (outs Bm_1DTensor:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
 }
 

@@ -1,0 +1,25 @@
+//===- AnnotatePlan.h - write a plan into bm IR -----------------*- C++ -*-===//
+
+#ifndef BM_ANNOTATE_ANNOTATEPLAN_H
+#define BM_ANNOTATE_ANNOTATEPLAN_H
+
+#include "passes/plan/Plan.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+namespace bm::plan {
+
+/// Writes `plan` into `func` (which bm-fold has annotated, and from which
+/// the plan's ModelGraph was extracted, so op i of the function body is op
+/// i of the plan): a `bm.mesh @mesh` with the plan's dp, tp and pp axes at
+/// the top of `module`, a `bm.sharding` on every op (each instance of a
+/// block class gets its class's sharding), and a `bm.stage` (the pipeline
+/// stage that runs the op).
+llvm::Error annotatePlan(mlir::ModuleOp module, mlir::func::FuncOp func,
+                         const Plan &plan);
+
+} // namespace bm::plan
+
+#endif // BM_ANNOTATE_ANNOTATEPLAN_H

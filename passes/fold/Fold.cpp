@@ -1,0 +1,297 @@
+//===- Fold.cpp - find repeated layers by structural hashing --------------===//
+//
+// See BmFoldPass in passes/Passes.td for the algorithm. The pass is linear
+// in the number of ops apart from a small constant number of candidate
+// periods, so a 960-layer model folds about ten times slower than a 96-layer
+// one, not a hundred.
+//
+//===----------------------------------------------------------------------===//
+
+#include "bm/BmOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/Hashing.h"
+
+namespace mlir::bm {
+#define GEN_PASS_DEF_BMFOLDPASS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+/// The ops of one function body in order, with what folding needs to know
+/// of each.
+struct OpSequence {
+  SmallVector<Operation *> ops;
+  DenseMap<Operation *, int64_t> index;
+  SmallVector<llvm::hash_code> signature;
+
+  explicit OpSequence(Block &body) {
+    for (Operation &op : body.without_terminator()) {
+      index[&op] = static_cast<int64_t>(ops.size());
+      ops.push_back(&op);
+    }
+    for (auto [i, op] : llvm::enumerate(ops))
+      signature.push_back(hashOp(op, static_cast<int64_t>(i)));
+  }
+
+  int64_t size() const { return static_cast<int64_t>(ops.size()); }
+
+  /// Inherent attributes and non-bm discardable ones: what makes two ops
+  /// compute the same thing.
+  static DictionaryAttr semanticAttrs(Operation *op) {
+    SmallVector<NamedAttribute> attrs;
+    for (NamedAttribute attr : op->getDiscardableAttrs())
+      if (!attr.getName().getValue().starts_with("bm."))
+        attrs.push_back(attr);
+    if (Attribute props = op->getPropertiesAsAttribute())
+      for (NamedAttribute attr : cast<DictionaryAttr>(props))
+        attrs.push_back(attr);
+    return DictionaryAttr::get(op->getContext(), attrs);
+  }
+
+  /// A coarse signature: what the op computes and on what types, but not
+  /// where its operands come from, which depends on the layer boundaries
+  /// that are not known yet. Instances are checked exactly later.
+  llvm::hash_code hashOp(Operation *op, int64_t) const {
+    llvm::hash_code h = llvm::hash_combine(
+        op->getName().getAsOpaquePointer(),
+        semanticAttrs(op).getAsOpaquePointer());
+    for (Type type : op->getResultTypes())
+      h = llvm::hash_combine(h, type.getAsOpaquePointer());
+    for (Value operand : op->getOperands())
+      h = llvm::hash_combine(h, operand.getType().getAsOpaquePointer());
+    return h;
+  }
+
+  bool sameSignature(int64_t a, int64_t b) const {
+    return signature[a] == signature[b];
+  }
+
+  /// Exact check that the block of `period` ops starting at `other` is an
+  /// instance of the one starting at `first`: op for op the same
+  /// computation, operands from inside the block at the same places, and
+  /// operands from outside (the layer input, parameters) mapped one to one.
+  bool sameBlock(int64_t first, int64_t other, int64_t period) const {
+    DenseMap<Value, Value> outside;
+    DenseMap<Value, Value> outsideInverse;
+    for (int64_t k = 0; k < period; ++k) {
+      Operation *x = ops[first + k], *y = ops[other + k];
+      if (x->getName() != y->getName() ||
+          x->getNumOperands() != y->getNumOperands() ||
+          x->getResultTypes() != y->getResultTypes() ||
+          semanticAttrs(x) != semanticAttrs(y))
+        return false;
+      for (auto [u, v] : llvm::zip(x->getOperands(), y->getOperands())) {
+        int64_t du = definedAt(u), dv = definedAt(v);
+        bool insideU = du >= first && du < first + period;
+        bool insideV = dv >= other && dv < other + period;
+        if (insideU != insideV)
+          return false;
+        if (insideU) {
+          if (du - first != dv - other ||
+              cast<OpResult>(u).getResultNumber() !=
+                  cast<OpResult>(v).getResultNumber())
+            return false;
+          continue;
+        }
+        if (u.getType() != v.getType())
+          return false;
+        auto [it, inserted] = outside.try_emplace(u, v);
+        auto [jt, insertedInverse] = outsideInverse.try_emplace(v, u);
+        if (it->second != v || jt->second != u)
+          return false;
+      }
+    }
+    return true;
+  }
+
+  /// Position of the op defining `v`, or -1 for a function argument.
+  int64_t definedAt(Value v) const {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return -1;
+    auto it = index.find(def);
+    return it == index.end() ? -1 : it->second;
+  }
+};
+
+/// A run of `count` consecutive instances of a block of `period` ops, the
+/// first starting at op `start`.
+struct Run {
+  int64_t start = 0, period = 0, count = 0;
+  int64_t coverage() const { return period * count; }
+};
+
+/// Number of op results live across the boundary before each op position
+/// (function arguments are not counted: parameters do not flow between
+/// layers).
+static SmallVector<int64_t> liveAcrossBoundaries(const OpSequence &seq) {
+  SmallVector<int64_t> diff(seq.size() + 2, 0);
+  for (auto [i, op] : llvm::enumerate(seq.ops)) {
+    for (Value result : op->getResults()) {
+      int64_t lastUse = static_cast<int64_t>(i);
+      for (Operation *user : result.getUsers()) {
+        auto it = seq.index.find(user);
+        lastUse = std::max(lastUse,
+                           it == seq.index.end() ? seq.size() : it->second);
+      }
+      if (lastUse > static_cast<int64_t>(i)) {
+        ++diff[i + 1];
+        --diff[lastUse + 1];
+      }
+    }
+  }
+  SmallVector<int64_t> live(seq.size() + 1, 0);
+  int64_t running = 0;
+  for (int64_t b = 0; b <= seq.size(); ++b) {
+    running += diff[b];
+    live[b] = running;
+  }
+  return live;
+}
+
+/// Candidate periods: the most frequent gaps between equal signatures in
+/// [begin, end). A block repeated k times makes every one of its ops
+/// contribute k-1 gaps of the block's length.
+static SmallVector<int64_t> candidatePeriods(const OpSequence &seq,
+                                             int64_t begin, int64_t end) {
+  DenseMap<llvm::hash_code, int64_t> last;
+  DenseMap<int64_t, int64_t> gapCount;
+  for (int64_t i = begin; i < end; ++i) {
+    auto [it, inserted] = last.try_emplace(seq.signature[i], i);
+    if (!inserted) {
+      ++gapCount[i - it->second];
+      it->second = i;
+    }
+  }
+  SmallVector<std::pair<int64_t, int64_t>> gaps(gapCount.begin(),
+                                                gapCount.end());
+  llvm::sort(gaps, [](auto a, auto b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  SmallVector<int64_t> periods;
+  for (auto [gap, count] : gaps) {
+    if (periods.size() == 8)
+      break;
+    if (gap >= 2)
+      periods.push_back(gap);
+  }
+  return periods;
+}
+
+/// Whether instance `m` of `run` consumes something instance `m - 1`
+/// produced: layers form a chain (the residual stream); side-by-side
+/// repeats such as the Q, K and V projections of one layer do not.
+static bool instancesChain(const OpSequence &seq, const Run &run) {
+  if (run.count < 2)
+    return false;
+  int64_t begin = run.start + run.period, end = begin + run.period;
+  for (int64_t i = begin; i < end; ++i)
+    for (Value operand : seq.ops[i]->getOperands())
+      if (Operation *def = operand.getDefiningOp()) {
+        int64_t d = seq.index.lookup(def);
+        if (d >= run.start && d < begin)
+          return true;
+      }
+  return false;
+}
+
+/// The best run in [begin, end): most ops covered, then the shorter period.
+static std::optional<Run> findRun(const OpSequence &seq,
+                                  ArrayRef<int64_t> live, int64_t begin,
+                                  int64_t end, unsigned minRepeats) {
+  std::optional<Run> best;
+  for (int64_t period : candidatePeriods(seq, begin, end)) {
+    int64_t i = begin;
+    while (i + period < end) {
+      if (!seq.sameSignature(i, i + period)) {
+        ++i;
+        continue;
+      }
+      // Ops [i, j + period) look periodic with this period.
+      int64_t j = i;
+      while (j + period < end && seq.sameSignature(j, j + period))
+        ++j;
+      int64_t regionEnd = j + period;
+      // Put the layer boundary where the fewest values cross it.
+      int64_t phase = 0;
+      for (int64_t p = 1; p < period && i + p < regionEnd; ++p)
+        if (live[i + p] < live[i + phase])
+          phase = p;
+      Run run{i + phase, period, 1};
+      // Keep the instances that are exact copies of the first.
+      while (run.start + (run.count + 1) * period <= regionEnd &&
+             seq.sameBlock(run.start, run.start + run.count * period, period))
+        ++run.count;
+      if (run.count >= static_cast<int64_t>(minRepeats) &&
+          instancesChain(seq, run) &&
+          (!best || run.coverage() > best->coverage() ||
+           (run.coverage() == best->coverage() && period < best->period)))
+        best = run;
+      i = j + 1;
+    }
+  }
+  return best;
+}
+
+struct FoldPass : impl::BmFoldPassBase<FoldPass> {
+  using BmFoldPassBase::BmFoldPassBase;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    OpSequence seq(func.getBody().front());
+    SmallVector<int64_t> live = liveAcrossBoundaries(seq);
+
+    // Find runs greedily, largest first, in the stretches not yet folded.
+    SmallVector<Run> runs;
+    SmallVector<std::pair<int64_t, int64_t>> stretches = {{0, seq.size()}};
+    while (!stretches.empty()) {
+      auto [begin, end] = stretches.pop_back_val();
+      std::optional<Run> run = findRun(seq, live, begin, end, minRepeats);
+      if (!run)
+        continue;
+      runs.push_back(*run);
+      stretches.push_back({begin, run->start});
+      stretches.push_back({run->start + run->coverage(), end});
+    }
+    llvm::sort(runs, [](const Run &a, const Run &b) { return a.start < b.start; });
+
+    // Runs whose blocks are the same op for op share a block class.
+    SmallVector<int64_t> classOfRun;
+    for (auto [r, run] : llvm::enumerate(runs)) {
+      int64_t cls = -1;
+      for (size_t q = 0; q < r && cls < 0; ++q) {
+        const Run &other = runs[q];
+        if (other.period != run.period)
+          continue;
+        if (seq.sameBlock(other.start, run.start, run.period))
+          cls = classOfRun[q];
+      }
+      if (cls < 0)
+        cls = classOfRun.empty()
+                  ? 0
+                  : *llvm::max_element(classOfRun) + 1;
+      classOfRun.push_back(cls);
+    }
+
+    Builder builder(func.getContext());
+    int64_t layer = 0;
+    for (auto [run, cls] : llvm::zip(runs, classOfRun)) {
+      for (int64_t m = 0; m < run.count; ++m, ++layer)
+        for (int64_t k = 0; k < run.period; ++k) {
+          Operation *op = seq.ops[run.start + m * run.period + k];
+          op->setAttr(BmDialect::kLayerAttrName,
+                      builder.getI64IntegerAttr(layer));
+          op->setAttr(BmDialect::kBlockClassAttrName,
+                      builder.getI64IntegerAttr(cls));
+        }
+    }
+  }
+};
+
+} // namespace
+} // namespace mlir::bm

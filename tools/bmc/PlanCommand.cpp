@@ -1,0 +1,299 @@
+//===- PlanCommand.cpp - `bmc plan MODEL.onnx --gpus N` -------------------===//
+//
+// The main job: import the model, fold its repeated layers, search data /
+// tensor / pipeline parallelism with the cost model, and print the plan.
+// Phases 1 to 4 of DESIGN.md run here: import, fold, plan, annotate
+// (--emit-mlir).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/bmc/Subcommands.h"
+
+#include "compiler/cost/Cluster.h"
+#include "compiler/import/OnnxImporter.h"
+#include "passes/Passes.h"
+#include "passes/annotate/AnnotatePlan.h"
+#include "passes/plan/ExtractModelGraph.h"
+#include "passes/plan/PlanOutput.h"
+#include "passes/plan/Search.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+
+using namespace bmc;
+using llvm::StringRef;
+
+namespace {
+
+constexpr StringRef kHelp = R"(USAGE: bmc plan MODEL.onnx --gpus N [options]
+
+Searches data x tensor x pipeline parallelism, per-op sharding, pipeline
+schedule, micro-batching, ZeRO and recomputation for training MODEL on N
+GPUs, with an analytic cost model of the cluster (no GPU is touched), and
+prints the best plan. Weights are not read: graph-only models plan.
+
+OPTIONS:
+  --gpus N              number of GPUs (required)
+  --cluster NAME|FILE   a preset (dgx-a100-80g, dgx-h100-80g, alpa-v100) or a
+                        JSON / YAML cluster file (default: dgx-a100-80g)
+  --global-batch N      samples per optimizer step (default: one per GPU)
+  --seq N               sequence length (binds the model's 'seq' dimension)
+  --dim NAME=VALUE      bind a symbolic dimension (repeatable)
+  --precision P         bf16 (mixed precision, default) or fp32
+  --optimizer O         adam (default) or sgd
+  --fix K=V,...         pin choices and evaluate them with the same cost
+                        model: dp, tp, pp, mb, zero (0-3), recompute
+                        (none|selective|full), schedule (gpipe|1f1b|
+                        interleaved), v (chunks per device)
+  --no-fold             search every layer on its own (same result, slower)
+  --explain             also print per-op shardings, collectives and why the
+                        alternatives lost
+  --alternatives N      how many runner-up plans to keep (default 4)
+  --json                print the plan as JSON instead of text
+  -o FILE               also write the JSON plan to FILE
+  --emit-mlir FILE      write the model annotated with bm.mesh and
+                        #bm.sharding to FILE ('-' for stdout)
+  --export megatron     print the equivalent Megatron-LM arguments
+  --help                print this help
+)";
+
+/// The batch dimension is bound to this during import so that it shows up
+/// in every op's sharding rule; the planner normalises to one sample.
+constexpr int64_t kImportedBatch = 2;
+
+struct PlanArgs {
+  std::string model;
+  bm::ImportOptions import;
+  std::string cluster = "dgx-a100-80g";
+  bm::plan::TrainingConfig training;
+  bool explain = false, json = false;
+  std::optional<std::string> jsonFile, mlirFile, exportFormat;
+};
+
+/// Parses a positive integer flag value; `what` names it in the error.
+std::optional<int64_t> parseCount(StringRef text, StringRef what,
+                                  std::string &error, int64_t min = 1) {
+  int64_t value;
+  if (text.getAsInteger(10, value)) {
+    error = what.str() + " expects an integer, got '" + text.str() + "'";
+    return std::nullopt;
+  }
+  if (value < min) {
+    error = what.str() + " must be at least " + std::to_string(min) +
+            ", got " + text.str();
+    return std::nullopt;
+  }
+  return value;
+}
+
+/// Returns 0 to go on, or the exit code.
+std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
+  ArgCursor cursor("plan", args);
+  std::optional<std::string> gpus;
+  while (!cursor.done()) {
+    std::optional<std::string> value;
+    std::string error;
+    if (cursor.takeSwitch("--help") || cursor.takeSwitch("-h")) {
+      llvm::outs() << kHelp;
+      return 0;
+    }
+    if (cursor.takeSwitch("--no-fold")) {
+      out.training.fold = false;
+      continue;
+    }
+    if (cursor.takeSwitch("--explain")) {
+      out.explain = true;
+      continue;
+    }
+    if (cursor.takeSwitch("--json")) {
+      out.json = true;
+      continue;
+    }
+    StringRef matched;
+    for (StringRef name : {"--gpus", "--cluster", "--global-batch", "--seq",
+                           "--dim", "--precision", "--optimizer", "--fix",
+                           "--alternatives", "-o", "--emit-mlir", "--export"})
+      if (cursor.takeFlag(name, value)) {
+        matched = name;
+        break;
+      }
+    if (matched.empty()) {
+      if (cursor.isOption())
+        return cursor.unknownOption();
+      StringRef positional = cursor.takePositional();
+      if (!out.model.empty())
+        return fail("bmc plan takes one model, got '" + out.model +
+                    "' and '" + positional + "'");
+      out.model = positional.str();
+      continue;
+    }
+    if (cursor.error)
+      return fail(*cursor.error);
+    StringRef v = *value;
+    if (matched == "--gpus") {
+      gpus = v.str();
+    } else if (matched == "--cluster") {
+      out.cluster = v.str();
+    } else if (matched == "--global-batch") {
+      auto n = parseCount(v, "--global-batch", error);
+      if (!n)
+        return fail(error);
+      out.training.globalBatch = *n;
+    } else if (matched == "--seq") {
+      auto n = parseCount(v, "--seq", error);
+      if (!n)
+        return fail(error);
+      out.import.dims["seq"] = *n;
+      out.import.sequenceLength = *n;
+    } else if (matched == "--dim") {
+      auto [name, number] = v.split('=');
+      auto n = parseCount(number, "--dim " + name.str(), error, 0);
+      if (name.empty() || !n)
+        return fail(name.empty() ? "--dim expects NAME=VALUE, got '" +
+                                       v.str() + "'"
+                                 : error);
+      out.import.dims[name.str()] = *n;
+    } else if (matched == "--precision") {
+      if (v == "bf16")
+        out.training.precision = bm::plan::Precision::Bf16Mixed;
+      else if (v == "fp32")
+        out.training.precision = bm::plan::Precision::Fp32;
+      else
+        return fail("--precision must be bf16 or fp32, got '" + v + "'");
+    } else if (matched == "--optimizer") {
+      if (v == "adam")
+        out.training.optimizer = bm::plan::Optimizer::Adam;
+      else if (v == "sgd")
+        out.training.optimizer = bm::plan::Optimizer::Sgd;
+      else
+        return fail("--optimizer must be adam or sgd, got '" + v + "'");
+    } else if (matched == "--fix") {
+      auto fixed = bm::plan::parseFixedChoices(v);
+      if (!fixed)
+        return fail(llvm::toString(fixed.takeError()));
+      out.training.fixed = *fixed;
+    } else if (matched == "--alternatives") {
+      auto n = parseCount(v, "--alternatives", error, 0);
+      if (!n)
+        return fail(error);
+      out.training.numAlternatives = static_cast<int>(*n);
+    } else if (matched == "-o") {
+      out.jsonFile = v.str();
+    } else if (matched == "--emit-mlir") {
+      out.mlirFile = v.str();
+    } else if (matched == "--export") {
+      if (v != "megatron")
+        return fail("--export supports 'megatron', got '" + v + "'");
+      out.exportFormat = v.str();
+    }
+  }
+  if (out.model.empty())
+    return fail("bmc plan needs a model file; see 'bmc plan --help'");
+  if (!gpus)
+    return fail("bmc plan needs --gpus N; see 'bmc plan --help'");
+  std::string error;
+  auto n = parseCount(*gpus, "--gpus", error);
+  if (!n)
+    return fail(error);
+  out.training.gpus = static_cast<int>(*n);
+  return std::nullopt;
+}
+
+/// Writes `text` to `path` ('-' is stdout).
+int writeFile(StringRef path, llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  std::error_code ec;
+  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_Text);
+  if (ec)
+    return fail("cannot write '" + path + "': " + ec.message());
+  write(out.os());
+  out.keep();
+  return 0;
+}
+
+} // namespace
+
+int bmc::runPlan(llvm::ArrayRef<StringRef> args) {
+  PlanArgs planArgs;
+  if (std::optional<int> exit = parseArgs(args, planArgs))
+    return *exit;
+  auto start = std::chrono::steady_clock::now();
+
+  // The cluster first: a typo there should not wait for the import.
+  llvm::Expected<bm::cost::Cluster> cluster =
+      bm::cost::loadCluster(planArgs.cluster);
+  if (!cluster)
+    return fail(llvm::toString(cluster.takeError()));
+
+  mlir::MLIRContext context;
+  bm::ImportOptions import = planArgs.import;
+  import.batchSize = kImportedBatch;
+  auto module = bm::importOnnxFile(context, planArgs.model, import);
+  if (!module)
+    return fail(llvm::toString(module.takeError()));
+  auto func = (*module)->lookupSymbol<mlir::func::FuncOp>("main");
+  if (!func)
+    return fail("the imported model has no @main function");
+
+  mlir::PassManager pm(&context);
+  pm.addNestedPass<mlir::func::FuncOp>(mlir::bm::createBmFoldPass());
+  if (mlir::failed(pm.run(**module)))
+    return fail("folding repeated layers failed");
+
+  llvm::Expected<bm::plan::ModelGraph> graph =
+      bm::plan::extractModelGraph(func, kImportedBatch);
+  if (!graph)
+    return fail(llvm::toString(graph.takeError()));
+  graph->name = llvm::sys::path::stem(planArgs.model).str();
+
+  const bm::plan::FixedChoices &fixed = planArgs.training.fixed;
+  bool fullyFixed = fixed.dp && fixed.tp && fixed.pp;
+  llvm::Expected<bm::plan::Plan> plan =
+      fullyFixed
+          ? bm::plan::evaluateConfiguration(*graph, *cluster, planArgs.training)
+          : bm::plan::searchPlan(*graph, *cluster, planArgs.training);
+  if (!plan)
+    return fail(llvm::toString(plan.takeError()));
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+
+  if (planArgs.jsonFile)
+    if (int rc = writeFile(*planArgs.jsonFile, [&](llvm::raw_ostream &os) {
+          bm::plan::printPlanJson(*plan, os);
+        }))
+      return rc;
+  if (planArgs.mlirFile) {
+    if (llvm::Error err = bm::plan::annotatePlan(**module, func, *plan))
+      return fail(llvm::toString(std::move(err)));
+    if (int rc = writeFile(*planArgs.mlirFile, [&](llvm::raw_ostream &os) {
+          (*module)->print(os);
+          os << "\n";
+        }))
+      return rc;
+  }
+  if (planArgs.exportFormat) {
+    llvm::Expected<std::string> megatron =
+        bm::plan::exportMegatronArguments(*plan);
+    if (!megatron)
+      return fail(llvm::toString(megatron.takeError()));
+    llvm::outs() << *megatron << "\n";
+    return 0;
+  }
+  if (planArgs.json) {
+    bm::plan::printPlanJson(*plan, llvm::outs());
+    return 0;
+  }
+  if (planArgs.mlirFile && *planArgs.mlirFile == "-")
+    return 0;
+  bm::plan::printPlanText(*plan, llvm::outs(), planArgs.explain);
+  llvm::outs() << llvm::format("\nplanned in %.2f s (import, fold, search)\n",
+                               seconds);
+  return 0;
+}
