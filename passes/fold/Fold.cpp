@@ -125,11 +125,14 @@ struct Run {
 };
 
 /// Number of op results live across the boundary before each op position
-/// (function arguments are not counted: parameters do not flow between
-/// layers).
+/// (function arguments and constants are not counted: parameters do not
+/// flow between layers, constants can be made anywhere).
 static SmallVector<int64_t> liveAcrossBoundaries(const OpSequence &seq) {
   SmallVector<int64_t> diff(seq.size() + 2, 0);
   for (auto [i, op] : llvm::enumerate(seq.ops)) {
+    // Constants can be rematerialised anywhere: they do not tie layers.
+    if (op->hasTrait<OpTrait::ConstantLike>())
+      continue;
     for (Value result : op->getResults()) {
       int64_t lastUse = static_cast<int64_t>(i);
       for (Operation *user : result.getUsers()) {
@@ -215,10 +218,16 @@ static std::optional<Run> findRun(const OpSequence &seq,
       while (j + period < end && seq.sameSignature(j, j + period))
         ++j;
       int64_t regionEnd = j + period;
-      // Put the layer boundary where the fewest values cross it.
+      // Put the layer boundary where the fewest values cross it (the
+      // residual stream); among such places, the one that leaves the most
+      // whole instances in the region (a transformer layer also has a
+      // one-value cut between attention and MLP: a boundary there would
+      // cut a layer in two at each end).
       int64_t phase = 0;
+      auto instances = [&](int64_t p) { return (regionEnd - i - p) / period; };
       for (int64_t p = 1; p < period && i + p < regionEnd; ++p)
-        if (live[i + p] < live[i + phase])
+        if (live[i + p] < live[i + phase] ||
+            (live[i + p] == live[i + phase] && instances(p) > instances(phase)))
           phase = p;
       Run run{i + phase, period, 1};
       // Keep the instances that are exact copies of the first.
@@ -236,6 +245,23 @@ static std::optional<Run> findRun(const OpSequence &seq,
   return best;
 }
 
+/// Moves operand-free constants to the top of the function, in order.
+/// Exporters share small constants (0.5 in GELU, the mask fill value)
+/// between layers, so the first layer would otherwise hold the constants
+/// all layers use and differ from the others.
+static void hoistConstants(Block &body) {
+  Operation *insertionPoint = nullptr;
+  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    if (op.getNumOperands() != 0 || !op.hasTrait<OpTrait::ConstantLike>())
+      continue;
+    if (insertionPoint)
+      op.moveAfter(insertionPoint);
+    else
+      op.moveBefore(&body, body.begin());
+    insertionPoint = &op;
+  }
+}
+
 struct FoldPass : impl::BmFoldPassBase<FoldPass> {
   using BmFoldPassBase::BmFoldPassBase;
 
@@ -243,6 +269,7 @@ struct FoldPass : impl::BmFoldPassBase<FoldPass> {
     func::FuncOp func = getOperation();
     if (func.isExternal())
       return;
+    hoistConstants(func.getBody().front());
     OpSequence seq(func.getBody().front());
     SmallVector<int64_t> live = liveAcrossBoundaries(seq);
 

@@ -102,3 +102,21 @@ func.func @one_layer(%x: tensor<4x16xf32>, %w: tensor<16x16xf32>) -> tensor<4x16
   %t = bm.tanh %m : tensor<4x16xf32>
   return %t : tensor<4x16xf32>
 }
+
+// -----
+
+// Exporters share constants between layers: the first layer defines the
+// constant both use. Constants move to the top, so both layers fold.
+
+// CHECK-LABEL: func.func @shared_constant
+// CHECK-NEXT: bm.constant dense<5.000000e-01> : tensor<f32>{{$}}
+// CHECK: bm.mul {{.*}}bm.layer = 0
+// CHECK: bm.mul {{.*}}bm.layer = 1
+func.func @shared_constant(%x: tensor<4x16xf32>, %a: tensor<16x16xf32>, %b: tensor<16x16xf32>) -> tensor<4x16xf32> {
+  %m0 = bm.matmul %x, %a : tensor<4x16xf32>, tensor<16x16xf32>
+  %half = bm.constant dense<5.000000e-01> : tensor<f32>
+  %h0 = bm.mul %m0, %half : tensor<4x16xf32>, tensor<f32>
+  %m1 = bm.matmul %h0, %b : tensor<4x16xf32>, tensor<16x16xf32>
+  %h1 = bm.mul %m1, %half : tensor<4x16xf32>, tensor<f32>
+  return %h1 : tensor<4x16xf32>
+}
