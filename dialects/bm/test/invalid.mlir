@@ -933,3 +933,56 @@ func.func @global_pool_rank(%x: tensor<2x8xf32>) {
   %0 = bm.global_avg_pool %x : tensor<2x8xf32>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// The custom parser infers result types before the op is verified: missing
+// or mistyped attributes are reported, not read as null
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @missing_attr(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'bm.top_k' op requires attribute 'k'}}
+  %0:2 = bm.top_k %x {axis = 0 : i64} : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @missing_array_attr(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'bm.transpose' op requires attribute 'permutation'}}
+  %0 = bm.transpose %x : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @mistyped_attr(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'bm.reduce_sum' op attribute 'axes' failed to satisfy constraint: i64 dense array attribute}}
+  %0 = bm.reduce_sum %x {axes = 1 : i64} : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @mistyped_default_attr(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'bm.gemm' op attribute 'trans_a' failed to satisfy constraint: bool attribute}}
+  %0 = bm.gemm %x, %x {trans_a = 1 : i64} : tensor<2x8xf32>, tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @missing_conv_attr(%x: tensor<1x3x8x8xf32>, %w: tensor<8x3x3x3xf32>) {
+  // expected-error @+1 {{'bm.conv' op requires attribute 'dilations'}}
+  %0 = bm.conv %x, %w {pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : tensor<1x3x8x8xf32>, tensor<8x3x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @generic_missing_attr(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'bm.gather' op requires attribute 'axis'}}
+  %0 = "bm.gather"(%x, %x) : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}

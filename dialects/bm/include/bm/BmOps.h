@@ -9,6 +9,7 @@
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
@@ -45,6 +46,19 @@ LogicalResult inferPoolResult(std::optional<Location> loc, Type input,
                               ArrayRef<int64_t> strides,
                               ArrayRef<int64_t> pads,
                               SmallVectorImpl<Type> &results);
+
+/// Checks the attributes of an op's adaptor before result-type inference
+/// reads them (Bm_InferTypeOpAdaptor): the custom parser infers result types
+/// before the op is verified. Silent when there is no location to report at.
+template <typename AdaptorT>
+LogicalResult verifyAdaptor(MLIRContext *context, std::optional<Location> loc,
+                            AdaptorT &adaptor) {
+  if (loc)
+    return adaptor.verify(*loc);
+  ScopedDiagnosticHandler silence(context,
+                                  [](Diagnostic &) { return success(); });
+  return adaptor.verify(UnknownLoc::get(context));
+}
 
 } // namespace mlir::bm
 

@@ -28,6 +28,33 @@ def Bm_Tensor : StaticShapeTensorOf<[AnyInteger, AnyFloat]>;
 def Bm_1DTensor : RankedTensorOf<[AnySignlessInteger, AnyFloat],
     [HasStaticShapePred, HasAnyRankOfPred<[1]>], "statically shaped 1-D tensor">;
 
+// MLIR's InferTypeOpAdaptor, except that the adaptor's attributes are
+// verified before inference: the custom parser infers result types before the
+// op is verified, so a missing or mistyped attribute would otherwise reach
+// inference as a null attribute.
+def Bm_InferTypeOpAdaptor : TraitList<[
+  DeclareOpInterfaceMethods<InferTypeOpInterface>,
+  NativeOpTrait<"InferTypeOpAdaptor", [], [{
+    static ::llvm::LogicalResult
+    inferReturnTypes(::mlir::MLIRContext *context,
+                     std::optional<::mlir::Location> location, Adaptor adaptor,
+                     ::llvm::SmallVectorImpl<::mlir::Type> &inferredReturnTypes);
+  }], [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *context, std::optional<::mlir::Location> location,
+        ::mlir::ValueRange operands, ::mlir::DictionaryAttr attributes,
+        ::mlir::OpaqueProperties properties, ::mlir::RegionRange regions,
+        ::llvm::SmallVectorImpl<::mlir::Type> &inferredReturnTypes) {
+      $cppClass::Adaptor adaptor(operands, attributes, properties, regions);
+      if (::mlir::failed(
+              ::mlir::bm::verifyAdaptor(context, location, adaptor)))
+        return ::mlir::failure();
+      return $cppClass::inferReturnTypes(context, location, adaptor,
+                                         inferredReturnTypes);
+    }
+  }]>
+]>;
+
 // Traits every compute op has: no side effects, a sharding rule, a cost.
 defvar Bm_ComputeTraits = [Pure,
   DeclareOpInterfaceMethods<Bm_ShardingRuleOpInterface>,
@@ -36,7 +63,7 @@ defvar Bm_ComputeTraits = [Pure,
 defvar Bm_ContractionTraits = [Pure,
   DeclareOpInterfaceMethods<Bm_ShardingRuleOpInterface>,
   DeclareOpInterfaceMethods<Bm_CostOpInterface, ["isContraction"]>,
-  InferTypeOpAdaptor];
+  Bm_InferTypeOpAdaptor];
 
 //===----------------------------------------------------------------------===//
 // Mesh
@@ -83,7 +110,7 @@ def Bm_TanhOp : Bm_UnaryOp<"tanh">;
 
 // Binary ops broadcast their operands numpy-style. Comparisons give i1.
 class Bm_BinaryOp<string mnemonic, string resultKind = "same">
-    : Bm_Op<mnemonic, Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+    : Bm_Op<mnemonic, Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
   let summary = "elementwise " # mnemonic # " with broadcasting";
   let arguments = (ins Bm_Tensor:$lhs, Bm_Tensor:$rhs);
   let results = (outs Bm_Tensor:$result);
@@ -112,7 +139,7 @@ def Bm_OrOp : Bm_BinaryOp<"or", "logical">;
 def Bm_PowOp : Bm_BinaryOp<"pow">;
 def Bm_SubOp : Bm_BinaryOp<"sub">;
 
-def Bm_WhereOp : Bm_Op<"where", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+def Bm_WhereOp : Bm_Op<"where", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
   let summary = "select between two tensors by a boolean mask, broadcasting";
   let arguments = (ins Bm_BoolTensor:$condition, Bm_Tensor:$on_true,
                        Bm_Tensor:$on_false);
@@ -199,7 +226,7 @@ def Bm_LogSoftmaxOp : Bm_Op<"log_softmax", Bm_ComputeTraits #
 }
 
 def Bm_LayerNormOp : Bm_Op<"layer_norm", Bm_ComputeTraits #
-    [InferTypeOpAdaptor]> {
+    [Bm_InferTypeOpAdaptor]> {
   let summary = "layer normalisation over the dimensions from `axis` on";
   let arguments = (ins Bm_FloatTensor:$input, Bm_FloatTensor:$scale,
                        Optional<Bm_FloatTensor>:$bias, I64Attr:$axis,
@@ -211,7 +238,7 @@ def Bm_LayerNormOp : Bm_Op<"layer_norm", Bm_ComputeTraits #
   }];
 }
 
-def Bm_RmsNormOp : Bm_Op<"rms_norm", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+def Bm_RmsNormOp : Bm_Op<"rms_norm", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
   let summary = "root-mean-square normalisation over the dimensions from "
                 "`axis` on";
   let arguments = (ins Bm_FloatTensor:$input, Bm_FloatTensor:$scale,
@@ -221,7 +248,7 @@ def Bm_RmsNormOp : Bm_Op<"rms_norm", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
 }
 
 def Bm_BatchNormOp : Bm_Op<"batch_norm", Bm_ComputeTraits #
-    [InferTypeOpAdaptor]> {
+    [Bm_InferTypeOpAdaptor]> {
   let summary = "batch normalisation over N and the spatial dims, NC[spatial]";
   let arguments = (ins Bm_FloatTensor:$input, Bm_FloatTensor:$scale,
                        Bm_FloatTensor:$bias, Bm_FloatTensor:$mean,
@@ -239,7 +266,7 @@ def Bm_BatchNormOp : Bm_Op<"batch_norm", Bm_ComputeTraits #
 //===----------------------------------------------------------------------===//
 
 class Bm_ReduceOp<string mnemonic>
-    : Bm_Op<mnemonic, Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+    : Bm_Op<mnemonic, Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
   let summary = mnemonic # " over `axes`";
   let arguments = (ins Bm_Tensor:$input, DenseI64ArrayAttr:$axes,
                        DefaultValuedAttr<BoolAttr, "true">:$keep_dims);
@@ -273,7 +300,7 @@ def Bm_CumSumOp : Bm_Op<"cumsum", Bm_ComputeTraits #
   let hasVerifier = 1;
 }
 
-def Bm_TopKOp : Bm_Op<"top_k", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+def Bm_TopKOp : Bm_Op<"top_k", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
   let summary = "the k largest (or smallest) elements along an axis";
   let arguments = (ins Bm_Tensor:$input, I64Attr:$k, I64Attr:$axis,
                        DefaultValuedAttr<BoolAttr, "true">:$largest);
@@ -330,28 +357,28 @@ def Bm_ReshapeOp : Bm_Op<"reshape", Bm_ComputeTraits> {
 }
 
 def Bm_TransposeOp : Bm_Op<"transpose", Bm_ComputeTraits #
-    [InferTypeOpAdaptor]> {
+    [Bm_InferTypeOpAdaptor]> {
   let summary = "permutes dimensions: result dim i is input dim perm[i]";
   let arguments = (ins Bm_Tensor:$input, DenseI64ArrayAttr:$permutation);
   let results = (outs Bm_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-def Bm_GatherOp : Bm_Op<"gather", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+def Bm_GatherOp : Bm_Op<"gather", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
   let summary = "ONNX Gather: indexes `axis` of data (embedding lookup)";
   let arguments = (ins Bm_Tensor:$data, Bm_IntTensor:$indices, I64Attr:$axis);
   let results = (outs Bm_Tensor:$result);
   let assemblyFormat = "$data `,` $indices attr-dict `:` type($data) `,` type($indices)";
 }
 
-def Bm_ConcatOp : Bm_Op<"concat", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+def Bm_ConcatOp : Bm_Op<"concat", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
   let summary = "joins tensors along an axis";
   let arguments = (ins Variadic<Bm_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Bm_Tensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
 }
 
-def Bm_SplitOp : Bm_Op<"split", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+def Bm_SplitOp : Bm_Op<"split", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
   let summary = "cuts a tensor into pieces of `sizes` along an axis";
   let arguments = (ins Bm_Tensor:$input, I64Attr:$axis,
                        DenseI64ArrayAttr:$sizes);
@@ -359,7 +386,7 @@ def Bm_SplitOp : Bm_Op<"split", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-def Bm_SliceOp : Bm_Op<"slice", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+def Bm_SliceOp : Bm_Op<"slice", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
   let summary = "strided slice with one start, limit and stride per dim";
   let arguments = (ins Bm_Tensor:$input, DenseI64ArrayAttr:$starts,
                        DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
@@ -367,7 +394,7 @@ def Bm_SliceOp : Bm_Op<"slice", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-def Bm_SqueezeOp : Bm_Op<"squeeze", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+def Bm_SqueezeOp : Bm_Op<"squeeze", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
   let summary = "removes dimensions of size 1";
   let arguments = (ins Bm_Tensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs Bm_Tensor:$result);
@@ -375,7 +402,7 @@ def Bm_SqueezeOp : Bm_Op<"squeeze", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
 }
 
 def Bm_UnsqueezeOp : Bm_Op<"unsqueeze", Bm_ComputeTraits #
-    [InferTypeOpAdaptor]> {
+    [Bm_InferTypeOpAdaptor]> {
   let summary = "inserts dimensions of size 1 at `axes` of the result";
   let arguments = (ins Bm_Tensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs Bm_Tensor:$result);
@@ -390,7 +417,7 @@ def Bm_ExpandOp : Bm_Op<"expand", Bm_ComputeTraits> {
   let hasVerifier = 1;
 }
 
-def Bm_FlattenOp : Bm_Op<"flatten", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+def Bm_FlattenOp : Bm_Op<"flatten", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
   let summary = "collapses dims [0, axis) and [axis, rank) into a 2-D tensor";
   let arguments = (ins Bm_Tensor:$input, I64Attr:$axis);
   let results = (outs Bm_Tensor:$result);
@@ -402,7 +429,7 @@ def Bm_FlattenOp : Bm_Op<"flatten", Bm_ComputeTraits # [InferTypeOpAdaptor]> {
 //===----------------------------------------------------------------------===//
 
 class Bm_PoolOp<string mnemonic>
-    : Bm_Op<mnemonic, Bm_ComputeTraits # [InferTypeOpAdaptor]> {
+    : Bm_Op<mnemonic, Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
   let summary = mnemonic # " over windows of the spatial dims, NC[spatial]";
   let arguments = (ins Bm_FloatTensor:$input, DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads);
@@ -423,7 +450,7 @@ def Bm_AvgPoolOp : Bm_PoolOp<"avg_pool">;
 def Bm_MaxPoolOp : Bm_PoolOp<"max_pool">;
 
 def Bm_GlobalAvgPoolOp : Bm_Op<"global_avg_pool", Bm_ComputeTraits #
-    [InferTypeOpAdaptor]> {
+    [Bm_InferTypeOpAdaptor]> {
   let summary = "mean over all spatial dims, keeping them as size 1";
   let arguments = (ins Bm_FloatTensor:$input);
   let results = (outs Bm_FloatTensor:$result);
