@@ -45,6 +45,7 @@ Graph conventions (relied on by the bmc importer and planner):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -1072,11 +1073,19 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "onnx"))
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--readme-table", action="store_true")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="override the layer count (benchmarks: depth scaling); "
+                         "the file is named <name>-<N>l.onnx")
     args = ap.parse_args(argv)
     if args.readme_table:
         print(readme_rows())
         return 0
     cfgs = [BY_NAME[n] for n in args.names] if args.names else CONFIGS
+    if args.layers is not None:
+        if args.layers < 1 or not args.names:
+            ap.error("--layers needs named configs and a positive count")
+        cfgs = [dataclasses.replace(c, name=f"{c.name}-{args.layers}l", layers=args.layers)
+                for c in cfgs]
     if not args.list:
         if any(c.exported for c in cfgs if c.name in args.names):
             ap.error("exported models are written by models/export_hf.py")

@@ -30,7 +30,9 @@ def BmFoldPass : Pass<"bm-fold", "::mlir::func::FuncOp"> {
     and every instance is checked op by op against the first before it is
     marked. Ops get `bm.layer` (the instance, counted over the function) and
     `bm.block_class`; ops outside any repeated block (embedding, head) get
-    neither. Folding changes no op, only adds these attributes.
+    neither. Folding changes no computation: it only adds these attributes,
+    after moving operand-free constants to the top of the function (exporters
+    share constants between layers, which would make the first layer differ).
   }];
   let dependentDialects = ["::mlir::bm::BmDialect"];
   let options = [

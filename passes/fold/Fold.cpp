@@ -245,15 +245,28 @@ static std::optional<Run> findRun(const OpSequence &seq,
   return best;
 }
 
-/// Moves operand-free constants to the top of the function, in order.
-/// Exporters share small constants (0.5 in GELU, the mask fill value)
-/// between layers, so the first layer would otherwise hold the constants
-/// all layers use and differ from the others.
+/// Moves operand-free constants to the top of the function, in order, and
+/// merges equal ones. Exporters share small constants (0.5 in GELU, the
+/// mask fill value) between layers, so the first layer would otherwise hold
+/// the constants all layers use and differ from the others; generators that
+/// repeat them per layer would list each a hundred times.
 static void hoistConstants(Block &body) {
   Operation *insertionPoint = nullptr;
+  llvm::DenseMap<std::pair<Attribute, Type>, Operation *> seen;
   for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
-    if (op.getNumOperands() != 0 || !op.hasTrait<OpTrait::ConstantLike>())
+    if (op.getNumOperands() != 0 || op.getNumResults() != 1 ||
+        !op.hasTrait<OpTrait::ConstantLike>())
       continue;
+    auto value = op.getAttrOfType<TypedAttr>("value");
+    if (value && op.getName() == OperationName("bm.constant", op.getContext())) {
+      auto [it, inserted] =
+          seen.try_emplace({value, op.getResult(0).getType()}, &op);
+      if (!inserted) {
+        op.getResult(0).replaceAllUsesWith(it->second->getResult(0));
+        op.erase();
+        continue;
+      }
+    }
     if (insertionPoint)
       op.moveAfter(insertionPoint);
     else

@@ -9,19 +9,12 @@
 
 #include "tools/bmc/Subcommands.h"
 
-#include "compiler/cost/Cluster.h"
-#include "compiler/import/OnnxImporter.h"
-#include "passes/Passes.h"
+#include "compiler/driver/PlanDriver.h"
 #include "passes/annotate/AnnotatePlan.h"
-#include "passes/plan/ExtractModelGraph.h"
 #include "passes/plan/PlanOutput.h"
-#include "passes/plan/Search.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -63,10 +56,6 @@ OPTIONS:
   --export megatron     print the equivalent Megatron-LM arguments
   --help                print this help
 )";
-
-/// The batch dimension is bound to this during import so that it shows up
-/// in every op's sharding rule; the planner normalises to one sample.
-constexpr int64_t kImportedBatch = 2;
 
 struct PlanArgs {
   std::string model;
@@ -232,32 +221,12 @@ int bmc::runPlan(llvm::ArrayRef<StringRef> args) {
     return fail(llvm::toString(cluster.takeError()));
 
   mlir::MLIRContext context;
-  bm::ImportOptions import = planArgs.import;
-  import.batchSize = kImportedBatch;
-  auto module = bm::importOnnxFile(context, planArgs.model, import);
-  if (!module)
-    return fail(llvm::toString(module.takeError()));
-  auto func = (*module)->lookupSymbol<mlir::func::FuncOp>("main");
-  if (!func)
-    return fail("the imported model has no @main function");
-
-  mlir::PassManager pm(&context);
-  pm.addNestedPass<mlir::func::FuncOp>(mlir::bm::createBmFoldPass());
-  if (mlir::failed(pm.run(**module)))
-    return fail("folding repeated layers failed");
-
-  llvm::Expected<bm::plan::ModelGraph> graph =
-      bm::plan::extractModelGraph(func, kImportedBatch);
-  if (!graph)
-    return fail(llvm::toString(graph.takeError()));
-  graph->name = llvm::sys::path::stem(planArgs.model).str();
-
-  const bm::plan::FixedChoices &fixed = planArgs.training.fixed;
-  bool fullyFixed = fixed.dp && fixed.tp && fixed.pp;
+  llvm::Expected<bm::ModelForPlanning> model =
+      bm::loadModelForPlanning(context, planArgs.model, planArgs.import);
+  if (!model)
+    return fail(llvm::toString(model.takeError()));
   llvm::Expected<bm::plan::Plan> plan =
-      fullyFixed
-          ? bm::plan::evaluateConfiguration(*graph, *cluster, planArgs.training)
-          : bm::plan::searchPlan(*graph, *cluster, planArgs.training);
+      bm::planModel(model->graph, *cluster, planArgs.training);
   if (!plan)
     return fail(llvm::toString(plan.takeError()));
   double seconds = std::chrono::duration<double>(
@@ -270,10 +239,19 @@ int bmc::runPlan(llvm::ArrayRef<StringRef> args) {
         }))
       return rc;
   if (planArgs.mlirFile) {
-    if (llvm::Error err = bm::plan::annotatePlan(**module, func, *plan))
+    // The annotated model shows one micro-batch step of all data-parallel
+    // replicas: the batch is dp x micro-batch, so "dp" divides it.
+    bm::ImportOptions stepImport = planArgs.import;
+    stepImport.batchSize =
+        static_cast<int64_t>(plan->config.dp) * plan->config.microBatch;
+    model = bm::loadModelForPlanning(context, planArgs.model, stepImport);
+    if (!model)
+      return fail(llvm::toString(model.takeError()));
+    if (llvm::Error err =
+            bm::plan::annotatePlan(*model->module, model->main, *plan))
       return fail(llvm::toString(std::move(err)));
     if (int rc = writeFile(*planArgs.mlirFile, [&](llvm::raw_ostream &os) {
-          (*module)->print(os);
+          model->module->print(os);
           os << "\n";
         }))
       return rc;

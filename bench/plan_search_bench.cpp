@@ -1,0 +1,87 @@
+//===- plan_search_bench.cpp - planning time, and how it scales -----------===//
+//
+// A plain timing program (no Google Benchmark needed): plans GPT models and
+// prints the wall-clock time of the whole search (import excluded) and the
+// ratios the planner promises:
+//  - GPT-3 175B (96 layers) on 1024 A100s: well under 2 s;
+//  - 960 layers vs 96 layers: less than 2x (folding makes per-layer work
+//    O(1));
+//  - 48 layers folded vs no-fold: folded at least 50x faster.
+// Usage: plan_search_bench [repetitions]
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/plan/Search.h"
+#include "passes/plan/test/GraphBuilder.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
+using namespace bm;
+using namespace bm::plan;
+
+/// Best-of-n seconds for one search.
+static double timeSearch(const ModelGraph &graph, const TrainingConfig &config,
+                         const cost::Cluster &cluster, int repetitions,
+                         Plan *out = nullptr) {
+  double best = 1e300;
+  for (int r = 0; r < repetitions; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    llvm::Expected<Plan> plan = searchPlan(graph, cluster, config);
+    auto end = std::chrono::steady_clock::now();
+    if (!plan) {
+      llvm::errs() << "error: " << llvm::toString(plan.takeError()) << "\n";
+      std::exit(1);
+    }
+    if (out)
+      *out = *plan;
+    best = std::min(best, std::chrono::duration<double>(end - start).count());
+  }
+  return best;
+}
+
+int main(int argc, char **argv) {
+  int repetitions = argc > 1 ? std::atoi(argv[1]) : 3;
+  cost::Cluster cluster =
+      llvm::cantFail(cost::getClusterPreset("dgx-a100-80g"));
+  TrainingConfig config;
+  config.gpus = 1024;
+  config.globalBatch = 1536;
+
+  test::GptDims gpt3 = test::gpt3_175B();
+  ModelGraph graph96 = test::buildGpt(gpt3);
+  Plan plan;
+  double t96 = timeSearch(graph96, config, cluster, repetitions, &plan);
+  llvm::outs() << llvm::formatv(
+      "gpt3-175b   96 layers, 1024 GPUs: {0,8:F4} s  ({1}, {2} configurations, "
+      "{3:F1}% MFU)\n",
+      t96, plan.config.str(), plan.configurationsEvaluated, 100 * plan.mfu);
+
+  gpt3.layers = 960;
+  ModelGraph graph960 = test::buildGpt(gpt3);
+  double t960 = timeSearch(graph960, config, cluster, repetitions, &plan);
+  llvm::outs() << llvm::formatv(
+      "gpt3-width 960 layers, 1024 GPUs: {0,8:F4} s  ({1}, {2} "
+      "configurations)\n",
+      t960, plan.config.str(), plan.configurationsEvaluated);
+  llvm::outs() << llvm::formatv("ratio 960 / 96 layers: {0:F2} (must be < 2)\n",
+                                t960 / t96);
+
+  test::GptDims medium = test::megatron39B();
+  ModelGraph graph48 = test::buildGpt(medium);
+  TrainingConfig small;
+  small.gpus = 512;
+  small.globalBatch = 1536;
+  double folded = timeSearch(graph48, small, cluster, repetitions);
+  small.fold = false;
+  double unfolded = timeSearch(graph48, small, cluster, repetitions);
+  llvm::outs() << llvm::formatv(
+      "megatron-39b 48 layers, 512 GPUs: folded {0:F4} s, no-fold {1:F4} s, "
+      "ratio {2:F1} (must be >= 50)\n",
+      folded, unfolded, unfolded / folded);
+  return 0;
+}

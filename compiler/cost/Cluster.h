@@ -1,0 +1,84 @@
+//===- Cluster.h - the machines a plan runs on ------------------*- C++ -*-===//
+//
+// A cluster is a set of identical nodes, each with `gpusPerNode` GPUs joined
+// by an intra-node fabric (NVLink), the nodes joined by a network
+// (InfiniBand / Ethernet). The planner needs only this analytic description:
+// nobody should need the GPUs to plan for them (DESIGN.md section 1).
+//
+// Presets ship for the clusters of the papers we compare against; anything
+// else is a JSON or YAML file with the keys documented in Cluster.cpp
+// (kClusterKeys) and in passes/plan/PLAN_SCHEMA.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BM_COST_CLUSTER_H
+#define BM_COST_CLUSTER_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace bm::cost {
+
+/// One class of link, as an NCCL collective sees it.
+struct LinkSpec {
+  /// Bus bandwidth in bytes/s as nccl-tests reports it ("busbw"), i.e. the
+  /// algorithm bandwidth times the collective's bus factor. Intra-node: per
+  /// GPU. Inter-node: the node's aggregate network bandwidth (all NICs).
+  double busBandwidth = 0;
+  /// Latency of one step of a ring collective or of one send, in seconds.
+  double latency = 0;
+};
+
+struct Cluster {
+  std::string name;
+  std::string gpuName;
+  int gpusPerNode = 0;
+  /// Largest number of nodes available; 0 when unlimited.
+  int maxNodes = 0;
+  /// Dense tensor-core peak for 16-bit (bf16 / fp16) inputs, FLOP/s per GPU.
+  double peakFlops16 = 0;
+  /// fp32 peak, FLOP/s per GPU (used when training in fp32).
+  double peakFlops32 = 0;
+  /// Device memory, bytes.
+  double memoryBytes = 0;
+  /// Device memory bandwidth, bytes/s.
+  double memoryBandwidth = 0;
+  /// Fraction of peak that large, well-shaped GEMMs reach (cuBLAS).
+  double gemmEfficiency = 0.8;
+  /// Fraction of memory bandwidth that streaming kernels reach.
+  double memoryEfficiency = 0.85;
+  /// Memory the framework holds outside the plan: CUDA context, cuBLAS and
+  /// NCCL workspaces, allocator fragmentation. Bytes.
+  double reservedMemoryBytes = 0;
+  LinkSpec intraNode;
+  LinkSpec interNode;
+
+  /// Network bandwidth that one GPU can use: its share of the node's NICs.
+  double interNodeBandwidthPerGpu() const {
+    return interNode.busBandwidth / gpusPerNode;
+  }
+};
+
+/// Names of the shipped presets, alphabetical.
+std::vector<std::string> clusterPresetNames();
+
+/// A preset by name; an error that lists the presets otherwise.
+llvm::Expected<Cluster> getClusterPreset(llvm::StringRef name);
+
+/// Parses a cluster description (JSON, or YAML when `isYaml`). `sourceName`
+/// prefixes error messages.
+llvm::Expected<Cluster> parseCluster(llvm::StringRef text, bool isYaml,
+                                     llvm::StringRef sourceName);
+
+/// Reads a JSON (.json) or YAML (.yaml / .yml, or anything else) file.
+llvm::Expected<Cluster> loadClusterFile(llvm::StringRef path);
+
+/// What `--cluster` accepts: a preset name, or a path to a file.
+llvm::Expected<Cluster> loadCluster(llvm::StringRef presetOrPath);
+
+} // namespace bm::cost
+
+#endif // BM_COST_CLUSTER_H

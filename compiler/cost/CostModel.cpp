@@ -1,0 +1,247 @@
+//===- CostModel.cpp - analytic costs of compute, memory, communication ---===//
+
+#include "compiler/cost/CostModel.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace bm::cost;
+
+const char *bm::cost::toString(Precision precision) {
+  return precision == Precision::Fp32 ? "fp32" : "bf16";
+}
+
+const char *bm::cost::toString(Optimizer optimizer) {
+  return optimizer == Optimizer::Sgd ? "sgd" : "adam";
+}
+
+const char *bm::cost::toString(PipelineSchedule schedule) {
+  switch (schedule) {
+  case PipelineSchedule::None:
+    return "none";
+  case PipelineSchedule::GPipe:
+    return "gpipe";
+  case PipelineSchedule::OneFOneB:
+    return "1f1b";
+  case PipelineSchedule::Interleaved:
+    return "interleaved";
+  }
+  return "none";
+}
+
+const char *bm::cost::toString(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllGather:
+    return "all_gather";
+  case CollectiveKind::AllReduce:
+    return "all_reduce";
+  case CollectiveKind::AllToAll:
+    return "all_to_all";
+  case CollectiveKind::ReduceScatter:
+    return "reduce_scatter";
+  case CollectiveKind::SendRecv:
+    return "send_recv";
+  }
+  return "all_reduce";
+}
+
+const char *bm::cost::toString(LinkClass link) {
+  return link == LinkClass::InterNode ? "network" : "nvlink";
+}
+
+/// A group of `size` ranks at stride `stride`.
+static CommGroup stridedGroup(int perNode, int size, int stride) {
+  CommGroup group;
+  group.size = size;
+  group.ranksPerNode = std::clamp(stride >= perNode ? 1 : perNode / stride, 1,
+                                  std::max(size, 1));
+  group.crossesNodes = static_cast<int64_t>(stride) * size > perNode;
+  return group;
+}
+
+MeshPlacement bm::cost::placeMesh(const Cluster &cluster, int dp, int tp,
+                                  int pp, int ep) {
+  const int perNode = cluster.gpusPerNode;
+  MeshPlacement placement;
+  // tp: `tp` consecutive ranks.
+  placement.tp.size = tp;
+  placement.tp.ranksPerNode = std::min(tp, perNode);
+  placement.tp.crossesNodes = tp > perNode;
+  // dp: `dp` ranks at stride tp; a node holds perNode / tp of them.
+  placement.dp.size = dp;
+  placement.dp.ranksPerNode =
+      std::clamp(tp >= perNode ? 1 : perNode / tp, 1, dp);
+  placement.dp.crossesNodes = static_cast<int64_t>(tp) * dp > perNode;
+  ep = std::max(ep, 1);
+  placement.ep = stridedGroup(perNode, ep, tp);
+  placement.expertDp = stridedGroup(perNode, std::max(dp / ep, 1), tp * ep);
+  // pp: stages at stride dp * tp; some neighbours straddle a node boundary
+  // as soon as the whole pipeline does not fit in one node.
+  placement.pipelineCrossesNodes =
+      pp > 1 && static_cast<int64_t>(tp) * dp * pp > perNode;
+  return placement;
+}
+
+CostModel::CostModel(const Cluster &cluster, Precision precision)
+    : cluster_(cluster), precision_(precision) {}
+
+double CostModel::peakFlops() const {
+  return precision_ == Precision::Fp32 ? cluster_.peakFlops32
+                                       : cluster_.peakFlops16;
+}
+
+// Small or skinny GEMMs run below the large-GEMM efficiency: dimensions
+// below a few thread-block tiles (128-256 on Ampere / Hopper) leave most of a
+// tile or of a wave idle, and a short K cannot amortise loading the tiles
+// (NVIDIA Deep Learning Performance Guide, "Matrix Multiplication
+// Background": tile and wave quantisation, arithmetic intensity
+// MNK / (MK + KN + MN)). We model each dimension's utilisation as
+// x / (x + x0), a saturating curve that is ~97% at x = 2048 and 50% at
+// x = x0, with x0 = 48 chosen once for all devices.
+static double dimensionUtilisation(double x) {
+  constexpr double kHalfUtilisationSize = 48;
+  return x / (x + kHalfUtilisationSize);
+}
+
+double CostModel::gemmEfficiency(double m, double n, double k) const {
+  return cluster_.gemmEfficiency * dimensionUtilisation(m) *
+         dimensionUtilisation(n) * dimensionUtilisation(k);
+}
+
+double CostModel::gemmTime(double flops, double m, double n, double k) const {
+  if (flops <= 0)
+    return 0;
+  return flops / (peakFlops() * gemmEfficiency(m, n, k));
+}
+
+// Roofline: a kernel below the ridge point is bound by bytes / bandwidth
+// (Williams et al. 2009, "Roofline", CACM 52(4)).
+double CostModel::memoryTime(double bytes) const {
+  if (bytes <= 0)
+    return 0;
+  return bytes / (cluster_.memoryBandwidth * cluster_.memoryEfficiency);
+}
+
+double CostModel::busBandwidth(const CommGroup &group) const {
+  if (!group.crossesNodes)
+    return cluster_.intraNode.busBandwidth;
+  // A group with r ranks per node drives r of the node's NICs (each GPU has
+  // its own rail, as on DGX nodes); groups running side by side share the
+  // rest. NVLink still carries the intra-node part of the ring.
+  double network = cluster_.interNodeBandwidthPerGpu() * group.ranksPerNode;
+  return std::min(cluster_.intraNode.busBandwidth, network);
+}
+
+// Alpha-beta model with the bus-bandwidth factors of nccl-tests
+// (NVIDIA nccl-tests, doc/PERFORMANCE.md): time = S * factor / busbw, with
+// factor 2(n-1)/n for all-reduce and (n-1)/n for all-gather, reduce-scatter
+// and all-to-all; plus one latency per ring step (2(n-1) steps for
+// all-reduce, n-1 for the others; Thakur et al. 2005, "Optimization of
+// collective communication operations in MPICH", section 4).
+double CostModel::collectiveTime(CollectiveKind kind, double bytes,
+                                 const CommGroup &group) const {
+  const int n = group.size;
+  if (n <= 1 || bytes <= 0)
+    return 0;
+  const LinkSpec &link =
+      group.crossesNodes ? cluster_.interNode : cluster_.intraNode;
+  double factor = static_cast<double>(n - 1) / n;
+  double steps = n - 1;
+  if (kind == CollectiveKind::AllReduce) {
+    factor *= 2;
+    steps *= 2;
+  }
+  if (kind == CollectiveKind::SendRecv)
+    return sendRecvTime(bytes, group.crossesNodes);
+  return steps * link.latency + bytes * factor / busBandwidth(group);
+}
+
+double CostModel::sendRecvTime(double bytes, bool crossesNodes) const {
+  if (bytes <= 0)
+    return 0;
+  if (!crossesNodes)
+    return cluster_.intraNode.latency +
+           bytes / cluster_.intraNode.busBandwidth;
+  // One GPU sends through its own NIC.
+  return cluster_.interNode.latency +
+         bytes / cluster_.interNodeBandwidthPerGpu();
+}
+
+// Mixed-precision Adam keeps 2 (bf16 weights) + 2 (bf16 gradients) + 12
+// (fp32 master weights, momentum, variance) = 16 bytes per parameter
+// (Rajbhandari et al. 2020, "ZeRO", section 3.1). SGD with momentum keeps an
+// fp32 master copy and the momentum (8). In fp32 there is no master copy.
+ModelStateBytes bm::cost::modelStateBytesPerParam(Precision precision,
+                                                  Optimizer optimizer) {
+  ModelStateBytes bytes;
+  if (precision == Precision::Bf16Mixed) {
+    bytes.params = 2;
+    bytes.grads = 2;
+    bytes.optimizer = optimizer == Optimizer::Adam ? 12 : 8;
+  } else {
+    bytes.params = 4;
+    bytes.grads = 4;
+    bytes.optimizer = optimizer == Optimizer::Adam ? 8 : 4;
+  }
+  return bytes;
+}
+
+// ZeRO stage 1 shards optimizer states over the data-parallel ranks, stage 2
+// the gradients too, stage 3 the parameters too (Rajbhandari et al. 2020,
+// section 5, Figure 1). Megatron's distributed optimizer is stage 1.
+ModelStateBytes bm::cost::modelStateMemory(double params, Precision precision,
+                                           Optimizer optimizer, int zeroStage,
+                                           int dp) {
+  ModelStateBytes perParam = modelStateBytesPerParam(precision, optimizer);
+  ModelStateBytes bytes;
+  bytes.params = params * perParam.params / (zeroStage >= 3 ? dp : 1);
+  bytes.grads = params * perParam.grads / (zeroStage >= 2 ? dp : 1);
+  bytes.optimizer = params * perParam.optimizer / (zeroStage >= 1 ? dp : 1);
+  return bytes;
+}
+
+// The update reads the gradient and every optimizer state, writes the states
+// back and writes the low-precision weights.
+double bm::cost::optimizerStepBytesPerParam(Precision precision,
+                                            Optimizer optimizer) {
+  ModelStateBytes state = modelStateBytesPerParam(precision, optimizer);
+  return state.grads + 2 * state.optimizer + state.params;
+}
+
+// GPipe (Huang et al. 2019) and 1F1B (Narayanan et al. 2021, section 2.2.1)
+// idle (p-1)/m of the ideal time; the interleaved schedule with v model
+// chunks per device divides the bubble by v (Narayanan et al. 2021, section
+// 2.2.2).
+double bm::cost::pipelineBubbleFraction(PipelineSchedule schedule, int stages,
+                                        int microBatches, int chunks) {
+  if (stages <= 1 || microBatches <= 0)
+    return 0;
+  double bubble = static_cast<double>(stages - 1) / microBatches;
+  if (schedule == PipelineSchedule::Interleaved)
+    bubble /= std::max(chunks, 1);
+  return bubble;
+}
+
+// GPipe keeps every micro-batch's activations until the flush (Huang et al.
+// 2019, section 2.3). 1F1B limits stage i to p - i in flight (Narayanan et
+// al. 2021, section 2.2.1). The interleaved schedule holds
+// p (1 + (p-1)/(p v)) on the first stage (Korthikanti et al. 2022, section
+// 4.2.3), i.e. (p - i) + (p - 1 - i)/v on stage i.
+double bm::cost::inFlightMicroBatches(PipelineSchedule schedule, int stages,
+                                      int microBatches, int chunks,
+                                      int stage) {
+  double m = microBatches;
+  switch (schedule) {
+  case PipelineSchedule::None:
+    return 1;
+  case PipelineSchedule::GPipe:
+    return m;
+  case PipelineSchedule::OneFOneB:
+    return std::min<double>(m, stages - stage);
+  case PipelineSchedule::Interleaved:
+    return std::min<double>(
+        m, (stages - stage) +
+               static_cast<double>(stages - 1 - stage) / std::max(chunks, 1));
+  }
+  return 1;
+}

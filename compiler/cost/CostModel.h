@@ -1,0 +1,125 @@
+//===- CostModel.h - analytic costs of compute, memory, communication -----===//
+//
+// The planner's cost model (DESIGN.md section 4). Everything here is a closed
+// formula over the cluster description; the formulas cite their sources
+// where they are defined (CostModel.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BM_COST_COSTMODEL_H
+#define BM_COST_COSTMODEL_H
+
+#include "compiler/cost/Cluster.h"
+
+#include <string>
+
+namespace bm::cost {
+
+enum class Precision { Bf16Mixed, Fp32 };
+enum class Optimizer { Adam, Sgd };
+enum class PipelineSchedule { None, GPipe, OneFOneB, Interleaved };
+enum class CollectiveKind { AllGather, AllReduce, AllToAll, ReduceScatter,
+                            SendRecv };
+enum class LinkClass { IntraNode, InterNode };
+
+const char *toString(Precision precision);
+const char *toString(Optimizer optimizer);
+const char *toString(PipelineSchedule schedule);
+const char *toString(CollectiveKind kind);
+/// "nvlink" or "network".
+const char *toString(LinkClass link);
+
+/// One communicator group of a mesh axis, as placed on the nodes.
+struct CommGroup {
+  int size = 1;
+  /// Ranks of one group that share a node.
+  int ranksPerNode = 1;
+  bool crossesNodes = false;
+};
+
+/// Where the groups of each mesh axis lie. Ranks are numbered tp innermost,
+/// then dp, then pp (Megatron's order, Narayanan et al. 2021 section 3.3:
+/// tensor parallelism inside a node, where its frequent all-reduces are
+/// cheapest; pipeline stages outermost, where only point-to-point traffic
+/// crosses).
+struct MeshPlacement {
+  CommGroup tp;
+  CommGroup dp;
+  /// Expert parallelism takes the ep innermost of the dp ranks (stride tp):
+  /// `ep` exchanges tokens all-to-all, `expertDp` (the other dp / ep) syncs
+  /// expert gradients.
+  CommGroup ep;
+  CommGroup expertDp;
+  /// Whether some pair of neighbouring pipeline stages sits on two nodes.
+  bool pipelineCrossesNodes = false;
+};
+
+MeshPlacement placeMesh(const Cluster &cluster, int dp, int tp, int pp,
+                        int ep = 1);
+
+class CostModel {
+public:
+  CostModel(const Cluster &cluster, Precision precision);
+
+  const Cluster &cluster() const { return cluster_; }
+  Precision precision() const { return precision_; }
+  /// Peak FLOP/s per GPU at the training precision.
+  double peakFlops() const;
+  /// Bytes per element of activations and of gradients in flight.
+  int activationBytes() const { return precision_ == Precision::Fp32 ? 4 : 2; }
+
+  /// Fraction of peak a GEMM of shape (M x K) * (K x N) reaches.
+  double gemmEfficiency(double m, double n, double k) const;
+  /// Seconds for a contraction of `flops` FLOPs with GEMM shape M, N, K.
+  double gemmTime(double flops, double m, double n, double k) const;
+  /// Seconds for a memory-bound kernel moving `bytes`.
+  double memoryTime(double bytes) const;
+
+  LinkClass linkClass(const CommGroup &group) const {
+    return group.crossesNodes ? LinkClass::InterNode : LinkClass::IntraNode;
+  }
+  /// nccl-tests bus bandwidth available to one group, bytes/s.
+  double busBandwidth(const CommGroup &group) const;
+  /// Seconds for a collective over `group` on a buffer of `bytes`: the
+  /// all-reduce size, the all-gather output, the reduce-scatter input, the
+  /// per-rank all-to-all buffer.
+  double collectiveTime(CollectiveKind kind, double bytes,
+                        const CommGroup &group) const;
+  /// Seconds for one point-to-point transfer between pipeline stages.
+  double sendRecvTime(double bytes, bool crossesNodes) const;
+
+private:
+  Cluster cluster_;
+  Precision precision_;
+};
+
+/// Bytes of each kind of model state per parameter, before ZeRO.
+struct ModelStateBytes {
+  double params = 0;
+  double grads = 0;
+  double optimizer = 0;
+  double total() const { return params + grads + optimizer; }
+};
+
+/// Model-state bytes per parameter before any sharding.
+ModelStateBytes modelStateBytesPerParam(Precision precision,
+                                        Optimizer optimizer);
+/// Model-state bytes per GPU holding `params` parameters, after ZeRO stage
+/// `zeroStage` shards them over `dp` data-parallel ranks.
+ModelStateBytes modelStateMemory(double params, Precision precision,
+                                 Optimizer optimizer, int zeroStage, int dp);
+/// Bytes the optimizer step reads and writes per parameter it updates.
+double optimizerStepBytesPerParam(Precision precision, Optimizer optimizer);
+
+/// Idle fraction of a pipeline relative to the ideal time m * t: GPipe and
+/// 1F1B (p-1)/m, interleaved 1F1B (p-1)/(v m).
+double pipelineBubbleFraction(PipelineSchedule schedule, int stages,
+                              int microBatches, int chunks);
+/// Micro-batches whose activations stage `stage` holds at its peak, in units
+/// of the stage's whole share of layers.
+double inFlightMicroBatches(PipelineSchedule schedule, int stages,
+                            int microBatches, int chunks, int stage);
+
+} // namespace bm::cost
+
+#endif // BM_COST_COSTMODEL_H

@@ -1,0 +1,100 @@
+//===- CostModelTest.cpp - formulas of the cost model ---------------------===//
+
+#include "compiler/cost/CostModel.h"
+
+#include "gtest/gtest.h"
+
+using namespace bm::cost;
+
+namespace {
+
+Cluster a100() { return llvm::cantFail(getClusterPreset("dgx-a100-80g")); }
+
+TEST(CostModelTest, GemmEfficiencyPenalisesSkinnyShapes) {
+  CostModel model(a100(), Precision::Bf16Mixed);
+  double large = model.gemmEfficiency(8192, 8192, 8192);
+  EXPECT_GT(large, 0.9 * a100().gemmEfficiency);
+  EXPECT_LE(large, a100().gemmEfficiency);
+  EXPECT_LT(model.gemmEfficiency(8192, 8192, 64), 0.5 * large * 1.2);
+  EXPECT_LT(model.gemmEfficiency(16, 8192, 8192), large / 3);
+}
+
+TEST(CostModelTest, CollectiveBusFactors) {
+  Cluster cluster = a100();
+  CostModel model(cluster, Precision::Bf16Mixed);
+  CommGroup group{8, 8, false};
+  double bytes = 1e9;
+  double latency = cluster.intraNode.latency;
+  double bw = cluster.intraNode.busBandwidth;
+  EXPECT_NEAR(model.collectiveTime(CollectiveKind::AllReduce, bytes, group),
+              14 * latency + bytes * 2 * 7 / 8 / bw, 1e-12);
+  EXPECT_NEAR(model.collectiveTime(CollectiveKind::AllGather, bytes, group),
+              7 * latency + bytes * 7 / 8 / bw, 1e-12);
+  EXPECT_EQ(model.collectiveTime(CollectiveKind::AllReduce, bytes,
+                                 CommGroup{1, 1, false}),
+            0);
+}
+
+TEST(CostModelTest, PlacementTensorInsideNode) {
+  Cluster cluster = a100();
+  MeshPlacement placement = placeMesh(cluster, 4, 8, 2);
+  EXPECT_FALSE(placement.tp.crossesNodes);
+  EXPECT_TRUE(placement.dp.crossesNodes);
+  EXPECT_EQ(placement.dp.ranksPerNode, 1);
+  EXPECT_TRUE(placement.pipelineCrossesNodes);
+  // One dp rank per node uses one NIC: 185/8 GB/s.
+  CostModel model(cluster, Precision::Bf16Mixed);
+  EXPECT_NEAR(model.busBandwidth(placement.dp), 185e9 / 8, 1);
+  MeshPlacement small = placeMesh(cluster, 2, 4, 1);
+  EXPECT_FALSE(small.dp.crossesNodes);
+  EXPECT_EQ(small.dp.ranksPerNode, 2);
+  MeshPlacement wide = placeMesh(cluster, 32, 1, 1);
+  EXPECT_EQ(wide.dp.ranksPerNode, 8);
+  EXPECT_NEAR(model.busBandwidth(wide.dp), 185e9, 1);
+}
+
+TEST(CostModelTest, ExpertParallelGroupsSplitDataParallel) {
+  // dp=32 over 4 nodes with tp=1: ep=8 is one node, its dp/ep = 4 peers
+  // are one per node.
+  MeshPlacement placement = placeMesh(a100(), 32, 1, 1, 8);
+  EXPECT_EQ(placement.ep.size, 8);
+  EXPECT_FALSE(placement.ep.crossesNodes);
+  EXPECT_EQ(placement.expertDp.size, 4);
+  EXPECT_TRUE(placement.expertDp.crossesNodes);
+  EXPECT_EQ(placement.expertDp.ranksPerNode, 1);
+  EXPECT_EQ(placeMesh(a100(), 32, 1, 1).ep.size, 1);
+}
+
+TEST(CostModelTest, MixedPrecisionAdamIsSixteenBytes) {
+  EXPECT_EQ(modelStateBytesPerParam(Precision::Bf16Mixed, Optimizer::Adam)
+                .total(),
+            16);
+  ModelStateBytes z1 = modelStateMemory(1e9, Precision::Bf16Mixed,
+                                        Optimizer::Adam, 1, 8);
+  EXPECT_DOUBLE_EQ(z1.optimizer, 12e9 / 8);
+  EXPECT_DOUBLE_EQ(z1.grads, 2e9);
+  ModelStateBytes z3 = modelStateMemory(1e9, Precision::Bf16Mixed,
+                                        Optimizer::Adam, 3, 8);
+  EXPECT_DOUBLE_EQ(z3.total(), 16e9 / 8);
+}
+
+TEST(CostModelTest, Bubbles) {
+  EXPECT_DOUBLE_EQ(
+      pipelineBubbleFraction(PipelineSchedule::OneFOneB, 4, 12, 1), 0.25);
+  EXPECT_DOUBLE_EQ(pipelineBubbleFraction(PipelineSchedule::GPipe, 4, 12, 1),
+                   0.25);
+  EXPECT_DOUBLE_EQ(
+      pipelineBubbleFraction(PipelineSchedule::Interleaved, 4, 12, 3),
+      0.25 / 3);
+  EXPECT_DOUBLE_EQ(
+      inFlightMicroBatches(PipelineSchedule::OneFOneB, 4, 12, 1, 0), 4);
+  EXPECT_DOUBLE_EQ(
+      inFlightMicroBatches(PipelineSchedule::OneFOneB, 4, 12, 1, 3), 1);
+  EXPECT_DOUBLE_EQ(inFlightMicroBatches(PipelineSchedule::GPipe, 4, 12, 1, 3),
+                   12);
+  EXPECT_DOUBLE_EQ(
+      inFlightMicroBatches(PipelineSchedule::Interleaved, 4, 12, 2, 0),
+      4 + 1.5);
+}
+
+} // namespace

@@ -1,0 +1,52 @@
+//===- PlanDriver.h - phases 1 to 3 for `bmc plan` ---------------*- C++ -*-===//
+//
+// What `bmc plan` runs, as a library so that tests and benchmarks run
+// exactly the same thing: import the ONNX model (phase 1), fold repeated
+// layers (phase 2), extract the planner's ModelGraph, and search or evaluate
+// a plan (phase 3).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMC_COMPILER_DRIVER_PLANDRIVER_H
+#define BMC_COMPILER_DRIVER_PLANDRIVER_H
+
+#include "compiler/cost/Cluster.h"
+#include "compiler/import/OnnxImporter.h"
+#include "passes/plan/ModelGraph.h"
+#include "passes/plan/Plan.h"
+#include "passes/plan/TrainingConfig.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/Error.h"
+
+namespace bm {
+
+/// The batch dimension is bound to this during import so that it shows up
+/// in every op's sharding rule; the ModelGraph is normalised to one sample.
+inline constexpr int64_t kPlanningImportBatch = 2;
+
+struct ModelForPlanning {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  mlir::func::FuncOp main;
+  plan::ModelGraph graph;
+};
+
+/// Imports `path` (batch bound by position to kPlanningImportBatch unless
+/// `options` names it), folds it and extracts its ModelGraph, named after
+/// the file.
+llvm::Expected<ModelForPlanning>
+loadModelForPlanning(mlir::MLIRContext &context, llvm::StringRef path,
+                     ImportOptions options);
+
+/// Searches the best plan; when dp, tp and pp are all fixed, evaluates that
+/// configuration instead (and returns it even if it does not fit, so users
+/// see by how much).
+llvm::Expected<plan::Plan> planModel(const plan::ModelGraph &graph,
+                                     const cost::Cluster &cluster,
+                                     const plan::TrainingConfig &config);
+
+} // namespace bm
+
+#endif // BMC_COMPILER_DRIVER_PLANDRIVER_H

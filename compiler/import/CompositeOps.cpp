@@ -1,0 +1,397 @@
+//===- CompositeOps.cpp - ONNX ops spelled out in several bm ops ----------===//
+//
+// Each importer here writes an ONNX op as a few bm ops, following the
+// formula in the ONNX operator documentation. Alphabetical; the table
+// entries are in OpImporters.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/import/OpImporters.h"
+
+using namespace mlir;
+using llvm::SmallVector;
+using llvm::Twine;
+
+namespace {
+
+/// Chains bm ops for a formula; the first failure (already reported as the
+/// node's error) propagates through the rest.
+class Formula {
+public:
+  explicit Formula(bm::import::NodeContext &nc) : nc(nc) {}
+
+  FailureOr<Value> unary(StringRef op, FailureOr<Value> x) {
+    if (failed(x))
+      return failure();
+    return bm::import::unaryOf(nc, op, *x);
+  }
+  FailureOr<Value> binary(StringRef op, FailureOr<Value> a,
+                          FailureOr<Value> b) {
+    if (failed(a) || failed(b))
+      return failure();
+    return bm::import::binaryOf(nc, op, *a, *b);
+  }
+  /// A scalar of `like`'s element type.
+  FailureOr<Value> scalar(FailureOr<Value> like, double value) {
+    if (failed(like))
+      return failure();
+    return bm::import::scalarLike(nc, *like, value);
+  }
+  FailureOr<Value> where(FailureOr<Value> c, FailureOr<Value> a,
+                         FailureOr<Value> b) {
+    if (failed(c) || failed(a) || failed(b))
+      return failure();
+    return nc.build("bm.where", {*c, *a, *b});
+  }
+  FailureOr<Value> add(FailureOr<Value> a, FailureOr<Value> b) {
+    return binary("bm.add", a, b);
+  }
+  FailureOr<Value> mul(FailureOr<Value> a, FailureOr<Value> b) {
+    return binary("bm.mul", a, b);
+  }
+  FailureOr<Value> scaled(FailureOr<Value> x, double factor) {
+    return mul(x, scalar(x, factor));
+  }
+  /// alpha * (exp(x) - 1), the negative branch of Elu and Selu.
+  FailureOr<Value> expMinusOne(FailureOr<Value> x, double alpha) {
+    return scaled(binary("bm.sub", unary("bm.exp", x), scalar(x, 1)), alpha);
+  }
+  /// min(max(x, lo), hi).
+  FailureOr<Value> clamp(FailureOr<Value> x, double lo, double hi) {
+    return binary("bm.min", binary("bm.max", x, scalar(x, lo)), scalar(x, hi));
+  }
+
+private:
+  bm::import::NodeContext &nc;
+};
+
+/// ArgMax / ArgMin: the indices of a top-1 along the axis.
+LogicalResult argExtreme(bm::import::NodeContext &nc, bool largest) {
+  if (nc.getInt("select_last_index", 0))
+    return nc.error("select_last_index=1 is not supported");
+  FailureOr<Value> x = nc.value(0);
+  if (failed(x))
+    return failure();
+  RankedTensorType type = bm::import::typeOf(*x);
+  FailureOr<int64_t> axis = nc.axis(nc.getInt("axis", 0), type.getRank());
+  if (failed(axis))
+    return failure();
+  FailureOr<Operation *> topK =
+      nc.create("bm.top_k", {*x},
+                {nc.named("k", bm::import::i64(nc, 1)),
+                 nc.named("axis", bm::import::i64(nc, *axis)),
+                 nc.named("largest", bm::import::boolean(nc, largest))},
+                {}, 2);
+  if (failed(topK))
+    return failure();
+  Value indices = (*topK)->getResult(1);
+  if (nc.getInt("keepdims", 1))
+    return bm::import::setResult(nc, indices);
+  return bm::import::setResult(
+      nc, nc.build("bm.squeeze", {indices},
+                   {nc.named("axes", bm::import::array(nc, {*axis}))}));
+}
+
+FailureOr<Value> hardSigmoid(Formula &f, FailureOr<Value> x, double alpha,
+                             double beta) {
+  return f.clamp(f.add(f.scaled(x, alpha), f.scalar(x, beta)), 0, 1);
+}
+
+/// reshape -> transpose -> reshape, the data movement of DepthToSpace and
+/// SpaceToDepth.
+LogicalResult shuffle(bm::import::NodeContext &nc, Value x,
+                      ArrayRef<int64_t> split, ArrayRef<int64_t> permutation,
+                      ArrayRef<int64_t> result) {
+  Type element = bm::import::typeOf(x).getElementType();
+  FailureOr<Value> r =
+      nc.build("bm.reshape", {x}, {}, RankedTensorType::get(split, element));
+  if (succeeded(r))
+    r = nc.build("bm.transpose", {*r},
+                 {nc.named("permutation", bm::import::array(nc, permutation))});
+  if (succeeded(r))
+    r = nc.build("bm.reshape", {*r}, {},
+                 RankedTensorType::get(result, element));
+  return bm::import::setResult(nc, r);
+}
+
+} // namespace
+
+namespace bm::import {
+
+LogicalResult importArgMax(NodeContext &nc) { return argExtreme(nc, true); }
+LogicalResult importArgMin(NodeContext &nc) { return argExtreme(nc, false); }
+
+/// max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).
+LogicalResult importCelu(NodeContext &nc) {
+  Formula f(nc);
+  double alpha = nc.getFloat("alpha", 1);
+  FailureOr<Value> x = nc.value(0);
+  FailureOr<Value> negative = f.binary(
+      "bm.min", f.scalar(x, 0), f.expMinusOne(f.scaled(x, 1 / alpha), alpha));
+  return setResult(nc, f.add(f.binary("bm.max", x, f.scalar(x, 0)), negative));
+}
+
+/// (exp(x) + exp(-x)) / 2.
+LogicalResult importCosh(NodeContext &nc) {
+  Formula f(nc);
+  FailureOr<Value> x = nc.value(0);
+  return setResult(nc, f.scaled(f.add(f.unary("bm.exp", x),
+                                      f.unary("bm.exp", f.unary("bm.neg", x))),
+                                0.5));
+}
+
+/// [N, C, H, W] -> [N, C / b^2, H * b, W * b]; DCR takes the depth
+/// blocks first, CRD the channels.
+LogicalResult importDepthToSpace(NodeContext &nc) {
+  FailureOr<Value> x = nc.value(0);
+  if (failed(x))
+    return failure();
+  ArrayRef<int64_t> s = typeOf(*x).getShape();
+  int64_t b = nc.getInt("blocksize", 0);
+  if (s.size() != 4 || b < 1 || s[1] % (b * b) != 0)
+    return nc.error("depth to space needs a rank-4 input whose channels "
+                    "divide by blocksize^2");
+  int64_t c = s[1] / (b * b);
+  SmallVector<int64_t> result = {s[0], c, s[2] * b, s[3] * b};
+  if (nc.getString("mode", "DCR") == "CRD")
+    return shuffle(nc, *x, {s[0], c, b, b, s[2], s[3]}, {0, 1, 4, 2, 5, 3},
+                   result);
+  return shuffle(nc, *x, {s[0], b, b, c, s[2], s[3]}, {0, 3, 4, 1, 5, 2},
+                 result);
+}
+
+/// x < 0 ? alpha * (exp(x) - 1) : x.
+LogicalResult importElu(NodeContext &nc) {
+  Formula f(nc);
+  FailureOr<Value> x = nc.value(0);
+  return setResult(nc, f.where(f.binary("bm.less", x, f.scalar(x, 0)),
+                               f.expMinusOne(x, nc.getFloat("alpha", 1)), x));
+}
+
+/// The maximum over all spatial dims, kept as size 1.
+LogicalResult importGlobalMaxPool(NodeContext &nc) {
+  FailureOr<Value> x = nc.value(0);
+  if (failed(x))
+    return failure();
+  SmallVector<int64_t> axes;
+  for (int64_t d = 2, rank = typeOf(*x).getRank(); d < rank; ++d)
+    axes.push_back(d);
+  return setResult(nc, nc.build("bm.reduce_max", {*x},
+                                {nc.named("axes", array(nc, axes)),
+                                 nc.named("keep_dims", boolean(nc, true))}));
+}
+
+/// max(0, min(1, alpha * x + beta)).
+LogicalResult importHardSigmoid(NodeContext &nc) {
+  Formula f(nc);
+  return setResult(nc, hardSigmoid(f, nc.value(0), nc.getFloat("alpha", 0.2f),
+                                   nc.getFloat("beta", 0.5f)));
+}
+
+/// x * HardSigmoid(x) with alpha 1/6, beta 1/2.
+LogicalResult importHardSwish(NodeContext &nc) {
+  Formula f(nc);
+  FailureOr<Value> x = nc.value(0);
+  return setResult(nc, f.mul(x, hardSigmoid(f, x, 1.0 / 6, 0.5)));
+}
+
+/// one_hot(argmax(x, axis), depth = dim, axis) in x's element type.
+LogicalResult importHardmax(NodeContext &nc) {
+  FailureOr<Value> x = nc.value(0);
+  if (failed(x))
+    return failure();
+  RankedTensorType type = typeOf(*x);
+  int64_t rank = type.getRank();
+  FailureOr<int64_t> axis =
+      nc.axis(nc.getInt("axis", nc.getOpset() < 13 ? 1 : -1), rank);
+  if (failed(axis))
+    return failure();
+  if (nc.getOpset() < 13 && *axis != rank - 1)
+    return nc.error("hardmax before opset 13 coerces to 2-D; only the last "
+                    "axis is supported");
+  FailureOr<Operation *> topK =
+      nc.create("bm.top_k", {*x},
+                {nc.named("k", i64(nc, 1)), nc.named("axis", i64(nc, *axis)),
+                 nc.named("largest", boolean(nc, true))},
+                {}, 2);
+  if (failed(topK))
+    return failure();
+  FailureOr<Value> index = nc.build("bm.squeeze", {(*topK)->getResult(1)},
+                                    {nc.named("axes", array(nc, {*axis}))});
+  if (failed(index))
+    return failure();
+  int64_t depth = type.getDimSize(*axis);
+  return setResult(
+      nc, nc.build("bm.one_hot", {*index},
+                   {nc.named("depth", i64(nc, depth)),
+                    nc.named("axis", i64(nc, *axis)),
+                    nc.named("on_value", nc.builder().getF64FloatAttr(1)),
+                    nc.named("off_value", nc.builder().getF64FloatAttr(0))},
+                   type));
+}
+
+/// (x - mean) / sqrt(var + epsilon) * scale + bias over the spatial dims,
+/// scale and bias per channel.
+LogicalResult importInstanceNormalization(NodeContext &nc) {
+  Formula f(nc);
+  FailureOr<Value> x = nc.value(0);
+  FailureOr<Value> scale = nc.value(1), bias = nc.value(2);
+  if (failed(x) || failed(scale) || failed(bias))
+    return failure();
+  RankedTensorType type = typeOf(*x);
+  if (type.getRank() < 3)
+    return nc.error("instance normalisation needs an NC[spatial] input");
+  SmallVector<int64_t> axes, perChannel = {type.getDimSize(1)};
+  for (int64_t d = 2; d < type.getRank(); ++d) {
+    axes.push_back(d);
+    perChannel.push_back(1);
+  }
+  auto mean = [&](FailureOr<Value> v) -> FailureOr<Value> {
+    if (failed(v))
+      return failure();
+    return nc.build("bm.reduce_mean", {*v},
+                    {nc.named("axes", array(nc, axes)),
+                     nc.named("keep_dims", boolean(nc, true))});
+  };
+  auto channels = [&](Value v) {
+    return nc.build(
+        "bm.reshape", {v}, {},
+        RankedTensorType::get(perChannel, typeOf(v).getElementType()));
+  };
+  FailureOr<Value> centered = f.binary("bm.sub", x, mean(x));
+  FailureOr<Value> variance = mean(f.mul(centered, centered));
+  FailureOr<Value> deviation = f.unary(
+      "bm.sqrt",
+      f.add(variance, f.scalar(variance, nc.getFloat("epsilon", 1e-5f))));
+  FailureOr<Value> normalised = f.binary("bm.div", centered, deviation);
+  return setResult(nc,
+                   f.add(f.mul(normalised, channels(*scale)), channels(*bias)));
+}
+
+/// NaN is the only value not equal to itself.
+LogicalResult importIsNaN(NodeContext &nc) {
+  Formula f(nc);
+  FailureOr<Value> x = nc.value(0);
+  return setResult(nc, f.unary("bm.not", f.binary("bm.equal", x, x)));
+}
+
+/// x < 0 ? alpha * x : x.
+LogicalResult importLeakyRelu(NodeContext &nc) {
+  Formula f(nc);
+  FailureOr<Value> x = nc.value(0);
+  return setResult(nc, f.where(f.binary("bm.less", x, f.scalar(x, 0)),
+                               f.scaled(x, nc.getFloat("alpha", 0.01f)), x));
+}
+
+/// x < 0 ? slope * x : x, the slope broadcasting to x.
+LogicalResult importPRelu(NodeContext &nc) {
+  Formula f(nc);
+  FailureOr<Value> x = nc.value(0);
+  return setResult(nc, f.where(f.binary("bm.less", x, f.scalar(x, 0)),
+                               f.mul(x, nc.value(1)), x));
+}
+
+/// gamma * (x > 0 ? x : alpha * (exp(x) - 1)).
+LogicalResult importSelu(NodeContext &nc) {
+  Formula f(nc);
+  FailureOr<Value> x = nc.value(0);
+  FailureOr<Value> inner = f.where(
+      f.binary("bm.greater", x, f.scalar(x, 0)), x,
+      f.expMinusOne(x, nc.getFloat("alpha", 1.67326319217681884765625f)));
+  return setResult(
+      nc, f.scaled(inner, nc.getFloat("gamma", 1.05070102214813232421875f)));
+}
+
+/// (exp(x) - exp(-x)) / 2.
+LogicalResult importSinh(NodeContext &nc) {
+  Formula f(nc);
+  FailureOr<Value> x = nc.value(0);
+  return setResult(nc,
+                   f.scaled(f.binary("bm.sub", f.unary("bm.exp", x),
+                                     f.unary("bm.exp", f.unary("bm.neg", x))),
+                            0.5));
+}
+
+/// log(exp(x) + 1).
+LogicalResult importSoftplus(NodeContext &nc) {
+  Formula f(nc);
+  FailureOr<Value> x = nc.value(0);
+  return setResult(
+      nc, f.unary("bm.log", f.add(f.unary("bm.exp", x), f.scalar(x, 1))));
+}
+
+/// x / (1 + |x|).
+LogicalResult importSoftsign(NodeContext &nc) {
+  Formula f(nc);
+  FailureOr<Value> x = nc.value(0);
+  return setResult(
+      nc, f.binary("bm.div", x, f.add(f.scalar(x, 1), f.unary("bm.abs", x))));
+}
+
+/// [N, C, H, W] -> [N, C * b^2, H / b, W / b].
+LogicalResult importSpaceToDepth(NodeContext &nc) {
+  FailureOr<Value> x = nc.value(0);
+  if (failed(x))
+    return failure();
+  ArrayRef<int64_t> s = typeOf(*x).getShape();
+  int64_t b = nc.getInt("blocksize", 0);
+  if (s.size() != 4 || b < 1 || s[2] % b != 0 || s[3] % b != 0)
+    return nc.error("space to depth needs a rank-4 input whose spatial dims "
+                    "divide by blocksize");
+  return shuffle(nc, *x, {s[0], s[1], s[2] / b, b, s[3] / b, b},
+                 {0, 3, 5, 1, 2, 4}, {s[0], s[1] * b * b, s[2] / b, s[3] / b});
+}
+
+/// sin(x) / cos(x).
+LogicalResult importTan(NodeContext &nc) {
+  Formula f(nc);
+  FailureOr<Value> x = nc.value(0);
+  return setResult(
+      nc, f.binary("bm.div", f.unary("bm.sin", x), f.unary("bm.cos", x)));
+}
+
+/// x > alpha ? x : 0.
+LogicalResult importThresholdedRelu(NodeContext &nc) {
+  Formula f(nc);
+  FailureOr<Value> x = nc.value(0);
+  return setResult(nc, f.where(f.binary("bm.greater", x,
+                                        f.scalar(x, nc.getFloat("alpha", 1))),
+                               x, f.scalar(x, 0)));
+}
+
+/// Tile as unsqueeze + expand + reshape: [a, b] repeated [r, s] is
+/// [1, a, 1, b] expanded to [r, a, s, b], then reshaped to [r*a, s*b].
+LogicalResult importTile(NodeContext &nc) {
+  FailureOr<Value> x = nc.value(0);
+  auto repeats = nc.constInts(1, "repeats");
+  if (failed(x) || failed(repeats))
+    return failure();
+  RankedTensorType type = typeOf(*x);
+  int64_t rank = type.getRank();
+  if (static_cast<int64_t>(repeats->size()) != rank)
+    return nc.error("tile has " + Twine(repeats->size()) +
+                    " repeats for rank " + Twine(rank));
+  if (llvm::all_of(*repeats, [](int64_t r) { return r == 1; }))
+    return setResult(nc, x);
+  SmallVector<int64_t> axes, expanded, result;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t r = (*repeats)[d];
+    if (r < 0)
+      return nc.error("tile repeat " + Twine(r) + " is negative");
+    axes.push_back(2 * d);
+    expanded.append({r, type.getDimSize(d)});
+    result.push_back(r * type.getDimSize(d));
+  }
+  Type element = type.getElementType();
+  FailureOr<Value> r =
+      nc.build("bm.unsqueeze", {*x}, {nc.named("axes", array(nc, axes))});
+  if (succeeded(r))
+    r = nc.build("bm.expand", {*r}, {},
+                 RankedTensorType::get(expanded, element));
+  if (succeeded(r))
+    r = nc.build("bm.reshape", {*r}, {},
+                 RankedTensorType::get(result, element));
+  return setResult(nc, r);
+}
+
+} // namespace bm::import

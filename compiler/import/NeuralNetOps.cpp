@@ -1,0 +1,282 @@
+//===- NeuralNetOps.cpp - convolution, pooling, normalisation, softmax ----===//
+//
+// The importers of the ONNX ops with window or normalisation attributes:
+// explicit pads from auto_pad, ceil_mode as extra padding, pre-13 softmax
+// coercion to 2-D. Their table entries are in OpImporters.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/import/OpImporters.h"
+
+using namespace mlir;
+using llvm::SmallVector;
+using llvm::Twine;
+
+namespace bm::import {
+namespace {
+
+/// Explicit pads for Conv and pooling from pads / auto_pad.
+FailureOr<SmallVector<int64_t>> explicitPads(NodeContext &nc,
+                                             ArrayRef<int64_t> inSpatial,
+                                             ArrayRef<int64_t> kernel,
+                                             ArrayRef<int64_t> strides,
+                                             ArrayRef<int64_t> dilations) {
+  size_t n = inSpatial.size();
+  std::string autoPad = nc.getString("auto_pad", "NOTSET");
+  SmallVector<int64_t> pads(2 * n, 0);
+  if (autoPad == "NOTSET") {
+    if (auto p = nc.getInts("pads")) {
+      if (p->size() != 2 * n) {
+        (void)nc.error("pads has " + Twine(p->size()) + " entries for " +
+                       Twine(n) + " spatial dims");
+        return failure();
+      }
+      pads.assign(p->begin(), p->end());
+    }
+    return pads;
+  }
+  if (autoPad == "VALID")
+    return pads;
+  if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER") {
+    (void)nc.error("unknown auto_pad '" + autoPad + "'");
+    return failure();
+  }
+  for (size_t i = 0; i < n; ++i) {
+    int64_t out = (inSpatial[i] + strides[i] - 1) / strides[i];
+    int64_t window = dilations[i] * (kernel[i] - 1) + 1;
+    int64_t total =
+        std::max<int64_t>((out - 1) * strides[i] + window - inSpatial[i], 0);
+    int64_t small = total / 2, large = total - small;
+    pads[i] = autoPad == "SAME_UPPER" ? small : large;
+    pads[i + n] = autoPad == "SAME_UPPER" ? large : small;
+  }
+  return pads;
+}
+
+SmallVector<int64_t> intsOr(NodeContext &nc, StringRef name, size_t n,
+                            int64_t fallback) {
+  if (auto v = nc.getInts(name))
+    return SmallVector<int64_t>(v->begin(), v->end());
+  return SmallVector<int64_t>(n, fallback);
+}
+
+/// Softmax and LogSoftmax. Before opset 13 they coerce the input to 2-D at
+/// `axis` (default 1); from 13 they work on one axis (default -1).
+LogicalResult softmax(NodeContext &nc, StringRef op) {
+  FailureOr<Value> x = nc.value(0);
+  if (failed(x))
+    return failure();
+  RankedTensorType type = typeOf(*x);
+  int64_t rank = type.getRank();
+  bool legacy = nc.getOpset() < 13;
+  FailureOr<int64_t> axis =
+      nc.axis(nc.getInt("axis", legacy ? 1 : -1), std::max<int64_t>(rank, 1));
+  if (failed(axis))
+    return failure();
+  if (!legacy || *axis == rank - 1)
+    return setResult(
+        nc, nc.build(op, {*x}, {nc.named("axis", i64(nc, *axis))}, type));
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    (d < *axis ? outer : inner) *= type.getDimSize(d);
+  auto flat = RankedTensorType::get({outer, inner}, type.getElementType());
+  FailureOr<Value> r = nc.build("bm.reshape", {*x}, {}, flat);
+  if (succeeded(r))
+    r = nc.build(op, {*r}, {nc.named("axis", i64(nc, 1))}, flat);
+  if (succeeded(r))
+    r = nc.build("bm.reshape", {*r}, {}, type);
+  return setResult(nc, r);
+}
+
+/// Pooling windows, with ceil_mode turned into extra end padding (windows
+/// that would start inside the end padding are dropped, as ONNX says).
+LogicalResult pool(NodeContext &nc, StringRef op) {
+  FailureOr<Value> x = nc.value(0);
+  if (failed(x))
+    return failure();
+  RankedTensorType type = typeOf(*x);
+  if (type.getRank() < 3)
+    return nc.error("pooling needs an NC[spatial] input, got rank " +
+                    Twine(type.getRank()));
+  size_t n = type.getRank() - 2;
+  auto kernel = nc.getInts("kernel_shape");
+  if (!kernel || kernel->size() != n)
+    return nc.error("kernel_shape must have one entry per spatial dim");
+  SmallVector<int64_t> strides = intsOr(nc, "strides", n, 1);
+  SmallVector<int64_t> dilations = intsOr(nc, "dilations", n, 1);
+  if (llvm::any_of(dilations, [](int64_t d) { return d != 1; }))
+    return nc.error("pooling with dilations is not supported");
+  if (strides.size() != n ||
+      llvm::any_of(strides, [](int64_t s) { return s < 1; }))
+    return nc.error("strides must be >= 1, one per spatial dim");
+  ArrayRef<int64_t> spatial = type.getShape().drop_front(2);
+  FailureOr<SmallVector<int64_t>> pads =
+      explicitPads(nc, spatial, *kernel, strides, dilations);
+  if (failed(pads))
+    return failure();
+  if (op == "bm.avg_pool" && nc.getInt("count_include_pad", 0) &&
+      llvm::any_of(*pads, [](int64_t p) { return p != 0; }))
+    return nc.error("average pooling with count_include_pad=1 and padding "
+                    "is not supported");
+  if (nc.getInt("ceil_mode", 0)) {
+    for (size_t i = 0; i < n; ++i) {
+      int64_t padded = spatial[i] + (*pads)[i] + (*pads)[i + n];
+      int64_t span = padded - (*kernel)[i];
+      if (span < 0)
+        continue;
+      int64_t out = (span + strides[i] - 1) / strides[i] + 1;
+      if ((out - 1) * strides[i] >= spatial[i] + (*pads)[i])
+        --out;
+      int64_t needed = (out - 1) * strides[i] + (*kernel)[i];
+      (*pads)[i + n] += std::max<int64_t>(needed - padded, 0);
+    }
+  }
+  return setResult(nc, nc.build(op, {*x},
+                                {nc.named("kernel_shape", array(nc, *kernel)),
+                                 nc.named("strides", array(nc, strides)),
+                                 nc.named("pads", array(nc, *pads))}));
+}
+
+} // namespace
+
+LogicalResult importAveragePool(NodeContext &nc) {
+  return pool(nc, "bm.avg_pool");
+}
+
+LogicalResult importBatchNormalization(NodeContext &nc) {
+  if (nc.getInt("training_mode", 0))
+    return nc.error("training-mode batch normalisation is not supported");
+  SmallVector<Value> operands;
+  for (unsigned i = 0; i < 5; ++i) {
+    FailureOr<Value> v = nc.value(i);
+    if (failed(v))
+      return failure();
+    operands.push_back(*v);
+  }
+  return setResult(
+      nc,
+      nc.build("bm.batch_norm", operands,
+               {nc.named("epsilon", f32(nc, nc.getFloat("epsilon", 1e-5f)))}));
+}
+
+LogicalResult importConv(NodeContext &nc) {
+  FailureOr<Value> x = nc.value(0), w = nc.value(1);
+  if (failed(x) || failed(w))
+    return failure();
+  RankedTensorType type = typeOf(*x), weight = typeOf(*w);
+  if (type.getRank() < 3 || weight.getRank() != type.getRank())
+    return nc.error("conv needs input and weight of one rank >= 3");
+  size_t n = type.getRank() - 2;
+  SmallVector<int64_t> strides = intsOr(nc, "strides", n, 1);
+  SmallVector<int64_t> dilations = intsOr(nc, "dilations", n, 1);
+  if (strides.size() != n || dilations.size() != n ||
+      llvm::any_of(strides, [](int64_t s) { return s < 1; }) ||
+      llvm::any_of(dilations, [](int64_t d) { return d < 1; }))
+    return nc.error("strides and dilations need one entry >= 1 per spatial "
+                    "dim");
+  FailureOr<SmallVector<int64_t>> pads =
+      explicitPads(nc, type.getShape().drop_front(2),
+                   weight.getShape().drop_front(2), strides, dilations);
+  if (failed(pads))
+    return failure();
+  SmallVector<Value> operands = {*x, *w};
+  if (nc.hasInput(2)) {
+    FailureOr<Value> b = nc.value(2);
+    if (failed(b))
+      return failure();
+    operands.push_back(*b);
+  }
+  return setResult(
+      nc, nc.build("bm.conv", operands,
+                   {nc.named("strides", array(nc, strides)),
+                    nc.named("pads", array(nc, *pads)),
+                    nc.named("dilations", array(nc, dilations)),
+                    nc.named("group", i64(nc, nc.getInt("group", 1)))}));
+}
+
+LogicalResult importGlobalAveragePool(NodeContext &nc) {
+  FailureOr<Value> x = nc.value(0);
+  if (failed(x))
+    return failure();
+  return setResult(nc, nc.build("bm.global_avg_pool", {*x}));
+}
+
+LogicalResult importLayerNormalization(NodeContext &nc) {
+  FailureOr<Value> x = nc.value(0), scale = nc.value(1);
+  if (failed(x) || failed(scale))
+    return failure();
+  FailureOr<int64_t> axis =
+      nc.axis(nc.getInt("axis", -1), typeOf(*x).getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<Value> operands = {*x, *scale};
+  if (nc.hasInput(2)) {
+    FailureOr<Value> bias = nc.value(2);
+    if (failed(bias))
+      return failure();
+    operands.push_back(*bias);
+  }
+  float epsilon = nc.getFloat("epsilon", 1e-5f);
+  if (failed(setResult(nc, nc.build("bm.layer_norm", operands,
+                                    {nc.named("axis", i64(nc, *axis)),
+                                     nc.named("epsilon", f32(nc, epsilon))}))))
+    return failure();
+  if (!nc.hasOutput(1) && !nc.hasOutput(2))
+    return success();
+  // The optional Mean and InvStdDev outputs, spelled out in bm ops.
+  SmallVector<int64_t> axes;
+  for (int64_t d = *axis, rank = typeOf(*x).getRank(); d < rank; ++d)
+    axes.push_back(d);
+  auto mean = [&](Value v) {
+    return nc.build("bm.reduce_mean", {v},
+                    {nc.named("axes", array(nc, axes)),
+                     nc.named("keep_dims", boolean(nc, true))});
+  };
+  FailureOr<Value> mu = mean(*x);
+  if (failed(setResult(nc, mu, 1)))
+    return failure();
+  FailureOr<Value> centered = binaryOf(nc, "bm.sub", *x, *mu);
+  if (failed(centered))
+    return failure();
+  FailureOr<Value> square = binaryOf(nc, "bm.mul", *centered, *centered);
+  FailureOr<Value> variance = failed(square) ? square : mean(*square);
+  FailureOr<Value> eps =
+      failed(variance) ? variance : scalarLike(nc, *variance, epsilon);
+  if (failed(eps))
+    return failure();
+  FailureOr<Value> r = binaryOf(nc, "bm.add", *variance, *eps);
+  if (succeeded(r))
+    r = unaryOf(nc, "bm.sqrt", *r);
+  if (succeeded(r))
+    r = unaryOf(nc, "bm.reciprocal", *r);
+  return setResult(nc, r, 2);
+}
+
+LogicalResult importLogSoftmax(NodeContext &nc) {
+  return softmax(nc, "bm.log_softmax");
+}
+
+LogicalResult importMaxPool(NodeContext &nc) { return pool(nc, "bm.max_pool"); }
+
+/// RMSNormalization (opset 23) and onnxruntime's
+/// SimplifiedLayerNormalization: x / rms(x) * scale.
+LogicalResult importRmsNorm(NodeContext &nc) {
+  FailureOr<Value> x = nc.value(0), scale = nc.value(1);
+  if (failed(x) || failed(scale))
+    return failure();
+  FailureOr<int64_t> axis =
+      nc.axis(nc.getInt("axis", -1), typeOf(*x).getRank());
+  if (failed(axis))
+    return failure();
+  return setResult(
+      nc,
+      nc.build("bm.rms_norm", {*x, *scale},
+               {nc.named("axis", i64(nc, *axis)),
+                nc.named("epsilon", f32(nc, nc.getFloat("epsilon", 1e-5f)))}));
+}
+
+LogicalResult importSoftmax(NodeContext &nc) {
+  return softmax(nc, "bm.softmax");
+}
+
+} // namespace bm::import

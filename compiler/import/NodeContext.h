@@ -1,0 +1,200 @@
+//===- NodeContext.h - what an op importer sees of one ONNX node -*- C++
+//-*-===//
+//
+// Op importers (OpImporters.cpp) and host folders (ShapeFolding.cpp) are
+// functions of a NodeContext: the node's inputs (each an mlir::Value, a host
+// constant or both), its attributes, and ways to create bm ops with checked
+// result types and to report one-line errors naming the node.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMC_COMPILER_IMPORT_NODECONTEXT_H
+#define BMC_COMPILER_IMPORT_NODECONTEXT_H
+
+#include "compiler/import/HostTensor.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <optional>
+#include <string>
+
+namespace bm::import {
+
+/// What one ONNX value is while importing: an SSA value, a host constant,
+/// or both once the constant has been materialised.
+struct ImportedValue {
+  mlir::Value value;
+  std::optional<HostTensor> host;
+};
+
+/// State shared by all nodes of one graph.
+struct GraphState {
+  mlir::OpBuilder builder;
+  llvm::StringMap<ImportedValue> values;
+  /// The last error diagnostic MLIR emitted (inference, verifiers).
+  std::string lastDiagnostic;
+  /// The first error; import stops at it.
+  std::string error;
+
+  explicit GraphState(mlir::MLIRContext *context) : builder(context) {}
+};
+
+class NodeContext {
+public:
+  NodeContext(GraphState &graph, const onnx::NodeProto &node, int64_t opset,
+              mlir::Location loc)
+      : graph(graph), node(node), opset(opset), loc(loc) {}
+
+  const onnx::NodeProto &proto() const { return node; }
+  llvm::StringRef opType() const { return node.op_type(); }
+  int64_t getOpset() const { return opset; }
+  mlir::Location getLoc() const { return loc; }
+  mlir::OpBuilder &builder() { return graph.builder; }
+  mlir::MLIRContext *context() { return graph.builder.getContext(); }
+
+  //===--- inputs ---------------------------------------------------------===//
+  unsigned numInputs() const { return node.input_size(); }
+  /// Optional inputs may be missing or named "".
+  bool hasInput(unsigned i) const {
+    return i < static_cast<unsigned>(node.input_size()) &&
+           !node.input(i).empty();
+  }
+  /// The host constant of input i, or null.
+  const HostTensor *host(unsigned i) const;
+  /// Input i as an SSA value (host constants become bm.constant once).
+  mlir::FailureOr<mlir::Value> value(unsigned i);
+  /// The tensor type of input i (also for host constants).
+  mlir::RankedTensorType type(unsigned i) const;
+  /// Input i must be a host constant of integers (shape, axes, k...).
+  mlir::FailureOr<std::vector<int64_t>> constInts(unsigned i,
+                                                  llvm::StringRef what);
+  /// All present inputs are host constants.
+  bool allInputsOnHost() const;
+
+  //===--- outputs --------------------------------------------------------===//
+  unsigned numOutputs() const { return node.output_size(); }
+  bool hasOutput(unsigned i) const {
+    return i < static_cast<unsigned>(node.output_size()) &&
+           !node.output(i).empty();
+  }
+  void setOutput(unsigned i, mlir::Value value);
+  void setOutput(unsigned i, HostTensor tensor);
+
+  //===--- attributes -----------------------------------------------------===//
+  const onnx::AttributeProto *attr(llvm::StringRef name) const;
+  int64_t getInt(llvm::StringRef name, int64_t fallback) const;
+  float getFloat(llvm::StringRef name, float fallback) const;
+  std::string getString(llvm::StringRef name, llvm::StringRef fallback) const;
+  std::optional<std::vector<int64_t>> getInts(llvm::StringRef name) const;
+
+  //===--- building -------------------------------------------------------===//
+  /// Creates `opName` from operands and attributes. Result types are
+  /// inferred by the op unless given; an inference or verifier failure is
+  /// reported as this node's error.
+  mlir::FailureOr<mlir::Operation *>
+  create(llvm::StringRef opName, mlir::ValueRange operands,
+         llvm::ArrayRef<mlir::NamedAttribute> attrs = {},
+         mlir::TypeRange resultTypes = {}, unsigned numResults = 1);
+  /// Single-result form of create().
+  mlir::FailureOr<mlir::Value>
+  build(llvm::StringRef opName, mlir::ValueRange operands,
+        llvm::ArrayRef<mlir::NamedAttribute> attrs = {},
+        mlir::Type resultType = {});
+  /// A bm.constant holding `tensor`.
+  mlir::FailureOr<mlir::Value> constant(const HostTensor &tensor);
+  mlir::NamedAttribute named(llvm::StringRef name, mlir::Attribute value) {
+    return builder().getNamedAttr(name, value);
+  }
+
+  //===--- errors ---------------------------------------------------------===//
+  /// Records "node 'NAME' (OP): message" and returns failure.
+  mlir::LogicalResult error(const llvm::Twine &message);
+  /// Normalises a possibly negative axis into [0, rank).
+  mlir::FailureOr<int64_t> axis(int64_t axis, int64_t rank,
+                                llvm::StringRef what = "axis");
+  std::string describe() const;
+
+private:
+  GraphState &graph;
+  const onnx::NodeProto &node;
+  int64_t opset;
+  mlir::Location loc;
+};
+
+/// One importer per ONNX op type (OpImporters.cpp, alphabetical).
+using OpImporterFn = mlir::LogicalResult (*)(NodeContext &);
+struct OpImporter {
+  llvm::StringLiteral opType;
+  /// Inputs that must be present (non-empty names) before the importer or
+  /// a host folder runs; checked once for all ops.
+  unsigned minInputs;
+  OpImporterFn fn;
+};
+/// Returns null for an unsupported op type.
+const OpImporter *lookupOpImporter(llvm::StringRef opType);
+
+/// Host folders for shape-like ops (ShapeFolding.cpp, alphabetical). Called
+/// when all inputs are host constants; returns true when the outputs were
+/// set, false when the op must be emitted (result too large, not foldable).
+using HostFolderFn = mlir::FailureOr<bool> (*)(NodeContext &);
+HostFolderFn lookupHostFolder(llvm::StringRef opType);
+
+//===--- small builders shared by the op importers ------------------------===//
+
+/// Sets output `output` to `value` unless building it failed.
+mlir::LogicalResult setResult(NodeContext &nc,
+                              mlir::FailureOr<mlir::Value> value,
+                              unsigned output = 0);
+mlir::Attribute i64(NodeContext &nc, int64_t v);
+mlir::Attribute f32(NodeContext &nc, double v);
+mlir::Attribute array(NodeContext &nc, llvm::ArrayRef<int64_t> v);
+mlir::Attribute boolean(NodeContext &nc, bool v);
+mlir::RankedTensorType typeOf(mlir::Value v);
+/// A rank-0 constant of `like`'s element type.
+mlir::FailureOr<mlir::Value> scalarLike(NodeContext &nc, mlir::Value like,
+                                        double value);
+/// Broadcasting binary op `op` (result type inferred).
+mlir::FailureOr<mlir::Value> binaryOf(NodeContext &nc, llvm::StringRef op,
+                                      mlir::Value a, mlir::Value b);
+/// Elementwise unary op `op` keeping x's type.
+mlir::FailureOr<mlir::Value> unaryOf(NodeContext &nc, llvm::StringRef op,
+                                     mlir::Value x);
+
+//===--- shape rules shared by op importers and host folders --------------===//
+
+/// ONNX Reshape's target: 0 copies the input dim (unless `allowZero`), one
+/// -1 takes the remaining elements.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+reshapeTarget(NodeContext &nc, llvm::ArrayRef<int64_t> inShape,
+              llvm::ArrayRef<int64_t> target, bool allowZero);
+/// ONNX Expand's result: numpy broadcast of the input and target shapes.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+expandTarget(NodeContext &nc, llvm::ArrayRef<int64_t> inShape,
+             llvm::ArrayRef<int64_t> target);
+
+/// Slice bounds per dim, clamped and normalised (positive steps only).
+struct SliceBounds {
+  llvm::SmallVector<int64_t> starts, limits, strides;
+};
+/// Reads starts/ends/axes/steps (inputs from opset 10, attributes before).
+mlir::FailureOr<SliceBounds> sliceBounds(NodeContext &nc,
+                                         llvm::ArrayRef<int64_t> shape);
+/// Normalised, sorted Squeeze axes (all size-1 dims when none are given).
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+squeezeAxes(NodeContext &nc, llvm::ArrayRef<int64_t> shape);
+/// Normalised, sorted Unsqueeze axes (positions in the result).
+mlir::FailureOr<llvm::SmallVector<int64_t>> unsqueezeAxes(NodeContext &nc,
+                                                          int64_t inRank);
+/// The result shape of Squeeze / Unsqueeze.
+llvm::SmallVector<int64_t> squeezedShape(llvm::ArrayRef<int64_t> shape,
+                                         llvm::ArrayRef<int64_t> axes);
+llvm::SmallVector<int64_t> unsqueezedShape(llvm::ArrayRef<int64_t> shape,
+                                           llvm::ArrayRef<int64_t> axes);
+
+} // namespace bm::import
+
+#endif // BMC_COMPILER_IMPORT_NODECONTEXT_H

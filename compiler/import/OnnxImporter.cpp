@@ -1,0 +1,505 @@
+//===- OnnxImporter.cpp - ONNX graph -> func.func @main of bm ops ---------===//
+//
+// The graph-level half of the importer: binds symbolic dims, turns graph
+// inputs and parameters into function arguments, orders the nodes (rejecting
+// cycles and dangling inputs) and hands each node to its op importer or host
+// folder. Per-op work lives in OpImporters.cpp and ShapeFolding.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/import/OnnxImporter.h"
+
+#include "compiler/import/NodeContext.h"
+#include "compiler/import/OnnxLoader.h"
+
+#include "bm/BmDialect.h"
+#include "bm/BmOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Path.h"
+
+#include <queue>
+
+using namespace bm::import;
+using namespace mlir;
+using llvm::Twine;
+
+namespace {
+
+llvm::Error makeError(const Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
+}
+
+std::string shapeString(llvm::ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    text += (i ? ", " : "") + std::to_string(d);
+  return text + "]";
+}
+
+/// External data must stay inside the model's folder: an attacker-supplied
+/// model must not make `bmc compile` read /etc/passwd. The location is
+/// checked as written (no absolute path, no ".." component) and after
+/// normalisation against the folder.
+bool externalLocationIsSafe(StringRef location, StringRef modelPath) {
+  if (location.empty() || location.starts_with("/") ||
+      location.starts_with("\\") || (location.size() > 1 && location[1] == ':'))
+    return false;
+  std::string slashed = location.str();
+  std::replace(slashed.begin(), slashed.end(), '\\', '/');
+  SmallVector<StringRef> parts;
+  StringRef(slashed).split(parts, '/');
+  for (StringRef part : parts)
+    if (part == "..")
+      return false;
+  SmallString<256> folder = llvm::sys::path::parent_path(modelPath);
+  if (folder.empty())
+    folder = ".";
+  SmallString<256> joined = folder;
+  llvm::sys::path::append(joined, location);
+  llvm::sys::path::remove_dots(joined, /*remove_dot_dot=*/true);
+  llvm::sys::path::remove_dots(folder, /*remove_dot_dot=*/true);
+  return StringRef(joined).starts_with(folder);
+}
+
+class GraphImporter {
+public:
+  GraphImporter(MLIRContext &context, const onnx::ModelProto &model,
+                StringRef path, const ::bm::ImportOptions &options)
+      : context(context), model(model), graph(model.graph()), path(path),
+        options(options), state(&context) {}
+
+  llvm::Expected<OwningOpRef<ModuleOp>> run();
+
+private:
+  LogicalResult fail(const Twine &message) {
+    if (state.error.empty())
+      state.error = message.str();
+    return failure();
+  }
+  LogicalResult readOpset();
+  LogicalResult bindDims();
+  LogicalResult addInputs(SmallVectorImpl<Type> &argTypes,
+                          SmallVectorImpl<DictionaryAttr> &argAttrs);
+  LogicalResult addParameters(SmallVectorImpl<Type> &argTypes,
+                              SmallVectorImpl<DictionaryAttr> &argAttrs);
+  LogicalResult checkOpsSupported();
+  LogicalResult orderNodes(std::vector<int> &order);
+  LogicalResult importNode(const onnx::NodeProto &node);
+  Location nodeLoc(const onnx::NodeProto &node);
+
+  MLIRContext &context;
+  const onnx::ModelProto &model;
+  const onnx::GraphProto &graph;
+  std::string path;
+  const ::bm::ImportOptions &options;
+  GraphState state;
+  int64_t opset = 0;
+  std::map<std::string, int64_t> dims;
+  /// Initializers that are function arguments, in argument order.
+  std::vector<const onnx::TensorProto *> parameters;
+  llvm::StringSet<> initializerNames;
+};
+
+} // namespace
+
+LogicalResult GraphImporter::readOpset() {
+  for (const onnx::OperatorSetIdProto &id : model.opset_import())
+    if (id.domain().empty() || id.domain() == "ai.onnx")
+      opset = id.version();
+  if (opset == 0)
+    return fail("the model imports no version of the default ONNX opset");
+  if (opset > 21)
+    return fail("the model uses ONNX opset " + Twine(opset) +
+                "; bmc reads opsets up to 21");
+  return success();
+}
+
+LogicalResult GraphImporter::bindDims() {
+  if (options.useModelDefaults) {
+    for (const onnx::StringStringEntryProto &entry : model.metadata_props()) {
+      StringRef key = entry.key();
+      if (!key.consume_front("bm.dim."))
+        continue;
+      int64_t value;
+      if (StringRef(entry.value()).getAsInteger(10, value) || value < 0)
+        return fail("model metadata 'bm.dim." + key + "' = '" + entry.value() +
+                    "' is not a non-negative integer");
+      dims[key.str()] = value;
+    }
+  }
+  for (const auto &[name, value] : options.dims) {
+    if (value < 0)
+      return fail("dimension '" + name + "' = " + Twine(value) +
+                  " must not be negative");
+    dims[name] = value;
+  }
+  // The batch and sequence dims by position, for callers that do not know
+  // what the exporter named them.
+  auto bindByPosition = [&](const onnx::ValueInfoProto &input, int position,
+                            int64_t value) {
+    const onnx::TensorShapeProto &shape = input.type().tensor_type().shape();
+    if (shape.dim_size() <= position)
+      return;
+    const onnx::TensorShapeProto::Dimension &dim = shape.dim(position);
+    if (dim.has_dim_param() && !options.dims.count(dim.dim_param()))
+      dims[dim.dim_param()] = value;
+  };
+  for (const onnx::ValueInfoProto &input : graph.input()) {
+    if (initializerNames.contains(input.name()) ||
+        !input.type().has_tensor_type())
+      continue;
+    if (options.batchSize)
+      bindByPosition(input, 0, *options.batchSize);
+    int32_t elem = input.type().tensor_type().elem_type();
+    bool integer =
+        elem == onnx::TensorProto::INT64 || elem == onnx::TensorProto::INT32;
+    if (options.sequenceLength && integer &&
+        input.type().tensor_type().shape().dim_size() == 2)
+      bindByPosition(input, 1, *options.sequenceLength);
+  }
+  return success();
+}
+
+LogicalResult
+GraphImporter::addInputs(SmallVectorImpl<Type> &argTypes,
+                         SmallVectorImpl<DictionaryAttr> &argAttrs) {
+  Builder b(&context);
+  for (const onnx::ValueInfoProto &input : graph.input()) {
+    // IR < 4 lists initializers as inputs too; they are parameters.
+    if (initializerNames.contains(input.name()))
+      continue;
+    std::string what = "graph input '" + input.name() + "'";
+    if (!input.type().has_tensor_type())
+      return fail(what + " is not a tensor (sequences, maps and optionals "
+                         "are not supported)");
+    const onnx::TypeProto::Tensor &tensor = input.type().tensor_type();
+    Type element = elementTypeOf(&context, tensor.elem_type());
+    if (!element)
+      return fail(what + " has element type " + dtypeName(tensor.elem_type()) +
+                  ", which bm cannot hold");
+    if (!tensor.has_shape())
+      return fail(what + " has no shape");
+    SmallVector<int64_t> shape;
+    for (auto [i, dim] : llvm::enumerate(tensor.shape().dim())) {
+      if (dim.has_dim_value()) {
+        if (dim.dim_value() < 0)
+          return fail(what + " has negative dimension " +
+                      Twine(dim.dim_value()));
+        shape.push_back(dim.dim_value());
+      } else if (dim.has_dim_param()) {
+        auto it = dims.find(dim.dim_param());
+        if (it == dims.end())
+          return fail("symbolic dimension '" + dim.dim_param() + "' of " +
+                      what + " is not bound; pass --dim " + dim.dim_param() +
+                      "=N");
+        shape.push_back(it->second);
+      } else {
+        return fail(what + " has dimension " + Twine(i) +
+                    " with neither a size nor a name");
+      }
+    }
+    if (!checkedNumElements(shape))
+      return fail(what + " has shape " + shapeString(shape) +
+                  " whose element count overflows int64");
+    argTypes.push_back(RankedTensorType::get(shape, element));
+    argAttrs.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr(mlir::bm::BmDialect::kParamNameAttrName,
+                        b.getStringAttr(input.name())),
+         b.getNamedAttr(mlir::bm::BmDialect::kParamKindAttrName,
+                        b.getStringAttr("input"))}));
+  }
+  return success();
+}
+
+LogicalResult
+GraphImporter::addParameters(SmallVectorImpl<Type> &argTypes,
+                             SmallVectorImpl<DictionaryAttr> &argAttrs) {
+  Builder b(&context);
+  for (const onnx::TensorProto &init : graph.initializer()) {
+    std::string what = "initializer '" + init.name() + "'";
+    SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
+    std::optional<int64_t> count = checkedNumElements(shape);
+    if (!count)
+      return fail(what + " has shape " + shapeString(shape) +
+                  " with a negative dim or an element count that overflows "
+                  "int64");
+    bool external = init.data_location() == onnx::TensorProto::EXTERNAL;
+    bool isParameter =
+        external || (HostTensor::isFloatType(init.data_type()) && *count > 1);
+    if (!isParameter) {
+      std::string error;
+      std::optional<HostTensor> value = decodeTensor(init, error);
+      if (!value)
+        return fail(what + " " + error);
+      state.values[init.name()] = ImportedValue{Value(), std::move(*value)};
+      continue;
+    }
+    Type element = elementTypeOf(&context, init.data_type());
+    if (!element)
+      return fail(what + " has element type " + dtypeName(init.data_type()) +
+                  ", which bm cannot hold");
+    SmallVector<NamedAttribute> attrs = {
+        b.getNamedAttr(mlir::bm::BmDialect::kParamNameAttrName,
+                       b.getStringAttr(init.name())),
+        b.getNamedAttr(mlir::bm::BmDialect::kParamKindAttrName,
+                       b.getStringAttr("parameter"))};
+    if (external) {
+      std::string location;
+      int64_t offset = -1, length = -1;
+      for (const onnx::StringStringEntryProto &entry : init.external_data()) {
+        StringRef value = entry.value();
+        if (entry.key() == "location")
+          location = entry.value();
+        else if ((entry.key() == "offset" &&
+                  (value.getAsInteger(10, offset) || offset < 0)) ||
+                 (entry.key() == "length" &&
+                  (value.getAsInteger(10, length) || length < 0)))
+          return fail(what + " has an invalid external data " + entry.key() +
+                      " '" + entry.value() + "'");
+      }
+      if (!externalLocationIsSafe(location, path))
+        return fail(what + " has external data location '" + location +
+                    "' outside the model's folder; refusing to read it");
+      attrs.push_back(
+          b.getNamedAttr(mlir::bm::BmDialect::kExternalLocationAttrName,
+                         b.getStringAttr(location)));
+      if (offset >= 0)
+        attrs.push_back(
+            b.getNamedAttr(mlir::bm::BmDialect::kExternalOffsetAttrName,
+                           b.getI64IntegerAttr(offset)));
+      if (length >= 0)
+        attrs.push_back(
+            b.getNamedAttr(mlir::bm::BmDialect::kExternalLengthAttrName,
+                           b.getI64IntegerAttr(length)));
+    }
+    argTypes.push_back(RankedTensorType::get(shape, element));
+    argAttrs.push_back(b.getDictionaryAttr(attrs));
+    parameters.push_back(&init);
+  }
+  return success();
+}
+
+LogicalResult GraphImporter::checkOpsSupported() {
+  for (const onnx::NodeProto &node : graph.node()) {
+    StringRef domain = node.domain();
+    bool knownDomain =
+        domain.empty() || domain == "ai.onnx" || domain == "com.microsoft";
+    if (knownDomain && lookupOpImporter(node.op_type()))
+      continue;
+    std::string op = node.op_type();
+    if (!domain.empty() && domain != "ai.onnx")
+      op = domain.str() + "." + op;
+    std::string name =
+        node.name().empty()
+            ? (node.output_size() ? "producing '" + node.output(0) + "'"
+                                  : std::string("(unnamed)"))
+            : "'" + node.name() + "'";
+    std::string list;
+    for (const std::string &supported : ::bm::supportedOnnxOps())
+      list += (list.empty() ? "" : ", ") + supported;
+    return fail("node " + name + " has op type " + op + " (opset " +
+                Twine(opset) +
+                "), which bmc does not support; supported ops: " + list);
+  }
+  return success();
+}
+
+LogicalResult GraphImporter::orderNodes(std::vector<int> &order) {
+  int numNodes = graph.node_size();
+  llvm::StringMap<int> producer;
+  llvm::StringSet<> defined = initializerNames;
+  for (const onnx::ValueInfoProto &input : graph.input())
+    defined.insert(input.name());
+  for (int i = 0; i < numNodes; ++i)
+    for (const std::string &output : graph.node(i).output()) {
+      if (output.empty())
+        continue;
+      if (defined.contains(output) || !producer.try_emplace(output, i).second)
+        return fail("value '" + output + "' is defined more than once");
+    }
+  std::vector<int> indegree(numNodes, 0);
+  std::vector<std::vector<int>> users(numNodes);
+  for (int i = 0; i < numNodes; ++i) {
+    const onnx::NodeProto &node = graph.node(i);
+    for (const std::string &input : node.input()) {
+      if (input.empty() || defined.contains(input))
+        continue;
+      auto it = producer.find(input);
+      if (it == producer.end()) {
+        NodeContext context(state, node, opset,
+                            UnknownLoc::get(&this->context));
+        return context.error("input '" + input +
+                             "' is not produced by any node, initializer or "
+                             "graph input");
+      }
+      ++indegree[i];
+      users[it->second].push_back(i);
+    }
+  }
+  // Kahn's algorithm, smallest index first so that an already sorted graph
+  // keeps its order.
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int i = 0; i < numNodes; ++i)
+    if (indegree[i] == 0)
+      ready.push(i);
+  while (!ready.empty()) {
+    int i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (int user : users[i])
+      if (--indegree[user] == 0)
+        ready.push(user);
+  }
+  if (static_cast<int>(order.size()) == numNodes)
+    return success();
+  for (int i = 0; i < numNodes; ++i)
+    if (indegree[i] > 0) {
+      NodeContext context(state, graph.node(i), opset,
+                          UnknownLoc::get(&this->context));
+      return context.error("the graph has a cycle through this node");
+    }
+  return fail("the graph has a cycle");
+}
+
+Location GraphImporter::nodeLoc(const onnx::NodeProto &node) {
+  std::string name = node.name();
+  if (name.empty() && node.output_size() > 0)
+    name = node.output(0);
+  return NameLoc::get(StringAttr::get(&context, name),
+                      FileLineColLoc::get(&context, path, 0, 0));
+}
+
+LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
+  NodeContext nc(state, node, opset, nodeLoc(node));
+  const OpImporter *importer = lookupOpImporter(node.op_type());
+  for (unsigned i = 0; i < importer->minInputs; ++i)
+    if (!nc.hasInput(i))
+      return nc.error("input " + Twine(i) + " is missing (the op needs " +
+                      Twine(importer->minInputs) +
+                      (importer->minInputs == 1 ? " input)" : " inputs)"));
+  if (nc.allInputsOnHost()) {
+    if (HostFolderFn folder = lookupHostFolder(node.op_type())) {
+      FailureOr<bool> folded = folder(nc);
+      if (failed(folded))
+        return failure();
+      if (*folded)
+        return success();
+    }
+  }
+  if (failed(importer->fn(nc))) {
+    if (state.error.empty())
+      return nc.error("cannot be imported");
+    return failure();
+  }
+  for (unsigned i = 0, e = node.output_size(); i < e; ++i)
+    if (nc.hasOutput(i) && !state.values.count(node.output(i)))
+      return nc.error("output " + Twine(i) + " ('" + node.output(i) +
+                      "') is not supported");
+  return success();
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
+  context.getOrLoadDialect<mlir::bm::BmDialect>();
+  context.getOrLoadDialect<func::FuncDialect>();
+  std::string diagnosticNode;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Error &&
+        state.lastDiagnostic.empty()) {
+      state.lastDiagnostic = diag.str();
+      diagnosticNode.clear();
+      if (auto name = dyn_cast<NameLoc>(diag.getLocation()))
+        diagnosticNode = name.getName().str();
+    }
+    return success();
+  });
+
+  for (const onnx::TensorProto &init : graph.initializer())
+    initializerNames.insert(init.name());
+  SmallVector<Type> argTypes;
+  SmallVector<DictionaryAttr> argAttrs;
+  if (failed(readOpset()) || failed(bindDims()) ||
+      failed(addInputs(argTypes, argAttrs)) ||
+      failed(addParameters(argTypes, argAttrs)) || failed(checkOpsSupported()))
+    return makeError(state.error);
+  std::vector<int> order;
+  if (failed(orderNodes(order)))
+    return makeError(state.error);
+
+  Location fileLoc = FileLineColLoc::get(&context, path, 0, 0);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  OpBuilder &builder = state.builder;
+  builder.setInsertionPointToEnd(module->getBody());
+  auto func = func::FuncOp::create(builder, fileLoc, "main",
+                                   builder.getFunctionType(argTypes, {}));
+  func.setAllArgAttrs(argAttrs);
+  Block *body = func.addEntryBlock();
+  builder.setInsertionPointToEnd(body);
+
+  unsigned arg = 0;
+  auto bind = [&](const std::string &name) {
+    BlockArgument value = body->getArgument(arg++);
+    value.setLoc(NameLoc::get(builder.getStringAttr(name), fileLoc));
+    state.values[name] = {value, std::nullopt};
+  };
+  for (const onnx::ValueInfoProto &input : graph.input())
+    if (!initializerNames.contains(input.name()))
+      bind(input.name());
+  for (const onnx::TensorProto *param : parameters)
+    bind(param->name());
+
+  for (int i : order)
+    if (failed(importNode(graph.node(i))))
+      return makeError(state.error);
+
+  SmallVector<Value> results;
+  for (const onnx::ValueInfoProto &output : graph.output()) {
+    auto it = state.values.find(output.name());
+    if (it == state.values.end())
+      return makeError("graph output '" + output.name() +
+                       "' is not produced by any node or input");
+    if (!it->second.value) {
+      onnx::NodeProto pseudo;
+      pseudo.set_op_type("Output");
+      pseudo.add_input(output.name());
+      NodeContext nc(state, pseudo, opset, nodeLoc(pseudo));
+      if (failed(nc.value(0)))
+        return makeError(state.error);
+    }
+    results.push_back(state.values[output.name()].value);
+  }
+  func::ReturnOp::create(builder, fileLoc, results);
+  func.setType(
+      builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+
+  state.lastDiagnostic.clear();
+  if (failed(mlir::verify(*module))) {
+    std::string where =
+        diagnosticNode.empty() ? "" : "node '" + diagnosticNode + "': ";
+    return makeError(where + (state.lastDiagnostic.empty()
+                                  ? "the imported module does not verify"
+                                  : state.lastDiagnostic));
+  }
+  return std::move(module);
+}
+
+namespace bm {
+llvm::Expected<OwningOpRef<ModuleOp>>
+importOnnxModel(MLIRContext &context, const onnx::ModelProto &model,
+                StringRef path, const ImportOptions &options) {
+  GraphImporter importer(context, model, path, options);
+  return importer.run();
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+importOnnxFile(MLIRContext &context, StringRef path,
+               const ImportOptions &options) {
+  auto model = loadOnnxModel(path);
+  if (!model)
+    return model.takeError();
+  return importOnnxModel(context, **model, path, options);
+}
+} // namespace bm

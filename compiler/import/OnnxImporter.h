@@ -1,0 +1,63 @@
+//===- OnnxImporter.h - ONNX model -> bm dialect ----------------*- C++ -*-===//
+//
+// The public entry points of phase 1 (import): an ONNX model becomes a module
+// with one `func.func @main` of bm ops on static ranked tensors. Parameters
+// are function arguments (never dense constants); shape computations are
+// folded on the host. Every failure is one line of text, never an abort.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMC_COMPILER_IMPORT_ONNXIMPORTER_H
+#define BMC_COMPILER_IMPORT_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace onnx {
+class ModelProto;
+} // namespace onnx
+
+namespace bm {
+
+struct ImportOptions {
+  /// Values of symbolic dimensions ("batch" -> 8). They win over the
+  /// model's "bm.dim.NAME" metadata.
+  std::map<std::string, int64_t> dims;
+  /// Whether "bm.dim.NAME" metadata entries bind dims not given in `dims`.
+  bool useModelDefaults = true;
+  /// Binds dim 0 of every graph input whose dim 0 is symbolic and not named
+  /// in `dims`: the batch, whatever the exporter called it (`bmc plan`
+  /// imports with a small batch and scales).
+  std::optional<int64_t> batchSize;
+  /// Binds dim 1 of every rank-2 integer graph input (token ids) whose dim 1
+  /// is symbolic and not named in `dims`: the sequence length (`--seq`).
+  std::optional<int64_t> sequenceLength;
+};
+
+/// Reads the ONNX file at `path` and imports it. External data is never read
+/// (it may be absent); its location is checked to stay inside the model's
+/// folder.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importOnnxFile(mlir::MLIRContext &context, llvm::StringRef path,
+               const ImportOptions &options);
+
+/// Imports a parsed model; `path` names it in locations and messages and
+/// anchors external data locations.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importOnnxModel(mlir::MLIRContext &context, const onnx::ModelProto &model,
+                llvm::StringRef path, const ImportOptions &options);
+
+/// The ONNX op types the importer lowers, sorted.
+std::vector<std::string> supportedOnnxOps();
+
+} // namespace bm
+
+#endif // BMC_COMPILER_IMPORT_ONNXIMPORTER_H

@@ -1,0 +1,746 @@
+//===- ShapeFolding.cpp - evaluate shape computations on the host ---------===//
+//
+// Exporters compute shapes at run time (Shape -> Gather -> Concat ->
+// Reshape); with every dim bound, those chains are constants. Each folder
+// here evaluates one op when all its inputs are host constants and the
+// result is small (or a splat); otherwise the op importer emits a bm op.
+// The table at the end is alphabetical.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/import/NodeContext.h"
+
+#include <cmath>
+#include <functional>
+
+using namespace bm::import;
+using namespace mlir;
+using llvm::SmallVector;
+
+//===----------------------------------------------------------------------===//
+// Shape rules shared with the op importers
+//===----------------------------------------------------------------------===//
+
+static std::string shapeText(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    text += (i ? ", " : "") + std::to_string(d);
+  return text + "]";
+}
+
+namespace bm::import {
+
+FailureOr<SmallVector<int64_t>> reshapeTarget(NodeContext &nc,
+                                              ArrayRef<int64_t> inShape,
+                                              ArrayRef<int64_t> target,
+                                              bool allowZero) {
+  SmallVector<int64_t> shape;
+  int64_t inferred = -1, known = 1;
+  for (size_t i = 0; i < target.size(); ++i) {
+    int64_t d = target[i];
+    if (d == 0 && !allowZero) {
+      if (i >= inShape.size()) {
+        (void)nc.error("reshape target " + shapeText(target) + " copies dim " +
+                       llvm::Twine(i) + " of a rank-" +
+                       llvm::Twine(inShape.size()) + " input");
+        return failure();
+      }
+      d = inShape[i];
+    }
+    if (d == -1) {
+      if (inferred >= 0) {
+        (void)nc.error("reshape target " + shapeText(target) +
+                       " has more than one -1");
+        return failure();
+      }
+      inferred = i;
+    } else if (d < 0) {
+      (void)nc.error("reshape target " + shapeText(target) +
+                     " has a negative dim");
+      return failure();
+    } else if (llvm::MulOverflow(known, d, known)) {
+      (void)nc.error("reshape target " + shapeText(target) +
+                     " overflows int64");
+      return failure();
+    }
+    shape.push_back(d);
+  }
+  int64_t total = *checkedNumElements(inShape);
+  if (inferred >= 0) {
+    if (known == 0 || total % known != 0) {
+      (void)nc.error("cannot reshape " + shapeText(inShape) + " into " +
+                     shapeText(target));
+      return failure();
+    }
+    shape[inferred] = total / known;
+  } else if (known != total) {
+    (void)nc.error("cannot reshape " + shapeText(inShape) + " (" +
+                   llvm::Twine(total) + " elements) into " + shapeText(shape));
+    return failure();
+  }
+  return shape;
+}
+
+FailureOr<SmallVector<int64_t>> expandTarget(NodeContext &nc,
+                                             ArrayRef<int64_t> inShape,
+                                             ArrayRef<int64_t> target) {
+  for (int64_t d : target)
+    if (d < 0) {
+      (void)nc.error("expand target " + shapeText(target) +
+                     " has a negative dim");
+      return failure();
+    }
+  auto shape = broadcastShapes(inShape, target);
+  if (!shape || !checkedNumElements(*shape)) {
+    (void)nc.error("cannot expand " + shapeText(inShape) + " to " +
+                   shapeText(target));
+    return failure();
+  }
+  return SmallVector<int64_t>(shape->begin(), shape->end());
+}
+
+FailureOr<SliceBounds> sliceBounds(NodeContext &nc, ArrayRef<int64_t> shape) {
+  int64_t rank = shape.size();
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (nc.attr("starts")) { // opset < 10
+    starts = *nc.getInts("starts");
+    ends = nc.getInts("ends").value_or(std::vector<int64_t>{});
+    axes = nc.getInts("axes").value_or(std::vector<int64_t>{});
+  } else {
+    auto s = nc.constInts(1, "starts");
+    if (failed(s))
+      return failure();
+    auto e = nc.constInts(2, "ends");
+    if (failed(e))
+      return failure();
+    starts = *s;
+    ends = *e;
+    if (nc.hasInput(3)) {
+      auto a = nc.constInts(3, "axes");
+      if (failed(a))
+        return failure();
+      axes = *a;
+    }
+    if (nc.hasInput(4)) {
+      auto st = nc.constInts(4, "steps");
+      if (failed(st))
+        return failure();
+      steps = *st;
+    }
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size()) {
+    (void)nc.error("slice starts, ends, axes and steps differ in length");
+    return failure();
+  }
+  SliceBounds b;
+  b.starts.assign(rank, 0);
+  b.limits.assign(shape.begin(), shape.end());
+  b.strides.assign(rank, 1);
+  SmallVector<bool> seen(rank, false);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    FailureOr<int64_t> axis = nc.axis(axes[i], rank, "slice axis");
+    if (failed(axis))
+      return failure();
+    if (seen[*axis]) {
+      (void)nc.error("slice axis " + llvm::Twine(*axis) + " is repeated");
+      return failure();
+    }
+    seen[*axis] = true;
+    int64_t dim = shape[*axis], step = steps[i];
+    if (step == 0) {
+      (void)nc.error("slice step is 0");
+      return failure();
+    }
+    if (step < 0) {
+      (void)nc.error("negative slice steps (reversal) are not supported");
+      return failure();
+    }
+    auto clamp = [dim](int64_t v) {
+      if (v < 0)
+        v = v < -dim ? 0 : v + dim;
+      return std::min(v, dim);
+    };
+    int64_t start = clamp(starts[i]), end = clamp(ends[i]);
+    b.starts[*axis] = start;
+    b.limits[*axis] = std::max(start, end);
+    b.strides[*axis] = step;
+  }
+  return b;
+}
+
+FailureOr<SmallVector<int64_t>> squeezeAxes(NodeContext &nc,
+                                            ArrayRef<int64_t> shape) {
+  std::vector<int64_t> raw;
+  if (auto attr = nc.getInts("axes")) {
+    raw = *attr;
+  } else if (nc.hasInput(1)) {
+    auto in = nc.constInts(1, "axes");
+    if (failed(in))
+      return failure();
+    raw = *in;
+  } else {
+    for (auto [i, d] : llvm::enumerate(shape))
+      if (d == 1)
+        raw.push_back(i);
+  }
+  SmallVector<int64_t> axes;
+  for (int64_t a : raw) {
+    FailureOr<int64_t> axis = nc.axis(a, shape.size(), "squeeze axis");
+    if (failed(axis))
+      return failure();
+    if (shape[*axis] != 1) {
+      (void)nc.error("squeeze axis " + llvm::Twine(a) + " has size " +
+                     llvm::Twine(shape[*axis]) + ", not 1");
+      return failure();
+    }
+    axes.push_back(*axis);
+  }
+  llvm::sort(axes);
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
+FailureOr<SmallVector<int64_t>> unsqueezeAxes(NodeContext &nc, int64_t inRank) {
+  std::vector<int64_t> raw;
+  if (auto attr = nc.getInts("axes")) {
+    raw = *attr;
+  } else {
+    auto in = nc.constInts(1, "axes");
+    if (failed(in))
+      return failure();
+    raw = *in;
+  }
+  int64_t rank = inRank + raw.size();
+  SmallVector<int64_t> axes;
+  for (int64_t a : raw) {
+    FailureOr<int64_t> axis = nc.axis(a, rank, "unsqueeze axis");
+    if (failed(axis))
+      return failure();
+    axes.push_back(*axis);
+  }
+  llvm::sort(axes);
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) {
+    (void)nc.error("unsqueeze axes are repeated");
+    return failure();
+  }
+  return axes;
+}
+
+SmallVector<int64_t> squeezedShape(ArrayRef<int64_t> shape,
+                                   ArrayRef<int64_t> axes) {
+  SmallVector<int64_t> out;
+  for (auto [i, d] : llvm::enumerate(shape))
+    if (!llvm::is_contained(axes, static_cast<int64_t>(i)))
+      out.push_back(d);
+  return out;
+}
+
+SmallVector<int64_t> unsqueezedShape(ArrayRef<int64_t> shape,
+                                     ArrayRef<int64_t> axes) {
+  SmallVector<int64_t> out;
+  const int64_t *next = shape.begin();
+  for (int64_t d = 0, e = shape.size() + axes.size(); d < e; ++d)
+    out.push_back(llvm::is_contained(axes, d) ? 1 : *next++);
+  return out;
+}
+} // namespace bm::import
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+bool small(ArrayRef<int64_t> shape) {
+  std::optional<int64_t> n = checkedNumElements(shape);
+  return n && *n <= kMaxFoldElements;
+}
+
+/// Same data, new shape (Reshape, Squeeze, Unsqueeze, Identity).
+HostTensor reshaped(const HostTensor &in, ArrayRef<int64_t> shape) {
+  HostTensor out = in;
+  out.shape.assign(shape.begin(), shape.end());
+  return out;
+}
+
+using IntFn = std::function<std::optional<int64_t>(int64_t, int64_t)>;
+using FloatFn = std::function<double(double, double)>;
+
+/// Broadcasting elementwise evaluation of `inputs` into a tensor of
+/// `dtype`. Integer inputs use `intFn` (nullopt: not foldable, e.g.
+/// division by zero), floating-point inputs `floatFn` on doubles.
+FailureOr<bool> foldElementwise(NodeContext &nc, int32_t dtype,
+                                const IntFn &intFn, const FloatFn &floatFn) {
+  const HostTensor *a = nc.host(0), *b = nc.host(1);
+  auto shape = broadcastShapes(a->shape, b->shape);
+  if (!shape)
+    return nc.error("shapes " + shapeText(a->shape) + " and " +
+                    shapeText(b->shape) + " do not broadcast");
+  bool splat = a->splat && b->splat;
+  if (!splat && !small(*shape))
+    return false;
+  HostTensor out = HostTensor::zeros(dtype, *shape, splat);
+  int64_t n = splat ? 1 : out.numElements();
+  bool useFloat = a->isFloat() || b->isFloat();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t ia = splat ? 0 : broadcastIndex(i, *shape, a->shape);
+    int64_t ib = splat ? 0 : broadcastIndex(i, *shape, b->shape);
+    if (useFloat) {
+      out.set(i, floatFn(a->getFloat(ia), b->getFloat(ib)));
+      continue;
+    }
+    std::optional<int64_t> v = intFn(a->getInt(ia), b->getInt(ib));
+    if (!v)
+      return false;
+    out.setInt(i, *v);
+  }
+  nc.setOutput(0, std::move(out));
+  return true;
+}
+
+FailureOr<bool> foldArithmetic(NodeContext &nc, const IntFn &intFn,
+                               const FloatFn &floatFn) {
+  if (nc.host(0)->dtype != nc.host(1)->dtype)
+    return false; // the bm op reports the mismatch
+  return foldElementwise(nc, nc.host(0)->dtype, intFn, floatFn);
+}
+
+FailureOr<bool> foldCompare(NodeContext &nc,
+                            const std::function<bool(double, double)> &f,
+                            const std::function<bool(int64_t, int64_t)> &fi) {
+  if (nc.host(0)->dtype != nc.host(1)->dtype)
+    return false;
+  return foldElementwise(
+      nc, onnx::TensorProto::BOOL,
+      [&](int64_t x, int64_t y) -> std::optional<int64_t> { return fi(x, y); },
+      [&](double x, double y) -> double { return f(x, y); });
+}
+
+uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
+
+//===----------------------------------------------------------------------===//
+// Folders
+//===----------------------------------------------------------------------===//
+
+FailureOr<bool> foldAdd(NodeContext &nc) {
+  return foldArithmetic(
+      nc, [](int64_t x, int64_t y) { return int64_t(u(x) + u(y)); },
+      [](double x, double y) { return x + y; });
+}
+
+FailureOr<bool> foldAnd(NodeContext &nc) {
+  return foldCompare(
+      nc, [](double x, double y) { return x != 0 && y != 0; },
+      [](int64_t x, int64_t y) { return x != 0 && y != 0; });
+}
+
+FailureOr<bool> foldCast(NodeContext &nc) {
+  int32_t to = nc.getInt("to", 0);
+  const HostTensor *in = nc.host(0);
+  if (!elementTypeOf(nc.context(), to))
+    return false;
+  if (!in->splat && !small(in->shape))
+    return false;
+  nc.setOutput(0, in->cast(to));
+  return true;
+}
+
+FailureOr<bool> foldConcat(NodeContext &nc) {
+  const HostTensor *first = nc.host(0);
+  if (!first)
+    return false;
+  int64_t rank = first->shape.size();
+  FailureOr<int64_t> axis = nc.axis(nc.getInt("axis", 0), rank);
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> shape(first->shape.begin(), first->shape.end());
+  shape[*axis] = 0;
+  SmallVector<const HostTensor *> inputs;
+  for (unsigned i = 0; i < nc.numInputs(); ++i) {
+    const HostTensor *t = nc.host(i);
+    if (!t || t->dtype != first->dtype || (int64_t)t->shape.size() != rank)
+      return false; // the bm op reports the mismatch
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != *axis && t->shape[d] != first->shape[d])
+        return false;
+    shape[*axis] += t->shape[*axis];
+    inputs.push_back(t);
+  }
+  if (!small(shape))
+    return false;
+  HostTensor out = HostTensor::zeros(first->dtype, shape);
+  int64_t outer = 1;
+  for (int64_t d = 0; d < *axis; ++d)
+    outer *= shape[d];
+  int64_t at = 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (const HostTensor *t : inputs) {
+      int64_t inner = 1;
+      for (int64_t d = *axis; d < rank; ++d)
+        inner *= t->shape[d];
+      for (int64_t i = 0; i < inner; ++i, ++at) {
+        if (out.isFloat())
+          out.set(at, t->getFloat(o * inner + i));
+        else
+          out.setInt(at, t->getInt(o * inner + i));
+      }
+    }
+  nc.setOutput(0, std::move(out));
+  return true;
+}
+
+FailureOr<bool> foldDiv(NodeContext &nc) {
+  return foldArithmetic(
+      nc,
+      [](int64_t x, int64_t y) -> std::optional<int64_t> {
+        if (y == 0 || (x == INT64_MIN && y == -1))
+          return std::nullopt;
+        return x / y;
+      },
+      [](double x, double y) { return x / y; });
+}
+
+FailureOr<bool> foldEqual(NodeContext &nc) {
+  return foldCompare(
+      nc, [](double x, double y) { return x == y; },
+      [](int64_t x, int64_t y) { return x == y; });
+}
+
+FailureOr<bool> foldExpand(NodeContext &nc) {
+  const HostTensor *in = nc.host(0);
+  auto target = nc.constInts(1, "shape");
+  if (failed(target))
+    return failure();
+  auto shape = expandTarget(nc, in->shape, *target);
+  if (failed(shape))
+    return failure();
+  if (in->splat || in->numElements() == 1) {
+    HostTensor out = HostTensor::zeros(in->dtype, *shape, /*splat=*/true);
+    if (out.isFloat())
+      out.set(0, in->getFloat(0));
+    else
+      out.setInt(0, in->getInt(0));
+    nc.setOutput(0, std::move(out));
+    return true;
+  }
+  if (!small(*shape))
+    return false;
+  HostTensor out = HostTensor::zeros(in->dtype, *shape);
+  for (int64_t i = 0, n = out.numElements(); i < n; ++i) {
+    int64_t from = broadcastIndex(i, *shape, in->shape);
+    if (out.isFloat())
+      out.set(i, in->getFloat(from));
+    else
+      out.setInt(i, in->getInt(from));
+  }
+  nc.setOutput(0, std::move(out));
+  return true;
+}
+
+FailureOr<bool> foldGather(NodeContext &nc) {
+  const HostTensor *data = nc.host(0), *indices = nc.host(1);
+  int64_t rank = data->shape.size();
+  if (rank == 0)
+    return false;
+  FailureOr<int64_t> axis = nc.axis(nc.getInt("axis", 0), rank);
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> shape(data->shape.begin(), data->shape.begin() + *axis);
+  shape.append(indices->shape.begin(), indices->shape.end());
+  shape.append(data->shape.begin() + *axis + 1, data->shape.end());
+  if (!small(shape))
+    return false;
+  int64_t outer = 1, inner = 1, dim = data->shape[*axis];
+  for (int64_t d = 0; d < *axis; ++d)
+    outer *= data->shape[d];
+  for (int64_t d = *axis + 1; d < rank; ++d)
+    inner *= data->shape[d];
+  int64_t count = indices->numElements();
+  HostTensor out = HostTensor::zeros(data->dtype, shape);
+  int64_t at = 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < count; ++k) {
+      int64_t index = indices->getInt(k);
+      if (index < 0)
+        index += dim;
+      if (index < 0 || index >= dim)
+        return nc.error("gather index " + llvm::Twine(indices->getInt(k)) +
+                        " is out of range for a dim of size " +
+                        llvm::Twine(dim));
+      for (int64_t i = 0; i < inner; ++i, ++at) {
+        int64_t from = (o * dim + index) * inner + i;
+        if (out.isFloat())
+          out.set(at, data->getFloat(from));
+        else
+          out.setInt(at, data->getInt(from));
+      }
+    }
+  nc.setOutput(0, std::move(out));
+  return true;
+}
+
+FailureOr<bool> foldGreater(NodeContext &nc) {
+  return foldCompare(
+      nc, [](double x, double y) { return x > y; },
+      [](int64_t x, int64_t y) { return x > y; });
+}
+
+FailureOr<bool> foldGreaterOrEqual(NodeContext &nc) {
+  return foldCompare(
+      nc, [](double x, double y) { return x >= y; },
+      [](int64_t x, int64_t y) { return x >= y; });
+}
+
+FailureOr<bool> foldIdentity(NodeContext &nc) {
+  nc.setOutput(0, *nc.host(0));
+  return true;
+}
+
+FailureOr<bool> foldLess(NodeContext &nc) {
+  return foldCompare(
+      nc, [](double x, double y) { return x < y; },
+      [](int64_t x, int64_t y) { return x < y; });
+}
+
+FailureOr<bool> foldLessOrEqual(NodeContext &nc) {
+  return foldCompare(
+      nc, [](double x, double y) { return x <= y; },
+      [](int64_t x, int64_t y) { return x <= y; });
+}
+
+/// Variadic Max / Min of two inputs (longer chains are emitted).
+FailureOr<bool> foldMax(NodeContext &nc) {
+  if (nc.numInputs() != 2 || !nc.host(1))
+    return false;
+  return foldArithmetic(
+      nc, [](int64_t x, int64_t y) { return std::max(x, y); },
+      [](double x, double y) { return std::max(x, y); });
+}
+
+FailureOr<bool> foldMin(NodeContext &nc) {
+  if (nc.numInputs() != 2 || !nc.host(1))
+    return false;
+  return foldArithmetic(
+      nc, [](int64_t x, int64_t y) { return std::min(x, y); },
+      [](double x, double y) { return std::min(x, y); });
+}
+
+FailureOr<bool> foldMul(NodeContext &nc) {
+  return foldArithmetic(
+      nc, [](int64_t x, int64_t y) { return int64_t(u(x) * u(y)); },
+      [](double x, double y) { return x * y; });
+}
+
+/// Unary ops on a host tensor, keeping splats splat.
+FailureOr<bool> foldUnary(NodeContext &nc,
+                          const std::function<double(double)> &f,
+                          const std::function<int64_t(int64_t)> &fi) {
+  const HostTensor *in = nc.host(0);
+  if (!in->splat && !small(in->shape))
+    return false;
+  HostTensor out = *in;
+  int64_t n = in->splat ? 1 : in->numElements();
+  for (int64_t i = 0; i < n; ++i) {
+    if (in->isFloat())
+      out.set(i, f(in->getFloat(i)));
+    else
+      out.setInt(i, fi(in->getInt(i)));
+  }
+  nc.setOutput(0, std::move(out));
+  return true;
+}
+
+FailureOr<bool> foldNeg(NodeContext &nc) {
+  return foldUnary(
+      nc, [](double x) { return -x; },
+      [](int64_t x) { return int64_t(0 - u(x)); });
+}
+
+FailureOr<bool> foldNot(NodeContext &nc) {
+  return foldUnary(
+      nc, [](double x) { return x == 0 ? 1.0 : 0.0; },
+      [](int64_t x) { return int64_t(x == 0); });
+}
+
+FailureOr<bool> foldOr(NodeContext &nc) {
+  return foldCompare(
+      nc, [](double x, double y) { return x != 0 || y != 0; },
+      [](int64_t x, int64_t y) { return x != 0 || y != 0; });
+}
+
+FailureOr<bool> foldRange(NodeContext &nc) {
+  const HostTensor *start = nc.host(0), *limit = nc.host(1),
+                   *delta = nc.host(2);
+  if (start->numElements() != 1 || limit->numElements() != 1 ||
+      delta->numElements() != 1)
+    return nc.error("range start, limit and delta must be scalars");
+  double d = delta->getFloat(0);
+  if (d == 0)
+    return nc.error("range delta is 0");
+  double count = std::ceil((limit->getFloat(0) - start->getFloat(0)) / d);
+  if (!(count < 9e18))
+    return nc.error("range has no finite length");
+  int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  if (n > kMaxFoldElements)
+    return false; // bm.iota
+  HostTensor out = HostTensor::zeros(start->dtype, {n});
+  for (int64_t i = 0; i < n; ++i) {
+    if (out.isFloat())
+      out.set(i, start->getFloat(0) + i * d);
+    else
+      out.setInt(i, start->getInt(0) + i * delta->getInt(0));
+  }
+  nc.setOutput(0, std::move(out));
+  return true;
+}
+
+FailureOr<bool> foldReshape(NodeContext &nc) {
+  const HostTensor *in = nc.host(0);
+  auto target = nc.constInts(1, "shape");
+  if (failed(target))
+    return failure();
+  auto shape = reshapeTarget(nc, in->shape, *target, nc.getInt("allowzero", 0));
+  if (failed(shape))
+    return failure();
+  nc.setOutput(0, reshaped(*in, *shape));
+  return true;
+}
+
+FailureOr<bool> foldSlice(NodeContext &nc) {
+  const HostTensor *in = nc.host(0);
+  FailureOr<SliceBounds> b = sliceBounds(nc, in->shape);
+  if (failed(b))
+    return failure();
+  int64_t rank = in->shape.size();
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d)
+    shape.push_back((b->limits[d] - b->starts[d] + b->strides[d] - 1) /
+                    b->strides[d]);
+  if (in->splat) {
+    nc.setOutput(0, reshaped(*in, shape));
+    return true;
+  }
+  if (!small(shape))
+    return false;
+  HostTensor out = HostTensor::zeros(in->dtype, shape);
+  for (int64_t i = 0, n = out.numElements(); i < n; ++i) {
+    int64_t rest = i, from = 0, stride = 1;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      int64_t coord = rest % shape[d];
+      rest /= shape[d];
+      from += (b->starts[d] + coord * b->strides[d]) * stride;
+      stride *= in->shape[d];
+    }
+    if (out.isFloat())
+      out.set(i, in->getFloat(from));
+    else
+      out.setInt(i, in->getInt(from));
+  }
+  nc.setOutput(0, std::move(out));
+  return true;
+}
+
+FailureOr<bool> foldSqueeze(NodeContext &nc) {
+  const HostTensor *in = nc.host(0);
+  auto axes = squeezeAxes(nc, in->shape);
+  if (failed(axes))
+    return failure();
+  nc.setOutput(0, reshaped(*in, squeezedShape(in->shape, *axes)));
+  return true;
+}
+
+FailureOr<bool> foldSub(NodeContext &nc) {
+  return foldArithmetic(
+      nc, [](int64_t x, int64_t y) { return int64_t(u(x) - u(y)); },
+      [](double x, double y) { return x - y; });
+}
+
+FailureOr<bool> foldUnsqueeze(NodeContext &nc) {
+  const HostTensor *in = nc.host(0);
+  auto axes = unsqueezeAxes(nc, in->shape.size());
+  if (failed(axes))
+    return failure();
+  nc.setOutput(0, reshaped(*in, unsqueezedShape(in->shape, *axes)));
+  return true;
+}
+
+FailureOr<bool> foldWhere(NodeContext &nc) {
+  const HostTensor *c = nc.host(0), *x = nc.host(1), *y = nc.host(2);
+  if (x->dtype != y->dtype || c->dtype != onnx::TensorProto::BOOL)
+    return false;
+  auto xy = broadcastShapes(x->shape, y->shape);
+  auto shape = xy ? broadcastShapes(c->shape, *xy) : std::nullopt;
+  if (!shape)
+    return nc.error("where operands " + shapeText(c->shape) + ", " +
+                    shapeText(x->shape) + " and " + shapeText(y->shape) +
+                    " do not broadcast");
+  bool splat = c->splat && x->splat && y->splat;
+  if (!splat && !small(*shape))
+    return false;
+  HostTensor out = HostTensor::zeros(x->dtype, *shape, splat);
+  for (int64_t i = 0, n = splat ? 1 : out.numElements(); i < n; ++i) {
+    bool pick = c->getInt(splat ? 0 : broadcastIndex(i, *shape, c->shape));
+    const HostTensor *from = pick ? x : y;
+    int64_t at = splat ? 0 : broadcastIndex(i, *shape, from->shape);
+    if (out.isFloat())
+      out.set(i, from->getFloat(at));
+    else
+      out.setInt(i, from->getInt(at));
+  }
+  nc.setOutput(0, std::move(out));
+  return true;
+}
+
+struct FolderEntry {
+  llvm::StringLiteral opType;
+  HostFolderFn fn;
+};
+
+// Alphabetical by ONNX op type.
+const FolderEntry kFolders[] = {
+    {"Add", foldAdd},
+    {"And", foldAnd},
+    {"Cast", foldCast},
+    {"Concat", foldConcat},
+    {"Div", foldDiv},
+    {"Equal", foldEqual},
+    {"Expand", foldExpand},
+    {"Gather", foldGather},
+    {"Greater", foldGreater},
+    {"GreaterOrEqual", foldGreaterOrEqual},
+    {"Identity", foldIdentity},
+    {"Less", foldLess},
+    {"LessOrEqual", foldLessOrEqual},
+    {"Max", foldMax},
+    {"Min", foldMin},
+    {"Mul", foldMul},
+    {"Neg", foldNeg},
+    {"Not", foldNot},
+    {"Or", foldOr},
+    {"Range", foldRange},
+    {"Reshape", foldReshape},
+    {"Slice", foldSlice},
+    {"Squeeze", foldSqueeze},
+    {"Sub", foldSub},
+    {"Unsqueeze", foldUnsqueeze},
+    {"Where", foldWhere},
+};
+
+} // namespace
+
+namespace bm::import {
+HostFolderFn lookupHostFolder(StringRef opType) {
+  auto it = llvm::lower_bound(
+      kFolders, opType,
+      [](const FolderEntry &e, StringRef name) { return e.opType < name; });
+  if (it == std::end(kFolders) || it->opType != opType)
+    return nullptr;
+  return it->fn;
+}
+} // namespace bm::import

@@ -1,0 +1,107 @@
+//===- OnnxImporterTest.cpp - importer unit tests -------------------------===//
+
+#include "compiler/import/OnnxImporter.h"
+
+#include "compiler/import/HostTensor.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace {
+
+// lookupOpImporter() binary-searches the table.
+TEST(OnnxImporterTest, OpTablesAreSorted) {
+  std::vector<std::string> ops = bm::supportedOnnxOps();
+  EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
+  EXPECT_GT(ops.size(), 60u);
+}
+
+onnx::ModelProto tinyMatMulModel() {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(17);
+  onnx::GraphProto *graph = model.mutable_graph();
+  onnx::ValueInfoProto *x = graph->add_input();
+  x->set_name("x");
+  auto *tensor = x->mutable_type()->mutable_tensor_type();
+  tensor->set_elem_type(onnx::TensorProto::FLOAT);
+  tensor->mutable_shape()->add_dim()->set_dim_param("batch");
+  tensor->mutable_shape()->add_dim()->set_dim_value(4);
+  onnx::TensorProto *w = graph->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(4);
+  w->add_dims(3);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto *location = w->add_external_data();
+  location->set_key("location");
+  location->set_value("weights.bin");
+  onnx::NodeProto *node = graph->add_node();
+  node->set_name("mm");
+  node->set_op_type("MatMul");
+  node->add_input("x");
+  node->add_input("w");
+  node->add_output("y");
+  graph->add_output()->set_name("y");
+  return model;
+}
+
+TEST(OnnxImporterTest, ImportsMatMulWithBoundDim) {
+  mlir::MLIRContext context;
+  bm::ImportOptions options;
+  options.dims["batch"] = 2;
+  auto module =
+      bm::importOnnxModel(context, tinyMatMulModel(), "m.onnx", options);
+  ASSERT_TRUE(static_cast<bool>(module)) << llvm::toString(module.takeError());
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  (*module)->print(os);
+  EXPECT_NE(text.find("bm.matmul"), std::string::npos) << text;
+  EXPECT_NE(text.find("tensor<2x3xf32>"), std::string::npos) << text;
+  EXPECT_NE(text.find("bm.external_location = \"weights.bin\""),
+            std::string::npos)
+      << text;
+}
+
+TEST(OnnxImporterTest, UnboundDimIsAnError) {
+  mlir::MLIRContext context;
+  auto module = bm::importOnnxModel(context, tinyMatMulModel(), "m.onnx", {});
+  ASSERT_FALSE(static_cast<bool>(module));
+  EXPECT_EQ(llvm::toString(module.takeError()),
+            "symbolic dimension 'batch' of graph input 'x' is not bound; "
+            "pass --dim batch=N");
+}
+
+TEST(OnnxImporterTest, ExternalDataMustStayInTheModelFolder) {
+  for (const char *location :
+       {"../w.bin", "/etc/passwd", "a/../../w.bin", "..\\w.bin"}) {
+    onnx::ModelProto model = tinyMatMulModel();
+    model.mutable_graph()
+        ->mutable_initializer(0)
+        ->mutable_external_data(0)
+        ->set_value(location);
+    mlir::MLIRContext context;
+    bm::ImportOptions options;
+    options.dims["batch"] = 2;
+    auto module = bm::importOnnxModel(context, model, "dir/m.onnx", options);
+    ASSERT_FALSE(static_cast<bool>(module)) << location;
+    EXPECT_NE(llvm::toString(module.takeError()).find("outside the model"),
+              std::string::npos);
+  }
+}
+
+TEST(HostTensorTest, BroadcastIndex) {
+  using bm::import::broadcastIndex;
+  // [2, 3] output from a [3] operand: columns repeat.
+  EXPECT_EQ(broadcastIndex(4, {2, 3}, {3}), 1);
+  // [2, 3] output from a [2, 1] operand: rows repeat.
+  EXPECT_EQ(broadcastIndex(4, {2, 3}, {2, 1}), 1);
+  EXPECT_EQ(broadcastIndex(2, {2, 3}, {2, 1}), 0);
+}
+
+} // namespace

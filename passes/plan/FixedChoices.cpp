@@ -1,0 +1,163 @@
+//===- FixedChoices.cpp - the --fix parser and configuration printing -----===//
+
+#include "passes/plan/Plan.h"
+#include "passes/plan/TrainingConfig.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace bm::plan;
+using llvm::StringRef;
+
+const char *bm::plan::toString(Recompute recompute) {
+  switch (recompute) {
+  case Recompute::None:
+    return "none";
+  case Recompute::Selective:
+    return "selective";
+  case Recompute::Full:
+    return "full";
+  }
+  return "none";
+}
+
+static llvm::Error fixError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "--fix: " + message);
+}
+
+static llvm::Expected<int> parseCount(StringRef key, StringRef text, int min,
+                                      int max) {
+  int value;
+  if (text.getAsInteger(10, value) || value < min || value > max)
+    return fixError(key + " must be an integer in [" + llvm::Twine(min) +
+                    ", " + llvm::Twine(max) + "], got '" + text + "'");
+  return value;
+}
+
+llvm::Expected<FixedChoices> bm::plan::parseFixedChoices(StringRef text) {
+  FixedChoices fixed;
+  llvm::SmallVector<StringRef> items;
+  text.split(items, ',', -1, /*KeepEmpty=*/false);
+  if (items.empty())
+    return fixError("expected key=value[,key=value...], got '" + text + "'");
+  for (StringRef item : items) {
+    auto [key, value] = item.trim().split('=');
+    key = key.trim();
+    value = value.trim();
+    if (value.empty())
+      return fixError("expected key=value, got '" + item.trim() + "'");
+    auto count = [&](std::optional<int> &slot, int min,
+                     int max) -> llvm::Error {
+      if (slot)
+        return fixError(key + " is given twice");
+      llvm::Expected<int> parsed = parseCount(key, value, min, max);
+      if (!parsed)
+        return parsed.takeError();
+      slot = *parsed;
+      return llvm::Error::success();
+    };
+    constexpr int kLarge = 1 << 24;
+    llvm::Error error = llvm::Error::success();
+    // Keys alphabetical.
+    if (key == "dp") {
+      error = count(fixed.dp, 1, kLarge);
+    } else if (key == "ep") {
+      error = count(fixed.ep, 1, kLarge);
+    } else if (key == "mb") {
+      error = count(fixed.microBatch, 1, kLarge);
+    } else if (key == "pp") {
+      error = count(fixed.pp, 1, kLarge);
+    } else if (key == "recompute") {
+      if (value == "none")
+        fixed.recompute = Recompute::None;
+      else if (value == "selective")
+        fixed.recompute = Recompute::Selective;
+      else if (value == "full")
+        fixed.recompute = Recompute::Full;
+      else
+        error = fixError("recompute must be none, selective or full, got '" +
+                         value + "'");
+    } else if (key == "schedule") {
+      if (value == "gpipe")
+        fixed.schedule = PipelineSchedule::GPipe;
+      else if (value == "1f1b")
+        fixed.schedule = PipelineSchedule::OneFOneB;
+      else if (value == "interleaved")
+        fixed.schedule = PipelineSchedule::Interleaved;
+      else if (value == "none")
+        fixed.schedule = PipelineSchedule::None;
+      else
+        error = fixError("schedule must be gpipe, 1f1b or interleaved, got '" +
+                         value + "'");
+    } else if (key == "tp") {
+      error = count(fixed.tp, 1, kLarge);
+    } else if (key == "v") {
+      error = count(fixed.chunks, 1, kLarge);
+    } else if (key == "zero") {
+      error = count(fixed.zeroStage, 0, 3);
+    } else {
+      error = fixError("unknown key '" + key + "' (keys: dp, ep, mb, pp, "
+                                               "recompute, schedule, tp, v, "
+                                               "zero)");
+    }
+    if (error)
+      return std::move(error);
+  }
+  if (fixed.chunks && *fixed.chunks > 1 && fixed.schedule &&
+      *fixed.schedule != PipelineSchedule::Interleaved)
+    return fixError("v=" + llvm::Twine(*fixed.chunks) +
+                    " needs schedule=interleaved");
+  if (fixed.ep && fixed.dp && *fixed.dp % *fixed.ep != 0)
+    return fixError("ep=" + llvm::Twine(*fixed.ep) + " must divide dp=" +
+                    llvm::Twine(*fixed.dp));
+  if (fixed.pp && *fixed.pp == 1 && fixed.schedule &&
+      *fixed.schedule != PipelineSchedule::None)
+    return fixError("pp=1 has no pipeline schedule");
+  return fixed;
+}
+
+std::string bm::plan::formatFixedChoices(const FixedChoices &fixed) {
+  std::vector<std::string> parts;
+  auto add = [&](const char *key, const std::optional<int> &value) {
+    if (value)
+      parts.push_back(std::string(key) + "=" + std::to_string(*value));
+  };
+  add("dp", fixed.dp);
+  add("ep", fixed.ep);
+  add("tp", fixed.tp);
+  add("pp", fixed.pp);
+  add("mb", fixed.microBatch);
+  add("zero", fixed.zeroStage);
+  if (fixed.recompute)
+    parts.push_back(std::string("recompute=") + toString(*fixed.recompute));
+  if (fixed.schedule)
+    parts.push_back(std::string("schedule=") +
+                    bm::cost::toString(*fixed.schedule));
+  add("v", fixed.chunks);
+  return llvm::join(parts, ",");
+}
+
+std::string ParallelConfig::str() const {
+  FixedChoices fixed;
+  fixed.dp = dp;
+  if (ep > 1)
+    fixed.ep = ep;
+  fixed.tp = tp;
+  fixed.pp = pp;
+  fixed.microBatch = microBatch;
+  fixed.zeroStage = zeroStage;
+  fixed.recompute = recompute;
+  fixed.schedule = schedule;
+  fixed.chunks = chunks;
+  return formatFixedChoices(fixed);
+}
+
+bool ParallelConfig::operator==(const ParallelConfig &other) const {
+  return dp == other.dp && tp == other.tp && pp == other.pp &&
+         ep == other.ep &&
+         microBatch == other.microBatch &&
+         numMicroBatches == other.numMicroBatches &&
+         zeroStage == other.zeroStage && recompute == other.recompute &&
+         schedule == other.schedule && chunks == other.chunks;
+}

@@ -1,0 +1,301 @@
+//===- GraphAnalysis.cpp - facts about a ModelGraph the search reuses -----===//
+
+#include "passes/plan/GraphAnalysis.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <algorithm>
+#include <map>
+
+using namespace bm;
+using namespace bm::plan;
+
+int bm::plan::dimOfFactor(const TensorFactors &tensor, int factor) {
+  if (factor < 0)
+    return -1;
+  for (size_t d = 0; d < tensor.size(); ++d)
+    if (std::find(tensor[d].begin(), tensor[d].end(), factor) !=
+        tensor[d].end())
+      return static_cast<int>(d);
+  return -1;
+}
+
+std::string bm::plan::factorName(int factor) {
+  constexpr int kLetters = 'z' - 'i' + 1;
+  if (factor < kLetters)
+    return std::string(1, static_cast<char>('i' + factor));
+  return "z" + std::to_string(factor - kLetters + 1);
+}
+
+// Ops that only change the layout, alphabetical. Their consumers read the
+// producer's buffer with strides (GEMM transposes, batched strides), so they
+// cost nothing and store nothing.
+static bool isViewOpName(llvm::StringRef name) {
+  static const char *const kViewOps[] = {
+      "bm.expand_dims", "bm.flatten", "bm.reshape", "bm.split",
+      "bm.squeeze",     "bm.transpose", "bm.unsqueeze",
+  };
+  return std::any_of(std::begin(kViewOps), std::end(kViewOps),
+                     [&](const char *view) { return name == view; });
+}
+
+GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
+    : graph_(graph), fold_(fold) {
+  const size_t numValues = graph.values.size();
+  const size_t numOps = graph.ops.size();
+  parameterOwner_.assign(numValues, -1);
+  isView_.assign(numOps, 0);
+  tokenFactor_.assign(numOps, {});
+  tokenDims_.assign(numValues, 0);
+  materialized_.assign(numValues, 0);
+  searched_.assign(numOps, 0);
+  positionInLayer_.assign(numOps, -1);
+
+  // Which layer stands for which: the first instance of each class.
+  const int numLayers = graph.numLayers();
+  representativeLayer_.assign(numLayers, -1);
+  std::map<int, int> firstOfClass;
+  for (int layer = 0; layer < numLayers; ++layer)
+    representativeLayer_[layer] =
+        fold ? firstOfClass.emplace(graph.layerClass[layer], layer)
+                   .first->second
+             : layer;
+  layerOps_.assign(numLayers, {});
+  bool sawLayerOp = false;
+
+  // The one pass over every op: layers, prologue / epilogue, FLOPs, and the
+  // ops whose operands are scanned for consumers: the searched ops and the
+  // layer after each searched instance (a block's values are read inside the
+  // block and by the next one; the epilogue is searched). The rest of the
+  // analysis touches the searched ops only, which keeps the folded analysis
+  // nearly independent of the depth.
+  std::vector<int> scanned;
+  for (size_t o = 0; o < numOps; ++o) {
+    const OpInfo &op = graph.ops[o];
+    const int layer = op.layer;
+    forwardFlops_ += op.flops;
+    const bool inLayer = layer >= 0 && layer < numLayers;
+    if (inLayer) {
+      positionInLayer_[o] = static_cast<int>(layerOps_[layer].size());
+      layerOps_[layer].push_back(static_cast<int>(o));
+      layerFlops_ += op.flops;
+    } else {
+      (layerOps_.empty() || !sawLayerOp ? prologueOps_ : epilogueOps_)
+          .push_back(static_cast<int>(o));
+    }
+    sawLayerOp |= inLayer;
+    searched_[o] = !inLayer || representativeLayer_[layer] == layer;
+    bool afterSearched =
+        inLayer && layer > 0 && representativeLayer_[layer - 1] == layer - 1;
+    if (searched_[o] || afterSearched)
+      scanned.push_back(static_cast<int>(o));
+  }
+  consumerStart_.assign(numValues + 1, 0);
+  std::vector<int> lastReader(numValues, -1);
+  for (int o : scanned)
+    for (int v : graph.ops[o].operands)
+      if (lastReader[v] != static_cast<int>(o)) {
+        lastReader[v] = static_cast<int>(o);
+        ++consumerStart_[v + 1];
+      }
+  for (size_t v = 0; v < numValues; ++v)
+    consumerStart_[v + 1] += consumerStart_[v];
+  consumerList_.resize(consumerStart_[numValues]);
+  std::vector<int> fill(consumerStart_.begin(), consumerStart_.end() - 1);
+  std::fill(lastReader.begin(), lastReader.end(), -1);
+  for (int o : scanned)
+    for (int v : graph.ops[o].operands)
+      if (lastReader[v] != static_cast<int>(o)) {
+        lastReader[v] = static_cast<int>(o);
+        consumerList_[fill[v]++] = static_cast<int>(o);
+      }
+  for (size_t v = 0; v < numValues; ++v)
+    if (graph.values[v].kind == ValueKind::Parameter &&
+        consumerStart_[v + 1] > consumerStart_[v])
+      parameterOwner_[v] = consumerList_[consumerStart_[v]];
+  for (const ValueInfo &value : graph.values) {
+    if (value.kind == ValueKind::Input && !value.isFloat)
+      tokensPerSample_ = std::max(tokensPerSample_, value.numElements());
+    if (value.kind == ValueKind::Parameter)
+      numParameters_ += value.numElements();
+  }
+
+  // Deep facts, for the searched ops only.
+  std::vector<std::vector<char>> tokenDim(numValues);
+  for (size_t o = 0; o < numOps; ++o) {
+    if (!searched_[o])
+      continue;
+    isView_[o] = isViewOpName(graph.ops[o].opName);
+    propagateTokens(static_cast<int>(o), tokenDim);
+    findExpertFactor(static_cast<int>(o));
+  }
+  for (size_t o = 0; o < numOps; ++o) {
+    if (!searched_[o])
+      continue;
+    for (int v : graph.ops[o].results) {
+      tokenDims_[v] = static_cast<int>(
+          std::count(tokenDim[v].begin(), tokenDim[v].end(), 1));
+      llvm::ArrayRef<int> users = consumers(v);
+      // Fusion stays inside a layer: a block boundary is a kernel (and maybe
+      // a pipeline-stage) boundary, and every instance of a class must cost
+      // the same whatever follows it.
+      bool fusedAway =
+          users.size() == 1 && graph.ops[users[0]].layer == graph.ops[o].layer &&
+          !graph.ops[o].isContraction && !isView_[o] &&
+          !graph.ops[users[0]].isContraction &&
+          !isViewOpName(graph.ops[users[0]].opName) &&
+          static_cast<int>(v) != graph.output;
+      materialized_[v] = !isView_[o] && !fusedAway;
+    }
+    for (int v : graph.ops[o].operands) {
+      int producer = graph.values[v].producer;
+      if (producer >= 0 && searched_[producer])
+        continue;
+      tokenDims_[v] = static_cast<int>(
+          std::count(tokenDim[v].begin(), tokenDim[v].end(), 1));
+      // A value from an instance that is not searched: written to memory
+      // exactly when its counterpart in the class's first instance is (a
+      // block's output is never fused across the block boundary).
+      if (producer >= 0)
+        materialized_[v] = materialized_[representativeValue(v)] ||
+                           graph.ops[producer].layer != graph.ops[o].layer;
+    }
+  }
+}
+
+void GraphAnalysis::findExpertFactor(int o) {
+  const OpInfo &op = graph_.ops[o];
+  const ShardingRule &rule = op.rule;
+  if (!op.isContraction)
+    return;
+  for (size_t i = 0; i < op.operands.size() && i < rule.operandFactors.size();
+       ++i) {
+    const ValueInfo &weights = graph_.values[op.operands[i]];
+    if (weights.kind != ValueKind::Parameter || weights.shape.size() < 3 ||
+        rule.operandFactors[i].empty() || rule.operandFactors[i][0].size() != 1)
+      continue;
+    int factor = rule.operandFactors[i][0][0];
+    if (rule.factorKinds[factor] != FactorKind::Parallel ||
+        factor == op.batchFactor)
+      continue;
+    for (size_t j = 0; j < op.operands.size() && j < rule.operandFactors.size();
+         ++j)
+      if (graph_.values[op.operands[j]].kind == ValueKind::Activation &&
+          dimOfFactor(rule.operandFactors[j], factor) >= 0) {
+        expertFactor_[o] = factor;
+        int64_t experts = rule.factorSizes[factor];
+        numExperts_ = numExperts_ == 0 ? experts
+                                       : std::min(numExperts_, experts);
+        return;
+      }
+  }
+}
+
+int GraphAnalysis::representativeValue(int value) const {
+  int producer = graph_.values[value].producer;
+  if (producer < 0 || searched_[producer])
+    return value;
+  int layer = graph_.ops[producer].layer;
+  const std::vector<int> &repOps = layerOps_[representativeLayer_[layer]];
+  int position = positionInLayer_[producer];
+  if (position < 0 || position >= static_cast<int>(repOps.size()))
+    return value;
+  const std::vector<int> &results = graph_.ops[producer].results;
+  const std::vector<int> &repResults = graph_.ops[repOps[position]].results;
+  for (size_t r = 0; r < results.size() && r < repResults.size(); ++r)
+    if (results[r] == value)
+      return repResults[r];
+  return value;
+}
+
+// Token dimensions start at the model inputs' non-batch dimensions and follow
+// the rules' factors through the graph.
+void GraphAnalysis::propagateTokens(int o,
+                                    std::vector<std::vector<char>> &tokenDim) {
+  const OpInfo &op = graph_.ops[o];
+  const ShardingRule &rule = op.rule;
+  tokenFactor_[o].assign(rule.numFactors(), 0);
+  for (size_t i = 0; i < op.operands.size() && i < rule.operandFactors.size();
+       ++i) {
+    const int v = op.operands[i];
+    if (tokenDim[v].empty()) {
+      const ValueInfo &value = graph_.values[v];
+      tokenDim[v].assign(value.shape.size(), 0);
+      if (value.kind == ValueKind::Input) {
+        for (size_t d = 0; d < value.shape.size(); ++d)
+          tokenDim[v][d] =
+              static_cast<int>(d) != value.batchDim && value.shape[d] > 1;
+      } else if (value.kind == ValueKind::Activation) {
+        int source = representativeValue(v);
+        if (source != v && tokenDim[source].size() == value.shape.size())
+          tokenDim[v] = tokenDim[source];
+      }
+    }
+    const std::vector<char> &dims = tokenDim[v];
+    for (size_t d = 0; d < dims.size() && d < rule.operandFactors[i].size();
+         ++d)
+      if (dims[d])
+        for (int f : rule.operandFactors[i][d])
+          tokenFactor_[o][f] = 1;
+  }
+  for (size_t r = 0; r < op.results.size() && r < rule.resultFactors.size();
+       ++r) {
+    std::vector<char> &dims = tokenDim[op.results[r]];
+    dims.assign(graph_.values[op.results[r]].shape.size(), 0);
+    for (size_t d = 0; d < dims.size() && d < rule.resultFactors[r].size();
+         ++d)
+      for (int f : rule.resultFactors[r][d])
+        if (tokenFactor_[o][f] && f != op.batchFactor)
+          dims[d] = 1;
+  }
+}
+
+std::vector<Segment> GraphAnalysis::segments() const {
+  std::vector<Segment> result;
+  if (!prologueOps_.empty()) {
+    Segment prologue;
+    prologue.kind = SegmentKind::Prologue;
+    prologue.name = "prologue";
+    prologue.ops = prologueOps_;
+    result.push_back(std::move(prologue));
+  }
+  std::map<int, size_t> segmentOfLayer; // representative layer -> segment
+  for (int layer = 0; layer < graph_.numLayers(); ++layer) {
+    int representative = representativeLayer_[layer];
+    auto [it, inserted] =
+        segmentOfLayer.emplace(representative, result.size());
+    if (inserted) {
+      Segment s;
+      s.kind = SegmentKind::Layer;
+      s.blockClass = graph_.layerClass[layer];
+      s.numInstances = 0;
+      s.name = fold_ ? "block " + std::to_string(s.blockClass)
+                     : "layer " + std::to_string(layer);
+      s.ops = layerOps_[representative];
+      result.push_back(std::move(s));
+    }
+    ++result[it->second].numInstances;
+  }
+  if (!epilogueOps_.empty()) {
+    Segment epilogue;
+    epilogue.kind = SegmentKind::Epilogue;
+    epilogue.name = "epilogue";
+    epilogue.ops = epilogueOps_;
+    result.push_back(std::move(epilogue));
+  }
+  return result;
+}
+
+std::vector<int> GraphAnalysis::layerSegments() const {
+  std::map<int, int> segmentOfLayer;
+  std::vector<int> result(graph_.numLayers());
+  int next = prologueOps_.empty() ? 0 : 1;
+  for (int layer = 0; layer < graph_.numLayers(); ++layer) {
+    auto [it, inserted] =
+        segmentOfLayer.emplace(representativeLayer_[layer], next);
+    if (inserted)
+      ++next;
+    result[layer] = it->second;
+  }
+  return result;
+}

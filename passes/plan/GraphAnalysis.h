@@ -1,0 +1,146 @@
+//===- GraphAnalysis.h - facts about a ModelGraph the search reuses -*- C++ -*-===//
+//
+// Computed once per graph: consumers of each value, which ops are views,
+// which values a fused implementation writes to memory, which factors run
+// along the sequence (token) axis, which op owns each parameter, and the
+// split of the ops into searched segments (prologue, blocks, epilogue).
+//
+// Folding: only the searched ops (prologue, epilogue and, when folded, the
+// first instance of each block class) have their sharding rules read; other
+// instances are isomorphic to their class's first one (ModelGraph.h), so a
+// value they produce gets the facts of the corresponding value there. The
+// remaining per-op work is a scan of op indices, which keeps planning time
+// nearly flat in the depth of the model.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BM_PLAN_GRAPHANALYSIS_H
+#define BM_PLAN_GRAPHANALYSIS_H
+
+#include "passes/plan/ModelGraph.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <map>
+
+#include <string>
+#include <vector>
+
+namespace bm::plan {
+
+enum class SegmentKind { Prologue, Layer, Epilogue };
+
+/// Ops searched as one unit. A layer segment stands for every layer instance
+/// of its block class (folded) or for one layer (no-fold).
+struct Segment {
+  SegmentKind kind = SegmentKind::Layer;
+  std::string name;
+  int blockClass = -1;
+  int numInstances = 1;
+  std::vector<int> ops;
+};
+
+class GraphAnalysis {
+public:
+  /// `fold`: search each block class once (its first instance), else every
+  /// layer.
+  GraphAnalysis(const ModelGraph &graph, bool fold);
+
+  const ModelGraph &graph() const { return graph_; }
+  /// Ops reading `value`, in order, each once. Complete for the values of
+  /// searched ops (see the constructor); others may miss readers.
+  llvm::ArrayRef<int> consumers(int value) const {
+    return llvm::ArrayRef<int>(consumerList_).slice(
+        consumerStart_[value], consumerStart_[value + 1] - consumerStart_[value]);
+  }
+  /// Layout-only ops (reshape, transpose, split, ...): no kernel of their
+  /// own, the consumer reads the producer's buffer with strides.
+  bool isView(int op) const { return isView_[op]; }
+  /// Elementwise / normalisation / gather ops: time = bytes / bandwidth.
+  bool isMemoryBound(int op) const {
+    return !isView_[op] && !graph_.ops[op].isContraction;
+  }
+  /// Whether `factor` of `op` runs along the sequence of some input.
+  bool isTokenFactor(int op, int factor) const {
+    return tokenFactor_[op][factor];
+  }
+  /// Number of dimensions of `value` that run along a sequence; 2 for the
+  /// attention scores.
+  int tokenDims(int value) const { return tokenDims_[value]; }
+  /// Whether a fused implementation writes `value` to device memory: the
+  /// producer is a real kernel and the value does not flow, alone, into one
+  /// memory-bound consumer that the compiler fuses with it.
+  bool isMaterialized(int value) const { return materialized_[value]; }
+  /// For a parameter, the first op that reads it (the op whose sharding
+  /// decides how it is stored); -1 otherwise.
+  int parameterOwner(int value) const { return parameterOwner_[value]; }
+  /// Tokens per sample: the largest integer model input (the token ids).
+  int64_t tokensPerSample() const { return tokensPerSample_; }
+  /// The expert factor of a mixture-of-experts op, or -1: a parallel
+  /// factor of a contraction that indexes the leading dimension of a
+  /// parameter of rank >= 3 (a stack of per-expert weights [E, ...]) and
+  /// also an activation operand (the tokens grouped per expert). Known for
+  /// searched ops.
+  int expertFactor(int op) const {
+    auto it = expertFactor_.find(op);
+    return it == expertFactor_.end() ? -1 : it->second;
+  }
+  /// Whether some searched op has an expert factor.
+  bool hasExperts() const { return !expertFactor_.empty(); }
+  /// The smallest expert count of any expert op (0 without experts): the
+  /// expert-parallel degree must divide it.
+  int64_t numExperts() const { return numExperts_; }
+  /// Parameter elements of the whole model.
+  int64_t numParameters() const { return numParameters_; }
+  /// Forward FLOPs of the whole model for one sample.
+  double forwardFlopsPerSample() const { return forwardFlops_; }
+  /// Forward FLOPs of the layer instances only, for one sample.
+  double layerFlopsPerSample() const { return layerFlops_; }
+
+  /// Prologue (if any), the layer segments, epilogue (if any). Folded: one
+  /// segment per block class (represented by its first instance), otherwise
+  /// one per layer.
+  std::vector<Segment> segments() const;
+  /// For `segments()`: the segment index of each layer.
+  std::vector<int> layerSegments() const;
+
+private:
+  /// The value that `value` (produced outside the searched ops) corresponds
+  /// to in the first instance of its producer's block class.
+  int representativeValue(int value) const;
+  void propagateTokens(int op, std::vector<std::vector<char>> &tokenDim);
+  void findExpertFactor(int op);
+
+  const ModelGraph &graph_;
+  bool fold_;
+  std::vector<int> representativeLayer_; // per layer
+  std::vector<std::vector<int>> layerOps_;
+  std::vector<int> positionInLayer_;     // per op
+  std::vector<char> searched_;           // per op
+  std::vector<int> prologueOps_, epilogueOps_;
+  std::map<int, int> expertFactor_;      // op -> factor
+  int64_t numExperts_ = 0;
+  // Consumers in compressed rows: those of value v are
+  // consumerList_[consumerStart_[v] .. consumerStart_[v + 1]).
+  std::vector<int> consumerStart_;
+  std::vector<int> consumerList_;
+  std::vector<char> isView_;
+  std::vector<std::vector<char>> tokenFactor_;
+  std::vector<int> tokenDims_;
+  std::vector<char> materialized_;
+  std::vector<int> parameterOwner_;
+  int64_t tokensPerSample_ = 1;
+  int64_t numParameters_ = 0;
+  double forwardFlops_ = 0;
+  double layerFlops_ = 0;
+};
+
+/// Dimension of a tensor whose factors include `factor`, or -1.
+int dimOfFactor(const TensorFactors &tensor, int factor);
+
+/// Shardy-style factor name: i, j, ..., z, z1, z2, ...
+std::string factorName(int factor);
+
+} // namespace bm::plan
+
+#endif // BM_PLAN_GRAPHANALYSIS_H

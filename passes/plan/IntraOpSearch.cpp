@@ -1,0 +1,591 @@
+//===- IntraOpSearch.cpp - per-op tensor-parallel sharding of a block -----===//
+
+#include "passes/plan/IntraOpSearch.h"
+
+#include "passes/plan/MinSumSolver.h"
+
+#include <algorithm>
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+using namespace bm;
+using namespace bm::plan;
+using cost::CollectiveKind;
+
+const char *bm::plan::toString(Phase phase) {
+  switch (phase) {
+  case Phase::Forward:
+    return "forward";
+  case Phase::Backward:
+    return "backward";
+  case Phase::Step:
+    return "step";
+  }
+  return "forward";
+}
+
+namespace {
+
+/// Layout of a value over the tensor axis: replicated, a partial sum, or
+/// split along one dimension (>= 0). `kAny` accepts every layout.
+constexpr int kReplicated = -1;
+constexpr int kPartial = -2;
+constexpr int kAny = -3;
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+class SegmentCoster {
+public:
+  SegmentCoster(const GraphAnalysis &analysis, const Segment &segment,
+                const cost::CostModel &model, const cost::CommGroup &tpGroup,
+                int microBatch)
+      : analysis_(analysis), graph_(analysis.graph()), segment_(segment),
+        model_(model), group_(tpGroup), tp_(tpGroup.size),
+        microBatch_(microBatch) {
+    for (size_t i = 0; i < segment.ops.size(); ++i)
+      local_[segment.ops[i]] = static_cast<int>(i);
+    for (int op : segment.ops)
+      strategies_.push_back(strategiesOf(op));
+  }
+
+  SegmentSolution solve();
+
+private:
+  std::vector<int> strategiesOf(int op) const;
+  double valueBytes(int value) const;
+  double forwardComputeTime(int op, int factor) const;
+  double trafficBytes(int op) const;
+  void gemmShape(int op, int factor, double &m, double &n, double &k) const;
+
+  int resultState(int op, int result, int factor) const;
+  int operandState(int op, int operand, int factor) const;
+  int gradientEmitted(int op, int operand, int factor) const;
+  static int gradientNeeded(int produced) {
+    return produced == kPartial ? kReplicated : produced;
+  }
+  /// Seconds to move `value` from layout `from` to `to`; records the
+  /// collective when `out` is given.
+  double reshard(int from, int to, int value, int op, Phase phase,
+                 std::vector<SegmentCollective> *out) const;
+
+  /// Costs attached to one op alone (compute, edges to the outside).
+  double unaryCost(int localOp, int factor,
+                   std::vector<SegmentCollective> *out) const;
+  /// Costs of the edges from `producer` to `consumer` inside the segment.
+  double edgeCost(int producer, int producerFactor, int consumer,
+                  int consumerFactor,
+                  std::vector<SegmentCollective> *out) const;
+  bool insideSegment(int op) const { return local_.count(op) != 0; }
+
+  void account(const std::vector<int> &choice, SegmentSolution &solution);
+  void accountExperts(const std::vector<int> &choice,
+                      SegmentSolution &solution);
+
+  const GraphAnalysis &analysis_;
+  const ModelGraph &graph_;
+  const Segment &segment_;
+  const cost::CostModel &model_;
+  cost::CommGroup group_;
+  int tp_;
+  int microBatch_;
+  std::unordered_map<int, int> local_;
+  std::vector<std::vector<int>> strategies_;
+};
+
+} // namespace
+
+std::vector<int> SegmentCoster::strategiesOf(int op) const {
+  std::vector<int> result = {-1};
+  if (tp_ <= 1)
+    return result;
+  const OpInfo &info = graph_.ops[op];
+  for (int f = 0; f < info.rule.numFactors(); ++f) {
+    if (f == info.batchFactor || analysis_.isTokenFactor(op, f))
+      continue;
+    if (info.rule.factorKinds[f] == FactorKind::NeedReplication)
+      continue;
+    if (info.rule.factorSizes[f] % tp_ != 0)
+      continue;
+    result.push_back(f);
+  }
+  return result;
+}
+
+double SegmentCoster::valueBytes(int value) const {
+  const ValueInfo &v = graph_.values[value];
+  double elementBytes = v.isFloat ? model_.activationBytes() : v.elementBytes;
+  double samples = v.batchDim >= 0 ? microBatch_ : 1;
+  return static_cast<double>(v.numElements()) * samples * elementBytes;
+}
+
+// Bytes a fused implementation moves: operands not fused in from a
+// memory-bound producer, parameters (only the rows read, for gathers), and
+// the results it materialises.
+double SegmentCoster::trafficBytes(int op) const {
+  const OpInfo &info = graph_.ops[op];
+  double written = 0;
+  for (int r : info.results)
+    if (analysis_.isMaterialized(r))
+      written += valueBytes(r);
+  double resultBytes = 0;
+  for (int r : info.results)
+    resultBytes += valueBytes(r);
+  double read = 0;
+  for (int v : info.operands) {
+    const ValueInfo &value = graph_.values[v];
+    if (value.kind == ValueKind::Parameter) {
+      read += std::min(valueBytes(v), resultBytes);
+      continue;
+    }
+    if (value.producer >= 0 && !analysis_.isMaterialized(v))
+      continue;
+    read += valueBytes(v);
+  }
+  return read + written;
+}
+
+// GEMM shape from the rule: M = factors of the first operand and the result
+// only, N = of the second operand and the result only, K = the contracted
+// ones; batch factors (in all three) do not enter the efficiency.
+void SegmentCoster::gemmShape(int op, int factor, double &m, double &n,
+                              double &k) const {
+  const OpInfo &info = graph_.ops[op];
+  const ShardingRule &rule = info.rule;
+  m = n = k = 1;
+  if (rule.operandFactors.size() < 2 || rule.resultFactors.empty()) {
+    m = n = k = 4096;
+    return;
+  }
+  for (int f = 0; f < rule.numFactors(); ++f) {
+    bool inA = dimOfFactor(rule.operandFactors[0], f) >= 0;
+    bool inB = dimOfFactor(rule.operandFactors[1], f) >= 0;
+    bool inResult = dimOfFactor(rule.resultFactors[0], f) >= 0;
+    double size = static_cast<double>(rule.factorSizes[f]);
+    if (f == info.batchFactor)
+      size *= microBatch_;
+    if (f == factor)
+      size /= tp_;
+    if (inA && inB && !inResult)
+      k *= size;
+    else if (inA && !inB && inResult)
+      m *= size;
+    else if (!inA && inB && inResult)
+      n *= size;
+  }
+}
+
+double SegmentCoster::forwardComputeTime(int op, int factor) const {
+  if (analysis_.isView(op))
+    return 0;
+  const OpInfo &info = graph_.ops[op];
+  double split = factor >= 0 ? tp_ : 1;
+  if (info.isContraction) {
+    double samples = info.batchFactor >= 0 ? microBatch_ : 1;
+    double m, n, k;
+    gemmShape(op, factor, m, n, k);
+    return model_.gemmTime(info.flops * samples / split, m, n, k);
+  }
+  return model_.memoryTime(trafficBytes(op) / split);
+}
+
+int SegmentCoster::resultState(int op, int result, int factor) const {
+  if (factor < 0)
+    return kReplicated;
+  const ShardingRule &rule = graph_.ops[op].rule;
+  int dim = dimOfFactor(rule.resultFactors[result], factor);
+  if (dim >= 0)
+    return dim;
+  return rule.factorKinds[factor] == FactorKind::Reduction ? kPartial
+                                                           : kReplicated;
+}
+
+int SegmentCoster::operandState(int op, int operand, int factor) const {
+  if (factor < 0)
+    return kReplicated;
+  int dim = dimOfFactor(graph_.ops[op].rule.operandFactors[operand], factor);
+  return dim >= 0 ? dim : kReplicated;
+}
+
+// The gradient of an operand that does not carry the split factor is a sum
+// over that factor's slices: each device holds a partial sum.
+int SegmentCoster::gradientEmitted(int op, int operand, int factor) const {
+  if (factor >= 0 &&
+      dimOfFactor(graph_.ops[op].rule.operandFactors[operand], factor) < 0)
+    return kPartial;
+  return operandState(op, operand, factor);
+}
+
+double SegmentCoster::reshard(int from, int to, int value, int op, Phase phase,
+                              std::vector<SegmentCollective> *out) const {
+  if (to == kAny || from == to)
+    return 0;
+  double bytes = valueBytes(value);
+  CollectiveKind kind;
+  if (from == kReplicated) {
+    if (to == kPartial)
+      return kInfinity;
+    return 0; // slicing a replicated value is local
+  }
+  if (to == kPartial)
+    return kInfinity;
+  if (from == kPartial) {
+    kind = to == kReplicated ? CollectiveKind::AllReduce
+                             : CollectiveKind::ReduceScatter;
+  } else if (to == kReplicated) {
+    kind = CollectiveKind::AllGather;
+  } else {
+    kind = CollectiveKind::AllToAll;
+    bytes /= tp_;
+  }
+  double seconds = model_.collectiveTime(kind, bytes, group_);
+  if (out)
+    out->push_back({kind, phase, op, value, bytes, seconds});
+  return seconds;
+}
+
+double SegmentCoster::unaryCost(int localOp, int factor,
+                                std::vector<SegmentCollective> *out) const {
+  const int op = segment_.ops[localOp];
+  const OpInfo &info = graph_.ops[op];
+  // Forward, and backward at twice the forward (Kaplan et al. 2020, section
+  // 2.1; Narayanan et al. 2021, section 5.1).
+  double total = 3 * forwardComputeTime(op, factor);
+  for (size_t i = 0; i < info.operands.size(); ++i) {
+    int v = info.operands[i];
+    const ValueInfo &value = graph_.values[v];
+    if (value.kind == ValueKind::Parameter) {
+      // Replicated weights used by a split op get partial gradients.
+      if (gradientEmitted(op, static_cast<int>(i), factor) == kPartial &&
+          analysis_.parameterOwner(v) == op) {
+        double bytes = static_cast<double>(value.numElements()) *
+                       model_.activationBytes();
+        double seconds =
+            model_.collectiveTime(CollectiveKind::AllReduce, bytes, group_);
+        if (out)
+          out->push_back(
+              {CollectiveKind::AllReduce, Phase::Step, op, v, bytes, seconds});
+        total += seconds;
+      }
+      continue;
+    }
+    if (value.producer >= 0 && insideSegment(value.producer))
+      continue;
+    int required = operandState(op, static_cast<int>(i), factor);
+    total += reshard(kReplicated, required, v, op, Phase::Forward, out);
+    if (value.kind == ValueKind::Activation && value.isFloat)
+      total += reshard(gradientEmitted(op, static_cast<int>(i), factor),
+                       kReplicated, v, op, Phase::Backward, out);
+  }
+  for (size_t r = 0; r < info.results.size(); ++r) {
+    int v = info.results[r];
+    bool leaves = v == graph_.output;
+    for (int user : analysis_.consumers(v))
+      leaves |= !insideSegment(user);
+    if (!leaves)
+      continue;
+    int produced = resultState(op, static_cast<int>(r), factor);
+    int required = v == graph_.output ? kAny : kReplicated;
+    total += reshard(produced, required, v, op, Phase::Forward, out);
+    if (v != graph_.output)
+      total += reshard(kReplicated, gradientNeeded(produced), v, op,
+                       Phase::Backward, out);
+  }
+  return total;
+}
+
+double SegmentCoster::edgeCost(int producer, int producerFactor, int consumer,
+                               int consumerFactor,
+                               std::vector<SegmentCollective> *out) const {
+  const OpInfo &from = graph_.ops[producer];
+  const OpInfo &to = graph_.ops[consumer];
+  double total = 0;
+  for (size_t r = 0; r < from.results.size(); ++r) {
+    int v = from.results[r];
+    for (size_t i = 0; i < to.operands.size(); ++i) {
+      if (to.operands[i] != v)
+        continue;
+      int produced = resultState(producer, static_cast<int>(r), producerFactor);
+      int required = operandState(consumer, static_cast<int>(i), consumerFactor);
+      // Forward collectives run right after the producer, backward ones
+      // right after the consumer's backward: name them so.
+      total += reshard(produced, required, v, producer, Phase::Forward, out);
+      if (graph_.values[v].isFloat)
+        total += reshard(
+            gradientEmitted(consumer, static_cast<int>(i), consumerFactor),
+            gradientNeeded(produced), v, consumer, Phase::Backward, out);
+    }
+  }
+  return total;
+}
+
+SegmentSolution SegmentCoster::solve() {
+  const int numOps = static_cast<int>(segment_.ops.size());
+  std::vector<int> domains;
+  for (const std::vector<int> &s : strategies_)
+    domains.push_back(static_cast<int>(s.size()));
+  MinSumSolver solver(domains);
+  for (int i = 0; i < numOps; ++i) {
+    std::vector<double> costs;
+    for (int factor : strategies_[i])
+      costs.push_back(unaryCost(i, factor, nullptr));
+    solver.addUnary(i, costs);
+  }
+  // One pairwise table per producer -> consumer pair.
+  for (int c = 0; c < numOps; ++c) {
+    const OpInfo &info = graph_.ops[segment_.ops[c]];
+    std::vector<int> producers;
+    for (int v : info.operands) {
+      int p = graph_.values[v].producer;
+      if (p >= 0 && insideSegment(p))
+        producers.push_back(local_.at(p));
+    }
+    std::sort(producers.begin(), producers.end());
+    producers.erase(std::unique(producers.begin(), producers.end()),
+                    producers.end());
+    for (int p : producers) {
+      std::vector<double> costs;
+      for (int pf : strategies_[p])
+        for (int cf : strategies_[c])
+          costs.push_back(edgeCost(segment_.ops[p], pf, segment_.ops[c], cf,
+                                   nullptr));
+      solver.addPairwise(p, c, costs);
+    }
+  }
+  SegmentSolution solution;
+  solution.tp = tp_;
+  solution.microBatch = microBatch_;
+  std::vector<int> choice = solver.solve(&solution.objective);
+  account(choice, solution);
+  return solution;
+}
+
+void SegmentCoster::account(const std::vector<int> &choice,
+                            SegmentSolution &solution) {
+  const int numOps = static_cast<int>(segment_.ops.size());
+  std::vector<SegmentCollective> &collectives = solution.collectives;
+  std::unordered_set<int> counted; // segment inputs already counted
+  for (int i = 0; i < numOps; ++i) {
+    const int op = segment_.ops[i];
+    const int factor = strategies_[i][choice[i]];
+    solution.tpFactor.push_back(factor);
+    const OpInfo &info = graph_.ops[op];
+    double forward = forwardComputeTime(op, factor);
+    solution.forwardCompute += forward;
+    solution.backwardCompute += 2 * forward;
+    size_t before = collectives.size();
+    unaryCost(i, factor, &collectives);
+    std::vector<int> producers;
+    for (int v : info.operands) {
+      int p = graph_.values[v].producer;
+      if (p >= 0 && insideSegment(p))
+        producers.push_back(p);
+    }
+    std::sort(producers.begin(), producers.end());
+    producers.erase(std::unique(producers.begin(), producers.end()),
+                    producers.end());
+    for (int p : producers)
+      edgeCost(p, strategies_[local_.at(p)][choice[local_.at(p)]], op, factor,
+               &collectives);
+    // Ops on sequence x sequence tensors: the attention core.
+    bool core = false;
+    for (int v : info.operands)
+      core |= analysis_.tokenDims(v) >= 2;
+    for (int v : info.results)
+      core |= analysis_.tokenDims(v) >= 2;
+    if (core) {
+      solution.attentionCoreCompute += forward;
+      for (size_t c = before; c < collectives.size(); ++c)
+        if (collectives[c].phase == Phase::Forward)
+          solution.attentionCoreComm += collectives[c].seconds;
+    }
+    // Activations this op keeps for backward, and parameters it owns.
+    for (size_t r = 0; r < info.results.size(); ++r) {
+      int v = info.results[r];
+      if (!analysis_.isMaterialized(v))
+        continue;
+      int state = resultState(op, static_cast<int>(r), factor);
+      double bytes = valueBytes(v) / (state >= 0 ? tp_ : 1);
+      if (v == graph_.output) // the loss keeps fp32 logits and their grads
+        bytes += bytes * 4.0 / model_.activationBytes();
+      solution.storedBytes += bytes;
+      if (analysis_.tokenDims(v) < 2)
+        solution.storedBytesSelective += bytes;
+    }
+    for (size_t o = 0; o < info.operands.size(); ++o) {
+      int v = info.operands[o];
+      const ValueInfo &value = graph_.values[v];
+      if (value.kind == ValueKind::Parameter) {
+        if (analysis_.parameterOwner(v) != op)
+          continue;
+        double elements = static_cast<double>(value.numElements());
+        solution.paramsTotal += elements;
+        bool split = operandState(op, static_cast<int>(o), factor) >= 0;
+        solution.paramsPerGpu += elements / (split ? tp_ : 1);
+        continue;
+      }
+      if (value.producer >= 0 && insideSegment(value.producer))
+        continue;
+      bool entering = value.kind == ValueKind::Activation ||
+                      (value.kind == ValueKind::Input && value.batchDim >= 0);
+      if (entering && counted.insert(v).second)
+        solution.inputBytes += valueBytes(v);
+    }
+    for (int v : info.results) {
+      bool leaves = false;
+      for (int user : analysis_.consumers(v))
+        leaves |= !insideSegment(user);
+      if (leaves)
+        solution.outputBytes += valueBytes(v);
+    }
+  }
+  accountExperts(choice, solution);
+  for (const SegmentCollective &c : collectives) {
+    if (c.phase == Phase::Forward)
+      solution.forwardComm += c.seconds;
+    else if (c.phase == Phase::Backward)
+      solution.backwardComm += c.seconds;
+    else
+      solution.stepComm += c.seconds;
+  }
+}
+
+// Expert region: the expert ops and the elementwise ops fed only by them
+// (the activation between the two expert GEMMs). Values crossing its border
+// are exchanged all-to-all over the expert-parallel axis (GShard, Lepikhin
+// et al. 2021, section 2.2: dispatch and combine).
+void SegmentCoster::accountExperts(const std::vector<int> &choice,
+                                   SegmentSolution &solution) {
+  if (!analysis_.hasExperts())
+    return;
+  std::unordered_set<int> region;
+  for (size_t i = 0; i < segment_.ops.size(); ++i) {
+    const int op = segment_.ops[i];
+    const OpInfo &info = graph_.ops[op];
+    const int expert = analysis_.expertFactor(op);
+    bool inRegion = expert >= 0;
+    if (!inRegion && !info.isContraction) {
+      bool anyActivation = false, allFromRegion = true;
+      for (int v : info.operands) {
+        if (graph_.values[v].kind != ValueKind::Activation)
+          continue;
+        anyActivation = true;
+        allFromRegion &= region.count(graph_.values[v].producer) != 0;
+      }
+      inRegion = anyActivation && allFromRegion;
+    }
+    if (!inRegion)
+      continue;
+    region.insert(op);
+    if (expert < 0)
+      continue;
+    const int factor = strategies_[i][choice[i]];
+    int64_t experts = info.rule.factorSizes[expert];
+    solution.numExperts = solution.numExperts == 0
+                              ? experts
+                              : std::min(solution.numExperts, experts);
+    for (size_t o = 0; o < info.operands.size(); ++o) {
+      int v = info.operands[o];
+      const ValueInfo &value = graph_.values[v];
+      if (value.kind != ValueKind::Parameter ||
+          analysis_.parameterOwner(v) != op ||
+          dimOfFactor(info.rule.operandFactors[o], expert) != 0)
+        continue;
+      bool split = operandState(op, static_cast<int>(o), factor) >= 0;
+      solution.expertParamsPerGpu +=
+          static_cast<double>(value.numElements()) / (split ? tp_ : 1);
+    }
+  }
+  auto exchange = [&](int v, int state) {
+    solution.expertExchangeBytes += valueBytes(v) / (state >= 0 ? tp_ : 1);
+    ++solution.expertExchanges;
+  };
+  for (size_t i = 0; i < segment_.ops.size(); ++i) {
+    const int op = segment_.ops[i];
+    if (!region.count(op))
+      continue;
+    const OpInfo &info = graph_.ops[op];
+    const int factor = strategies_[i][choice[i]];
+    for (size_t o = 0; o < info.operands.size(); ++o) {
+      int v = info.operands[o];
+      if (graph_.values[v].kind == ValueKind::Activation &&
+          !region.count(graph_.values[v].producer))
+        exchange(v, operandState(op, static_cast<int>(o), factor));
+    }
+    for (size_t r = 0; r < info.results.size(); ++r) {
+      int v = info.results[r];
+      bool leaves = false;
+      for (int user : analysis_.consumers(v))
+        leaves |= !region.count(user);
+      if (leaves)
+        exchange(v, resultState(op, static_cast<int>(r), factor));
+    }
+  }
+}
+
+SegmentSolution bm::plan::solveSegment(const GraphAnalysis &analysis,
+                                       const Segment &segment,
+                                       const cost::CostModel &model,
+                                       const cost::CommGroup &tpGroup,
+                                       int microBatch) {
+  SegmentCoster coster(analysis, segment, model, tpGroup, microBatch);
+  return coster.solve();
+}
+
+BlockSharding bm::plan::describeSegment(const GraphAnalysis &analysis,
+                                        const Segment &segment,
+                                        const SegmentSolution &solution,
+                                        int expertParallel) {
+  const ModelGraph &graph = analysis.graph();
+  BlockSharding block;
+  block.name = segment.name;
+  block.blockClass = segment.blockClass;
+  block.numInstances = segment.numInstances;
+  for (size_t i = 0; i < segment.ops.size(); ++i) {
+    const int op = segment.ops[i];
+    const OpInfo &info = graph.ops[op];
+    const int factor = i < solution.tpFactor.size() ? solution.tpFactor[i] : -1;
+    OpSharding sharding;
+    sharding.op = op;
+    sharding.opName = info.opName;
+    sharding.label = info.label;
+    sharding.rule = info.rule.str();
+    const int expert =
+        expertParallel > 1 ? analysis.expertFactor(op) : -1;
+    auto axesOf = [&](int f) {
+      std::vector<const char *> axes;
+      if (f == info.batchFactor)
+        axes.push_back(kDataAxis);
+      if (f == expert)
+        axes.push_back(kExpertAxis);
+      if (f == factor && solution.tp > 1)
+        axes.push_back(kTensorAxis);
+      return axes;
+    };
+    for (int f = 0; f < info.rule.numFactors(); ++f)
+      for (const char *axis : axesOf(f))
+        sharding.factorAxes.push_back({factorName(f), axis});
+    auto describe = [&](const TensorFactors &tensor, bool partial) {
+      TensorSharding t;
+      for (const DimFactors &dim : tensor) {
+        std::vector<std::string> axes;
+        for (int f : dim)
+          for (const char *axis : axesOf(f))
+            axes.push_back(axis);
+        t.dims.push_back(std::move(axes));
+      }
+      if (partial)
+        t.partialAxes.push_back(kTensorAxis);
+      return t;
+    };
+    for (const TensorFactors &operand : info.rule.operandFactors)
+      sharding.operands.push_back(describe(operand, false));
+    bool reduction = factor >= 0 && solution.tp > 1 &&
+                     info.rule.factorKinds[factor] == FactorKind::Reduction;
+    for (const TensorFactors &result : info.rule.resultFactors)
+      sharding.results.push_back(
+          describe(result, reduction && dimOfFactor(result, factor) < 0));
+    block.ops.push_back(std::move(sharding));
+  }
+  return block;
+}

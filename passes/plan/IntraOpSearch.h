@@ -1,0 +1,112 @@
+//===- IntraOpSearch.h - per-op tensor-parallel sharding of a block -*- C++ -*-===//
+//
+// Alpa-style intra-operator search (Zheng et al. 2022, OSDI, section 4.2):
+// every op of a segment picks a strategy -- the factor of its sharding rule
+// that the tensor-parallel axis splits, or none -- and the cost of a choice
+// is each op's compute and own communication plus the resharding on every
+// producer -> consumer edge, forward and backward. Alpa solves this with an
+// ILP; we solve the same objective exactly by variable elimination over the
+// op graph (Dechter 1999, "Bucket elimination"): blocks are narrow DAGs, so
+// the largest intermediate table stays tiny, and the optimum is exact, which
+// makes folded and unfolded searches agree.
+//
+// Conventions:
+//  - The data-parallel axis always splits the batch factor; the tensor axis
+//    never splits the batch or a sequence (token) factor, nor a
+//    need-replication factor, nor one it does not divide.
+//  - Segment boundaries (the residual stream between blocks) are replicated
+//    over the tensor axis, as in Megatron-LM; the model output may stay in
+//    any layout (the loss is vocab-parallel).
+//  - Layouts match per dimension: a value split along dim d fits a consumer
+//    that wants dim d split, even when one side splits a minor factor of a
+//    compound dimension (QKV's {3, h}); the partitioner permutes the
+//    parameters upstream so that the slices agree (DESIGN.md section 3).
+//  - The tensor axis never splits the sequence, so Megatron's sequence
+//    parallelism (Korthikanti et al. 2022) is not among the strategies.
+//  - Costs are per micro-batch of `microBatch` samples on one GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BM_PLAN_INTRAOPSEARCH_H
+#define BM_PLAN_INTRAOPSEARCH_H
+
+#include "compiler/cost/CostModel.h"
+#include "passes/plan/GraphAnalysis.h"
+#include "passes/plan/Plan.h"
+
+#include <vector>
+
+namespace bm::plan {
+
+enum class Phase { Forward, Backward, Step };
+
+const char *toString(Phase phase);
+
+/// A tensor-parallel collective a segment runs.
+struct SegmentCollective {
+  cost::CollectiveKind kind = cost::CollectiveKind::AllReduce;
+  Phase phase = Phase::Forward;
+  int op = -1;          // graph op index
+  int value = -1;       // the value resharded
+  double bytes = 0;     // buffer size, as CostModel::collectiveTime takes it
+  double seconds = 0;
+};
+
+struct SegmentSolution {
+  int tp = 1;
+  int microBatch = 1;
+  /// Chosen tensor-parallel factor of each op of the segment, -1 for none.
+  std::vector<int> tpFactor;
+  /// Seconds per micro-batch on one GPU.
+  double forwardCompute = 0;
+  double backwardCompute = 0;
+  double forwardComm = 0;
+  double backwardComm = 0;
+  /// Once per step: all-reduce of gradients of tp-replicated parameters.
+  double stepComm = 0;
+  /// Forward compute of the ops on sequence x sequence tensors (what
+  /// selective recomputation repeats).
+  double attentionCoreCompute = 0;
+  double attentionCoreComm = 0;
+  /// Bytes per micro-batch per GPU of the activations kept for backward.
+  double storedBytes = 0;
+  /// The same without the sequence x sequence tensors (selective recompute).
+  double storedBytesSelective = 0;
+  /// Activations entering the segment (what full recomputation keeps).
+  double inputBytes = 0;
+  /// Activations leaving the segment (what a pipeline stage sends).
+  double outputBytes = 0;
+  /// Parameter elements held per GPU (after tensor sharding, before ZeRO).
+  double paramsPerGpu = 0;
+  /// Parameter elements of the segment, unsharded.
+  double paramsTotal = 0;
+  /// Mixture of experts: parameter elements of expert weights per GPU
+  /// (after tensor sharding; expert parallelism divides them further), the
+  /// bytes per micro-batch of the values that cross into and out of the
+  /// expert ops (an all-to-all each over the expert-parallel axis), how many
+  /// such values, and the smallest expert count (what ep must divide).
+  double expertParamsPerGpu = 0;
+  double expertExchangeBytes = 0;
+  int expertExchanges = 0;
+  int64_t numExperts = 0;
+  std::vector<SegmentCollective> collectives;
+  /// The minimised objective: forward + backward seconds per micro-batch.
+  double objective = 0;
+};
+
+/// Finds the exact optimum for one segment.
+SegmentSolution solveSegment(const GraphAnalysis &analysis,
+                             const Segment &segment,
+                             const cost::CostModel &model,
+                             const cost::CommGroup &tpGroup, int microBatch);
+
+/// The decisions of a solution as #bm.sharding-ready descriptions; expert
+/// factors go on the "ep" axis when `expertParallel` > 1.
+BlockSharding describeSegment(const GraphAnalysis &analysis,
+                              const Segment &segment,
+                              const SegmentSolution &solution,
+                              int expertParallel = 1);
+
+} // namespace bm::plan
+
+#endif // BM_PLAN_INTRAOPSEARCH_H

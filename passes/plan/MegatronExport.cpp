@@ -1,0 +1,62 @@
+//===- MegatronExport.cpp - the plan as Megatron-LM arguments -------------===//
+//
+// Argument names as in Megatron-LM's megatron/training/arguments.py.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/plan/PlanOutput.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+using namespace bm::plan;
+
+static llvm::Error exportError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "--export megatron: " + message);
+}
+
+llvm::Expected<std::string>
+bm::plan::exportMegatronArguments(const Plan &plan) {
+  const ParallelConfig &c = plan.config;
+  if (c.zeroStage >= 2)
+    return exportError("Megatron-LM has no ZeRO stage " +
+                       llvm::Twine(c.zeroStage) +
+                       " (its distributed optimizer is stage 1); re-plan "
+                       "with --fix zero=1");
+  if (c.pp > 1 && c.schedule == PipelineSchedule::GPipe)
+    return exportError("Megatron-LM runs 1F1B or interleaved pipelines, not "
+                       "gpipe; re-plan with --fix schedule=1f1b");
+  std::vector<std::string> args;
+  auto add = [&](const std::string &name, const llvm::Twine &value) {
+    args.push_back(name + " " + value.str());
+  };
+  add("--tensor-model-parallel-size", llvm::Twine(c.tp));
+  add("--pipeline-model-parallel-size", llvm::Twine(c.pp));
+  if (c.ep > 1)
+    add("--expert-model-parallel-size", llvm::Twine(c.ep));
+  if (c.schedule == PipelineSchedule::Interleaved && c.chunks > 1)
+    add("--num-layers-per-virtual-pipeline-stage",
+        llvm::Twine(plan.numLayers / (c.pp * c.chunks)));
+  add("--num-layers", llvm::Twine(plan.numLayers));
+  add("--micro-batch-size", llvm::Twine(c.microBatch));
+  add("--global-batch-size", llvm::Twine(plan.globalBatch));
+  add("--seq-length", llvm::Twine(plan.sequenceLength));
+  switch (c.recompute) {
+  case Recompute::None:
+    break;
+  case Recompute::Selective:
+    add("--recompute-granularity", "selective");
+    break;
+  case Recompute::Full:
+    add("--recompute-granularity", "full");
+    add("--recompute-method", "uniform");
+    add("--recompute-num-layers", "1");
+    break;
+  }
+  if (c.zeroStage == 1)
+    args.push_back("--use-distributed-optimizer");
+  if (plan.precision == Precision::Bf16Mixed)
+    args.push_back("--bf16");
+  add("--optimizer", plan.optimizer == Optimizer::Sgd ? "sgd" : "adam");
+  return llvm::join(args, " ");
+}

@@ -1,0 +1,297 @@
+//===- PipelinePartition.cpp - layers to pipeline stages ------------------===//
+
+#include "passes/plan/PipelinePartition.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+using namespace bm::plan;
+
+StageStats &StageStats::operator+=(const StageStats &other) {
+  compute += other.compute;
+  comm += other.comm;
+  stepComm += other.stepComm;
+  params += other.params;
+  stored += other.stored;
+  workingSet = std::max(workingSet, other.workingSet);
+  expertParams += other.expertParams;
+  exchangeBytes += other.exchangeBytes;
+  exchanges += other.exchanges;
+  layers += other.layers;
+  return *this;
+}
+
+StageStats StageStats::scaled(int64_t count) const {
+  StageStats s = *this;
+  s.compute *= count;
+  s.comm *= count;
+  s.stepComm *= count;
+  s.params *= count;
+  s.stored *= count;
+  s.expertParams *= count;
+  s.exchangeBytes *= count;
+  s.exchanges *= count;
+  s.layers *= count;
+  if (count == 0)
+    s.workingSet = 0;
+  return s;
+}
+
+namespace {
+
+constexpr int64_t kInfeasible = std::numeric_limits<int64_t>::max();
+
+/// Items of `cost` that fit in what is left of a stage, up to `available`.
+int64_t itemsThatFit(double room, double cost, int64_t available) {
+  if (cost <= 0)
+    return available;
+  double fit = std::floor(std::max(0.0, room) / cost);
+  return fit >= static_cast<double>(available) ? available
+                                               : static_cast<int64_t>(fit);
+}
+
+/// Walks the runs greedily, filling each stage up to `bottleneck`, and
+/// returns the number of stages used. With `emit`, also reports the stages
+/// (stats, how many identical stages in a row).
+template <bool kEmit, typename Emit>
+int64_t greedyStages(const std::vector<ItemRun> &runs, double bottleneck,
+                     Emit emit) {
+  // Tolerance for sums that equal the bottleneck up to rounding.
+  const double limit = bottleneck * (1 + 1e-12);
+  int64_t stages = 1;
+  StageStats open;
+  double load = 0;
+  bool empty = true;
+  for (const ItemRun &run : runs) {
+    const double cost = run.each.time();
+    int64_t remaining = run.count;
+    while (remaining > 0) {
+      int64_t fit = itemsThatFit(limit - load, cost, remaining);
+      if (fit == remaining) {
+        if constexpr (kEmit)
+          open += run.each.scaled(remaining);
+        load += remaining * cost;
+        empty = false;
+        break;
+      }
+      if (fit == 0 && empty)
+        return kInfeasible; // one item exceeds the bottleneck
+      if constexpr (kEmit) {
+        open += run.each.scaled(fit);
+        emit(open, 1);
+        open = StageStats();
+      }
+      remaining -= fit;
+      ++stages;
+      // Whole stages inside this run, leaving the last piece open.
+      int64_t perStage = itemsThatFit(limit, cost, remaining);
+      if (perStage == 0)
+        return kInfeasible;
+      int64_t full = (remaining - 1) / perStage;
+      if (full > 0) {
+        if constexpr (kEmit)
+          emit(run.each.scaled(perStage), full);
+        stages += full;
+        remaining -= full * perStage;
+      }
+      if constexpr (kEmit)
+        open = run.each.scaled(remaining);
+      load = remaining * cost;
+      empty = false;
+      remaining = 0;
+    }
+  }
+  if constexpr (kEmit)
+    emit(open, 1);
+  return stages;
+}
+
+} // namespace
+
+/// The optimal bottleneck when the items are a prologue, n identical layers
+/// and an epilogue (the folded shape of most models), without bisection:
+/// stage 0 holds the prologue and a layers, the last stage b layers and the
+/// epilogue, the others k layers each, and the bottleneck is one of
+/// tP + a tL, tE + b tL or k tL. For each form, capacity grows with the
+/// integer, so a binary search over [0, n] finds its smallest feasible value.
+static std::optional<double> foldedBottleneck(const std::vector<ItemRun> &runs,
+                                              int numStages) {
+  const ItemRun *prologue = nullptr, *layers = nullptr, *epilogue = nullptr;
+  for (const ItemRun &run : runs) {
+    if (run.count == 0)
+      continue;
+    if (run.each.layers > 0) {
+      if (layers)
+        return std::nullopt;
+      layers = &run;
+    } else if (run.count == 1 && !layers && !prologue) {
+      prologue = &run;
+    } else if (run.count == 1 && layers && !epilogue) {
+      epilogue = &run;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (!layers || numStages < 2 || layers->each.time() <= 0)
+    return std::nullopt;
+  const double tL = layers->each.time();
+  const double tP = prologue ? prologue->each.time() : 0;
+  const double tE = epilogue ? epilogue->each.time() : 0;
+  const int64_t n = layers->count;
+  auto fit = [&](double room) -> int64_t {
+    if (room < 0)
+      return -1;
+    return std::min<int64_t>(n, static_cast<int64_t>(std::floor(room / tL + 1e-9)));
+  };
+  auto feasible = [&](double bottleneck) {
+    int64_t first = fit(bottleneck - tP), last = fit(bottleneck - tE),
+            middle = fit(bottleneck);
+    if (first < 0 || last < 0 || middle < 1)
+      return false;
+    return first + last + (numStages - 2) * middle >= n;
+  };
+  double best = std::numeric_limits<double>::infinity();
+  for (double base : {tP, tE, 0.0}) {
+    int64_t low = base == 0 ? 1 : 0, high = n;
+    if (!feasible(base + high * tL))
+      continue;
+    while (low < high) {
+      int64_t middle = low + (high - low) / 2;
+      if (feasible(base + middle * tL))
+        high = middle;
+      else
+        low = middle + 1;
+    }
+    best = std::min(best, base + low * tL);
+  }
+  if (!std::isfinite(best))
+    return std::nullopt;
+  return best;
+}
+
+std::vector<StageGroup> bm::plan::partitionStages(
+    const std::vector<ItemRun> &runs, int numStages) {
+  auto noEmit = [](const StageStats &, int64_t) {};
+  auto emitAt = [&](double bottleneck) {
+    std::vector<StageGroup> groups;
+    int64_t used = 0;
+    greedyStages<true>(runs, bottleneck,
+                       [&](const StageStats &stats, int64_t count) {
+                         if (count <= 0)
+                           return;
+                         used += count;
+                         groups.push_back({static_cast<int>(count), stats});
+                       });
+    if (used < numStages)
+      groups.push_back({static_cast<int>(numStages - used), StageStats()});
+    return std::make_pair(groups, used);
+  };
+  if (std::optional<double> bottleneck = foldedBottleneck(runs, numStages)) {
+    auto [groups, used] = emitAt(*bottleneck);
+    if (used <= numStages)
+      return groups;
+  }
+  double total = 0, largest = 0;
+  for (const ItemRun &run : runs) {
+    total += run.each.time() * run.count;
+    if (run.count > 0)
+      largest = std::max(largest, run.each.time());
+  }
+  double low = std::max(largest, total / std::max(numStages, 1));
+  // The greedy fill always fits within average + largest item (each stage
+  // but the last ends above the average).
+  double high = std::max(std::min(total, low + largest), low);
+  if (greedyStages<false>(runs, low, noEmit) > numStages) {
+    // Bisection on the bottleneck, to rounding.
+    for (int iteration = 0; iteration < 80 && high - low > 1e-14 * high;
+         ++iteration) {
+      double middle = 0.5 * (low + high);
+      if (greedyStages<false>(runs, middle, noEmit) <= numStages)
+        high = middle;
+      else
+        low = middle;
+    }
+  } else {
+    high = low;
+  }
+  return emitAt(high).first;
+}
+
+/// Greedy fill with a layer limit per stage; returns whether everything
+/// fits in the stages, and the stages when `out` is given.
+static bool greedyWithLimits(const std::vector<ItemRun> &runs,
+                             const std::vector<int64_t> &maxLayers,
+                             double bottleneck,
+                             std::vector<StageGroup> *out) {
+  const double limit = bottleneck * (1 + 1e-12);
+  size_t stage = 0;
+  StageStats open;
+  double load = 0;
+  auto close = [&] {
+    if (out)
+      out->push_back({1, open});
+    open = StageStats();
+    load = 0;
+    ++stage;
+  };
+  for (const ItemRun &run : runs) {
+    const double cost = run.each.time();
+    int64_t remaining = run.count;
+    while (remaining > 0) {
+      if (stage >= maxLayers.size())
+        return false;
+      int64_t fit = itemsThatFit(limit - load, cost, remaining);
+      // The layer limit needs the open stage's layer count whether or not
+      // the stages are being recorded.
+      if (run.each.layers > 0)
+        fit = std::min(fit, (maxLayers[stage] - open.layers) / run.each.layers);
+      fit = std::max<int64_t>(fit, 0);
+      open += run.each.scaled(fit);
+      load += fit * cost;
+      remaining -= fit;
+      if (remaining > 0)
+        close();
+    }
+  }
+  if (stage >= maxLayers.size())
+    return false;
+  close();
+  while (out && out->size() < maxLayers.size())
+    out->push_back({1, StageStats()});
+  return true;
+}
+
+std::vector<StageGroup> bm::plan::partitionStagesWithLimits(
+    const std::vector<ItemRun> &runs, const std::vector<int64_t> &maxLayers) {
+  double total = 0;
+  for (const ItemRun &run : runs)
+    total += run.each.time() * run.count;
+  if (!greedyWithLimits(runs, maxLayers, total, nullptr))
+    return {};
+  // No stage can take less than an even share, nor less than its largest
+  // item.
+  double largest = 0;
+  for (const ItemRun &run : runs)
+    if (run.count > 0)
+      largest = std::max(largest, run.each.time());
+  double low = std::max(largest, total / maxLayers.size()), high = total;
+  for (int iteration = 0; iteration < 80 && high - low > 1e-12 * high;
+       ++iteration) {
+    double middle = 0.5 * (low + high);
+    (greedyWithLimits(runs, maxLayers, middle, nullptr) ? high : low) = middle;
+  }
+  std::vector<StageGroup> groups;
+  greedyWithLimits(runs, maxLayers, high, &groups);
+  return groups;
+}
+
+std::vector<StageStats> bm::plan::expandStages(
+    const std::vector<StageGroup> &groups) {
+  std::vector<StageStats> stages;
+  for (const StageGroup &group : groups)
+    for (int i = 0; i < group.numStages; ++i)
+      stages.push_back(group.stats);
+  return stages;
+}

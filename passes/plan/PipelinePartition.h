@@ -1,0 +1,70 @@
+//===- PipelinePartition.h - layers to pipeline stages ----------*- C++ -*-===//
+//
+// Splits the sequence prologue, layers..., epilogue into contiguous stages so
+// that the slowest stage is as fast as possible (the bottleneck partition of
+// a chain; Bokhari 1988, solved here by bisection on the bottleneck with a
+// greedy feasibility test). Layers of one block class cost the same, so the
+// sequence is given as runs of identical items and the greedy test jumps over
+// whole stages inside a run: the work is O(runs * log(precision)),
+// independent of the number of layers when they are folded.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BM_PLAN_PIPELINEPARTITION_H
+#define BM_PLAN_PIPELINEPARTITION_H
+
+#include <cstdint>
+#include <vector>
+
+namespace bm::plan {
+
+/// Additive (and one max-type) quantities of an item or a stage, per
+/// micro-batch unless noted.
+struct StageStats {
+  double compute = 0;        // seconds, forward + backward + recompute
+  double comm = 0;           // seconds of tensor-parallel collectives
+  double stepComm = 0;       // seconds once per step
+  double params = 0;         // parameter elements per GPU (after tp)
+  double stored = 0;         // activation bytes kept per micro-batch
+  double workingSet = 0;     // largest transient activation bytes (max)
+  double expertParams = 0;   // the part of `params` in expert weights
+  double exchangeBytes = 0;  // expert dispatch / combine bytes
+  double exchanges = 0;      // expert dispatch / combine values
+  int64_t layers = 0;
+
+  double time() const { return compute + comm; }
+  StageStats &operator+=(const StageStats &other);
+  StageStats scaled(int64_t count) const;
+};
+
+/// `count` consecutive identical items.
+struct ItemRun {
+  StageStats each;
+  int64_t count = 1;
+};
+
+/// `numStages` consecutive stages with identical contents.
+struct StageGroup {
+  int numStages = 1;
+  StageStats stats;
+};
+
+/// The balanced partition into exactly `numStages` stages (trailing stages
+/// may be empty when there are fewer items than stages).
+std::vector<StageGroup> partitionStages(const std::vector<ItemRun> &runs,
+                                        int numStages);
+
+/// The balanced partition when stage i may hold at most maxLayers[i] layers
+/// (what its memory allows); empty when the layers do not fit. O(stages)
+/// per bisection step: used only when the unconstrained partition does not
+/// fit in memory.
+std::vector<StageGroup>
+partitionStagesWithLimits(const std::vector<ItemRun> &runs,
+                          const std::vector<int64_t> &maxLayers);
+
+/// Expands groups to one entry per stage.
+std::vector<StageStats> expandStages(const std::vector<StageGroup> &groups);
+
+} // namespace bm::plan
+
+#endif // BM_PLAN_PIPELINEPARTITION_H

@@ -1,0 +1,151 @@
+//===- Plan.h - the planner's result ----------------------------*- C++ -*-===//
+//
+// A Plan is everything `bmc plan` prints and `bmc compile --plan` reads back:
+// the mesh and the schedule, the per-op sharding of each unique block, the
+// collectives of one step, the predicted time and memory, and the runner-up
+// plans with the reason each lost. PlanJson.cpp writes and reads it
+// (schema in PLAN_SCHEMA.md); PlanText.cpp prints it for people.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BM_PLAN_PLAN_H
+#define BM_PLAN_PLAN_H
+
+#include "passes/plan/TrainingConfig.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bm::plan {
+
+/// Mesh axis names as they appear in `bm.mesh` and `#bm.sharding`.
+inline constexpr const char *kDataAxis = "dp";
+inline constexpr const char *kTensorAxis = "tp";
+inline constexpr const char *kPipelineAxis = "pp";
+/// Expert parallelism splits the experts of MoE layers over ep of the dp
+/// ranks (ep divides dp; dense ops stay data-parallel over all of dp).
+inline constexpr const char *kExpertAxis = "ep";
+
+/// The parallel configuration: what `--fix` can pin.
+struct ParallelConfig {
+  int dp = 1, tp = 1, pp = 1;
+  /// Expert-parallel degree, a divisor of dp; 1 without experts.
+  int ep = 1;
+  int microBatch = 1;
+  int numMicroBatches = 1;
+  int zeroStage = 0;
+  Recompute recompute = Recompute::None;
+  PipelineSchedule schedule = PipelineSchedule::None;
+  /// Model chunks per device (interleaved schedule), else 1.
+  int chunks = 1;
+
+  /// "dp=4,tp=8,pp=2,mb=1,zero=0,recompute=full,schedule=1f1b,v=1".
+  std::string str() const;
+  bool operator==(const ParallelConfig &other) const;
+};
+
+/// Sharding of one tensor: for each dimension the mesh axes that split it,
+/// plus the axes over which it is a partial sum (#bm.sharding).
+struct TensorSharding {
+  std::vector<std::vector<std::string>> dims;
+  std::vector<std::string> partialAxes;
+};
+
+struct OpSharding {
+  int op = -1;                 // index into ModelGraph::ops
+  std::string opName;
+  std::string label;
+  std::string rule;            // ShardingRule::str()
+  /// Factor name -> mesh axis, for each sharded factor ("i" -> "dp").
+  std::vector<std::pair<std::string, std::string>> factorAxes;
+  std::vector<TensorSharding> operands;
+  std::vector<TensorSharding> results;
+};
+
+/// The decisions for one searched unit: the prologue, a block class, or the
+/// epilogue. Every layer instance of a class gets the same decisions.
+struct BlockSharding {
+  std::string name;            // "prologue", "block 0", "epilogue"
+  int blockClass = -1;
+  int numInstances = 1;
+  std::vector<OpSharding> ops;
+};
+
+struct CollectiveSummary {
+  std::string kind;            // all_reduce, all_gather, ...
+  std::string axis;            // dp, tp, pp
+  std::string link;            // nvlink, network
+  std::string phase;           // forward, backward, recompute, step
+  std::string where;           // op label, "gradients", "stage boundary"
+  double bytes = 0;            // per call, per GPU buffer
+  int64_t countPerStep = 0;    // calls per step over one model replica
+  double seconds = 0;          // all calls of the step together
+};
+
+struct TimeBreakdown {
+  double compute = 0;          // GEMMs, memory-bound ops, recompute, optimizer
+  double nvlink = 0;           // communication over NVLink
+  double network = 0;          // communication over the network
+  double bubble = 0;           // pipeline fill and drain
+  double total() const { return compute + nvlink + network + bubble; }
+};
+
+struct MemoryBreakdown {
+  double params = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0;
+  int stage = 0;               // the pipeline stage these are for
+  double total() const {
+    return params + grads + optimizer + activations + buffers;
+  }
+};
+
+struct Alternative {
+  ParallelConfig config;
+  double stepSeconds = 0;
+  double memoryBytes = 0;      // worst stage
+  bool fits = true;
+  std::string reason;          // why it lost
+};
+
+struct Plan {
+  static constexpr int kSchemaVersion = 1;
+
+  std::string modelName;
+  std::string clusterName;
+  int gpus = 0;
+  int64_t globalBatch = 0;
+  int64_t sequenceLength = 0;
+  Precision precision = Precision::Bf16Mixed;
+  Optimizer optimizer = Optimizer::Adam;
+
+  ParallelConfig config;
+  /// Layers of each pipeline stage (for the interleaved schedule: of each
+  /// virtual stage, in order; virtual stage k runs on device k % pp).
+  std::vector<int> layersPerStage;
+
+  /// Fold: numLayers layers in numBlockClasses unique blocks.
+  int numLayers = 0;
+  int numBlockClasses = 0;
+  std::vector<BlockSharding> blocks;
+
+  std::vector<CollectiveSummary> collectives;
+  TimeBreakdown time;
+  MemoryBreakdown memory;
+  double deviceMemoryBytes = 0;
+
+  double stepSeconds = 0;
+  double mfu = 0;              // model FLOPs (no recompute) / peak
+  double hardwareTflopsPerGpu = 0; // with recompute, as Megatron counts
+  double tokensPerSecond = 0;
+  double modelFlopsPerStep = 0;
+
+  /// How much searching it took, for --explain.
+  int64_t configurationsEvaluated = 0;
+  int64_t blockSearches = 0;
+
+  std::vector<Alternative> alternatives;
+};
+
+} // namespace bm::plan
+
+#endif // BM_PLAN_PLAN_H

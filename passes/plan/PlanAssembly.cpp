@@ -1,0 +1,220 @@
+//===- PlanAssembly.cpp - the Plan the user sees ---------------------------===//
+//
+// Turns the chosen evaluation into a Plan: stages, per-op shardings of each
+// unique block, collectives of one step, throughput, and the runner-ups with
+// the reason each lost.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/plan/Planner.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <set>
+
+using namespace bm;
+using namespace bm::plan;
+using namespace bm::plan::detail;
+using cost::CollectiveKind;
+using cost::MeshPlacement;
+
+static std::string percent(double fraction) {
+  return llvm::formatv("{0:F1}%", 100 * fraction).str();
+}
+
+/// Why `alternative` lost against `best`.
+static std::string lossReason(const Evaluation &alternative,
+                              const Evaluation &best, double deviceMemory) {
+  if (!alternative.fits)
+    return llvm::formatv("out of memory by {0:F1} GiB on stage {1}",
+                         (alternative.memory.total() - deviceMemory) / kGiB,
+                         alternative.memory.stage)
+        .str();
+  std::pair<const char *, double> parts[] = {
+      {"compute", alternative.time.compute - best.time.compute},
+      {"NVLink communication", alternative.time.nvlink - best.time.nvlink},
+      {"network communication", alternative.time.network - best.time.network},
+      {"pipeline bubble", alternative.time.bubble - best.time.bubble},
+  };
+  auto largest = std::max_element(
+      std::begin(parts), std::end(parts),
+      [](const auto &a, const auto &b) { return a.second < b.second; });
+  return llvm::formatv("slower by {0} because {1} takes {2:F3} s more",
+                       percent(alternative.step / best.step - 1),
+                       largest->first, largest->second)
+      .str();
+}
+
+Plan Planner::buildPlan(const Evaluation &chosen) {
+  const ParallelConfig &config = chosen.config;
+  const int tp = config.tp, mb = config.microBatch, m = config.numMicroBatches;
+  const int ep = std::max(config.ep, 1);
+  const MeshPlacement placement =
+      cost::placeMesh(cluster_, config.dp, tp, config.pp, ep);
+  Plan plan;
+  plan.modelName = graph_.name;
+  plan.clusterName = cluster_.name;
+  plan.gpus = config_.gpus;
+  plan.globalBatch = globalBatch_;
+  plan.sequenceLength = analysis_.tokensPerSample();
+  plan.precision = config_.precision;
+  plan.optimizer = config_.optimizer;
+  plan.config = config;
+  plan.numLayers = graph_.numLayers();
+  plan.numBlockClasses = static_cast<int>(
+      std::set<int>(graph_.layerClass.begin(), graph_.layerClass.end()).size());
+
+  const PartitionEntry &entry =
+      chosen.ownPartition
+          ? *chosen.ownPartition
+          : partition(tp, mb, config.pp, config.chunks, config.recompute);
+  for (const StageStats &stage : expandStages(entry.stages))
+    plan.layersPerStage.push_back(static_cast<int>(stage.layers));
+
+  const char *tpLink = cost::toString(model_.linkClass(placement.tp));
+  for (size_t s = 0; s < segments_.size(); ++s) {
+    const SegmentSolution &sol = solution(static_cast<int>(s), tp, mb);
+    plan.blocks.push_back(describeSegment(analysis_, segments_[s], sol, ep));
+    const int instances = segments_[s].numInstances;
+    bool recomputes = segments_[s].kind == SegmentKind::Layer &&
+                      config.recompute == Recompute::Full;
+    for (const SegmentCollective &c : sol.collectives) {
+      CollectiveSummary summary;
+      summary.kind = cost::toString(c.kind);
+      summary.axis = kTensorAxis;
+      summary.link = tpLink;
+      summary.phase = toString(c.phase);
+      summary.where = graph_.ops[c.op].label;
+      summary.bytes = c.bytes;
+      summary.countPerStep =
+          c.phase == Phase::Step ? instances : int64_t{instances} * m;
+      summary.seconds = c.seconds * summary.countPerStep;
+      plan.collectives.push_back(summary);
+      if (recomputes && c.phase == Phase::Forward) {
+        summary.phase = "recompute";
+        plan.collectives.push_back(summary);
+      }
+    }
+  }
+  const cost::ModelStateBytes perParam =
+      cost::modelStateBytesPerParam(config_.precision, config_.optimizer);
+  // Data-parallel synchronisation of the largest stage: dense parameters
+  // over dp, expert parameters over the dp / ep replicas of each expert.
+  const StageStats *largest = nullptr;
+  for (const DeviceGroup &group : entry.devices)
+    if (!largest || group.stats.params > largest->params)
+      largest = &group.stats;
+  auto syncCollectives = [&](double params, const char *what,
+                             const char *axis, const cost::CommGroup &group) {
+    if (group.size <= 1 || params <= 0)
+      return;
+    const char *link = cost::toString(model_.linkClass(group));
+    auto add = [&](CollectiveKind kind, const char *phase, const char *where,
+                   double bytes, int64_t count) {
+      plan.collectives.push_back(
+          {cost::toString(kind), axis, link, phase, where, bytes, count,
+           count * model_.collectiveTime(kind, bytes, group)});
+    };
+    double grads = params * perParam.grads;
+    double weights = params * perParam.params;
+    std::string gradients = std::string(what) + "gradients";
+    std::string parameters = std::string(what) + "parameters";
+    if (config.zeroStage == 0) {
+      add(CollectiveKind::AllReduce, "step", gradients.c_str(), grads, 1);
+    } else if (config.zeroStage <= 2) {
+      if (config.zeroStage == 1)
+        add(CollectiveKind::ReduceScatter, "step", gradients.c_str(), grads,
+            1);
+      else
+        add(CollectiveKind::ReduceScatter, "backward", gradients.c_str(),
+            grads, m);
+      add(CollectiveKind::AllGather, "step", parameters.c_str(), weights, 1);
+    } else {
+      int gathers = config.recompute == Recompute::Full ? 3 : 2;
+      add(CollectiveKind::AllGather, "forward", parameters.c_str(), weights,
+          int64_t{gathers} * m);
+      add(CollectiveKind::ReduceScatter, "backward", gradients.c_str(), grads,
+          m);
+    }
+  };
+  if (largest) {
+    syncCollectives(largest->params - largest->expertParams, "", kDataAxis,
+                    placement.dp);
+    syncCollectives(largest->expertParams / ep, "expert ", kDataAxis,
+                    placement.expertDp);
+    if (ep > 1 && largest->exchanges > 0) {
+      // Dispatch and combine, forward, backward (and recomputed forward).
+      int passes = config.recompute == Recompute::Full ? 3 : 2;
+      double bytes = largest->exchangeBytes / largest->exchanges;
+      int64_t count = static_cast<int64_t>(passes * largest->exchanges) * m;
+      plan.collectives.push_back(
+          {cost::toString(CollectiveKind::AllToAll), kExpertAxis,
+           cost::toString(model_.linkClass(placement.ep)), "forward+backward",
+           "expert dispatch / combine (largest stage)", bytes, count,
+           count * model_.collectiveTime(CollectiveKind::AllToAll, bytes,
+                                         placement.ep)});
+    }
+  }
+  if (config.pp > 1) {
+    double bytes = boundaryBytes(tp, mb) / tp;
+    int64_t count = 2LL * m * config.chunks;
+    CollectiveSummary summary{
+        cost::toString(CollectiveKind::SendRecv),
+        kPipelineAxis,
+        placement.pipelineCrossesNodes ? "network" : "nvlink",
+        "forward+backward",
+        "stage boundary",
+        bytes,
+        count,
+        count * model_.sendRecvTime(bytes, placement.pipelineCrossesNodes)};
+    plan.collectives.push_back(summary);
+  }
+
+  plan.time = chosen.time;
+  plan.memory = chosen.memory;
+  plan.deviceMemoryBytes = cluster_.memoryBytes;
+  plan.stepSeconds = chosen.step;
+  const double samples = static_cast<double>(globalBatch_);
+  plan.modelFlopsPerStep = 3 * analysis_.forwardFlopsPerSample() * samples;
+  double recomputeFlops = 0;
+  if (config.recompute == Recompute::Full) {
+    recomputeFlops = analysis_.layerFlopsPerSample() * samples;
+  } else if (config.recompute == Recompute::Selective) {
+    for (const OpInfo &op : graph_.ops) {
+      if (op.layer < 0)
+        continue;
+      bool core = false;
+      for (int v : op.operands)
+        core |= analysis_.tokenDims(v) >= 2;
+      for (int v : op.results)
+        core |= analysis_.tokenDims(v) >= 2;
+      if (core)
+        recomputeFlops += op.flops * samples;
+    }
+  }
+  const double gpuSeconds = chosen.step * config_.gpus;
+  plan.mfu = plan.modelFlopsPerStep / (gpuSeconds * model_.peakFlops());
+  plan.hardwareTflopsPerGpu =
+      (plan.modelFlopsPerStep + recomputeFlops) / gpuSeconds / 1e12;
+  plan.tokensPerSecond =
+      samples * static_cast<double>(plan.sequenceLength) / chosen.step;
+  plan.configurationsEvaluated = evaluated_;
+  plan.blockSearches = static_cast<int64_t>(solutions_.size());
+
+  // Runner-ups: the best plan of each other mesh, and the fastest plan that
+  // did not fit when it would have been faster.
+  std::vector<Evaluation> others;
+  for (const auto &[mesh, e] : bestPerMesh_)
+    if (!(e.config == config))
+      others.push_back(e);
+  std::sort(others.begin(), others.end(), better);
+  if (others.size() > static_cast<size_t>(std::max(config_.numAlternatives, 0)))
+    others.resize(std::max(config_.numAlternatives, 0));
+  if (config_.numAlternatives > 0 && fastestOutOfMemory_.step < chosen.step)
+    others.push_back(fastestOutOfMemory_);
+  for (const Evaluation &e : others)
+    plan.alternatives.push_back({e.config, e.step, e.memory.total(), e.fits,
+                                 lossReason(e, chosen, cluster_.memoryBytes)});
+  return plan;
+}

@@ -1,0 +1,472 @@
+//===- PlanJson.cpp - the JSON plan: writer and reader --------------------===//
+//
+// Schema: passes/plan/PLAN_SCHEMA.md. Keys are written in a fixed order and
+// numbers with a fixed format, so the same plan gives the same bytes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/plan/PlanOutput.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+using namespace bm::plan;
+using llvm::json::OStream;
+
+//===----------------------------------------------------------------------===//
+// Writer
+//===----------------------------------------------------------------------===//
+
+static void writeConfig(OStream &j, const ParallelConfig &c) {
+  j.attribute("dp", c.dp);
+  j.attribute("ep", c.ep);
+  j.attribute("tp", c.tp);
+  j.attribute("pp", c.pp);
+  j.attribute("micro_batch", c.microBatch);
+  j.attribute("num_micro_batches", c.numMicroBatches);
+  j.attribute("zero_stage", c.zeroStage);
+  j.attribute("recompute", toString(c.recompute));
+  j.attribute("schedule", bm::cost::toString(c.schedule));
+  j.attribute("chunks", c.chunks);
+}
+
+static void writeStrings(OStream &j, const std::vector<std::string> &items) {
+  j.array([&] {
+    for (const std::string &item : items)
+      j.value(item);
+  });
+}
+
+static void writeTensor(OStream &j, const TensorSharding &t) {
+  j.object([&] {
+    j.attributeArray("dims", [&] {
+      for (const std::vector<std::string> &axes : t.dims)
+        writeStrings(j, axes);
+    });
+    j.attributeBegin("partial");
+    writeStrings(j, t.partialAxes);
+    j.attributeEnd();
+  });
+}
+
+void bm::plan::printPlanJson(const Plan &plan, llvm::raw_ostream &os) {
+  OStream j(os, 2);
+  j.object([&] {
+    j.attribute("schema_version", Plan::kSchemaVersion);
+    j.attribute("model", plan.modelName);
+    j.attribute("cluster", plan.clusterName);
+    j.attribute("gpus", plan.gpus);
+    j.attribute("global_batch", plan.globalBatch);
+    j.attribute("sequence_length", plan.sequenceLength);
+    j.attribute("precision", bm::cost::toString(plan.precision));
+    j.attribute("optimizer", bm::cost::toString(plan.optimizer));
+    j.attributeObject("config", [&] { writeConfig(j, plan.config); });
+    j.attributeArray("mesh", [&] {
+      for (auto [name, size] :
+           {std::pair{kDataAxis, plan.config.dp},
+            std::pair{kTensorAxis, plan.config.tp},
+            std::pair{kPipelineAxis, plan.config.pp},
+            std::pair{kExpertAxis, plan.config.ep}})
+        if (name != kExpertAxis || size > 1)
+          j.object([&] {
+            j.attribute("name", name);
+            j.attribute("size", size);
+          });
+    });
+    j.attributeArray("layers_per_stage", [&] {
+      for (int layers : plan.layersPerStage)
+        j.value(layers);
+    });
+    j.attributeObject("fold", [&] {
+      j.attribute("layers", plan.numLayers);
+      j.attribute("unique_blocks", plan.numBlockClasses);
+    });
+    j.attributeArray("blocks", [&] {
+      for (const BlockSharding &block : plan.blocks)
+        j.object([&] {
+          j.attribute("name", block.name);
+          j.attribute("block_class", block.blockClass);
+          j.attribute("instances", block.numInstances);
+          j.attributeArray("ops", [&] {
+            for (const OpSharding &op : block.ops)
+              j.object([&] {
+                j.attribute("op", op.op);
+                j.attribute("name", op.opName);
+                j.attribute("label", op.label);
+                j.attribute("rule", op.rule);
+                j.attributeArray("factor_axes", [&] {
+                  for (const auto &[factor, axis] : op.factorAxes)
+                    writeStrings(j, {factor, axis});
+                });
+                j.attributeArray("operands", [&] {
+                  for (const TensorSharding &t : op.operands)
+                    writeTensor(j, t);
+                });
+                j.attributeArray("results", [&] {
+                  for (const TensorSharding &t : op.results)
+                    writeTensor(j, t);
+                });
+              });
+          });
+        });
+    });
+    j.attributeArray("collectives", [&] {
+      for (const CollectiveSummary &c : plan.collectives)
+        j.object([&] {
+          j.attribute("kind", c.kind);
+          j.attribute("axis", c.axis);
+          j.attribute("link", c.link);
+          j.attribute("phase", c.phase);
+          j.attribute("where", c.where);
+          j.attribute("bytes", c.bytes);
+          j.attribute("count_per_step", c.countPerStep);
+          j.attribute("seconds", c.seconds);
+        });
+    });
+    j.attributeObject("time", [&] {
+      j.attribute("step_seconds", plan.stepSeconds);
+      j.attribute("compute", plan.time.compute);
+      j.attribute("nvlink", plan.time.nvlink);
+      j.attribute("network", plan.time.network);
+      j.attribute("bubble", plan.time.bubble);
+    });
+    j.attributeObject("memory", [&] {
+      j.attribute("stage", plan.memory.stage);
+      j.attribute("device_bytes", plan.deviceMemoryBytes);
+      j.attribute("params", plan.memory.params);
+      j.attribute("grads", plan.memory.grads);
+      j.attribute("optimizer", plan.memory.optimizer);
+      j.attribute("activations", plan.memory.activations);
+      j.attribute("buffers", plan.memory.buffers);
+      j.attribute("total", plan.memory.total());
+    });
+    j.attributeObject("throughput", [&] {
+      j.attribute("mfu", plan.mfu);
+      j.attribute("hardware_tflops_per_gpu", plan.hardwareTflopsPerGpu);
+      j.attribute("tokens_per_second", plan.tokensPerSecond);
+      j.attribute("model_flops_per_step", plan.modelFlopsPerStep);
+    });
+    j.attributeObject("search", [&] {
+      j.attribute("configurations_evaluated", plan.configurationsEvaluated);
+      j.attribute("block_searches", plan.blockSearches);
+    });
+    j.attributeArray("alternatives", [&] {
+      for (const Alternative &a : plan.alternatives)
+        j.object([&] {
+          j.attributeObject("config", [&] { writeConfig(j, a.config); });
+          j.attribute("step_seconds", a.stepSeconds);
+          j.attribute("memory_bytes", a.memoryBytes);
+          j.attribute("fits", a.fits);
+          j.attribute("reason", a.reason);
+        });
+    });
+  });
+  os << "\n";
+}
+
+std::string bm::plan::planToJson(const Plan &plan) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printPlanJson(plan, os);
+  return text;
+}
+
+//===----------------------------------------------------------------------===//
+// Reader
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Reads fields of one JSON object, remembering the first problem with its
+/// path ("config.tp").
+class Reader {
+public:
+  Reader(const llvm::json::Object *object, std::string path,
+         std::string *error)
+      : object_(object), path_(std::move(path)), error_(error) {}
+
+  bool ok() const { return error_->empty(); }
+
+  const llvm::json::Value *field(llvm::StringRef key) {
+    if (!ok())
+      return nullptr;
+    const llvm::json::Value *value = object_ ? object_->get(key) : nullptr;
+    if (!value)
+      fail("missing '" + name(key) + "'");
+    return value;
+  }
+
+  template <typename T> void integer(llvm::StringRef key, T &out) {
+    if (const llvm::json::Value *v = field(key)) {
+      if (std::optional<int64_t> i = v->getAsInteger())
+        out = static_cast<T>(*i);
+      else
+        fail("'" + name(key) + "' must be an integer");
+    }
+  }
+  /// Leaves `out` alone when the key is absent (keys added later).
+  template <typename T> void optionalInteger(llvm::StringRef key, T &out) {
+    if (object_ && object_->get(key))
+      integer(key, out);
+  }
+  void number(llvm::StringRef key, double &out) {
+    if (const llvm::json::Value *v = field(key)) {
+      if (std::optional<double> d = v->getAsNumber())
+        out = *d;
+      else
+        fail("'" + name(key) + "' must be a number");
+    }
+  }
+  void boolean(llvm::StringRef key, bool &out) {
+    if (const llvm::json::Value *v = field(key)) {
+      if (std::optional<bool> b = v->getAsBoolean())
+        out = *b;
+      else
+        fail("'" + name(key) + "' must be true or false");
+    }
+  }
+  void string(llvm::StringRef key, std::string &out) {
+    if (const llvm::json::Value *v = field(key)) {
+      if (std::optional<llvm::StringRef> s = v->getAsString())
+        out = s->str();
+      else
+        fail("'" + name(key) + "' must be a string");
+    }
+  }
+  const llvm::json::Array *array(llvm::StringRef key) {
+    const llvm::json::Value *v = field(key);
+    if (!v)
+      return nullptr;
+    if (const llvm::json::Array *a = v->getAsArray())
+      return a;
+    fail("'" + name(key) + "' must be an array");
+    return nullptr;
+  }
+  Reader object(llvm::StringRef key) {
+    const llvm::json::Value *v = field(key);
+    const llvm::json::Object *o = v ? v->getAsObject() : nullptr;
+    if (v && !o)
+      fail("'" + name(key) + "' must be an object");
+    return Reader(o, name(key), error_);
+  }
+  Reader element(const llvm::json::Value &value, size_t index) {
+    const llvm::json::Object *o = value.getAsObject();
+    std::string path = path_ + "[" + std::to_string(index) + "]";
+    if (!o && ok())
+      *error_ = "'" + path + "' must be an object";
+    return Reader(o, path, error_);
+  }
+  std::vector<std::string> strings(const llvm::json::Value &value,
+                                   const std::string &what) {
+    std::vector<std::string> result;
+    const llvm::json::Array *a = value.getAsArray();
+    if (!a) {
+      fail("'" + what + "' must be an array of strings");
+      return result;
+    }
+    for (const llvm::json::Value &item : *a) {
+      if (std::optional<llvm::StringRef> s = item.getAsString())
+        result.push_back(s->str());
+      else
+        fail("'" + what + "' must be an array of strings");
+    }
+    return result;
+  }
+  void fail(const std::string &message) {
+    if (ok())
+      *error_ = message;
+  }
+  std::string name(llvm::StringRef key) const {
+    return path_.empty() ? key.str() : path_ + "." + key.str();
+  }
+
+private:
+  const llvm::json::Object *object_;
+  std::string path_;
+  std::string *error_;
+};
+
+} // namespace
+
+static void readConfig(Reader r, ParallelConfig &c) {
+  r.integer("dp", c.dp);
+  c.ep = 1;
+  r.optionalInteger("ep", c.ep);
+  r.integer("tp", c.tp);
+  r.integer("pp", c.pp);
+  r.integer("micro_batch", c.microBatch);
+  r.integer("num_micro_batches", c.numMicroBatches);
+  r.integer("zero_stage", c.zeroStage);
+  r.integer("chunks", c.chunks);
+  std::string recompute, schedule;
+  r.string("recompute", recompute);
+  r.string("schedule", schedule);
+  if (!r.ok())
+    return;
+  FixedChoices parsed;
+  llvm::Expected<FixedChoices> fixed = parseFixedChoices(
+      "recompute=" + recompute + ",schedule=" + schedule);
+  if (!fixed) {
+    r.fail(r.name("recompute/schedule") + ": " +
+           llvm::toString(fixed.takeError()));
+    return;
+  }
+  c.recompute = *fixed->recompute;
+  c.schedule = *fixed->schedule;
+}
+
+static TensorSharding readTensor(Reader &parent, const llvm::json::Value &v,
+                                 const std::string &path) {
+  TensorSharding t;
+  Reader r = parent.element(v, 0);
+  if (!r.ok())
+    return t;
+  if (const llvm::json::Array *dims = r.array("dims"))
+    for (const llvm::json::Value &dim : *dims)
+      t.dims.push_back(r.strings(dim, path + ".dims"));
+  if (const llvm::json::Value *partial = r.field("partial"))
+    t.partialAxes = r.strings(*partial, path + ".partial");
+  return t;
+}
+
+llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
+  auto fail = [](const llvm::Twine &message) -> llvm::Error {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "plan: " + message);
+  };
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+  if (!parsed)
+    return fail("malformed JSON: " + llvm::toString(parsed.takeError()));
+  const llvm::json::Object *root = parsed->getAsObject();
+  if (!root)
+    return fail("expected a JSON object");
+  std::optional<int64_t> version = root->getInteger("schema_version");
+  if (!version)
+    return fail("missing 'schema_version'");
+  if (*version != Plan::kSchemaVersion)
+    return fail(llvm::formatv("schema_version {0} is not supported (this "
+                              "bmc reads version {1})",
+                              *version, Plan::kSchemaVersion));
+  std::string error;
+  Reader r(root, "", &error);
+  Plan plan;
+  r.string("model", plan.modelName);
+  r.string("cluster", plan.clusterName);
+  r.integer("gpus", plan.gpus);
+  r.integer("global_batch", plan.globalBatch);
+  r.integer("sequence_length", plan.sequenceLength);
+  std::string precision, optimizer;
+  r.string("precision", precision);
+  r.string("optimizer", optimizer);
+  if (r.ok()) {
+    if (precision == "bf16")
+      plan.precision = Precision::Bf16Mixed;
+    else if (precision == "fp32")
+      plan.precision = Precision::Fp32;
+    else
+      r.fail("'precision' must be bf16 or fp32");
+    if (optimizer == "adam")
+      plan.optimizer = Optimizer::Adam;
+    else if (optimizer == "sgd")
+      plan.optimizer = Optimizer::Sgd;
+    else
+      r.fail("'optimizer' must be adam or sgd");
+  }
+  readConfig(r.object("config"), plan.config);
+  if (const llvm::json::Array *stages = r.array("layers_per_stage"))
+    for (const llvm::json::Value &v : *stages) {
+      if (std::optional<int64_t> layers = v.getAsInteger())
+        plan.layersPerStage.push_back(static_cast<int>(*layers));
+      else
+        r.fail("'layers_per_stage' must hold integers");
+    }
+  Reader fold = r.object("fold");
+  fold.integer("layers", plan.numLayers);
+  fold.integer("unique_blocks", plan.numBlockClasses);
+  if (const llvm::json::Array *blocks = r.array("blocks"))
+    for (size_t b = 0; b < blocks->size() && r.ok(); ++b) {
+      Reader br = r.element((*blocks)[b], b);
+      BlockSharding block;
+      br.string("name", block.name);
+      br.integer("block_class", block.blockClass);
+      br.integer("instances", block.numInstances);
+      const llvm::json::Array *ops = br.array("ops");
+      for (size_t o = 0; ops && o < ops->size() && r.ok(); ++o) {
+        Reader orr = br.element((*ops)[o], o);
+        OpSharding op;
+        orr.integer("op", op.op);
+        orr.string("name", op.opName);
+        orr.string("label", op.label);
+        orr.string("rule", op.rule);
+        if (const llvm::json::Array *axes = orr.array("factor_axes"))
+          for (const llvm::json::Value &pair : *axes) {
+            std::vector<std::string> items =
+                orr.strings(pair, orr.name("factor_axes"));
+            if (items.size() != 2) {
+              orr.fail("'" + orr.name("factor_axes") +
+                       "' must hold [factor, axis] pairs");
+              break;
+            }
+            op.factorAxes.push_back({items[0], items[1]});
+          }
+        if (const llvm::json::Array *operands = orr.array("operands"))
+          for (const llvm::json::Value &t : *operands)
+            op.operands.push_back(readTensor(orr, t, orr.name("operands")));
+        if (const llvm::json::Array *results = orr.array("results"))
+          for (const llvm::json::Value &t : *results)
+            op.results.push_back(readTensor(orr, t, orr.name("results")));
+        block.ops.push_back(std::move(op));
+      }
+      plan.blocks.push_back(std::move(block));
+    }
+  if (const llvm::json::Array *collectives = r.array("collectives"))
+    for (size_t i = 0; i < collectives->size() && r.ok(); ++i) {
+      Reader cr = r.element((*collectives)[i], i);
+      CollectiveSummary c;
+      cr.string("kind", c.kind);
+      cr.string("axis", c.axis);
+      cr.string("link", c.link);
+      cr.string("phase", c.phase);
+      cr.string("where", c.where);
+      cr.number("bytes", c.bytes);
+      cr.integer("count_per_step", c.countPerStep);
+      cr.number("seconds", c.seconds);
+      plan.collectives.push_back(c);
+    }
+  Reader time = r.object("time");
+  time.number("step_seconds", plan.stepSeconds);
+  time.number("compute", plan.time.compute);
+  time.number("nvlink", plan.time.nvlink);
+  time.number("network", plan.time.network);
+  time.number("bubble", plan.time.bubble);
+  Reader memory = r.object("memory");
+  memory.integer("stage", plan.memory.stage);
+  memory.number("device_bytes", plan.deviceMemoryBytes);
+  memory.number("params", plan.memory.params);
+  memory.number("grads", plan.memory.grads);
+  memory.number("optimizer", plan.memory.optimizer);
+  memory.number("activations", plan.memory.activations);
+  memory.number("buffers", plan.memory.buffers);
+  Reader throughput = r.object("throughput");
+  throughput.number("mfu", plan.mfu);
+  throughput.number("hardware_tflops_per_gpu", plan.hardwareTflopsPerGpu);
+  throughput.number("tokens_per_second", plan.tokensPerSecond);
+  throughput.number("model_flops_per_step", plan.modelFlopsPerStep);
+  Reader search = r.object("search");
+  search.integer("configurations_evaluated", plan.configurationsEvaluated);
+  search.integer("block_searches", plan.blockSearches);
+  if (const llvm::json::Array *alternatives = r.array("alternatives"))
+    for (size_t i = 0; i < alternatives->size() && r.ok(); ++i) {
+      Reader ar = r.element((*alternatives)[i], i);
+      Alternative a;
+      readConfig(ar.object("config"), a.config);
+      ar.number("step_seconds", a.stepSeconds);
+      ar.number("memory_bytes", a.memoryBytes);
+      ar.boolean("fits", a.fits);
+      ar.string("reason", a.reason);
+      plan.alternatives.push_back(a);
+    }
+  if (!error.empty())
+    return fail(error);
+  return plan;
+}

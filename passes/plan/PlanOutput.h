@@ -1,0 +1,38 @@
+//===- PlanOutput.h - printing, reading and exporting plans -----*- C++ -*-===//
+
+#ifndef BM_PLAN_PLANOUTPUT_H
+#define BM_PLAN_PLANOUTPUT_H
+
+#include "passes/plan/Plan.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace bm::plan {
+
+/// The readable report of `bmc plan`. With `explain`, also the per-op
+/// sharding of every unique block, every collective, how much was searched
+/// and why each alternative lost.
+void printPlanText(const Plan &plan, llvm::raw_ostream &os,
+                   bool explain = false);
+
+/// The JSON plan (schema in PLAN_SCHEMA.md, "schema_version": 1). Same plan,
+/// same bytes.
+void printPlanJson(const Plan &plan, llvm::raw_ostream &os);
+std::string planToJson(const Plan &plan);
+
+/// Reads a JSON plan back; one-line errors for malformed input and for other
+/// schema versions.
+llvm::Expected<Plan> parsePlanJson(llvm::StringRef text);
+
+/// Megatron-LM command-line arguments (pretrain_gpt.py) for the plan's
+/// configuration, one string, arguments separated by spaces; an error for
+/// what Megatron-LM cannot run (ZeRO stage 2 or 3, the GPipe schedule).
+llvm::Expected<std::string> exportMegatronArguments(const Plan &plan);
+
+} // namespace bm::plan
+
+#endif // BM_PLAN_PLANOUTPUT_H

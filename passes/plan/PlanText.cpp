@@ -1,0 +1,185 @@
+//===- PlanText.cpp - the readable plan report (and --explain) ------------===//
+
+#include "passes/plan/PlanOutput.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <map>
+
+using namespace bm::plan;
+
+static constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+static std::string formatBytes(double bytes) {
+  if (bytes >= kGiB)
+    return llvm::formatv("{0:F2} GiB", bytes / kGiB).str();
+  if (bytes >= 1024.0 * 1024.0)
+    return llvm::formatv("{0:F1} MiB", bytes / (1024.0 * 1024.0)).str();
+  if (bytes >= 1024.0)
+    return llvm::formatv("{0:F1} KiB", bytes / 1024.0).str();
+  return llvm::formatv("{0:F0} B", bytes).str();
+}
+
+static std::string formatSeconds(double seconds) {
+  if (seconds >= 1)
+    return llvm::formatv("{0:F3} s", seconds).str();
+  return llvm::formatv("{0:F2} ms", seconds * 1e3).str();
+}
+
+static std::string share(double part, double total) {
+  return llvm::formatv("{0,5:F1}%", total > 0 ? 100 * part / total : 0).str();
+}
+
+static std::string scheduleText(const ParallelConfig &c) {
+  if (c.pp == 1)
+    return "no pipeline";
+  std::string text = bm::cost::toString(c.schedule);
+  if (c.schedule == PipelineSchedule::Interleaved)
+    text += llvm::formatv(" (v={0})", c.chunks).str();
+  return text;
+}
+
+static std::string tensorText(const TensorSharding &t) {
+  std::vector<std::string> dims;
+  for (const std::vector<std::string> &axes : t.dims)
+    dims.push_back("{" + llvm::join(axes, ",") + "}");
+  std::string text = "[" + llvm::join(dims, ", ") + "]";
+  if (!t.partialAxes.empty())
+    text += " partial{" + llvm::join(t.partialAxes, ",") + "}";
+  return text;
+}
+
+/// Layers per stage, run-length encoded: "12 x 4, 11 x 4".
+static std::string stagesText(const std::vector<int> &layers) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j < layers.size() && layers[j] == layers[i])
+      ++j;
+    parts.push_back(j - i == 1 ? std::to_string(layers[i])
+                               : llvm::formatv("{0} x {1}", layers[i], j - i)
+                                     .str());
+    i = j;
+  }
+  return llvm::join(parts, ", ");
+}
+
+void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
+                             bool explain) {
+  const ParallelConfig &c = plan.config;
+  os << llvm::formatv("plan for {0} on {1} GPUs of {2}\n", plan.modelName,
+                      plan.gpus, plan.clusterName);
+  os << llvm::formatv("  global batch {0} x {1} tokens, {2}, {3}\n",
+                      plan.globalBatch, plan.sequenceLength,
+                      bm::cost::toString(plan.precision),
+                      bm::cost::toString(plan.optimizer));
+  os << llvm::formatv("mesh        dp={0} x tp={1} x pp={2} (ranks: tp "
+                      "innermost, then dp, then pp)\n",
+                      c.dp, c.tp, c.pp);
+  if (c.ep > 1)
+    os << llvm::formatv("experts     ep={0}: each expert on dp/ep={1} "
+                        "replicas, tokens exchanged all-to-all\n",
+                        c.ep, c.dp / c.ep);
+  os << llvm::formatv("micro-batch {0} x {1} micro-batches, {2}, ZeRO "
+                      "stage {3}, recompute {4}\n",
+                      c.microBatch, c.numMicroBatches, scheduleText(c),
+                      c.zeroStage, toString(c.recompute));
+  os << llvm::formatv("fold        {0} layers -> {1} unique block{2}\n",
+                      plan.numLayers, plan.numBlockClasses,
+                      plan.numBlockClasses == 1 ? "" : "s");
+  os << "stages      layers per " << (c.chunks > 1 ? "virtual " : "")
+     << "stage: " << stagesText(plan.layersPerStage) << "\n";
+  os << "--fix       " << c.str() << "\n\n";
+
+  const TimeBreakdown &t = plan.time;
+  double total = t.total();
+  os << "step time   " << formatSeconds(plan.stepSeconds) << "\n";
+  os << "  compute             " << formatSeconds(t.compute) << "  "
+     << share(t.compute, total) << "\n";
+  os << "  comm (nvlink)       " << formatSeconds(t.nvlink) << "  "
+     << share(t.nvlink, total) << "\n";
+  os << "  comm (network)      " << formatSeconds(t.network) << "  "
+     << share(t.network, total) << "\n";
+  os << "  pipeline bubble     " << formatSeconds(t.bubble) << "  "
+     << share(t.bubble, total) << "\n";
+  os << llvm::formatv("throughput  {0:F0} tokens/s, MFU {1:F1}%, {2:F1} "
+                      "TFLOP/s per GPU (with recompute)\n\n",
+                      plan.tokensPerSecond, 100 * plan.mfu,
+                      plan.hardwareTflopsPerGpu);
+
+  const MemoryBreakdown &m = plan.memory;
+  os << llvm::formatv("memory per GPU (worst stage: {0})  {1} of {2}\n",
+                      m.stage, formatBytes(m.total()),
+                      formatBytes(plan.deviceMemoryBytes));
+  os << "  parameters          " << formatBytes(m.params) << "\n";
+  os << "  gradients           " << formatBytes(m.grads) << "\n";
+  os << "  optimizer state     " << formatBytes(m.optimizer) << "\n";
+  os << "  activations         " << formatBytes(m.activations) << "\n";
+  os << "  buffers, workspace  " << formatBytes(m.buffers) << "\n\n";
+
+  // Collectives, merged by kind, axis and phase.
+  std::map<std::tuple<std::string, std::string, std::string, std::string>,
+           std::tuple<int64_t, double, double>>
+      merged;
+  for (const CollectiveSummary &s : plan.collectives) {
+    auto &[count, bytes, seconds] =
+        merged[{s.axis, s.kind, s.phase, s.link}];
+    count += s.countPerStep;
+    bytes += s.bytes * s.countPerStep;
+    seconds += s.seconds;
+  }
+  os << "collectives per step (one model replica, all stages)\n";
+  for (const auto &[key, value] : merged) {
+    const auto &[axis, kind, phase, link] = key;
+    const auto &[count, bytes, seconds] = value;
+    os << llvm::formatv("  {0,-3} {1,-15} {2,-17} {3,7} calls {4,12} "
+                        "{5,-8} {6}\n",
+                        axis, kind, phase, count, formatBytes(bytes), link,
+                        formatSeconds(seconds));
+  }
+  if (merged.empty())
+    os << "  none\n";
+
+  if (!plan.alternatives.empty()) {
+    os << "\nalternatives\n";
+    for (const Alternative &a : plan.alternatives)
+      os << llvm::formatv("  {0,-62} {1}: {2}\n", a.config.str(),
+                          a.fits ? formatSeconds(a.stepSeconds)
+                                 : formatBytes(a.memoryBytes),
+                          a.reason);
+  }
+  if (!explain)
+    return;
+
+  os << llvm::formatv("\nsearch      {0} configurations scored, {1} block "
+                      "searches (one per unique block, tp degree and "
+                      "micro-batch size)\n",
+                      plan.configurationsEvaluated, plan.blockSearches);
+  for (const BlockSharding &block : plan.blocks) {
+    os << llvm::formatv("\n{0} ({1} instance{2})\n", block.name,
+                        block.numInstances,
+                        block.numInstances == 1 ? "" : "s");
+    for (const OpSharding &op : block.ops) {
+      std::vector<std::string> axes;
+      for (const auto &[factor, axis] : op.factorAxes)
+        axes.push_back(factor + "->" + axis);
+      std::vector<std::string> operands, results;
+      for (const TensorSharding &s : op.operands)
+        operands.push_back(tensorText(s));
+      for (const TensorSharding &s : op.results)
+        results.push_back(tensorText(s));
+      os << llvm::formatv("  {0,-34} {1,-14} {2}\n", op.label, op.opName,
+                          op.rule);
+      os << llvm::formatv("  {0,-34} {1,-14} ({2}) -> ({3})\n", "",
+                          llvm::join(axes, " "), llvm::join(operands, ", "),
+                          llvm::join(results, ", "));
+    }
+  }
+  os << "\ncollectives in detail\n";
+  for (const CollectiveSummary &s : plan.collectives)
+    os << llvm::formatv("  {0,-3} {1,-15} {2,-16} {3,-40} {4,10} x {5,-7} "
+                        "{6}\n",
+                        s.axis, s.kind, s.phase, s.where, formatBytes(s.bytes),
+                        s.countPerStep, formatSeconds(s.seconds));
+}

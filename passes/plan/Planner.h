@@ -1,0 +1,175 @@
+//===- Planner.h - the search's internal state (not installed) --*- C++ -*-===//
+//
+// Shared by Search.cpp (enumeration, branch and bound, errors), StepCost.cpp
+// (time and memory of one configuration) and PlanAssembly.cpp (the Plan the
+// user sees). Not part of the library's interface: use Search.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BM_PLAN_PLANNER_H
+#define BM_PLAN_PLANNER_H
+
+#include "compiler/cost/CostModel.h"
+#include "passes/plan/GraphAnalysis.h"
+#include "passes/plan/IntraOpSearch.h"
+#include "passes/plan/PipelinePartition.h"
+#include "passes/plan/Plan.h"
+#include "passes/plan/TrainingConfig.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+namespace bm::plan::detail {
+
+inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
+/// The search proves the best plan optimal, and the runner-ups within this
+/// factor of it (branch and bound prunes the rest).
+inline constexpr double kAlternativeSlack = 1.25;
+
+/// Packs non-negative integers into one 64-bit key; each field gets the
+/// given number of bits (the sum must be <= 64) and must fit in them.
+struct KeyField {
+  int value;
+  unsigned bits;
+};
+inline uint64_t packKey(std::initializer_list<KeyField> fields) {
+  uint64_t key = 0;
+  for (const KeyField &field : fields)
+    key = (key << field.bits) |
+          (static_cast<uint64_t>(field.value) & ((1ULL << field.bits) - 1));
+  return key;
+}
+
+struct PartitionEntry;
+
+struct Evaluation {
+  ParallelConfig config;
+  double step = kInfinity;
+  TimeBreakdown time;
+  MemoryBreakdown memory;
+  bool fits = false;
+  /// Set when the stages were rebalanced for memory (not the cached,
+  /// time-balanced partition).
+  std::shared_ptr<const PartitionEntry> ownPartition;
+};
+
+/// Stages as the devices see them: for the interleaved schedule a device
+/// runs chunks k, k + pp, ...; consecutive identical devices are grouped.
+struct DeviceGroup {
+  int firstDevice = 0;
+  int numDevices = 1;
+  StageStats stats;
+};
+
+struct PartitionEntry {
+  std::vector<StageGroup> stages; // virtual stages
+  std::vector<DeviceGroup> devices;
+  double boundaryBytes = 0;       // activations crossing a stage boundary
+  double layerParams = 0;         // parameters per GPU of one layer
+};
+
+/// Orders evaluations: faster first; equal times (to rounding) prefer less
+/// memory, so ties never depend on the enumeration order alone.
+inline bool better(const Evaluation &a, const Evaluation &b) {
+  if (!std::isfinite(a.step) || !std::isfinite(b.step))
+    return a.step < b.step;
+  double scale = std::max(a.step, b.step);
+  if (std::abs(a.step - b.step) > 1e-9 * scale)
+    return a.step < b.step;
+  return a.memory.total() < b.memory.total() - 1;
+}
+
+class Planner {
+public:
+  Planner(const ModelGraph &graph, const cost::Cluster &cluster,
+          const TrainingConfig &config)
+      : graph_(graph), cluster_(cluster), config_(config), analysis_(graph, config.fold),
+        model_(cluster, config.precision),
+        segments_(analysis_.segments()) {
+    globalBatch_ = config.globalBatch > 0 ? config.globalBatch : config.gpus;
+    std::vector<int> layerSegments = analysis_.layerSegments();
+    for (int segment : layerSegments) {
+      if (!layerRuns_.empty() && layerRuns_.back().first == segment)
+        ++layerRuns_.back().second;
+      else
+        layerRuns_.push_back({segment, 1});
+    }
+    for (size_t s = 0; s < segments_.size(); ++s) {
+      if (segments_[s].kind == SegmentKind::Prologue)
+        prologue_ = static_cast<int>(s);
+      if (segments_[s].kind == SegmentKind::Epilogue)
+        epilogue_ = static_cast<int>(s);
+      if (segments_[s].kind == SegmentKind::Layer && firstLayerSegment_ < 0)
+        firstLayerSegment_ = static_cast<int>(s);
+    }
+  }
+
+  llvm::Error validate() const;
+  /// Enumerates the configurations that --fix allows.
+  void run();
+  /// The best plan, or why there is none; `suggest` adds what would fit.
+  llvm::Expected<Plan> result(bool suggest);
+
+private:
+  const SegmentSolution &solution(int segment, int tp, int microBatch);
+  StageStats itemStats(int segment, int tp, int microBatch,
+                       Recompute recompute);
+  const PartitionEntry &partition(int tp, int microBatch, int pp, int chunks,
+                                  Recompute recompute);
+  /// Seconds of all items (prologue, layers, epilogue) for one micro-batch.
+  double workPerMicroBatch(int tp, int microBatch, Recompute recompute);
+  std::vector<ItemRun> itemRuns(int tp, int microBatch, Recompute recompute);
+  Evaluation evaluate(const ParallelConfig &config);
+  /// Time and memory of `config` with the stages of `entry`.
+  Evaluation score(const ParallelConfig &config, const PartitionEntry &entry);
+  std::shared_ptr<const PartitionEntry>
+  memoryBalancedPartition(const ParallelConfig &config,
+                          const PartitionEntry &entry);
+  /// Model-state bytes per GPU of a stage's parameters under `config`.
+  cost::ModelStateBytes modelState(const StageStats &stats,
+                                   const ParallelConfig &config) const;
+  /// Seconds per step to synchronise `params` parameters' gradients (and,
+  /// with ZeRO, the parameters) over `group`.
+  double gradientSync(double params, const ParallelConfig &config,
+                      const cost::CommGroup &group) const;
+  void consider(const Evaluation &evaluation);
+  Plan buildPlan(const Evaluation &chosen);
+  double boundaryBytes(int tp, int microBatch);
+  std::string suggestion() const;
+
+  const ModelGraph &graph_;
+  const cost::Cluster &cluster_;
+  const TrainingConfig &config_;
+  GraphAnalysis analysis_;
+  cost::CostModel model_;
+  std::vector<Segment> segments_;
+  std::vector<std::pair<int, int64_t>> layerRuns_;
+  int prologue_ = -1, epilogue_ = -1, firstLayerSegment_ = -1;
+  int64_t globalBatch_ = 0;
+
+  // Caches, keyed by packKey of their arguments.
+  std::unordered_map<uint64_t, SegmentSolution> solutions_;
+  std::unordered_map<uint64_t, PartitionEntry> partitions_;
+  std::unordered_map<uint64_t, double> work_;
+
+  int64_t evaluated_ = 0;
+  bool haveBest_ = false;
+  Evaluation best_;
+  Evaluation fastestOutOfMemory_;
+  Evaluation smallestMemory_;
+  std::map<std::tuple<int, int, int>, Evaluation> bestPerMesh_;
+};
+
+} // namespace bm::plan::detail
+
+#endif // BM_PLAN_PLANNER_H

@@ -1,0 +1,349 @@
+//===- Search.cpp - the planner's search ----------------------------------===//
+//
+// Enumerates the configurations --fix allows (meshes, micro-batches,
+// recomputation, schedules, ZeRO stages) best-first by a lower bound on their
+// step time, scores them (StepCost.cpp), keeps the best that fits, and turns
+// user errors into one-line llvm::Errors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/plan/Search.h"
+
+#include "passes/plan/Planner.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+using namespace bm;
+using namespace bm::plan;
+using namespace bm::plan::detail;
+using cost::CollectiveKind;
+
+static llvm::Error planError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// Micro-batches beyond this bring no GEMM efficiency (M = mb x seq is
+/// already in the thousands) and only cost memory.
+static constexpr int kLargestMicroBatch = 32;
+
+static std::vector<int> divisors(int64_t n, int64_t limit) {
+  std::vector<int> result;
+  for (int64_t d = 1; d <= n && d <= limit; ++d)
+    if (n % d == 0)
+      result.push_back(static_cast<int>(d));
+  return result;
+}
+
+llvm::Error Planner::validate() const {
+  const int gpus = config_.gpus;
+  const int perNode = cluster_.gpusPerNode;
+  if (gpus <= 0)
+    return planError("--gpus must be at least 1, got " + llvm::Twine(gpus));
+  if (gpus > perNode && gpus % perNode != 0)
+    return planError(llvm::formatv(
+        "--gpus {0} cannot be laid out on {1} nodes of {2} GPUs: use a "
+        "multiple of {2}, or at most {2}",
+        gpus, cluster_.name, perNode));
+  if (cluster_.maxNodes > 0 &&
+      gpus > static_cast<int64_t>(cluster_.maxNodes) * perNode)
+    return planError(llvm::formatv(
+        "--gpus {0} exceeds cluster {1}: {2} nodes of {3} GPUs", gpus,
+        cluster_.name, cluster_.maxNodes, perNode));
+  if (config_.globalBatch < 0)
+    return planError("--global-batch must be positive");
+  const FixedChoices &fixed = config_.fixed;
+  int64_t product = 1;
+  std::string named;
+  for (auto [key, value] : {std::pair{"dp", fixed.dp}, std::pair{"tp", fixed.tp},
+                            std::pair{"pp", fixed.pp}})
+    if (value) {
+      product *= *value;
+      named += (named.empty() ? "" : ",") + std::string(key) + "=" +
+               std::to_string(*value);
+    }
+  if (fixed.dp && fixed.tp && fixed.pp && product != gpus)
+    return planError(llvm::formatv("--fix {0} uses {1} GPUs, but --gpus is {2}",
+                                    named, product, gpus));
+  if (gpus % product != 0)
+    return planError(llvm::formatv("--fix {0} does not divide --gpus {1}",
+                                   named, gpus));
+  int layers = std::max(graph_.numLayers(), 1);
+  if (fixed.pp && *fixed.pp > layers)
+    return planError(llvm::formatv(
+        "--fix pp={0} exceeds the model's {1} layers", *fixed.pp, layers));
+  std::optional<int> dp = fixed.dp;
+  if (!dp && fixed.tp && fixed.pp)
+    dp = gpus / (*fixed.tp * *fixed.pp);
+  if (dp && globalBatch_ % *dp != 0)
+    return planError(llvm::formatv(
+        "--global-batch {0} is not divisible by dp={1}", globalBatch_, *dp));
+  if (dp && fixed.microBatch && globalBatch_ % (*dp * *fixed.microBatch) != 0)
+    return planError(llvm::formatv(
+        "--global-batch {0} is not divisible by dp x mb = {1} x {2}",
+        globalBatch_, *dp, *fixed.microBatch));
+  if (fixed.ep && *fixed.ep > 1 && !analysis_.hasExperts())
+    return planError(llvm::formatv(
+        "--fix ep={0} needs a mixture-of-experts model (no op of this one "
+        "has an expert factor)",
+        *fixed.ep));
+  if (fixed.ep && analysis_.hasExperts() &&
+      analysis_.numExperts() % *fixed.ep != 0)
+    return planError(llvm::formatv(
+        "--fix ep={0} does not divide the {1} experts", *fixed.ep,
+        analysis_.numExperts()));
+  if (fixed.schedule && *fixed.schedule == PipelineSchedule::Interleaved &&
+      fixed.chunks && *fixed.chunks < 2)
+    return planError("--fix schedule=interleaved needs v >= 2");
+  return llvm::Error::success();
+}
+
+void Planner::consider(const Evaluation &e) {
+  if (smallestMemory_.step == kInfinity ||
+      e.memory.total() < smallestMemory_.memory.total())
+    smallestMemory_ = e;
+  if (!e.fits) {
+    if (better(e, fastestOutOfMemory_))
+      fastestOutOfMemory_ = e;
+    return;
+  }
+  auto mesh = std::make_tuple(e.config.dp, e.config.tp, e.config.pp);
+  auto it = bestPerMesh_.find(mesh);
+  if (it == bestPerMesh_.end() || better(e, it->second))
+    bestPerMesh_[mesh] = e;
+  if (!haveBest_ || better(e, best_)) {
+    best_ = e;
+    haveBest_ = true;
+  }
+}
+
+void Planner::run() {
+  const FixedChoices &fixed = config_.fixed;
+  const int gpus = config_.gpus;
+  const int layers = graph_.numLayers();
+
+  // 1. Every (mesh, micro-batch, recomputation) with a lower bound on its
+  // step time: no stage can be faster than an even share of the work.
+  struct Combo {
+    double lowerBound;
+    int tp, pp, dp, ep, mb, m;
+    Recompute recompute;
+  };
+  std::vector<Combo> combos;
+  // Tensor groups larger than a node are searched too (the cost model prices
+  // their network all-reduces), up to two nodes.
+  std::vector<int> tpOptions =
+      fixed.tp ? std::vector<int>{*fixed.tp}
+               : divisors(gpus, std::max(2 * cluster_.gpusPerNode, 1));
+  for (int tp : tpOptions) {
+    if (gpus % tp)
+      continue;
+    std::vector<int> ppOptions =
+        fixed.pp ? std::vector<int>{*fixed.pp}
+                 : divisors(gpus / tp, std::max(layers, 1));
+    for (int pp : ppOptions) {
+      if ((gpus / tp) % pp)
+        continue;
+      const int dp = gpus / (tp * pp);
+      if ((fixed.dp && *fixed.dp != dp) || globalBatch_ % dp)
+        continue;
+      const int64_t perReplica = globalBatch_ / dp;
+      // Every ZeRO stage moves at least the stage's gradients and weights
+      // once over dp (an all-reduce's worth), and the slowest stage holds at
+      // least an even share of the parameters.
+      const cost::ModelStateBytes perParam =
+          cost::modelStateBytesPerParam(config_.precision, config_.optimizer);
+      double shareOfParams =
+          static_cast<double>(analysis_.numParameters()) / (tp * pp);
+      // (Expert weights sync over fewer ranks: no bound with experts.)
+      double syncLowerBound =
+          analysis_.hasExperts()
+              ? 0
+              : model_.collectiveTime(CollectiveKind::AllReduce,
+                                      shareOfParams * perParam.grads,
+                                      cost::placeMesh(cluster_, dp, tp, pp).dp);
+      // Expert parallelism: a divisor of dp that divides the expert count.
+      std::vector<int> epOptions;
+      for (int ep : divisors(dp, dp))
+        if ((fixed.ep ? ep == *fixed.ep : true) &&
+            (ep == 1 || (analysis_.hasExperts() &&
+                         analysis_.numExperts() % ep == 0)))
+          epOptions.push_back(ep);
+      std::vector<int> mbOptions =
+          fixed.microBatch ? std::vector<int>{*fixed.microBatch}
+                           : divisors(perReplica, kLargestMicroBatch);
+      for (int mb : mbOptions) {
+        if (perReplica % mb)
+          continue;
+        const int m = static_cast<int>(perReplica / mb);
+        for (Recompute recompute :
+             {Recompute::None, Recompute::Selective, Recompute::Full}) {
+          if (fixed.recompute && *fixed.recompute != recompute)
+            continue;
+          // Pipeline: m T + (sum of stage loads - T) / v is smallest for an
+          // even split T = W / pp, with the most chunks allowed.
+          int chunks = 1;
+          for (int v : {2, 3, 4, 6, 8})
+            if (pp > 1 && layers % (pp * v) == 0 && m % pp == 0)
+              chunks = v;
+          double work = workPerMicroBatch(tp, mb, recompute);
+          double bound = m * work / pp + (work - work / pp) / chunks +
+                         syncLowerBound;
+          for (int ep : epOptions)
+            combos.push_back({bound, tp, pp, dp, ep, mb, m, recompute});
+        }
+      }
+    }
+  }
+  // 2. Best first: once the bound exceeds the best plan by more than the
+  // slack, nothing later can win (branch and bound, exact for the best
+  // plan; runner-ups within the slack are exact too).
+  std::stable_sort(combos.begin(), combos.end(),
+                   [](const Combo &a, const Combo &b) {
+                     return a.lowerBound < b.lowerBound;
+                   });
+  // Dominance: more recomputation and a higher ZeRO stage (from 1 on) only
+  // add time, so once a variant fits, its heavier forms are skipped.
+  std::unordered_set<uint64_t> fitting;
+  for (const Combo &c : combos) {
+    if (haveBest_ && c.lowerBound > best_.step * kAlternativeSlack)
+      break;
+    std::vector<std::pair<PipelineSchedule, int>> schedules;
+    if (c.pp == 1) {
+      schedules.push_back({PipelineSchedule::None, 1});
+    } else {
+      schedules.push_back({PipelineSchedule::OneFOneB, 1});
+      // GPipe has 1F1B's bubble and holds more activations (Narayanan et
+      // al. 2021, section 2.2.1): it never wins, so it is scored only when
+      // asked for.
+      if (fixed.schedule == PipelineSchedule::GPipe)
+        schedules.push_back({PipelineSchedule::GPipe, 1});
+      // Megatron's interleaving needs the layers to split evenly into
+      // pp * v chunks and m to be a multiple of pp.
+      for (int v : {2, 3, 4, 6, 8})
+        if (layers % (c.pp * v) == 0 && c.m % c.pp == 0)
+          schedules.push_back({PipelineSchedule::Interleaved, v});
+    }
+    for (auto [schedule, chunks] : schedules) {
+      if (fixed.schedule && *fixed.schedule != schedule)
+        continue;
+      if (fixed.chunks && *fixed.chunks != chunks)
+        continue;
+      // ZeRO-3 first: it needs the least memory, so when it does not fit,
+      // no lower stage does either. Then 0, 1, 2; once a stage >= 1 fits,
+      // the higher ones are only slower.
+      bool lowerZeroFits = false, leanestFails = false;
+      for (int zero : {3, 0, 1, 2}) {
+        if (fixed.zeroStage && *fixed.zeroStage != zero)
+          continue;
+        if (zero > 0 && c.dp == 1)
+          continue; // nothing to shard over
+        uint64_t variant = packKey({{c.tp, 10},
+                                    {c.pp, 16},
+                                    {c.ep, 16},
+                                    {c.mb, 10},
+                                    {static_cast<int>(schedule), 2},
+                                    {chunks, 6},
+                                    {zero, 2}});
+        if (fitting.count(variant) || leanestFails ||
+            (lowerZeroFits && zero == 2))
+          continue;
+        ParallelConfig config;
+        config.dp = c.dp;
+        config.ep = c.ep;
+        config.tp = c.tp;
+        config.pp = c.pp;
+        config.microBatch = c.mb;
+        config.numMicroBatches = c.m;
+        config.zeroStage = zero;
+        config.recompute = c.recompute;
+        config.schedule = schedule;
+        config.chunks = chunks;
+        Evaluation e = evaluate(config);
+        if (e.fits)
+          fitting.insert(variant);
+        if (zero == 3 && !e.fits && !fixed.zeroStage)
+          leanestFails = true;
+        if (zero == 1 && e.fits)
+          lowerZeroFits = true;
+        consider(e);
+      }
+    }
+  }
+}
+
+std::string Planner::suggestion() const {
+  if (config_.gpus <= 0)
+    return "";
+  for (int factor : {2, 4, 8, 16}) {
+    TrainingConfig bigger = config_;
+    bigger.gpus = config_.gpus * factor;
+    bigger.fixed.dp.reset();
+    bigger.numAlternatives = 0;
+    Planner planner(graph_, cluster_, bigger);
+    if (planner.validate())
+      continue;
+    planner.run();
+    if (planner.haveBest_)
+      return llvm::formatv("use >= {0} GPUs or a smaller --global-batch",
+                           bigger.gpus)
+          .str();
+  }
+  return llvm::formatv("it does not fit on {0} GPUs either; use a device "
+                       "with more memory",
+                       config_.gpus * 16)
+      .str();
+}
+
+llvm::Expected<Plan> Planner::result(bool suggest) {
+  if (evaluated_ == 0)
+    return planError(llvm::formatv(
+        "no configuration of {0} GPUs{1} divides --global-batch {2} into "
+        "micro-batches: use a global batch that is a multiple of the "
+        "data-parallel degree",
+        config_.gpus,
+        config_.fixed.empty() ? ""
+                              : " with --fix " +
+                                    formatFixedChoices(config_.fixed),
+        globalBatch_));
+  if (!haveBest_) {
+    const MemoryBreakdown &need = smallestMemory_.memory;
+    std::string message = llvm::formatv(
+        "no plan fits in memory: the smallest needs {0:F1} GiB per GPU "
+        "({1}, stage {2}), the device has {3:F0} GiB",
+        need.total() / kGiB, smallestMemory_.config.str(), need.stage,
+        cluster_.memoryBytes / kGiB);
+    if (suggest)
+      message += ": " + suggestion();
+    return planError(message);
+  }
+  return buildPlan(best_);
+}
+
+llvm::Expected<Plan> bm::plan::searchPlan(const ModelGraph &graph,
+                                          const cost::Cluster &cluster,
+                                          const TrainingConfig &config) {
+  Planner planner(graph, cluster, config);
+  if (llvm::Error error = planner.validate())
+    return std::move(error);
+  planner.run();
+  return planner.result(/*suggest=*/true);
+}
+
+llvm::Expected<Plan> bm::plan::evaluateConfiguration(
+    const ModelGraph &graph, const cost::Cluster &cluster,
+    const TrainingConfig &config) {
+  const FixedChoices &fixed = config.fixed;
+  if (int{fixed.dp.has_value()} + fixed.tp.has_value() +
+          fixed.pp.has_value() <
+      2)
+    return planError("--fix must give the mesh (dp, tp and pp, or two of "
+                     "them) to evaluate a configuration");
+  Planner planner(graph, cluster, config);
+  if (llvm::Error error = planner.validate())
+    return std::move(error);
+  planner.run();
+  return planner.result(/*suggest=*/true);
+}

@@ -1,0 +1,406 @@
+//===- StepCost.cpp - time and memory of one configuration ----------------===//
+//
+// Scores a configuration: per-op shardings of each segment (cached per tp
+// degree and micro-batch), layers balanced over stages (cached), then the
+// step time and the memory of every stage group with the cost model.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/plan/Planner.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace bm;
+using namespace bm::plan;
+using namespace bm::plan::detail;
+using cost::CollectiveKind;
+using cost::CommGroup;
+using cost::MeshPlacement;
+
+const SegmentSolution &Planner::solution(int segment, int tp, int microBatch) {
+  uint64_t key = packKey({{segment, 32}, {tp, 16}, {microBatch, 16}});
+  auto it = solutions_.find(key);
+  if (it != solutions_.end())
+    return it->second;
+  CommGroup group = cost::placeMesh(cluster_, 1, tp, 1).tp;
+  return solutions_
+      .emplace(key, solveSegment(analysis_, segments_[segment], model_, group,
+                                 microBatch))
+      .first->second;
+}
+
+StageStats Planner::itemStats(int segment, int tp, int microBatch,
+                              Recompute recompute) {
+  const SegmentSolution &s = solution(segment, tp, microBatch);
+  StageStats stats;
+  stats.compute = s.forwardCompute + s.backwardCompute;
+  stats.comm = s.forwardComm + s.backwardComm;
+  stats.stepComm = s.stepComm;
+  stats.params = s.paramsPerGpu;
+  stats.expertParams = s.expertParamsPerGpu;
+  stats.exchangeBytes = s.expertExchangeBytes;
+  stats.exchanges = s.expertExchanges;
+  stats.stored = s.storedBytes;
+  bool isLayer = segments_[segment].kind == SegmentKind::Layer;
+  stats.layers = isLayer ? 1 : 0;
+  if (!isLayer || recompute == Recompute::None)
+    return stats;
+  if (recompute == Recompute::Selective) {
+    // Korthikanti et al. 2022, section 5: keep everything but the attention
+    // core, recompute the core in backward.
+    stats.stored = s.storedBytesSelective;
+    stats.compute += s.attentionCoreCompute;
+    stats.comm += s.attentionCoreComm;
+    stats.workingSet = s.storedBytes - s.storedBytesSelective;
+    return stats;
+  }
+  // Full: keep each layer's input, rerun its forward before its backward
+  // (Chen et al. 2016, "Training deep nets with sublinear memory cost").
+  stats.stored = s.inputBytes;
+  stats.compute += s.forwardCompute;
+  stats.comm += s.forwardComm;
+  stats.workingSet = s.storedBytes;
+  return stats;
+}
+
+const PartitionEntry &Planner::partition(int tp, int microBatch, int pp,
+                                         int chunks, Recompute recompute) {
+  uint64_t key = packKey({{tp, 16},
+                          {microBatch, 16},
+                          {pp, 24},
+                          {chunks, 6},
+                          {static_cast<int>(recompute), 2}});
+  auto it = partitions_.find(key);
+  if (it != partitions_.end())
+    return it->second;
+  std::vector<ItemRun> runs = itemRuns(tp, microBatch, recompute);
+  PartitionEntry entry;
+  entry.stages = partitionStages(runs, pp * chunks);
+  entry.boundaryBytes = boundaryBytes(tp, microBatch);
+  if (firstLayerSegment_ >= 0)
+    entry.layerParams =
+        solution(firstLayerSegment_, tp, microBatch).paramsPerGpu;
+  if (chunks == 1) {
+    int device = 0;
+    for (const StageGroup &group : entry.stages) {
+      entry.devices.push_back({device, group.numStages, group.stats});
+      device += group.numStages;
+    }
+  } else {
+    std::vector<StageStats> virtualStages = expandStages(entry.stages);
+    for (int device = 0; device < pp; ++device) {
+      StageStats stats;
+      for (int chunk = 0; chunk < chunks; ++chunk)
+        stats += virtualStages[chunk * pp + device];
+      DeviceGroup *last = entry.devices.empty() ? nullptr : &entry.devices.back();
+      if (last && last->stats.time() == stats.time() &&
+          last->stats.params == stats.params &&
+          last->stats.stored == stats.stored) {
+        ++last->numDevices;
+        continue;
+      }
+      entry.devices.push_back({device, 1, stats});
+    }
+  }
+  return partitions_.emplace(key, std::move(entry)).first->second;
+}
+
+std::vector<ItemRun> Planner::itemRuns(int tp, int microBatch,
+                                       Recompute recompute) {
+  std::vector<ItemRun> runs;
+  if (prologue_ >= 0)
+    runs.push_back({itemStats(prologue_, tp, microBatch, recompute), 1});
+  for (auto [segment, count] : layerRuns_)
+    runs.push_back({itemStats(segment, tp, microBatch, recompute), count});
+  if (epilogue_ >= 0)
+    runs.push_back({itemStats(epilogue_, tp, microBatch, recompute), 1});
+  return runs;
+}
+
+double Planner::workPerMicroBatch(int tp, int microBatch,
+                                  Recompute recompute) {
+  uint64_t key = packKey(
+      {{tp, 16}, {microBatch, 16}, {static_cast<int>(recompute), 2}});
+  auto it = work_.find(key);
+  if (it != work_.end())
+    return it->second;
+  double total = 0;
+  if (prologue_ >= 0)
+    total += itemStats(prologue_, tp, microBatch, recompute).time();
+  for (auto [segment, count] : layerRuns_)
+    total += count * itemStats(segment, tp, microBatch, recompute).time();
+  if (epilogue_ >= 0)
+    total += itemStats(epilogue_, tp, microBatch, recompute).time();
+  return work_[key] = total;
+}
+
+double Planner::boundaryBytes(int tp, int microBatch) {
+  if (firstLayerSegment_ < 0)
+    return 0;
+  return solution(firstLayerSegment_, tp, microBatch).outputBytes;
+}
+
+Evaluation Planner::evaluate(const ParallelConfig &config) {
+  ++evaluated_;
+  const PartitionEntry &entry = partition(config.tp, config.microBatch,
+                                          config.pp, config.chunks,
+                                          config.recompute);
+  Evaluation e = score(config, entry);
+  if (e.fits || config.pp == 1 || config.chunks != 1)
+    return e;
+  // Rebalancing for memory only slows a configuration down: skip it when
+  // even the time-balanced one cannot come near the best plan.
+  if (haveBest_ && e.step > best_.step * kAlternativeSlack)
+    return e;
+  // The time-balanced stages do not fit: give the stages that hold more
+  // micro-batches in flight fewer layers, if that fits.
+  if (std::shared_ptr<const PartitionEntry> rebalanced =
+          memoryBalancedPartition(config, entry)) {
+    Evaluation balanced = score(config, *rebalanced);
+    if (balanced.fits) {
+      balanced.ownPartition = rebalanced;
+      return balanced;
+    }
+  }
+  return e;
+}
+
+// Dense parameters are replicated over dp (ZeRO shards them over dp);
+// expert parameters are split over ep and replicated over the other dp / ep
+// ranks (Rajbhandari et al. 2022, "DeepSpeed-MoE", section 5.1).
+cost::ModelStateBytes Planner::modelState(const StageStats &stats,
+                                          const ParallelConfig &config) const {
+  const int ep = std::max(config.ep, 1);
+  cost::ModelStateBytes dense = cost::modelStateMemory(
+      stats.params - stats.expertParams, config_.precision, config_.optimizer,
+      config.zeroStage, config.dp);
+  cost::ModelStateBytes experts = cost::modelStateMemory(
+      stats.expertParams / ep, config_.precision, config_.optimizer,
+      config.zeroStage, std::max(config.dp / ep, 1));
+  dense.params += experts.params;
+  dense.grads += experts.grads;
+  dense.optimizer += experts.optimizer;
+  return dense;
+}
+
+double Planner::gradientSync(double params, const ParallelConfig &config,
+                             const CommGroup &group) const {
+  const cost::ModelStateBytes perParam =
+      cost::modelStateBytesPerParam(config_.precision, config_.optimizer);
+  const int m = config.numMicroBatches;
+  switch (config.zeroStage) {
+  case 0:
+    return model_.collectiveTime(CollectiveKind::AllReduce,
+                                 params * perParam.grads, group);
+  case 1:
+    // Megatron's distributed optimizer: reduce-scatter the accumulated
+    // gradients, update a shard, all-gather the parameters (Megatron-LM
+    // docs/distrib_optimizer.md).
+    return model_.collectiveTime(CollectiveKind::ReduceScatter,
+                                 params * perParam.grads, group) +
+           model_.collectiveTime(CollectiveKind::AllGather,
+                                 params * perParam.params, group);
+  case 2:
+    // Partitioned gradients cannot accumulate whole: every micro-batch's
+    // backward reduce-scatters them (Rajbhandari et al. 2020, section 5.2).
+    return m * model_.collectiveTime(CollectiveKind::ReduceScatter,
+                                     params * perParam.grads, group) +
+           model_.collectiveTime(CollectiveKind::AllGather,
+                                 params * perParam.params, group);
+  default:
+    return 0; // ZeRO-3 communicates per micro-batch (see score)
+  }
+}
+
+std::shared_ptr<const PartitionEntry>
+Planner::memoryBalancedPartition(const ParallelConfig &config,
+                                 const PartitionEntry &entry) {
+  const int pp = config.pp;
+  std::vector<ItemRun> runs = itemRuns(config.tp, config.microBatch,
+                                       config.recompute);
+  // Memory of a stage = fixed part + layers x per-layer part; the layer
+  // part is that of the largest layer (exact for one block class).
+  StageStats layer;
+  for (const ItemRun &run : runs)
+    if (run.each.layers > 0 && run.each.stored + run.each.params >
+                                   layer.stored + layer.params)
+      layer = run.each;
+  if (layer.layers == 0)
+    return nullptr;
+  cost::ModelStateBytes layerState = modelState(layer, config);
+  std::vector<int64_t> maxLayers(pp, 0);
+  for (int stage = 0; stage < pp; ++stage) {
+    double inFlight = cost::inFlightMicroBatches(
+        config.schedule, pp, config.numMicroBatches, 1, stage);
+    double fixed = cluster_.reservedMemoryBytes + 2 * entry.boundaryBytes +
+                   layer.workingSet;
+    if (config.zeroStage >= 3)
+      fixed += 2 * entry.layerParams *
+               cost::modelStateBytesPerParam(config_.precision,
+                                             config_.optimizer)
+                   .params;
+    auto addItem = [&](const StageStats &item) {
+      fixed += modelState(item, config).total() + inFlight * item.stored +
+               item.workingSet;
+    };
+    if (stage == 0 && prologue_ >= 0)
+      addItem(runs.front().each);
+    if (stage == pp - 1 && epilogue_ >= 0)
+      addItem(runs.back().each);
+    double perLayer = layerState.total() + inFlight * layer.stored;
+    double room = cluster_.memoryBytes - fixed;
+    maxLayers[stage] =
+        room <= 0 ? 0 : static_cast<int64_t>(std::floor(room / perLayer));
+  }
+  std::vector<StageGroup> stages = partitionStagesWithLimits(runs, maxLayers);
+  if (stages.empty())
+    return nullptr;
+  auto rebalanced = std::make_shared<PartitionEntry>();
+  rebalanced->boundaryBytes = entry.boundaryBytes;
+  rebalanced->layerParams = entry.layerParams;
+  int device = 0;
+  for (const StageGroup &group : stages) {
+    rebalanced->devices.push_back({device, group.numStages, group.stats});
+    device += group.numStages;
+  }
+  rebalanced->stages = std::move(stages);
+  return rebalanced;
+}
+
+Evaluation Planner::score(const ParallelConfig &config,
+                          const PartitionEntry &entry) {
+  const int dp = config.dp, tp = config.tp, pp = config.pp;
+  const int m = config.numMicroBatches, v = config.chunks;
+  const int ep = std::max(config.ep, 1);
+  const MeshPlacement placement = cost::placeMesh(cluster_, dp, tp, pp, ep);
+  const cost::ModelStateBytes perParam =
+      cost::modelStateBytesPerParam(config_.precision, config_.optimizer);
+  const bool pipelineOnNetwork = placement.pipelineCrossesNodes;
+  // Forward, backward, and the recomputed forward under full recompute.
+  const double passes = config.recompute == Recompute::Full ? 3 : 2;
+
+  // Point-to-point per micro-batch: activations forward, gradients back,
+  // once per chunk. Megatron sends 1/tp of the boundary and all-gathers it
+  // over NVLink (Narayanan et al. 2021, section 4.1, scatter/gather).
+  double p2pLink = 0, p2pGather = 0;
+  const double boundary = entry.boundaryBytes;
+  if (pp > 1) {
+    p2pLink = 2.0 * v * model_.sendRecvTime(boundary / tp, pipelineOnNetwork);
+    if (tp > 1)
+      p2pGather = 2.0 * v *
+                  model_.collectiveTime(CollectiveKind::AllGather, boundary,
+                                        placement.tp);
+  }
+  const double layerParams = entry.layerParams;
+
+  struct DeviceCost {
+    double load = 0, zero3 = 0, zero3Experts = 0, exchange = 0;
+  };
+  auto deviceCost = [&](const DeviceGroup &group) {
+    DeviceCost c;
+    const StageStats &stats = group.stats;
+    if (config.zeroStage >= 3) {
+      // ZeRO-3 gathers the parameters for forward, backward (and the
+      // recomputed forward) of every micro-batch and reduce-scatters the
+      // gradients (Rajbhandari et al. 2020, section 7.2.2).
+      auto perMicroBatch = [&](double params, const CommGroup &over) {
+        return passes * model_.collectiveTime(CollectiveKind::AllGather,
+                                              params * perParam.params,
+                                              over) +
+               model_.collectiveTime(CollectiveKind::ReduceScatter,
+                                     params * perParam.grads, over);
+      };
+      c.zero3 = perMicroBatch(stats.params - stats.expertParams, placement.dp);
+      c.zero3Experts =
+          perMicroBatch(stats.expertParams / ep, placement.expertDp);
+    }
+    if (ep > 1 && stats.exchanges > 0)
+      // Dispatch and combine: one all-to-all each way per pass (GShard,
+      // Lepikhin et al. 2021, section 2.2).
+      c.exchange = passes * stats.exchanges *
+                   model_.collectiveTime(CollectiveKind::AllToAll,
+                                         stats.exchangeBytes / stats.exchanges,
+                                         placement.ep);
+    c.load = stats.time() + p2pLink + p2pGather + c.zero3 + c.zero3Experts +
+             c.exchange;
+    return c;
+  };
+
+  Evaluation e;
+  e.config = config;
+  double slowest = -1, sumLoads = 0;
+  const DeviceGroup *critical = nullptr;
+  DeviceCost criticalCost;
+  for (const DeviceGroup &group : entry.devices) {
+    DeviceCost c = deviceCost(group);
+    sumLoads += c.load * group.numDevices;
+    if (c.load > slowest) {
+      slowest = c.load;
+      critical = &group;
+      criticalCost = c;
+    }
+  }
+  // Pipeline: m micro-batches at the slowest stage's pace plus the fill and
+  // drain of the others, divided by v for the interleaved schedule; for
+  // balanced stages this is (p-1)/(v m) of the ideal time (see
+  // cost::pipelineBubbleFraction).
+  double bubble = pp > 1 ? (sumLoads - slowest) / v : 0;
+  const CommGroup &dpGroup = placement.dp;
+  const double denseParams =
+      critical->stats.params - critical->stats.expertParams;
+  const double expertParams = critical->stats.expertParams / ep;
+  const double dpSync = gradientSync(denseParams, config, dpGroup);
+  const double expertSync =
+      expertParams > 0
+          ? gradientSync(expertParams, config, placement.expertDp)
+          : 0;
+  double updated = config.zeroStage >= 1
+                       ? denseParams / dp + expertParams / std::max(dp / ep, 1)
+                       : denseParams + expertParams;
+  double optimizerStep = model_.memoryTime(
+      updated *
+      cost::optimizerStepBytesPerParam(config_.precision, config_.optimizer));
+  e.step = m * slowest + bubble + dpSync + expertSync +
+           critical->stats.stepComm + optimizerStep;
+
+  auto addComm = [&](double seconds, bool network) {
+    (network ? e.time.network : e.time.nvlink) += seconds;
+  };
+  e.time.compute = m * critical->stats.compute + optimizerStep;
+  addComm(m * critical->stats.comm + critical->stats.stepComm,
+          placement.tp.crossesNodes);
+  addComm(m * p2pLink, pipelineOnNetwork);
+  addComm(m * p2pGather, placement.tp.crossesNodes);
+  addComm(dpSync + m * criticalCost.zero3, dpGroup.crossesNodes);
+  addComm(expertSync + m * criticalCost.zero3Experts,
+          placement.expertDp.crossesNodes);
+  addComm(m * criticalCost.exchange, placement.ep.crossesNodes);
+  e.time.bubble = bubble;
+
+  // Memory: the worst device. Within a group the first device holds the
+  // most micro-batches in flight.
+  double worst = -1;
+  for (const DeviceGroup &group : entry.devices) {
+    MemoryBreakdown mem;
+    mem.stage = group.firstDevice;
+    cost::ModelStateBytes state = modelState(group.stats, config);
+    mem.params = state.params;
+    mem.grads = state.grads;
+    mem.optimizer = state.optimizer;
+    double inFlight = cost::inFlightMicroBatches(config.schedule, pp, m, v,
+                                                 group.firstDevice);
+    mem.activations = inFlight * group.stats.stored + group.stats.workingSet;
+    mem.buffers = cluster_.reservedMemoryBytes;
+    if (pp > 1) // send and receive buffers
+      mem.buffers += 2 * boundary;
+    if (config.zeroStage >= 3) // one layer's gathered parameters, twice
+      mem.buffers += 2 * layerParams * perParam.params;
+    if (mem.total() > worst) {
+      worst = mem.total();
+      e.memory = mem;
+    }
+  }
+  e.fits = e.memory.total() <= cluster_.memoryBytes;
+  return e;
+}

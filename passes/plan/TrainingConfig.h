@@ -1,0 +1,65 @@
+//===- TrainingConfig.h - what the user asks the planner for ----*- C++ -*-===//
+
+#ifndef BM_PLAN_TRAININGCONFIG_H
+#define BM_PLAN_TRAININGCONFIG_H
+
+#include "compiler/cost/CostModel.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace bm::plan {
+
+using cost::Optimizer;
+using cost::PipelineSchedule;
+using cost::Precision;
+
+/// Activation recomputation: none; selective recomputes the attention core
+/// (the ops on sequence x sequence tensors, Korthikanti et al. 2022 section
+/// 5); full recomputes every layer from its input (Chen et al. 2016).
+enum class Recompute { None, Selective, Full };
+
+const char *toString(Recompute recompute);
+
+/// Choices the user pins with `--fix`; unset ones are searched.
+struct FixedChoices {
+  std::optional<int> dp, tp, pp, ep, microBatch, zeroStage, chunks;
+  std::optional<Recompute> recompute;
+  std::optional<PipelineSchedule> schedule;
+
+  bool empty() const {
+    return !dp && !tp && !pp && !ep && !microBatch && !zeroStage && !chunks &&
+           !recompute && !schedule;
+  }
+};
+
+/// Parses `dp=4,tp=8,pp=2,mb=1,zero=1,recompute=full,schedule=1f1b,v=2`.
+/// Keys: dp, ep (expert parallelism, divides dp), tp, pp, mb, zero (0-3),
+/// recompute (none|selective|full), schedule (gpipe|1f1b|interleaved), v
+/// (chunks per device, interleaved).
+llvm::Expected<FixedChoices> parseFixedChoices(llvm::StringRef text);
+
+/// Prints the choices back in the form parseFixedChoices reads.
+std::string formatFixedChoices(const FixedChoices &fixed);
+
+struct TrainingConfig {
+  int gpus = 0;
+  /// Samples per optimizer step; 0 means one per GPU.
+  int64_t globalBatch = 0;
+  Precision precision = Precision::Bf16Mixed;
+  Optimizer optimizer = Optimizer::Adam;
+  FixedChoices fixed;
+  /// Search each block class once (TAP-style folding). Off: every layer is
+  /// searched as its own class; the result must be the same.
+  bool fold = true;
+  /// How many runner-up plans to report.
+  int numAlternatives = 4;
+};
+
+} // namespace bm::plan
+
+#endif // BM_PLAN_TRAININGCONFIG_H

@@ -1,0 +1,61 @@
+//===- FixedChoicesTest.cpp - the --fix parser ----------------------------===//
+
+#include "passes/plan/TrainingConfig.h"
+
+#include "gtest/gtest.h"
+
+using namespace bm::plan;
+
+namespace {
+
+std::string errorOf(llvm::StringRef text) {
+  llvm::Expected<FixedChoices> fixed = parseFixedChoices(text);
+  if (fixed)
+    return "";
+  return llvm::toString(fixed.takeError());
+}
+
+TEST(FixedChoicesTest, ParsesEveryKey) {
+  FixedChoices f = llvm::cantFail(parseFixedChoices(
+      "dp=4,tp=8,pp=2,mb=1,zero=1,recompute=selective,schedule=interleaved,v=3"));
+  EXPECT_EQ(*f.dp, 4);
+  EXPECT_EQ(*f.tp, 8);
+  EXPECT_EQ(*f.pp, 2);
+  EXPECT_EQ(*f.microBatch, 1);
+  EXPECT_EQ(*f.zeroStage, 1);
+  EXPECT_EQ(*f.recompute, Recompute::Selective);
+  EXPECT_EQ(*f.schedule, PipelineSchedule::Interleaved);
+  EXPECT_EQ(*f.chunks, 3);
+  EXPECT_EQ(formatFixedChoices(f), "dp=4,tp=8,pp=2,mb=1,zero=1,recompute="
+                                   "selective,schedule=interleaved,v=3");
+}
+
+TEST(FixedChoicesTest, PartialFixLeavesTheRestOpen) {
+  FixedChoices f = llvm::cantFail(parseFixedChoices(" tp=8 , recompute=full"));
+  EXPECT_EQ(*f.tp, 8);
+  EXPECT_EQ(*f.recompute, Recompute::Full);
+  EXPECT_FALSE(f.dp.has_value());
+  EXPECT_FALSE(f.schedule.has_value());
+  EXPECT_FALSE(f.empty());
+}
+
+TEST(FixedChoicesTest, OneLineErrors) {
+  EXPECT_EQ(errorOf("tp=eight"),
+            "--fix: tp must be an integer in [1, 16777216], got 'eight'");
+  EXPECT_EQ(errorOf("zero=4"),
+            "--fix: zero must be an integer in [0, 3], got '4'");
+  EXPECT_EQ(errorOf("sp=2"), "--fix: unknown key 'sp' (keys: dp, ep, mb, pp, "
+                             "recompute, schedule, tp, v, zero)");
+  EXPECT_EQ(errorOf("dp=4,ep=3"), "--fix: ep=3 must divide dp=4");
+  EXPECT_EQ(errorOf("tp"), "--fix: expected key=value, got 'tp'");
+  EXPECT_EQ(errorOf("tp=2,tp=4"), "--fix: tp is given twice");
+  EXPECT_EQ(errorOf("recompute=some"),
+            "--fix: recompute must be none, selective or full, got 'some'");
+  EXPECT_EQ(errorOf("schedule=zb"),
+            "--fix: schedule must be gpipe, 1f1b or interleaved, got 'zb'");
+  EXPECT_EQ(errorOf("schedule=1f1b,v=2"),
+            "--fix: v=2 needs schedule=interleaved");
+  EXPECT_EQ(errorOf(""), "--fix: expected key=value[,key=value...], got ''");
+}
+
+} // namespace

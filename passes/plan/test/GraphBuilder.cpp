@@ -1,0 +1,522 @@
+//===- GraphBuilder.cpp - hand-built ModelGraphs for tests ----------------===//
+
+#include "passes/plan/test/GraphBuilder.h"
+
+#include <cmath>
+#include <numeric>
+
+using namespace bm;
+using namespace bm::plan;
+using namespace bm::plan::test;
+
+static int64_t product(const std::vector<int64_t> &shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1},
+                         std::multiplies<int64_t>());
+}
+
+GraphBuilder::GraphBuilder(std::string name) { graph_.name = std::move(name); }
+
+int GraphBuilder::addValue(const std::string &name, std::vector<int64_t> shape,
+                           int batchDim, int producer) {
+  ValueInfo v;
+  v.name = name;
+  v.shape = std::move(shape);
+  v.batchDim = batchDim;
+  v.producer = producer;
+  graph_.values.push_back(std::move(v));
+  return static_cast<int>(graph_.values.size()) - 1;
+}
+
+int GraphBuilder::input(const std::string &name, std::vector<int64_t> shape,
+                        bool isFloat, int batchDim) {
+  int v = addValue(name, std::move(shape), batchDim, -1);
+  graph_.values[v].kind = ValueKind::Input;
+  graph_.values[v].isFloat = isFloat;
+  graph_.values[v].elementBytes = isFloat ? 4 : 8;
+  return v;
+}
+
+int GraphBuilder::parameter(const std::string &name,
+                            std::vector<int64_t> shape) {
+  int v = addValue(name, std::move(shape), -1, -1);
+  graph_.values[v].kind = ValueKind::Parameter;
+  return v;
+}
+
+void GraphBuilder::beginLayer(int blockClass) {
+  currentLayer_ = graph_.numLayers();
+  graph_.layerClass.push_back(blockClass);
+}
+
+void GraphBuilder::endLayer() { currentLayer_ = -1; }
+
+int GraphBuilder::addOp(OpInfo op) {
+  op.layer = currentLayer_;
+  int index = static_cast<int>(graph_.ops.size());
+  for (int r : op.results)
+    graph_.values[r].producer = index;
+  int firstResult = op.results.empty() ? -1 : op.results[0];
+  graph_.ops.push_back(std::move(op));
+  return firstResult;
+}
+
+/// Dimension of `factors` that is exactly `factor`, or -1.
+static int dimOfFactor(const TensorFactors &factors, int factor) {
+  for (size_t d = 0; d < factors.size(); ++d)
+    if (factors[d].size() == 1 && factors[d][0] == factor)
+      return static_cast<int>(d);
+  return -1;
+}
+
+int GraphBuilder::matmul(const std::string &label, int a, int b) {
+  std::vector<int64_t> aShape = value(a).shape, bShape = value(b).shape;
+  size_t rank = aShape.size();
+  bool batched = bShape.size() == rank;
+  OpInfo op;
+  op.opName = "bm.matmul";
+  op.label = label;
+  op.operands = {a, b};
+  op.isContraction = true;
+  ShardingRule &rule = op.rule;
+  TensorFactors aF, bF, rF;
+  for (size_t d = 0; d + 2 < rank; ++d) {
+    int f = rule.addFactor(aShape[d], FactorKind::Parallel);
+    aF.push_back({f});
+    rF.push_back({f});
+    if (batched)
+      bF.push_back({f});
+    if (static_cast<int>(d) == value(a).batchDim)
+      op.batchFactor = f;
+  }
+  int m = rule.addFactor(aShape[rank - 2], FactorKind::Parallel);
+  if (value(a).batchDim == static_cast<int>(rank) - 2)
+    op.batchFactor = m; // e.g. expert slots, which scale with the batch
+  int k = rule.addFactor(aShape[rank - 1], FactorKind::Reduction);
+  int n = rule.addFactor(bShape.back(), FactorKind::Parallel);
+  aF.push_back({m});
+  aF.push_back({k});
+  bF.push_back({k});
+  bF.push_back({n});
+  rF.push_back({m});
+  rF.push_back({n});
+  rule.operandFactors = {aF, bF};
+  rule.resultFactors = {rF};
+  std::vector<int64_t> shape(aShape.begin(), aShape.end() - 1);
+  shape.push_back(bShape.back());
+  op.flops = 2.0 * product(shape) * aShape.back();
+  op.results = {addValue(label, shape, dimOfFactor(rF, op.batchFactor), -1)};
+  return addOp(std::move(op));
+}
+
+int GraphBuilder::binary(const std::string &opName, const std::string &label,
+                         int a, int b) {
+  const ValueInfo &va = value(a), &vb = value(b);
+  size_t rank = std::max(va.shape.size(), vb.shape.size());
+  int batchDim = va.batchDim >= 0
+                     ? va.batchDim + static_cast<int>(rank - va.shape.size())
+                 : vb.batchDim >= 0
+                     ? vb.batchDim + static_cast<int>(rank - vb.shape.size())
+                     : -1;
+  OpInfo op;
+  op.opName = opName;
+  op.label = label;
+  op.operands = {a, b};
+  std::vector<int64_t> shape(rank, 1);
+  std::vector<int> factors(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    for (const ValueInfo *v : {&va, &vb}) {
+      size_t offset = rank - v->shape.size();
+      if (d >= offset)
+        shape[d] = std::max(shape[d], v->shape[d - offset]);
+    }
+    factors[d] = op.rule.addFactor(shape[d], FactorKind::Parallel);
+    if (static_cast<int>(d) == batchDim)
+      op.batchFactor = factors[d];
+  }
+  for (const ValueInfo *v : {&va, &vb}) {
+    TensorFactors tf;
+    size_t offset = rank - v->shape.size();
+    for (size_t d = 0; d < v->shape.size(); ++d) {
+      int dim = static_cast<int>(d + offset);
+      bool broadcast = v->shape[d] != shape[dim] ||
+                       (dim == batchDim && v->batchDim != static_cast<int>(d));
+      tf.push_back(broadcast ? DimFactors{} : DimFactors{factors[dim]});
+    }
+    op.rule.operandFactors.push_back(tf);
+  }
+  TensorFactors rF;
+  for (int f : factors)
+    rF.push_back({f});
+  op.rule.resultFactors = {rF};
+  op.flops = static_cast<double>(product(shape));
+  op.results = {addValue(label, shape, batchDim, -1)};
+  return addOp(std::move(op));
+}
+
+int GraphBuilder::unary(const std::string &opName, const std::string &label,
+                        int x) {
+  const ValueInfo &vx = value(x);
+  OpInfo op;
+  op.opName = opName;
+  op.label = label;
+  op.operands = {x};
+  TensorFactors tf;
+  for (size_t d = 0; d < vx.shape.size(); ++d) {
+    int f = op.rule.addFactor(vx.shape[d], FactorKind::Parallel);
+    tf.push_back({f});
+    if (static_cast<int>(d) == vx.batchDim)
+      op.batchFactor = f;
+  }
+  op.rule.operandFactors = {tf};
+  op.rule.resultFactors = {tf};
+  op.flops = static_cast<double>(vx.numElements());
+  op.results = {addValue(label, vx.shape, vx.batchDim, -1)};
+  return addOp(std::move(op));
+}
+
+/// Rule shared by LayerNormalization and Softmax: every dimension parallel
+/// but the last, which the op normalises over and so must see whole.
+static OpInfo normalisation(const ValueInfo &vx, int x) {
+  OpInfo op;
+  op.operands = {x};
+  TensorFactors tf;
+  for (size_t d = 0; d < vx.shape.size(); ++d) {
+    bool last = d + 1 == vx.shape.size();
+    int f = op.rule.addFactor(vx.shape[d], last ? FactorKind::NeedReplication
+                                                : FactorKind::Parallel);
+    tf.push_back({f});
+    if (static_cast<int>(d) == vx.batchDim)
+      op.batchFactor = f;
+  }
+  op.rule.operandFactors = {tf};
+  op.rule.resultFactors = {tf};
+  return op;
+}
+
+int GraphBuilder::layerNorm(const std::string &label, int x, int gamma,
+                            int beta) {
+  const ValueInfo &vx = value(x);
+  OpInfo op = normalisation(vx, x);
+  op.opName = "bm.layer_norm";
+  op.label = label;
+  int last = op.rule.numFactors() - 1;
+  op.operands = {x, gamma, beta};
+  op.rule.operandFactors.push_back({{last}});
+  op.rule.operandFactors.push_back({{last}});
+  // Mean, variance, normalise, scale, shift: ~8 FLOPs per element.
+  op.flops = 8.0 * vx.numElements();
+  op.results = {addValue(label, vx.shape, vx.batchDim, -1)};
+  return addOp(std::move(op));
+}
+
+int GraphBuilder::softmax(const std::string &label, int x) {
+  const ValueInfo &vx = value(x);
+  OpInfo op = normalisation(vx, x);
+  op.opName = "bm.softmax";
+  op.label = label;
+  // Max, subtract, exp, sum, divide.
+  op.flops = 5.0 * vx.numElements();
+  op.results = {addValue(label, vx.shape, vx.batchDim, -1)};
+  return addOp(std::move(op));
+}
+
+int GraphBuilder::gather(const std::string &label, int table, int ids) {
+  const ValueInfo &vt = value(table), &vi = value(ids);
+  OpInfo op;
+  op.opName = "bm.gather";
+  op.label = label;
+  op.operands = {table, ids};
+  int b = op.rule.addFactor(vi.shape[0], FactorKind::Parallel);
+  int s = op.rule.addFactor(vi.shape[1], FactorKind::Parallel);
+  // Each device looks up the rows of its vocab slice and zeros elsewhere:
+  // the result is a partial sum over the vocab (Megatron's vocab-parallel
+  // embedding), hence a reduction factor.
+  int v = op.rule.addFactor(vt.shape[0], FactorKind::Reduction);
+  int h = op.rule.addFactor(vt.shape[1], FactorKind::Parallel);
+  op.rule.operandFactors = {{{v}, {h}}, {{b}, {s}}};
+  op.rule.resultFactors = {{{b}, {s}, {h}}};
+  op.batchFactor = vi.batchDim == 0 ? b : -1;
+  op.results = {addValue(label, {vi.shape[0], vi.shape[1], vt.shape[1]},
+                         vi.batchDim == 0 ? 0 : -1, -1)};
+  return addOp(std::move(op));
+}
+
+std::vector<int> GraphBuilder::split(const std::string &label, int x,
+                                     int parts) {
+  const ValueInfo &vx = value(x);
+  OpInfo op;
+  op.opName = "bm.split";
+  op.label = label;
+  op.operands = {x};
+  TensorFactors leading;
+  for (size_t d = 0; d + 1 < vx.shape.size(); ++d) {
+    int f = op.rule.addFactor(vx.shape[d], FactorKind::Parallel);
+    leading.push_back({f});
+    if (static_cast<int>(d) == vx.batchDim)
+      op.batchFactor = f;
+  }
+  // The piece index cannot be sharded: each result is one whole piece.
+  int piece = op.rule.addFactor(parts, FactorKind::NeedReplication);
+  int inner = op.rule.addFactor(vx.shape.back() / parts, FactorKind::Parallel);
+  TensorFactors operand = leading;
+  operand.push_back({piece, inner});
+  op.rule.operandFactors = {operand};
+  TensorFactors result = leading;
+  result.push_back({inner});
+  std::vector<int64_t> shape = vx.shape;
+  shape.back() /= parts;
+  int batchDim = vx.batchDim;
+  for (int p = 0; p < parts; ++p) {
+    op.rule.resultFactors.push_back(result);
+    op.results.push_back(
+        addValue(label + "_" + std::to_string(p), shape, batchDim, -1));
+  }
+  std::vector<int> results = op.results;
+  addOp(std::move(op));
+  return results;
+}
+
+int GraphBuilder::splitLastDim(const std::string &label, int x,
+                               int64_t major) {
+  const ValueInfo &vx = value(x);
+  OpInfo op;
+  op.opName = "bm.reshape";
+  op.label = label;
+  op.operands = {x};
+  TensorFactors leading;
+  for (size_t d = 0; d + 1 < vx.shape.size(); ++d) {
+    int f = op.rule.addFactor(vx.shape[d], FactorKind::Parallel);
+    leading.push_back({f});
+    if (static_cast<int>(d) == vx.batchDim)
+      op.batchFactor = f;
+  }
+  int a = op.rule.addFactor(major, FactorKind::Parallel);
+  int b = op.rule.addFactor(vx.shape.back() / major, FactorKind::Parallel);
+  TensorFactors operand = leading, result = leading;
+  operand.push_back({a, b});
+  result.push_back({a});
+  result.push_back({b});
+  op.rule.operandFactors = {operand};
+  op.rule.resultFactors = {result};
+  std::vector<int64_t> shape(vx.shape.begin(), vx.shape.end() - 1);
+  shape.push_back(major);
+  shape.push_back(vx.shape.back() / major);
+  op.results = {addValue(label, shape, vx.batchDim, -1)};
+  return addOp(std::move(op));
+}
+
+int GraphBuilder::mergeLastDims(const std::string &label, int x) {
+  const ValueInfo &vx = value(x);
+  OpInfo op;
+  op.opName = "bm.reshape";
+  op.label = label;
+  op.operands = {x};
+  TensorFactors leading;
+  size_t rank = vx.shape.size();
+  for (size_t d = 0; d + 2 < rank; ++d) {
+    int f = op.rule.addFactor(vx.shape[d], FactorKind::Parallel);
+    leading.push_back({f});
+    if (static_cast<int>(d) == vx.batchDim)
+      op.batchFactor = f;
+  }
+  int a = op.rule.addFactor(vx.shape[rank - 2], FactorKind::Parallel);
+  int b = op.rule.addFactor(vx.shape[rank - 1], FactorKind::Parallel);
+  TensorFactors operand = leading, result = leading;
+  operand.push_back({a});
+  operand.push_back({b});
+  result.push_back({a, b});
+  op.rule.operandFactors = {operand};
+  op.rule.resultFactors = {result};
+  std::vector<int64_t> shape(vx.shape.begin(), vx.shape.end() - 2);
+  shape.push_back(vx.shape[rank - 2] * vx.shape[rank - 1]);
+  op.results = {addValue(label, shape, vx.batchDim, -1)};
+  return addOp(std::move(op));
+}
+
+int GraphBuilder::transpose(const std::string &label, int x,
+                            std::vector<int> perm) {
+  const ValueInfo &vx = value(x);
+  OpInfo op;
+  op.opName = "bm.transpose";
+  op.label = label;
+  op.operands = {x};
+  TensorFactors operand;
+  for (size_t d = 0; d < vx.shape.size(); ++d) {
+    int f = op.rule.addFactor(vx.shape[d], FactorKind::Parallel);
+    operand.push_back({f});
+    if (static_cast<int>(d) == vx.batchDim)
+      op.batchFactor = f;
+  }
+  TensorFactors result;
+  std::vector<int64_t> shape;
+  int batchDim = -1;
+  for (size_t d = 0; d < perm.size(); ++d) {
+    result.push_back(operand[perm[d]]);
+    shape.push_back(vx.shape[perm[d]]);
+    if (perm[d] == vx.batchDim)
+      batchDim = static_cast<int>(d);
+  }
+  op.rule.operandFactors = {operand};
+  op.rule.resultFactors = {result};
+  op.results = {addValue(label, shape, batchDim, -1)};
+  return addOp(std::move(op));
+}
+
+int GraphBuilder::moeDispatch(const std::string &label, int x, int gates,
+                              int64_t capacity) {
+  const ValueInfo &vx = value(x), &vg = value(gates);
+  OpInfo op;
+  op.opName = "bm.moe_dispatch";
+  op.label = label;
+  op.operands = {x, gates};
+  int b = op.rule.addFactor(vx.shape[0], FactorKind::Parallel);
+  // Each slot sums the one-hot selected tokens: the sequence is reduced.
+  int s = op.rule.addFactor(vx.shape[1], FactorKind::Reduction);
+  int h = op.rule.addFactor(vx.shape[2], FactorKind::Parallel);
+  int e = op.rule.addFactor(vg.shape[2], FactorKind::Parallel);
+  int c = op.rule.addFactor(capacity, FactorKind::Parallel);
+  op.rule.operandFactors = {{{b}, {s}, {h}}, {{b}, {s}, {e}}};
+  op.rule.resultFactors = {{{e}, {c}, {h}}};
+  op.batchFactor = c;
+  op.results = {addValue(label, {vg.shape[2], capacity, vx.shape[2]},
+                         /*batchDim=*/1, -1)};
+  return addOp(std::move(op));
+}
+
+int GraphBuilder::moeCombine(const std::string &label, int y, int gates) {
+  const ValueInfo &vy = value(y), &vg = value(gates);
+  OpInfo op;
+  op.opName = "bm.moe_combine";
+  op.label = label;
+  op.operands = {y, gates};
+  int e = op.rule.addFactor(vy.shape[0], FactorKind::Reduction);
+  int c = op.rule.addFactor(vy.shape[1], FactorKind::Reduction);
+  int h = op.rule.addFactor(vy.shape[2], FactorKind::Parallel);
+  int b = op.rule.addFactor(vg.shape[0], FactorKind::Parallel);
+  int s = op.rule.addFactor(vg.shape[1], FactorKind::Parallel);
+  op.rule.operandFactors = {{{e}, {c}, {h}}, {{b}, {s}, {e}}};
+  op.rule.resultFactors = {{{b}, {s}, {h}}};
+  op.batchFactor = b;
+  op.results = {addValue(label, {vg.shape[0], vg.shape[1], vy.shape[2]},
+                         /*batchDim=*/0, -1)};
+  return addOp(std::move(op));
+}
+
+//===----------------------------------------------------------------------===//
+// GPT
+//===----------------------------------------------------------------------===//
+
+static int gptBlock(GraphBuilder &g, const GptDims &dims, int layer, int x,
+                    int mask, bool moe) {
+  const int64_t h = dims.hidden, a = dims.heads;
+  std::string p = "layer" + std::to_string(layer) + ".";
+  auto param = [&](const std::string &name, std::vector<int64_t> shape) {
+    return g.parameter(p + name, std::move(shape));
+  };
+  auto scalar = [&](const std::string &name) {
+    return g.input(p + name, {}, true, -1);
+  };
+  int ln1 = g.layerNorm(p + "ln_1", x, param("ln_1.weight", {h}),
+                        param("ln_1.bias", {h}));
+  int qkv = g.matmul(p + "attn.c_attn", ln1, param("attn.c_attn.weight",
+                                                   {h, 3 * h}));
+  qkv = g.binary("bm.add", p + "attn.c_attn.bias_add", qkv,
+                 param("attn.c_attn.bias", {3 * h}));
+  std::vector<int> parts = g.split(p + "attn.split_qkv", qkv, 3);
+  auto heads = [&](const std::string &name, int v, std::vector<int> perm) {
+    int r = g.splitLastDim(p + "attn." + name + "_heads", v, a);
+    return g.transpose(p + "attn." + name + "_transpose", r, perm);
+  };
+  int q = heads("q", parts[0], {0, 2, 1, 3});
+  int k = heads("k", parts[1], {0, 2, 3, 1});
+  int v = heads("v", parts[2], {0, 2, 1, 3});
+  int scores = g.matmul(p + "attn.scores", q, k);
+  scores = g.binary("bm.mul", p + "attn.scale", scores, scalar("attn.scale"));
+  scores = g.binary("bm.add", p + "attn.mask", scores, mask);
+  int probs = g.softmax(p + "attn.softmax", scores);
+  int context = g.matmul(p + "attn.context", probs, v);
+  context = g.transpose(p + "attn.context_transpose", context, {0, 2, 1, 3});
+  context = g.mergeLastDims(p + "attn.merge_heads", context);
+  int attn = g.matmul(p + "attn.c_proj", context,
+                      param("attn.c_proj.weight", {h, h}));
+  attn = g.binary("bm.add", p + "attn.c_proj.bias_add", attn,
+                  param("attn.c_proj.bias", {h}));
+  x = g.binary("bm.add", p + "residual_1", x, attn);
+  int ln2 = g.layerNorm(p + "ln_2", x, param("ln_2.weight", {h}),
+                        param("ln_2.bias", {h}));
+  if (moe) {
+    // Switch MLP: router, top-1 dispatch, expert FFNs [E, h, 4h] and
+    // [E, 4h, h], combine (Fedus et al. 2022, section 2.1).
+    const int64_t experts = dims.experts;
+    const int64_t capacity = static_cast<int64_t>(std::ceil(
+        dims.capacityFactor * static_cast<double>(dims.sequence) / experts));
+    int logits = g.matmul(p + "moe.router", ln2,
+                          param("moe.router.weight", {h, experts}));
+    int gates = g.softmax(p + "moe.gates", logits);
+    int slots = g.moeDispatch(p + "moe.dispatch", ln2, gates, capacity);
+    int up = g.matmul(p + "moe.experts.fc", slots,
+                      param("moe.experts.fc.weight", {experts, h, 4 * h}));
+    up = g.unary("bm.gelu", p + "moe.experts.gelu", up);
+    int down = g.matmul(p + "moe.experts.proj", up,
+                        param("moe.experts.proj.weight", {experts, 4 * h, h}));
+    int combined = g.moeCombine(p + "moe.combine", down, gates);
+    return g.binary("bm.add", p + "residual_2", x, combined);
+  }
+  int fc = g.matmul(p + "mlp.c_fc", ln2, param("mlp.c_fc.weight", {h, 4 * h}));
+  fc = g.binary("bm.add", p + "mlp.c_fc.bias_add", fc,
+                param("mlp.c_fc.bias", {4 * h}));
+  // GELU, tanh approximation as exported by PyTorch / HF GPT-2:
+  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  int cube = g.binary("bm.mul", p + "mlp.gelu.square", fc, fc);
+  cube = g.binary("bm.mul", p + "mlp.gelu.cube", cube, fc);
+  cube = g.binary("bm.mul", p + "mlp.gelu.scale_cube", cube,
+                  scalar("mlp.gelu.c0"));
+  int inner = g.binary("bm.add", p + "mlp.gelu.add", fc, cube);
+  inner = g.binary("bm.mul", p + "mlp.gelu.scale", inner,
+                   scalar("mlp.gelu.c1"));
+  inner = g.unary("bm.tanh", p + "mlp.gelu.tanh", inner);
+  inner = g.binary("bm.add", p + "mlp.gelu.one_plus", inner,
+                   scalar("mlp.gelu.one"));
+  int gelu = g.binary("bm.mul", p + "mlp.gelu.times_x", inner, fc);
+  gelu = g.binary("bm.mul", p + "mlp.gelu.half", gelu, scalar("mlp.gelu.half"));
+  int proj = g.matmul(p + "mlp.c_proj", gelu,
+                      param("mlp.c_proj.weight", {4 * h, h}));
+  proj = g.binary("bm.add", p + "mlp.c_proj.bias_add", proj,
+                  param("mlp.c_proj.bias", {h}));
+  return g.binary("bm.add", p + "residual_2", x, proj);
+}
+
+ModelGraph bm::plan::test::buildGpt(const GptDims &dims) {
+  GraphBuilder g(dims.name);
+  const int64_t s = dims.sequence, h = dims.hidden, vocab = dims.vocab;
+  int ids = g.input("input_ids", {1, s}, false, 0);
+  int positions = g.input("position_ids", {1, s}, false, -1);
+  int mask = g.input("causal_mask", {1, 1, s, s}, true, -1);
+  int tokens = g.gather("wte", g.parameter("wte.weight", {vocab, h}), ids);
+  int pos = g.gather("wpe", g.parameter("wpe.weight", {s, h}), positions);
+  int x = g.binary("bm.add", "embed_add", tokens, pos);
+  for (int layer = 0; layer < dims.layers; ++layer) {
+    bool moe = dims.experts > 0 && layer % dims.moeEvery == dims.moeEvery - 1;
+    g.beginLayer(dims.distinctClasses ? layer : moe ? 1 : 0);
+    x = gptBlock(g, dims, layer, x, mask, moe);
+    g.endLayer();
+  }
+  x = g.layerNorm("ln_f", x, g.parameter("ln_f.weight", {h}),
+                  g.parameter("ln_f.bias", {h}));
+  int logits = g.matmul("lm_head", x, g.parameter("lm_head.weight", {h, vocab}));
+  g.setOutput(logits);
+  return g.take();
+}
+
+GptDims bm::plan::test::megatron1_7B() {
+  return {"megatron-1.7b", 24, 2304, 24, 2048, 51200, false};
+}
+GptDims bm::plan::test::megatron18B() {
+  return {"megatron-18b", 40, 6144, 48, 2048, 51200, false};
+}
+GptDims bm::plan::test::megatron39B() {
+  return {"megatron-39b", 48, 8192, 64, 2048, 51200, false};
+}
+GptDims bm::plan::test::gpt3_175B() {
+  return {"gpt3-175b", 96, 12288, 96, 2048, 51200, false};
+}

@@ -1,0 +1,159 @@
+//===- IntraOpSearchTest.cpp - per-op sharding of one block ---------------===//
+
+#include "passes/plan/IntraOpSearch.h"
+#include "passes/plan/test/GraphBuilder.h"
+
+#include "gtest/gtest.h"
+
+#include <map>
+
+using namespace bm;
+using namespace bm::plan;
+using namespace bm::plan::test;
+
+namespace {
+
+struct BlockResult {
+  std::map<std::string, std::string> factorKindOfMatmul; // label suffix ->
+  SegmentSolution solution;
+  Segment segment;
+};
+
+/// Which role the tp-split factor plays in a matmul: "rows" (the
+/// contraction, K), "columns" (N), "heads" (a batch factor of a batched
+/// matmul), "none".
+std::string splitRole(const ModelGraph &graph, int op, int factor) {
+  if (factor < 0)
+    return "none";
+  const ShardingRule &rule = graph.ops[op].rule;
+  if (rule.factorKinds[factor] == FactorKind::Reduction)
+    return "rows";
+  bool inA = dimOfFactor(rule.operandFactors[0], factor) >= 0;
+  bool inB = dimOfFactor(rule.operandFactors[1], factor) >= 0;
+  if (inA && inB)
+    return "heads";
+  return inB ? "columns" : "m";
+}
+
+class MegatronPatternTest : public ::testing::Test {
+protected:
+  void solveBlock(int tp, int microBatch) {
+    GptDims dims = megatron18B();
+    dims.layers = 2;
+    graph_ = buildGpt(dims);
+    GraphAnalysis analysis(graph_, true);
+    std::vector<Segment> segments = analysis.segments();
+    ASSERT_EQ(segments.size(), 3u);
+    segment_ = segments[1];
+    cost::Cluster cluster =
+        llvm::cantFail(cost::getClusterPreset("dgx-a100-80g"));
+    cost::CostModel model(cluster, cost::Precision::Bf16Mixed);
+    cost::CommGroup group = cost::placeMesh(cluster, 1, tp, 1).tp;
+    solution_ = solveSegment(analysis, segment_, model, group, microBatch);
+    for (size_t i = 0; i < segment_.ops.size(); ++i) {
+      int op = segment_.ops[i];
+      if (graph_.ops[op].opName != "bm.matmul")
+        continue;
+      std::string label = graph_.ops[op].label;
+      label = label.substr(label.find('.') + 1);
+      roles_[label] = splitRole(graph_, op, solution_.tpFactor[i]);
+    }
+  }
+
+  int count(cost::CollectiveKind kind, Phase phase) const {
+    int n = 0;
+    for (const SegmentCollective &c : solution_.collectives)
+      n += c.kind == kind && c.phase == phase;
+    return n;
+  }
+
+  ModelGraph graph_;
+  Segment segment_;
+  SegmentSolution solution_;
+  std::map<std::string, std::string> roles_;
+};
+
+TEST_F(MegatronPatternTest, FindsMegatronShardingAtTp8) {
+  solveBlock(8, 1);
+  // Shoeybi et al. 2019, section 3: column-parallel QKV and first MLP GEMM,
+  // attention split by heads, row-parallel output projections.
+  EXPECT_EQ(roles_["attn.c_attn"], "columns");
+  EXPECT_EQ(roles_["attn.scores"], "heads");
+  EXPECT_EQ(roles_["attn.context"], "heads");
+  EXPECT_EQ(roles_["attn.c_proj"], "rows");
+  EXPECT_EQ(roles_["mlp.c_fc"], "columns");
+  EXPECT_EQ(roles_["mlp.c_proj"], "rows");
+  // Two all-reduces forward (after each row-parallel GEMM), two backward
+  // (the inputs of the column-parallel GEMMs), nothing else.
+  EXPECT_EQ(count(cost::CollectiveKind::AllReduce, Phase::Forward), 2);
+  EXPECT_EQ(count(cost::CollectiveKind::AllReduce, Phase::Backward), 2);
+  EXPECT_EQ(solution_.collectives.size(), 4u);
+  // Parameters are split eight ways (only LayerNorm and the row-parallel
+  // biases stay replicated).
+  EXPECT_LT(solution_.paramsPerGpu, solution_.paramsTotal / 7.9);
+}
+
+TEST_F(MegatronPatternTest, SamePatternAtTp2AndLargerMicroBatch) {
+  solveBlock(2, 4);
+  EXPECT_EQ(roles_["attn.c_attn"], "columns");
+  EXPECT_EQ(roles_["attn.c_proj"], "rows");
+  EXPECT_EQ(roles_["mlp.c_fc"], "columns");
+  EXPECT_EQ(roles_["mlp.c_proj"], "rows");
+  EXPECT_EQ(count(cost::CollectiveKind::AllReduce, Phase::Forward), 2);
+  EXPECT_EQ(count(cost::CollectiveKind::AllReduce, Phase::Backward), 2);
+}
+
+TEST_F(MegatronPatternTest, NoTensorParallelismMeansNoCollectives) {
+  solveBlock(1, 1);
+  EXPECT_TRUE(solution_.collectives.empty());
+  for (int factor : solution_.tpFactor)
+    EXPECT_EQ(factor, -1);
+  EXPECT_DOUBLE_EQ(solution_.paramsPerGpu, solution_.paramsTotal);
+}
+
+TEST_F(MegatronPatternTest, AttentionCoreIsTheSequenceSquaredPart) {
+  solveBlock(8, 1);
+  EXPECT_GT(solution_.attentionCoreCompute, 0);
+  EXPECT_LT(solution_.attentionCoreCompute, solution_.forwardCompute);
+  EXPECT_LT(solution_.storedBytesSelective, solution_.storedBytes);
+  // Full recompute keeps only the block input: [1, 2048, 6144] in bf16.
+  EXPECT_DOUBLE_EQ(solution_.inputBytes, 2048.0 * 6144 * 2);
+  EXPECT_DOUBLE_EQ(solution_.outputBytes, 2048.0 * 6144 * 2);
+}
+
+TEST(DescribeSegmentTest, WritesFactorAxesAndPartialResults) {
+  GptDims dims;
+  dims.layers = 1;
+  dims.hidden = 1024;
+  dims.heads = 16;
+  dims.sequence = 512;
+  ModelGraph graph = buildGpt(dims);
+  GraphAnalysis analysis(graph, true);
+  std::vector<Segment> segments = analysis.segments();
+  cost::Cluster cluster =
+      llvm::cantFail(cost::getClusterPreset("dgx-a100-80g"));
+  cost::CostModel model(cluster, cost::Precision::Bf16Mixed);
+  SegmentSolution solution = solveSegment(
+      analysis, segments[1], model, cost::placeMesh(cluster, 1, 4, 1).tp, 1);
+  BlockSharding block = describeSegment(analysis, segments[1], solution);
+  ASSERT_EQ(block.ops.size(), segments[1].ops.size());
+  bool sawRowParallel = false;
+  for (const OpSharding &op : block.ops) {
+    if (op.label != "layer0.attn.c_proj")
+      continue;
+    sawRowParallel = true;
+    // ([b, s, k], [k, n]) -> ([b, s, n]): b on dp, k on tp, result partial.
+    EXPECT_EQ(op.rule, "([i, j, k], [k, l]) -> ([i, j, l]) {i=1, j=512, k=1024, "
+                       "l=1024} reduction={k}");
+    ASSERT_EQ(op.factorAxes.size(), 2u);
+    EXPECT_EQ(op.factorAxes[0], std::make_pair(std::string("i"),
+                                               std::string("dp")));
+    EXPECT_EQ(op.factorAxes[1], std::make_pair(std::string("k"),
+                                               std::string("tp")));
+    EXPECT_EQ(op.operands[1].dims[0], std::vector<std::string>{"tp"});
+    EXPECT_EQ(op.results[0].partialAxes, std::vector<std::string>{"tp"});
+  }
+  EXPECT_TRUE(sawRowParallel);
+}
+
+} // namespace

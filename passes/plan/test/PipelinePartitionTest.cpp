@@ -1,0 +1,135 @@
+//===- PipelinePartitionTest.cpp - balanced stages ------------------------===//
+
+#include "passes/plan/PipelinePartition.h"
+
+#include "gtest/gtest.h"
+
+#include <algorithm>
+#include <random>
+
+using namespace bm::plan;
+
+namespace {
+
+StageStats item(double time, int64_t layers = 1) {
+  StageStats s;
+  s.compute = time;
+  s.layers = layers;
+  s.params = 1;
+  return s;
+}
+
+/// The optimal bottleneck by dynamic programming over single items.
+double optimalBottleneck(const std::vector<double> &items, int stages) {
+  size_t n = items.size();
+  std::vector<std::vector<double>> best(
+      stages + 1, std::vector<double>(n + 1, 1e300));
+  best[0][0] = 0;
+  for (int s = 1; s <= stages; ++s)
+    for (size_t end = 0; end <= n; ++end) {
+      double sum = 0;
+      for (size_t start = end + 1; start-- > 0;) {
+        if (start < end)
+          sum += items[start];
+        best[s][end] = std::min(best[s][end], std::max(best[s - 1][start], sum));
+      }
+    }
+  return best[stages][n];
+}
+
+double bottleneck(const std::vector<StageGroup> &groups) {
+  double worst = 0;
+  for (const StageGroup &g : groups)
+    worst = std::max(worst, g.stats.time());
+  return worst;
+}
+
+TEST(PipelinePartitionTest, UniformLayersSplitEvenly) {
+  std::vector<ItemRun> runs = {{item(1), 96}};
+  std::vector<StageGroup> groups = partitionStages(runs, 8);
+  std::vector<StageStats> stages = expandStages(groups);
+  ASSERT_EQ(stages.size(), 8u);
+  for (const StageStats &s : stages)
+    EXPECT_EQ(s.layers, 12);
+  // Bulk grouping: a handful of groups, not one per stage.
+  EXPECT_LE(groups.size(), 3u);
+}
+
+TEST(PipelinePartitionTest, PrologueAndEpilogueTakeLayersAway) {
+  // Embedding (cost 2 layers) first, LM head (cost 3 layers) last.
+  std::vector<ItemRun> runs = {{item(2, 0), 1}, {item(1), 30}, {item(3, 0), 1}};
+  std::vector<StageStats> stages = expandStages(partitionStages(runs, 5));
+  ASSERT_EQ(stages.size(), 5u);
+  int64_t total = 0;
+  for (const StageStats &s : stages)
+    total += s.layers;
+  EXPECT_EQ(total, 30);
+  EXPECT_LT(stages.front().layers, stages[2].layers);
+  EXPECT_LT(stages.back().layers, stages[2].layers);
+  EXPECT_DOUBLE_EQ(bottleneck(partitionStages(runs, 5)),
+                   optimalBottleneck(
+                       [] {
+                         std::vector<double> v = {2};
+                         v.insert(v.end(), 30, 1);
+                         v.push_back(3);
+                         return v;
+                       }(),
+                       5));
+}
+
+TEST(PipelinePartitionTest, OptimalOnRandomRuns) {
+  std::mt19937 random(3);
+  for (int trial = 0; trial < 100; ++trial) {
+    std::vector<ItemRun> runs;
+    std::vector<double> items;
+    int numRuns = 1 + trial % 5;
+    for (int r = 0; r < numRuns; ++r) {
+      double cost = 1 + random() % 7;
+      int64_t count = 1 + random() % 6;
+      runs.push_back({item(cost), count});
+      items.insert(items.end(), count, cost);
+    }
+    int stages = 1 + static_cast<int>(random() % std::min<size_t>(items.size(), 6));
+    std::vector<StageGroup> groups = partitionStages(runs, stages);
+    EXPECT_EQ(expandStages(groups).size(), static_cast<size_t>(stages));
+    EXPECT_NEAR(bottleneck(groups), optimalBottleneck(items, stages), 1e-9)
+        << "trial " << trial;
+  }
+}
+
+} // namespace
+
+namespace {
+
+/// Layers a partition holds, over all stages.
+int64_t totalLayers(const std::vector<StageGroup> &groups) {
+  int64_t layers = 0;
+  for (const StageStats &s : expandStages(groups))
+    layers += s.layers;
+  return layers;
+}
+
+TEST(PipelinePartitionTest, LayerLimitsHoldForFoldedAndUnfoldedRuns) {
+  // 48 layers, as one folded run and as 48 runs of one (--no-fold): stage
+  // limits that add up to fewer layers must fail both ways, and limits that
+  // leave room must place every layer, the same way in both forms.
+  std::vector<ItemRun> folded = {{item(1), 48}};
+  std::vector<ItemRun> unfolded(48, ItemRun{item(1), 1});
+  std::vector<int64_t> tooFew = {7, 8, 9, 10};
+  EXPECT_TRUE(partitionStagesWithLimits(folded, tooFew).empty());
+  EXPECT_TRUE(partitionStagesWithLimits(unfolded, tooFew).empty());
+
+  std::vector<int64_t> enough = {10, 12, 14, 16};
+  std::vector<StageGroup> a = partitionStagesWithLimits(folded, enough);
+  std::vector<StageGroup> b = partitionStagesWithLimits(unfolded, enough);
+  EXPECT_EQ(totalLayers(a), 48);
+  EXPECT_EQ(totalLayers(b), 48);
+  std::vector<StageStats> sa = expandStages(a), sb = expandStages(b);
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t i = 0; i < sa.size(); ++i) {
+    EXPECT_EQ(sa[i].layers, sb[i].layers) << "stage " << i;
+    EXPECT_LE(sa[i].layers, enough[i]) << "stage " << i;
+  }
+}
+
+} // namespace

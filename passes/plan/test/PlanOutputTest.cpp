@@ -1,0 +1,106 @@
+//===- PlanOutputTest.cpp - text, JSON and Megatron-LM output -------------===//
+
+#include "passes/plan/PlanOutput.h"
+#include "passes/plan/Search.h"
+#include "passes/plan/test/GraphBuilder.h"
+
+#include "gtest/gtest.h"
+
+using namespace bm;
+using namespace bm::plan;
+using namespace bm::plan::test;
+
+namespace {
+
+Plan makePlan(const char *fix = nullptr) {
+  GptDims dims;
+  dims.layers = 8;
+  dims.hidden = 1024;
+  dims.heads = 16;
+  dims.sequence = 512;
+  dims.vocab = 8192;
+  ModelGraph graph = buildGpt(dims);
+  TrainingConfig config;
+  config.gpus = 16;
+  config.globalBatch = 64;
+  cost::Cluster cluster =
+      llvm::cantFail(cost::getClusterPreset("dgx-a100-80g"));
+  if (fix) {
+    config.fixed = llvm::cantFail(parseFixedChoices(fix));
+    return llvm::cantFail(evaluateConfiguration(graph, cluster, config));
+  }
+  return llvm::cantFail(searchPlan(graph, cluster, config));
+}
+
+TEST(PlanJsonTest, SameInputSameBytes) {
+  EXPECT_EQ(planToJson(makePlan()), planToJson(makePlan()));
+}
+
+TEST(PlanJsonTest, RoundTrips) {
+  Plan plan = makePlan("dp=2,tp=4,pp=2,mb=2,zero=1,recompute=selective,"
+                       "schedule=interleaved,v=2");
+  std::string json = planToJson(plan);
+  EXPECT_NE(json.find("\"schema_version\": 1"), std::string::npos);
+  llvm::Expected<Plan> read = parsePlanJson(json);
+  ASSERT_TRUE(!!read) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->config, plan.config);
+  EXPECT_EQ(read->layersPerStage, plan.layersPerStage);
+  ASSERT_EQ(read->blocks.size(), plan.blocks.size());
+  EXPECT_EQ(read->blocks[1].ops.size(), plan.blocks[1].ops.size());
+  EXPECT_EQ(planToJson(*read), json);
+}
+
+TEST(PlanJsonTest, ReaderErrors) {
+  auto errorOf = [](llvm::StringRef text) {
+    llvm::Expected<Plan> plan = parsePlanJson(text);
+    return plan ? std::string() : llvm::toString(plan.takeError());
+  };
+  EXPECT_EQ(errorOf("{\"schema_version\": 2}"),
+            "plan: schema_version 2 is not supported (this bmc reads "
+            "version 1)");
+  EXPECT_EQ(errorOf("[]"), "plan: expected a JSON object");
+  EXPECT_EQ(errorOf("{}"), "plan: missing 'schema_version'");
+  EXPECT_EQ(errorOf("{").rfind("plan: malformed JSON: ", 0), 0u);
+  std::string json = planToJson(makePlan());
+  size_t at = json.find("\"tp\": ");
+  json.replace(at, 7, "\"tp\": \"x\"");
+  EXPECT_EQ(errorOf(json).rfind("plan: 'config.tp' must be an integer", 0), 0u)
+      << errorOf(json);
+}
+
+TEST(PlanTextTest, ReportHasEverySection) {
+  Plan plan = makePlan();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printPlanText(plan, os, /*explain=*/true);
+  for (const char *section :
+       {"mesh        dp=", "fold        8 layers -> 1 unique block",
+        "step time", "comm (nvlink)", "comm (network)", "pipeline bubble",
+        "MFU", "memory per GPU", "optimizer state", "collectives per step",
+        "alternatives", "block 0 (8 instances)", "layer0.attn.c_attn",
+        "--fix       dp="})
+    EXPECT_NE(text.find(section), std::string::npos) << section;
+}
+
+TEST(MegatronExportTest, PaperStyleArguments) {
+  Plan plan = makePlan("dp=2,tp=4,pp=2,mb=2,zero=1,recompute=full,"
+                       "schedule=interleaved,v=2");
+  EXPECT_EQ(llvm::cantFail(exportMegatronArguments(plan)),
+            "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 "
+            "--num-layers-per-virtual-pipeline-stage 2 --num-layers 8 "
+            "--micro-batch-size 2 --global-batch-size 64 --seq-length 512 "
+            "--recompute-granularity full --recompute-method uniform "
+            "--recompute-num-layers 1 --use-distributed-optimizer --bf16 "
+            "--optimizer adam");
+}
+
+TEST(MegatronExportTest, RefusesWhatMegatronCannotRun) {
+  Plan plan = makePlan("dp=4,tp=4,pp=1,mb=1,zero=3");
+  llvm::Expected<std::string> args = exportMegatronArguments(plan);
+  ASSERT_FALSE(!!args);
+  EXPECT_EQ(llvm::toString(args.takeError()),
+            "--export megatron: Megatron-LM has no ZeRO stage 3 (its "
+            "distributed optimizer is stage 1); re-plan with --fix zero=1");
+}
+
+} // namespace

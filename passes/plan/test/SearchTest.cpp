@@ -1,0 +1,272 @@
+//===- SearchTest.cpp - the planner's search ------------------------------===//
+
+#include "passes/plan/Search.h"
+#include "passes/plan/test/GraphBuilder.h"
+
+#include "gtest/gtest.h"
+
+#include <numeric>
+
+using namespace bm;
+using namespace bm::plan;
+using namespace bm::plan::test;
+
+namespace {
+
+cost::Cluster a100() {
+  return llvm::cantFail(cost::getClusterPreset("dgx-a100-80g"));
+}
+
+GptDims mediumGpt(int layers) {
+  GptDims dims;
+  dims.name = "gpt-medium";
+  dims.layers = layers;
+  dims.hidden = 2048;
+  dims.heads = 16;
+  dims.sequence = 1024;
+  dims.vocab = 32000;
+  return dims;
+}
+
+Plan plan(const ModelGraph &graph, const cost::Cluster &cluster, int gpus,
+          int64_t batch, llvm::StringRef fix = "") {
+  TrainingConfig config;
+  config.gpus = gpus;
+  config.globalBatch = batch;
+  if (!fix.empty())
+    config.fixed = llvm::cantFail(parseFixedChoices(fix));
+  llvm::Expected<Plan> result = searchPlan(graph, cluster, config);
+  EXPECT_TRUE(!!result) << llvm::toString(result.takeError());
+  return result ? *result : Plan();
+}
+
+TEST(SearchTest, PlanIsConsistent) {
+  ModelGraph graph = buildGpt(mediumGpt(16));
+  Plan p = plan(graph, a100(), 16, 128);
+  const ParallelConfig &c = p.config;
+  EXPECT_EQ(c.dp * c.tp * c.pp, 16);
+  EXPECT_EQ(int64_t{c.dp} * c.microBatch * c.numMicroBatches, 128);
+  EXPECT_EQ(std::accumulate(p.layersPerStage.begin(), p.layersPerStage.end(),
+                            0),
+            16);
+  EXPECT_EQ(p.layersPerStage.size(), static_cast<size_t>(c.pp * c.chunks));
+  EXPECT_LE(p.memory.total(), p.deviceMemoryBytes);
+  EXPECT_NEAR(p.time.total(), p.stepSeconds, 1e-9 * p.stepSeconds);
+  EXPECT_GT(p.mfu, 0.2);
+  EXPECT_LT(p.mfu, 0.7);
+  EXPECT_GT(p.tokensPerSecond, 0);
+  EXPECT_EQ(p.numLayers, 16);
+  EXPECT_EQ(p.numBlockClasses, 1);
+  EXPECT_EQ(p.sequenceLength, 1024);
+  for (const Alternative &a : p.alternatives) {
+    EXPECT_FALSE(a.reason.empty());
+    if (a.fits) {
+      EXPECT_GE(a.stepSeconds, p.stepSeconds);
+    }
+  }
+}
+
+TEST(SearchTest, PartialFixConstrainsTheSearch) {
+  ModelGraph graph = buildGpt(mediumGpt(16));
+  Plan p = plan(graph, a100(), 16, 128, "tp=4,recompute=selective");
+  EXPECT_EQ(p.config.tp, 4);
+  EXPECT_EQ(p.config.recompute, Recompute::Selective);
+  Plan q = plan(graph, a100(), 16, 128, "pp=4,schedule=interleaved");
+  EXPECT_EQ(q.config.pp, 4);
+  EXPECT_EQ(q.config.schedule, PipelineSchedule::Interleaved);
+  EXPECT_GE(q.config.chunks, 2);
+  EXPECT_EQ(q.layersPerStage.size(), static_cast<size_t>(4 * q.config.chunks));
+}
+
+TEST(SearchTest, FixedConfigurationEvaluatesExactly) {
+  ModelGraph graph = buildGpt(mediumGpt(16));
+  TrainingConfig config;
+  config.gpus = 16;
+  config.globalBatch = 128;
+  config.fixed = llvm::cantFail(parseFixedChoices(
+      "dp=2,tp=4,pp=2,mb=2,zero=1,recompute=full,schedule=1f1b"));
+  llvm::Expected<Plan> p = evaluateConfiguration(graph, a100(), config);
+  ASSERT_TRUE(!!p) << llvm::toString(p.takeError());
+  EXPECT_EQ(p->config.str(),
+            "dp=2,tp=4,pp=2,mb=2,zero=1,recompute=full,schedule=1f1b,v=1");
+  EXPECT_EQ(p->config.numMicroBatches, 32);
+  // The search never does worse than a configuration it could have chosen.
+  Plan best = plan(graph, a100(), 16, 128);
+  EXPECT_LE(best.stepSeconds, p->stepSeconds);
+}
+
+TEST(SearchTest, PipelineBubbleFollowsTheSchedule) {
+  ModelGraph graph = buildGpt(mediumGpt(16));
+  TrainingConfig config;
+  config.gpus = 8;
+  config.globalBatch = 16;
+  auto evaluate = [&](const char *fix) {
+    config.fixed = llvm::cantFail(parseFixedChoices(fix));
+    return llvm::cantFail(evaluateConfiguration(graph, a100(), config));
+  };
+  Plan oneF = evaluate("dp=1,tp=2,pp=4,mb=1,schedule=1f1b");
+  Plan gpipe = evaluate("dp=1,tp=2,pp=4,mb=1,schedule=gpipe");
+  Plan inter = evaluate("dp=1,tp=2,pp=4,mb=1,schedule=interleaved,v=2");
+  // Same bubble for GPipe and 1F1B, (p-1)/m of the busy time: 3/16.
+  EXPECT_NEAR(oneF.time.bubble, gpipe.time.bubble, 1e-12);
+  double busy = oneF.stepSeconds - oneF.time.bubble;
+  // Stages holding the embedding or the LM head are slower than the rest,
+  // so the bubble is near, not at, (p-1)/m = 3/16.
+  EXPECT_NEAR(oneF.time.bubble / busy, 3.0 / 16, 0.05);
+  EXPECT_LT(inter.time.bubble, 0.6 * oneF.time.bubble);
+  // GPipe holds all 16 micro-batches, 1F1B at most 4.
+  EXPECT_GT(gpipe.memory.activations, 3 * oneF.memory.activations);
+}
+
+TEST(SearchTest, RecomputationTradesTimeForMemory) {
+  ModelGraph graph = buildGpt(mediumGpt(16));
+  TrainingConfig config;
+  config.gpus = 8;
+  config.globalBatch = 64;
+  auto evaluate = [&](const char *fix) {
+    config.fixed = llvm::cantFail(parseFixedChoices(fix));
+    return llvm::cantFail(evaluateConfiguration(graph, a100(), config));
+  };
+  Plan none = evaluate("dp=8,tp=1,pp=1,mb=4,recompute=none");
+  Plan selective = evaluate("dp=8,tp=1,pp=1,mb=4,recompute=selective");
+  Plan full = evaluate("dp=8,tp=1,pp=1,mb=4,recompute=full");
+  EXPECT_LT(none.stepSeconds, selective.stepSeconds);
+  EXPECT_LT(selective.stepSeconds, full.stepSeconds);
+  EXPECT_GT(none.memory.activations, selective.memory.activations);
+  EXPECT_GT(selective.memory.activations, full.memory.activations);
+  // Full recompute adds one forward: ~4/3 of the compute.
+  EXPECT_NEAR(full.time.compute / none.time.compute, 4.0 / 3, 0.05);
+  // MFU counts no recompute FLOPs, hardware TFLOP/s does.
+  EXPECT_GT(full.hardwareTflopsPerGpu * 1e12 / 312e12, full.mfu);
+}
+
+TEST(SearchTest, ZeroShardsModelState) {
+  ModelGraph graph = buildGpt(mediumGpt(16));
+  TrainingConfig config;
+  config.gpus = 8;
+  config.globalBatch = 64;
+  auto evaluate = [&](const char *fix) {
+    config.fixed = llvm::cantFail(parseFixedChoices(fix));
+    return llvm::cantFail(evaluateConfiguration(graph, a100(), config));
+  };
+  Plan z0 = evaluate("dp=8,tp=1,pp=1,mb=1,zero=0");
+  Plan z1 = evaluate("dp=8,tp=1,pp=1,mb=1,zero=1");
+  Plan z3 = evaluate("dp=8,tp=1,pp=1,mb=1,zero=3");
+  // Mixed-precision Adam: 2 + 2 + 12 bytes per parameter.
+  EXPECT_NEAR(z0.memory.optimizer, 6 * z0.memory.params, 1);
+  EXPECT_NEAR(z1.memory.optimizer, z0.memory.optimizer / 8, 1);
+  EXPECT_NEAR(z3.memory.params, z0.memory.params / 8, 1);
+  EXPECT_GT(z3.stepSeconds, z0.stepSeconds);
+}
+
+TEST(SearchTest, Fp32AndSgd) {
+  ModelGraph graph = buildGpt(mediumGpt(4));
+  TrainingConfig config;
+  config.gpus = 8;
+  config.globalBatch = 32;
+  config.precision = Precision::Fp32;
+  config.optimizer = Optimizer::Sgd;
+  config.fixed.zeroStage = 0;
+  llvm::Expected<Plan> p = searchPlan(graph, a100(), config);
+  ASSERT_TRUE(!!p) << llvm::toString(p.takeError());
+  EXPECT_EQ(p->precision, Precision::Fp32);
+  // fp32 weights, fp32 gradients, SGD momentum.
+  EXPECT_NEAR(p->memory.grads, p->memory.params, 1);
+  config.precision = Precision::Bf16Mixed;
+  config.optimizer = Optimizer::Adam;
+  Plan bf16 = llvm::cantFail(searchPlan(graph, a100(), config));
+  EXPECT_LT(bf16.stepSeconds, p->stepSeconds);
+}
+
+TEST(SearchTest, Gpt3On1024Gpus) {
+  ModelGraph graph = buildGpt(gpt3_175B());
+  Plan p = plan(graph, a100(), 1024, 1536);
+  EXPECT_LE(p.memory.total(), p.deviceMemoryBytes);
+  // 175B parameters cannot live without model parallelism on 80 GB.
+  EXPECT_GT(p.config.tp * p.config.pp, 1);
+  EXPECT_GT(p.mfu, 0.3);
+  EXPECT_FALSE(p.alternatives.empty());
+}
+
+TEST(SearchTest, SmallClusterFromV100Preset) {
+  ModelGraph graph = buildGpt(mediumGpt(8));
+  Plan p = plan(graph, llvm::cantFail(cost::getClusterPreset("alpa-v100")),
+                16, 64);
+  EXPECT_LE(p.memory.total(), p.deviceMemoryBytes);
+  // 25 Gb/s between nodes: keep the chatty axes inside a node.
+  EXPECT_LE(p.config.tp, 8);
+}
+
+} // namespace
+
+namespace {
+
+TEST(SearchTest, StagesAreRebalancedToFitMemory) {
+  // 1F1B: stage 0 holds 4 micro-batches in flight, stage 3 one. With 24 GiB
+  // the time-balanced split (8 layers each) does not fit on stage 0; moving
+  // layers to the later stages does.
+  GptDims dims = mediumGpt(32);
+  ModelGraph graph = buildGpt(dims);
+  auto cluster = [](int gib) {
+    return llvm::cantFail(cost::parseCluster(
+        "gpus_per_node: 8\npeak_tflops_16bit: 312\npeak_tflops_fp32: 19.5\n"
+        "memory_gib: " +
+            std::to_string(gib) +
+            "\nhbm_gbps: 2039\nintra_node_gbps: 230\ninter_node_gbps: 185\n",
+        true, "test.yaml"));
+  };
+  TrainingConfig config;
+  config.gpus = 4;
+  config.globalBatch = 64;
+  config.fixed = llvm::cantFail(parseFixedChoices(
+      "dp=1,tp=1,pp=4,mb=4,zero=0,recompute=none,schedule=1f1b"));
+  Plan roomy = llvm::cantFail(evaluateConfiguration(graph, cluster(40), config));
+  EXPECT_EQ(roomy.layersPerStage, (std::vector<int>{8, 8, 8, 8}));
+  Plan tight = llvm::cantFail(evaluateConfiguration(graph, cluster(24), config));
+  EXPECT_LE(tight.memory.total(), tight.deviceMemoryBytes);
+  ASSERT_EQ(tight.layersPerStage.size(), 4u);
+  EXPECT_LT(tight.layersPerStage.front(), 8);
+  EXPECT_EQ(std::accumulate(tight.layersPerStage.begin(),
+                            tight.layersPerStage.end(), 0),
+            32);
+  EXPECT_GT(tight.stepSeconds, roomy.stepSeconds);
+  // With too little memory for any split, evaluation says how much it needs.
+  llvm::Expected<Plan> tiny =
+      evaluateConfiguration(graph, cluster(12), config);
+  ASSERT_FALSE(!!tiny);
+  std::string message = llvm::toString(tiny.takeError());
+  EXPECT_EQ(message.rfind("no plan fits in memory: the smallest needs ", 0),
+            0u)
+      << message;
+  EXPECT_NE(message.find("(dp=1,tp=1,pp=4,mb=4,zero=0,recompute=none,"
+                         "schedule=1f1b,v=1, stage 0), the device has 12 GiB"),
+            std::string::npos)
+      << message;
+}
+
+} // namespace
+
+namespace {
+
+TEST(SearchTest, GraphWithoutLayersPlansAsOneStage) {
+  // An MLP with no repeated block: everything is prologue, no pipeline.
+  GraphBuilder g("mlp");
+  int x = g.input("x", {1, 4096}, /*isFloat=*/true, /*batchDim=*/0);
+  int h = g.matmul("fc1", x, g.parameter("w1", {4096, 16384}));
+  h = g.unary("bm.relu", "relu", h);
+  int y = g.matmul("fc2", h, g.parameter("w2", {16384, 4096}));
+  g.setOutput(y);
+  ModelGraph graph = g.take();
+  TrainingConfig config;
+  config.gpus = 8;
+  config.globalBatch = 4096;
+  llvm::Expected<Plan> p = searchPlan(graph, a100(), config);
+  ASSERT_TRUE(!!p) << llvm::toString(p.takeError());
+  EXPECT_EQ(p->config.pp, 1);
+  EXPECT_EQ(p->numLayers, 0);
+  EXPECT_EQ(p->blocks.size(), 1u);
+  EXPECT_EQ(p->blocks[0].name, "prologue");
+  EXPECT_LE(p->memory.total(), p->deviceMemoryBytes);
+}
+
+} // namespace

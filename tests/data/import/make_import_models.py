@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Writes the small hand-made ONNX models that tests/import/*.test import
+and FileCheck. The generated files are committed.
+
+  mlp.onnx          parameters (embedded and external), a symbolic batch dim
+                    with a bm.dim default, a Shape->Gather->Concat->Reshape
+                    chain that must fold
+  causal_mask.onnx  a torch.onnx-style attention mask: Shape, Range, Trilu,
+                    ConstantOfShape, Where, Expand
+  ops.onnx          lowerings with normalisation: implicit einsum, Split by
+                    num_outputs, clamped Slice, SAME_UPPER Conv, Gelu
+"""
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def save(name, graph, opset=17, dims=None):
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                              producer_name="bmc-tests")
+    model.ir_version = 8
+    for key, value in (dims or {}).items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = "bm.dim." + key, str(value)
+    # No checker: it insists on reading external data, which is absent.
+    onnx.save(model, os.path.join(HERE, name))
+
+
+def const(name, values, dtype=np.int64):
+    return helper.make_node("Constant", [], [name], name=name,
+                            value=numpy_helper.from_array(np.array(values, dtype=dtype), name))
+
+
+def mlp():
+    w1 = numpy_helper.from_array(np.ones((8, 16), np.float32), "fc1.weight")
+    b1 = numpy_helper.from_array(np.zeros((16,), np.float32), "fc1.bias")
+    # External data that is absent: the importer never reads it.
+    w2 = TensorProto(name="fc2.weight", data_type=TensorProto.FLOAT, dims=[16, 8])
+    w2.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "mlp.weights"), ("offset", "0"), ("length", "512")):
+        entry = w2.external_data.add()
+        entry.key, entry.value = key, value
+    scale = numpy_helper.from_array(np.array(0.5, np.float32), "scale")
+    heads = numpy_helper.from_array(np.array([2, 4], np.int64), "heads")
+    nodes = [
+        helper.make_node("Gemm", ["x", "fc1.weight", "fc1.bias"], ["h"], name="fc1"),
+        helper.make_node("Relu", ["h"], ["a"], name="act"),
+        helper.make_node("MatMul", ["a", "fc2.weight"], ["o"], name="fc2"),
+        helper.make_node("Mul", ["o", "scale"], ["s"], name="scale_out"),
+        # reshape to [batch, 2, 4] with batch read from the input's shape
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        const("zero", 0),
+        helper.make_node("Gather", ["shape", "zero"], ["batch"], name="batch", axis=0),
+        const("axes0", [0]),
+        helper.make_node("Unsqueeze", ["batch", "axes0"], ["batch1"], name="batch1"),
+        helper.make_node("Concat", ["batch1", "heads"], ["target"], name="target", axis=0),
+        helper.make_node("Reshape", ["s", "target"], ["y"], name="split_heads"),
+    ]
+    graph = helper.make_graph(
+        nodes, "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 2, 4])],
+        [w1, b1, w2, scale, heads])
+    save("mlp.onnx", graph, dims={"batch": 4})
+
+
+def causal_mask():
+    nodes = [
+        helper.make_node("Shape", ["scores"], ["shape"], name="shape"),
+        const("minus1", -1),
+        helper.make_node("Gather", ["shape", "minus1"], ["seq"], name="seq", axis=0),
+        const("zero", 0), const("one", 1),
+        helper.make_node("Range", ["zero", "seq", "one"], ["pos"], name="positions"),
+        const("axes1", [1]),
+        helper.make_node("Unsqueeze", ["pos", "axes1"], ["col"], name="column"),
+        helper.make_node("LessOrEqual", ["pos", "col"], ["allowed"], name="causal"),
+        const("square_axes", [0]),
+        helper.make_node("Unsqueeze", ["seq", "square_axes"], ["seq1"], name="seq1"),
+        helper.make_node("Concat", ["seq1", "seq1"], ["square"], name="square", axis=0),
+        helper.make_node("ConstantOfShape", ["square"], ["ones"], name="ones",
+                         value=numpy_helper.from_array(np.array([1.0], np.float32))),
+        helper.make_node("Trilu", ["ones"], ["lower"], name="lower", upper=0),
+        const("neg_inf", -1e9, np.float32),
+        helper.make_node("Where", ["allowed", "scores", "neg_inf"], ["masked"], name="mask"),
+        helper.make_node("Mul", ["masked", "lower"], ["m2"], name="keep_lower"),
+        helper.make_node("Softmax", ["m2"], ["y"], name="softmax", axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes, "causal_mask",
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 4, "seq", "seq"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, "seq", "seq"])])
+    save("causal_mask.onnx", graph, opset=17, dims={"seq": 8})
+
+
+def ops():
+    nodes = [
+        # implicit output: letters used once, sorted -> "bij,bjk->ik"
+        helper.make_node("Einsum", ["a", "b"], ["e"], name="contract", equation="bij,bjk"),
+        helper.make_node("Einsum", ["a", "b"], ["e2"], name="ellipsis", equation="...ij,...jk->...ik"),
+        helper.make_node("Split", ["e"], ["p0", "p1", "p2"], name="thirds", axis=-1, num_outputs=3),
+        const("starts", [1]), const("ends", [1000]), const("axes", [-1]),
+        helper.make_node("Slice", ["e2", "starts", "ends", "axes"], ["tail"], name="tail"),
+        helper.make_node("Conv", ["img", "kernel"], ["c"], name="conv", auto_pad="SAME_UPPER",
+                         strides=[2, 2]),
+        helper.make_node("Gelu", ["c"], ["g"], name="gelu", approximate="tanh"),
+        helper.make_node("ReduceMean", ["g", "rm_axes"], ["r"], name="mean", keepdims=0),
+        helper.make_node("Max", ["p0", "p1", "p2"], ["mx"], name="max3"),
+        # Reshape with 0 (copy) and -1 (infer)
+        const("flat_shape", [0, -1]),
+        helper.make_node("Reshape", ["tail", "flat_shape"], ["flat"], name="flatten_tail"),
+        # Gather with a negative constant index, normalised
+        const("last", [-1]),
+        helper.make_node("Gather", ["flat", "last"], ["picked"], name="pick_last", axis=1),
+        helper.make_node("Transpose", ["a"], ["at"], name="reverse_dims"),
+        helper.make_node("TopK", ["at", "k2"], ["topv", "topi"], name="top2", axis=-1),
+        helper.make_node("CumSum", ["picked", "minus_one"], ["cs"], name="cumsum"),
+    ]
+    kernel = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "kernel")
+    rm_axes = numpy_helper.from_array(np.array([-1, -2], np.int64), "rm_axes")
+    k2 = numpy_helper.from_array(np.array([2], np.int64), "k2")
+    minus_one = numpy_helper.from_array(np.array(-1, np.int64), "minus_one")
+    graph = helper.make_graph(
+        nodes, "ops",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3, 4]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 4, 6]),
+         helper.make_tensor_value_info("img", TensorProto.FLOAT, [1, 3, 7, 7])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+         for n in ("mx", "tail", "r", "cs", "topv")]
+        + [helper.make_tensor_value_info("topi", TensorProto.INT64, None)],
+        [kernel, rm_axes, k2, minus_one])
+    save("ops.onnx", graph, opset=20)
+
+
+if __name__ == "__main__":
+    mlp()
+    causal_mask()
+    ops()

@@ -1,0 +1,150 @@
+//===- PlanZooTest.cpp - `bmc plan`'s pipeline on the model zoo -----------===//
+//
+// Runs what `bmc plan` runs (import, fold, extract, search) on the ONNX
+// models of models/onnx, so the planner's quality bar holds for graphs as
+// the importer produces them, not only for hand-built ones.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/driver/PlanDriver.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "gtest/gtest.h"
+
+#include <string>
+
+using namespace bm;
+
+namespace {
+
+std::string modelPath(const std::string &name) {
+  return std::string(BMC_SOURCE_DIR) + "/models/onnx/" + name + ".onnx";
+}
+
+plan::ModelGraph load(mlir::MLIRContext &context, const std::string &name) {
+  llvm::Expected<ModelForPlanning> model =
+      loadModelForPlanning(context, modelPath(name), {});
+  if (!model) {
+    ADD_FAILURE() << name << ": " << llvm::toString(model.takeError());
+    return {};
+  }
+  return std::move(model->graph);
+}
+
+plan::TrainingConfig config(int gpus, int64_t batch,
+                            const char *fix = nullptr) {
+  plan::TrainingConfig config;
+  config.gpus = gpus;
+  config.globalBatch = batch;
+  if (fix)
+    config.fixed = llvm::cantFail(plan::parseFixedChoices(fix));
+  return config;
+}
+
+cost::Cluster a100() {
+  return llvm::cantFail(cost::getClusterPreset("dgx-a100-80g"));
+}
+
+/// A row of Narayanan et al. 2021 (SC'21) Table 1: the model, GPUs, global
+/// batch, the paper's configuration (micro-batch and full recomputation as
+/// in Megatron-LM's examples/sc21 scripts) and its measured TFLOP/s per GPU.
+struct MegatronRow {
+  const char *model;
+  int gpus;
+  int64_t batch;
+  const char *paperConfig;
+  double paperTflops;
+};
+
+class MegatronFromOnnxTest : public ::testing::TestWithParam<MegatronRow> {};
+
+TEST_P(MegatronFromOnnxTest, PlanBeatsThePaperAndPredictsItsThroughput) {
+  const MegatronRow &row = GetParam();
+  mlir::MLIRContext context;
+  plan::ModelGraph graph = load(context, row.model);
+  ASSERT_EQ(graph.layerClass.size() > 0, true) << "the model did not fold";
+
+  llvm::Expected<plan::Plan> paper =
+      planModel(graph, a100(), config(row.gpus, row.batch, row.paperConfig));
+  ASSERT_TRUE(!!paper) << llvm::toString(paper.takeError());
+  EXPECT_LE(paper->memory.total(), paper->deviceMemoryBytes)
+      << "the paper ran this configuration on 80 GB GPUs";
+  // The planner counts recomputation FLOPs as the paper does.
+  EXPECT_NEAR(paper->hardwareTflopsPerGpu, row.paperTflops,
+              0.2 * row.paperTflops);
+
+  llvm::Expected<plan::Plan> best =
+      planModel(graph, a100(), config(row.gpus, row.batch));
+  ASSERT_TRUE(!!best) << llvm::toString(best.takeError());
+  EXPECT_LE(best->stepSeconds, paper->stepSeconds * (1 + 1e-12))
+      << "planner chose " << best->config.str();
+  EXPECT_LE(best->memory.total(), best->deviceMemoryBytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table1, MegatronFromOnnxTest,
+    ::testing::Values(
+        MegatronRow{"gpt3-1.7b", 32, 512,
+                    "dp=32,tp=1,pp=1,mb=16,zero=0,recompute=full", 137},
+        MegatronRow{"gpt3-18b", 256, 1024,
+                    "dp=32,tp=8,pp=1,mb=8,zero=0,recompute=full", 135},
+        MegatronRow{"gpt3-39b", 512, 1536,
+                    "dp=32,tp=8,pp=2,mb=4,zero=0,recompute=full,"
+                    "schedule=1f1b",
+                    138}),
+    [](const ::testing::TestParamInfo<MegatronRow> &info) {
+      std::string name = info.param.model;
+      for (char &c : name)
+        if (!isalnum(static_cast<unsigned char>(c)))
+          c = '_';
+      return name;
+    });
+
+TEST(PlanZooTest, FoldsGpt3To175BIntoOneBlock) {
+  mlir::MLIRContext context;
+  plan::ModelGraph graph = load(context, "gpt3-175b");
+  ASSERT_EQ(graph.numLayers(), 96);
+  for (int cls : graph.layerClass)
+    EXPECT_EQ(cls, 0);
+}
+
+TEST(PlanZooTest, FoldedAndUnfoldedSearchAgree) {
+  mlir::MLIRContext context;
+  for (const char *name : {"gpt3-350m", "llama2-tiny", "t5-tiny"}) {
+    plan::ModelGraph graph = load(context, name);
+    plan::TrainingConfig folded = config(16, 64);
+    plan::TrainingConfig unfolded = folded;
+    unfolded.fold = false;
+    llvm::Expected<plan::Plan> a = planModel(graph, a100(), folded);
+    llvm::Expected<plan::Plan> b = planModel(graph, a100(), unfolded);
+    ASSERT_TRUE(a && b) << name;
+    EXPECT_DOUBLE_EQ(a->stepSeconds, b->stepSeconds) << name;
+    EXPECT_EQ(a->config.str(), b->config.str()) << name;
+  }
+}
+
+TEST(PlanZooTest, EveryFullSizeModelPlans) {
+  // Each family at a size and GPU count a team would use; the plan must fit.
+  struct Case {
+    const char *model;
+    int gpus;
+    int64_t batch;
+  };
+  mlir::MLIRContext context;
+  for (Case c : {Case{"gpt3-175b", 1024, 1536}, Case{"llama2-70b", 512, 1024},
+                 Case{"bert-large", 16, 256}, Case{"t5-large", 32, 256},
+                 Case{"vit-h14", 64, 1024}, Case{"wresnet-101-2", 16, 512},
+                 Case{"moe-10b", 64, 512}, Case{"hf-llama2-7b", 64, 512},
+                 Case{"hf-gpt2-124m", 8, 64}, Case{"hf-bert-large", 16, 256}}) {
+    plan::ModelGraph graph = load(context, c.model);
+    llvm::Expected<plan::Plan> plan =
+        planModel(graph, a100(), config(c.gpus, c.batch));
+    ASSERT_TRUE(!!plan) << c.model << ": " << llvm::toString(plan.takeError());
+    EXPECT_LE(plan->memory.total(), plan->deviceMemoryBytes) << c.model;
+    EXPECT_GT(plan->mfu, 0.0) << c.model;
+    EXPECT_EQ(plan->config.dp * plan->config.tp * plan->config.pp, c.gpus)
+        << c.model;
+  }
+}
+
+} // namespace

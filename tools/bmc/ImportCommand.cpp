@@ -1,0 +1,105 @@
+//===- ImportCommand.cpp - `bmc import MODEL.onnx` ------------------------===//
+//
+// Prints the bm dialect of an ONNX model, for inspection (phase 1 alone).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/bmc/Subcommands.h"
+
+#include "compiler/import/OnnxImporter.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OperationSupport.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace bmc;
+using llvm::StringRef;
+
+namespace {
+
+constexpr StringRef kHelp = R"(USAGE: bmc import MODEL.onnx [options]
+
+Imports an ONNX model (opsets 13 to 21) into the bm dialect and prints it.
+Parameters become arguments of func.func @main; shape computations fold.
+External weight data is never read and may be absent.
+
+OPTIONS:
+  --dim NAME=VALUE   bind the symbolic dimension NAME (repeatable); wins over
+                     the model's "bm.dim.NAME" metadata
+  --no-model-dims    ignore the model's "bm.dim.NAME" metadata
+  --locations        print each op's location (its ONNX node name)
+  -o FILE            write the module to FILE (default: stdout)
+  --help             print this help
+)";
+
+} // namespace
+
+int bmc::runImport(llvm::ArrayRef<StringRef> args) {
+  ArgCursor cursor("import", args);
+  bm::ImportOptions options;
+  std::optional<std::string> model, output;
+  bool locations = false;
+  while (!cursor.done()) {
+    std::optional<std::string> value;
+    if (cursor.takeSwitch("--help") || cursor.takeSwitch("-h")) {
+      llvm::outs() << kHelp;
+      return 0;
+    }
+    if (cursor.takeSwitch("--locations")) {
+      locations = true;
+      continue;
+    }
+    if (cursor.takeSwitch("--no-model-dims")) {
+      options.useModelDefaults = false;
+      continue;
+    }
+    if (cursor.takeFlag("--dim", value) || cursor.takeFlag("-dim", value)) {
+      if (cursor.error)
+        return fail(*cursor.error);
+      StringRef name, number;
+      std::tie(name, number) = StringRef(*value).split('=');
+      int64_t size;
+      if (name.empty() || number.getAsInteger(10, size))
+        return fail("--dim expects NAME=VALUE with an integer VALUE, got '" +
+                    *value + "'");
+      if (size < 0)
+        return fail("--dim " + name + " must not be negative, got " + number);
+      options.dims[name.str()] = size;
+      continue;
+    }
+    if (cursor.takeFlag("-o", value) || cursor.takeFlag("--output", value)) {
+      if (cursor.error)
+        return fail(*cursor.error);
+      output = *value;
+      continue;
+    }
+    if (cursor.isOption())
+      return cursor.unknownOption();
+    StringRef positional = cursor.takePositional();
+    if (model)
+      return fail("bmc import takes one model, got '" + *model + "' and '" +
+                  positional + "'");
+    model = positional.str();
+  }
+  if (!model)
+    return fail("bmc import needs a model file; see 'bmc import --help'");
+
+  mlir::MLIRContext context;
+  auto module = bm::importOnnxFile(context, *model, options);
+  if (!module)
+    return fail(llvm::toString(module.takeError()));
+
+  std::error_code ec;
+  llvm::ToolOutputFile out(output.value_or("-"), ec, llvm::sys::fs::OF_Text);
+  if (ec)
+    return fail("cannot write '" + *output + "': " + ec.message());
+  mlir::OpPrintingFlags flags;
+  if (locations)
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+  (*module)->print(out.os(), flags);
+  out.os() << "\n";
+  out.keep();
+  return 0;
+}

@@ -1,0 +1,69 @@
+//===- Subcommands.h - the `bmc` subcommands and their helpers -*- C++ -*-===//
+//
+// `bmc SUBCOMMAND ARGS...`: bmc.cpp dispatches on the first argument through
+// a table; each subcommand lives in its own file (ImportCommand.cpp, ...)
+// and parses its own arguments with the helpers below, so that adding one is
+// a new file plus a table entry.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMC_TOOLS_BMC_SUBCOMMANDS_H
+#define BMC_TOOLS_BMC_SUBCOMMANDS_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
+
+#include <optional>
+#include <string>
+
+namespace bmc {
+
+/// Runs a subcommand on its arguments (the subcommand name excluded) and
+/// returns the process exit code.
+using SubcommandFn = int (*)(llvm::ArrayRef<llvm::StringRef> args);
+
+struct Subcommand {
+  llvm::StringLiteral name;
+  llvm::StringLiteral summary;
+  SubcommandFn run;
+};
+
+int runImport(llvm::ArrayRef<llvm::StringRef> args);
+int runPlan(llvm::ArrayRef<llvm::StringRef> args);
+
+/// Prints "bmc: error: MESSAGE" on one line to stderr and returns 1.
+int fail(const llvm::Twine &message);
+
+/// Walks a subcommand's arguments: flags with values (`--dim X`, `--dim=X`,
+/// `-o X`), `--help`, positionals, and one clear error for anything else.
+class ArgCursor {
+public:
+  ArgCursor(llvm::StringRef subcommand, llvm::ArrayRef<llvm::StringRef> args)
+      : subcommand(subcommand), args(args) {}
+  bool done() const { return index >= args.size(); }
+  llvm::StringRef peek() const { return args[index]; }
+  /// True if the current argument is `flag` (or `flag=...`); stores its
+  /// value, taken from `=...` or the next argument. Reports a missing value.
+  bool takeFlag(llvm::StringRef flag, std::optional<std::string> &value);
+  /// True if the current argument is exactly `flag` (a switch).
+  bool takeSwitch(llvm::StringRef flag);
+  /// Takes the current argument as a positional.
+  llvm::StringRef takePositional() { return args[index++]; }
+  bool isOption() const {
+    return peek().starts_with("-") && peek() != "-";
+  }
+  /// The error for an unknown option, naming the subcommand's help.
+  int unknownOption() const;
+  /// A flag took no value; set by takeFlag.
+  std::optional<std::string> error;
+
+private:
+  llvm::StringRef subcommand;
+  llvm::ArrayRef<llvm::StringRef> args;
+  size_t index = 0;
+};
+
+} // namespace bmc
+
+#endif // BMC_TOOLS_BMC_SUBCOMMANDS_H

@@ -1,0 +1,113 @@
+//===- bmc.cpp - the bmc driver: subcommand dispatch ----------------------===//
+//
+// `bmc import|plan|compile|report ...`. Each subcommand is one entry in
+// kSubcommands (alphabetical) and one file; errors reach the user as
+// "bmc: error: ..." on one line with exit code 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/bmc/Subcommands.h"
+
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <vector>
+
+using namespace bmc;
+using llvm::StringRef;
+
+namespace {
+
+// Alphabetical.
+const Subcommand kSubcommands[] = {
+    {"import", "ONNX model -> bm dialect MLIR, for inspection", runImport},
+    {"plan", "search the parallel training plan for N GPUs", runPlan},
+};
+
+constexpr StringRef kVersion = "0.1.0";
+
+void printHelp(llvm::raw_ostream &os) {
+  os << "bmc: automatic parallelism planner and compiler for training big "
+        "models\n\n"
+        "USAGE: bmc <subcommand> [options]\n\nSUBCOMMANDS:\n";
+  for (const Subcommand &s : kSubcommands)
+    os << "  " << llvm::left_justify(s.name, 10) << s.summary << "\n";
+  os << "\nOPTIONS:\n"
+        "  --help     print this help (also: bmc <subcommand> --help)\n"
+        "  --version  print the version\n";
+}
+
+} // namespace
+
+int bmc::fail(const llvm::Twine &message) {
+  std::string text = message.str();
+  // One line, whatever the message carried.
+  for (char &c : text)
+    if (c == '\n' || c == '\r')
+      c = ' ';
+  llvm::errs() << "bmc: error: " << text << "\n";
+  return 1;
+}
+
+bool ArgCursor::takeFlag(StringRef flag, std::optional<std::string> &value) {
+  StringRef arg = peek();
+  if (arg == flag) {
+    if (index + 1 >= args.size()) {
+      error = "option '" + flag.str() + "' needs a value";
+      ++index;
+      return true;
+    }
+    value = args[index + 1].str();
+    index += 2;
+    return true;
+  }
+  if (arg.starts_with(flag) && arg.drop_front(flag.size()).starts_with("=")) {
+    value = arg.drop_front(flag.size() + 1).str();
+    ++index;
+    return true;
+  }
+  return false;
+}
+
+bool ArgCursor::takeSwitch(StringRef flag) {
+  if (peek() != flag)
+    return false;
+  ++index;
+  return true;
+}
+
+int ArgCursor::unknownOption() const {
+  return fail("unknown option '" + peek() + "' for 'bmc " + subcommand +
+              "'; see 'bmc " + subcommand + " --help'");
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  std::vector<StringRef> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    printHelp(llvm::errs());
+    return 1;
+  }
+  StringRef first = args.front();
+  if (first == "--help" || first == "-h" || first == "help") {
+    printHelp(llvm::outs());
+    return 0;
+  }
+  if (first == "--version") {
+    llvm::outs() << "bmc " << kVersion << " (MLIR/LLVM " LLVM_VERSION_STRING
+                    ")\n";
+    return 0;
+  }
+  for (const Subcommand &s : kSubcommands)
+    if (s.name == first)
+      return s.run(llvm::ArrayRef(args).drop_front());
+  if (first.starts_with("-"))
+    return fail("unknown option '" + first + "'; see 'bmc --help'");
+  std::string names;
+  for (const Subcommand &s : kSubcommands)
+    names += (names.empty() ? "" : ", ") + s.name.str();
+  return fail("unknown subcommand '" + first + "' (subcommands: " + names +
+              "); see 'bmc --help'");
+}
