@@ -65,10 +65,10 @@ private:
   bm::import::NodeContext &nc;
 };
 
-/// ArgMax / ArgMin: the indices of a top-1 along the axis.
+/// ArgMax / ArgMin: the indices of a top-1 along the axis. A top-1 picks
+/// the first of equal values; for select_last_index the axis is reversed
+/// (a gather) and the index mirrored back.
 LogicalResult argExtreme(bm::import::NodeContext &nc, bool largest) {
-  if (nc.getInt("select_last_index", 0))
-    return nc.error("select_last_index=1 is not supported");
   FailureOr<Value> x = nc.value(0);
   if (failed(x))
     return failure();
@@ -76,6 +76,21 @@ LogicalResult argExtreme(bm::import::NodeContext &nc, bool largest) {
   FailureOr<int64_t> axis = nc.axis(nc.getInt("axis", 0), type.getRank());
   if (failed(axis))
     return failure();
+  bool last = nc.getInt("select_last_index", 0);
+  int64_t dim = type.getDimSize(*axis);
+  if (last) {
+    std::vector<int64_t> reversed;
+    for (int64_t i = dim - 1; i >= 0; --i)
+      reversed.push_back(i);
+    FailureOr<Value> indices =
+        nc.constant(bm::import::HostTensor::fromInts(reversed, {dim}));
+    if (failed(indices))
+      return failure();
+    x = nc.build("bm.gather", {*x, *indices},
+                 {nc.named("axis", bm::import::i64(nc, *axis))});
+    if (failed(x))
+      return failure();
+  }
   FailureOr<Operation *> topK =
       nc.create("bm.top_k", {*x},
                 {nc.named("k", bm::import::i64(nc, 1)),
@@ -84,11 +99,15 @@ LogicalResult argExtreme(bm::import::NodeContext &nc, bool largest) {
                 {}, 2);
   if (failed(topK))
     return failure();
-  Value indices = (*topK)->getResult(1);
-  if (nc.getInt("keepdims", 1))
-    return bm::import::setResult(nc, indices);
+  FailureOr<Value> index = (*topK)->getResult(1);
+  if (last) {
+    Formula f(nc);
+    index = f.binary("bm.sub", f.scalar(index, dim - 1), index);
+  }
+  if (failed(index) || nc.getInt("keepdims", 1))
+    return bm::import::setResult(nc, index);
   return bm::import::setResult(
-      nc, nc.build("bm.squeeze", {indices},
+      nc, nc.build("bm.squeeze", {*index},
                    {nc.named("axes", bm::import::array(nc, {*axis}))}));
 }
 

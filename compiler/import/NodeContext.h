@@ -176,9 +176,12 @@ mlir::FailureOr<llvm::SmallVector<int64_t>>
 expandTarget(NodeContext &nc, llvm::ArrayRef<int64_t> inShape,
              llvm::ArrayRef<int64_t> target);
 
-/// Slice bounds per dim, clamped and normalised (positive steps only).
+/// Slice bounds per dim, clamped and normalised as ONNX specifies.
 struct SliceBounds {
   llvm::SmallVector<int64_t> starts, limits, strides;
+  /// Axes sliced with a negative step, with the indices they take in order;
+  /// their starts/limits/strides cover the whole dim and a gather follows.
+  llvm::SmallVector<std::pair<int64_t, std::vector<int64_t>>> reversed;
 };
 /// Reads starts/ends/axes/steps (inputs from opset 10, attributes before).
 mlir::FailureOr<SliceBounds> sliceBounds(NodeContext &nc,

@@ -716,13 +716,31 @@ LogicalResult importSlice(NodeContext &nc) {
   FailureOr<Value> x = nc.value(0);
   if (failed(x))
     return failure();
-  FailureOr<SliceBounds> b = sliceBounds(nc, typeOf(*x).getShape());
+  ArrayRef<int64_t> shape = typeOf(*x).getShape();
+  FailureOr<SliceBounds> b = sliceBounds(nc, shape);
   if (failed(b))
     return failure();
-  return setResult(nc, nc.build("bm.slice", {*x},
-                                {nc.named("starts", array(nc, b->starts)),
-                                 nc.named("limits", array(nc, b->limits)),
-                                 nc.named("strides", array(nc, b->strides))}));
+  bool whole = llvm::all_of(llvm::seq<size_t>(0, shape.size()), [&](size_t d) {
+    return b->starts[d] == 0 && b->limits[d] == shape[d] && b->strides[d] == 1;
+  });
+  FailureOr<Value> result = x;
+  if (!whole || b->reversed.empty())
+    result = nc.build("bm.slice", {*x},
+                      {nc.named("starts", array(nc, b->starts)),
+                       nc.named("limits", array(nc, b->limits)),
+                       nc.named("strides", array(nc, b->strides))});
+  // Negative steps: a gather of the indices in the order they are taken.
+  for (auto &[axis, indices] : b->reversed) {
+    if (failed(result))
+      return failure();
+    FailureOr<Value> taken = nc.constant(
+        HostTensor::fromInts(indices, {static_cast<int64_t>(indices.size())}));
+    if (failed(taken))
+      return failure();
+    result = nc.build("bm.gather", {*result, *taken},
+                      {nc.named("axis", i64(nc, axis))});
+  }
+  return setResult(nc, result);
 }
 
 LogicalResult importSplit(NodeContext &nc) {

@@ -158,8 +158,18 @@ FailureOr<SliceBounds> sliceBounds(NodeContext &nc, ArrayRef<int64_t> shape) {
       return failure();
     }
     if (step < 0) {
-      (void)nc.error("negative slice steps (reversal) are not supported");
-      return failure();
+      // ONNX clamps start into [0, dim - 1] and end into [-1, dim - 1].
+      int64_t start = starts[i] < -dim ? 0
+                      : starts[i] < 0  ? starts[i] + dim
+                                       : std::min(starts[i], dim - 1);
+      int64_t end = ends[i] < -dim ? -1
+                    : ends[i] < 0  ? ends[i] + dim
+                                   : std::min(ends[i], dim - 1);
+      std::vector<int64_t> indices;
+      for (int64_t j = start; j > end; j += step)
+        indices.push_back(j);
+      b.reversed.push_back({*axis, std::move(indices)});
+      continue;
     }
     auto clamp = [dim](int64_t v) {
       if (v < 0)
@@ -617,11 +627,17 @@ FailureOr<bool> foldSlice(NodeContext &nc) {
   FailureOr<SliceBounds> b = sliceBounds(nc, in->shape);
   if (failed(b))
     return failure();
+  // The input index each output coordinate takes, per dim.
   int64_t rank = in->shape.size();
-  SmallVector<int64_t> shape;
+  SmallVector<std::vector<int64_t>> taken(rank);
   for (int64_t d = 0; d < rank; ++d)
-    shape.push_back((b->limits[d] - b->starts[d] + b->strides[d] - 1) /
-                    b->strides[d]);
+    for (int64_t j = b->starts[d]; j < b->limits[d]; j += b->strides[d])
+      taken[d].push_back(j);
+  for (auto &[axis, indices] : b->reversed)
+    taken[axis] = indices;
+  SmallVector<int64_t> shape;
+  for (const std::vector<int64_t> &t : taken)
+    shape.push_back(t.size());
   if (in->splat) {
     nc.setOutput(0, reshaped(*in, shape));
     return true;
@@ -634,7 +650,7 @@ FailureOr<bool> foldSlice(NodeContext &nc) {
     for (int64_t d = rank - 1; d >= 0; --d) {
       int64_t coord = rest % shape[d];
       rest /= shape[d];
-      from += (b->starts[d] + coord * b->strides[d]) * stride;
+      from += taken[d][coord] * stride;
       stride *= in->shape[d];
     }
     if (out.isFloat())

@@ -7,6 +7,7 @@
 #include "passes/plan/PlanOutput.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 using namespace mlir;
@@ -16,12 +17,24 @@ namespace bm::plan {
 static constexpr llvm::StringLiteral kMeshName = "mesh";
 static constexpr llvm::StringLiteral kStageAttrName = "bm.stage";
 
-static Attribute toShardingAttr(Builder &b, const TensorSharding &tensor) {
+
+/// With expert parallelism the data-parallel ranks are a [dp/ep, ep] grid
+/// (ep innermost, Plan.h): the plan's "dp" then means both axes, except in
+/// a tensor that the plan splits over "ep" itself (the experts' dim), where
+/// the batch is split over the outer "dp" only.
+static Attribute toShardingAttr(Builder &b, const TensorSharding &tensor,
+                                bool expertParallel) {
+  bool usesExpertAxis = false;
+  for (const std::vector<std::string> &axes : tensor.dims)
+    usesExpertAxis |= llvm::is_contained(axes, kExpertAxis);
   SmallVector<Attribute> dims;
   for (const std::vector<std::string> &axes : tensor.dims) {
     SmallVector<Attribute> names;
-    for (const std::string &axis : axes)
+    for (const std::string &axis : axes) {
       names.push_back(b.getStringAttr(axis));
+      if (expertParallel && !usesExpertAxis && axis == kDataAxis)
+        names.push_back(b.getStringAttr(kExpertAxis));
+    }
     dims.push_back(b.getArrayAttr(names));
   }
   SmallVector<Attribute> partial;
@@ -42,8 +55,24 @@ static std::vector<int> stageOfLayers(const Plan &plan) {
   return stages;
 }
 
-llvm::Error annotatePlan(ModuleOp module, func::FuncOp func,
-                         const Plan &plan) {
+/// Moves the data-parallel axes (dp, ep) of `tensor` from dimension `from`
+/// to `to` (dropping them when `to` is -1).
+static TensorSharding moveBatchAxes(TensorSharding tensor, int from, int to) {
+  if (from < 0 || from >= static_cast<int>(tensor.dims.size()) ||
+      to >= static_cast<int>(tensor.dims.size()))
+    return tensor;
+  std::vector<std::string> moved, kept;
+  for (const std::string &axis : tensor.dims[from])
+    (axis == kDataAxis || axis == kExpertAxis ? moved : kept).push_back(axis);
+  tensor.dims[from] = kept;
+  if (to >= 0)
+    tensor.dims[to].insert(tensor.dims[to].begin(), moved.begin(), moved.end());
+  return tensor;
+}
+
+llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
+                         const ModelGraph *planned,
+                         const ModelGraph *annotated) {
   Builder b(module.getContext());
   Block &body = func.getBody().front();
   SmallVector<Operation *> ops;
@@ -85,6 +114,7 @@ llvm::Error annotatePlan(ModuleOp module, func::FuncOp func,
       byClassPosition[{block.blockClass, op.op - firstOfLayer[layer]}] = &op;
     }
 
+  const bool expertParallel = plan.config.ep > 1;
   std::vector<int> stages = stageOfLayers(plan);
   int lastStage = std::max(1, plan.config.pp) - 1;
   bool seenLayer = false;
@@ -107,8 +137,19 @@ llvm::Error annotatePlan(ModuleOp module, func::FuncOp func,
             op->getName().getStringRef().str() + ") which has " +
             std::to_string(op->getNumResults()));
       SmallVector<Attribute> results;
-      for (const TensorSharding &result : sharding->results)
-        results.push_back(toShardingAttr(b, result));
+      for (auto [r, result] : llvm::enumerate(sharding->results)) {
+        TensorSharding tensor = result;
+        if (planned && annotated && i < planned->ops.size() &&
+            i < annotated->ops.size() &&
+            r < planned->ops[i].results.size() &&
+            r < annotated->ops[i].results.size()) {
+          int from = planned->values[planned->ops[i].results[r]].batchDim;
+          int to = annotated->values[annotated->ops[i].results[r]].batchDim;
+          if (from != to)
+            tensor = moveBatchAxes(tensor, from, to);
+        }
+        results.push_back(toShardingAttr(b, tensor, expertParallel));
+      }
       op->setAttr(mlir::bm::BmDialect::kShardingAttrName,
                   b.getArrayAttr(results));
     }
@@ -128,14 +169,30 @@ llvm::Error annotatePlan(ModuleOp module, func::FuncOp func,
     if (mesh.getSymName() == kMeshName)
       mesh.erase();
   OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
-  SmallVector<StringAttr> names = {b.getStringAttr(kDataAxis),
-                                   b.getStringAttr(kTensorAxis),
-                                   b.getStringAttr(kPipelineAxis)};
-  SmallVector<int64_t> sizes = {plan.config.dp, plan.config.tp,
-                                plan.config.pp};
+  SmallVector<StringAttr> names = {b.getStringAttr(kDataAxis)};
+  SmallVector<int64_t> sizes = {plan.config.dp};
+  if (expertParallel) {
+    sizes.back() = plan.config.dp / plan.config.ep;
+    names.push_back(b.getStringAttr(kExpertAxis));
+    sizes.push_back(plan.config.ep);
+  }
+  names.append({b.getStringAttr(kTensorAxis), b.getStringAttr(kPipelineAxis)});
+  sizes.append({plan.config.tp, plan.config.pp});
   mlir::bm::MeshOp::create(
       builder, module.getLoc(), kMeshName,
       mlir::bm::MeshAttr::get(module.getContext(), names, sizes));
+
+  // The shardings must hold against the mesh and the shapes; a plan made
+  // for other shapes (another --seq, say) fails here, not downstream.
+  std::string diagnostic;
+  ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
+    if (diagnostic.empty())
+      diagnostic = d.str();
+    return success();
+  });
+  if (failed(verify(module)))
+    return llvm::createStringError("the annotated model does not verify: " +
+                                   diagnostic);
   return llvm::Error::success();
 }
 

@@ -3,6 +3,7 @@
 #ifndef BM_ANNOTATE_ANNOTATEPLAN_H
 #define BM_ANNOTATE_ANNOTATEPLAN_H
 
+#include "passes/plan/ModelGraph.h"
 #include "passes/plan/Plan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -17,8 +18,15 @@ namespace bm::plan {
 /// the top of `module`, a `bm.sharding` on every op (each instance of a
 /// block class gets its class's sharding), and a `bm.stage` (the pipeline
 /// stage that runs the op).
+///
+/// `func` may have been imported at another batch size than the one the
+/// plan was searched at (bmc plan writes the step's dp x micro-batch); if a
+/// reshape that depends on the batch (MoE token groups) moves the batch to
+/// another dimension, give the graphs of both (`planned`, and `annotated`
+/// extracted from `func`) and the batch axes move with it.
 llvm::Error annotatePlan(mlir::ModuleOp module, mlir::func::FuncOp func,
-                         const Plan &plan);
+                         const Plan &plan, const ModelGraph *planned = nullptr,
+                         const ModelGraph *annotated = nullptr);
 
 } // namespace bm::plan
 

@@ -100,7 +100,7 @@ private:
   ValueInfo describe(RankedTensorType type, int batchDim) {
     ValueInfo info;
     info.shape.assign(type.getShape().begin(), type.getShape().end());
-    if (batchDim >= 0)
+    if (batchDim >= 0 && info.shape[batchDim] % batch == 0)
       info.shape[batchDim] /= batch;
     info.batchDim = batchDim;
     info.elementBytes = elementBytes(type.getElementType());
@@ -134,10 +134,13 @@ private:
     return llvm::Error::success();
   }
 
-  /// The factor of `rule` that carries the batch: the one in the batch dim
-  /// of a batch-carrying operand (the major-most such factor whose size is a
-  /// multiple of the batch), or -1.
-  int findBatchFactor(Operation &op, const ShardingRule &rule) {
+  /// The factors of `rule` that carry the batch: in the batch dim of each
+  /// batch-carrying operand, the factors from the major end until their
+  /// product is a multiple of the batch ({b, s} gives b; a merged b*s gives
+  /// itself; MoE token groups {G, 2} of a batch 2G give both).
+  llvm::SmallVector<bool> findBatchFactors(Operation &op,
+                                           const ShardingRule &rule) {
+    llvm::SmallVector<bool> carries(rule.numFactors(), false);
     for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
       const ValueInfo &info = graph.values[valueIndex.lookup(operand)];
       if (info.batchDim < 0 || i >= rule.operandFactors.size())
@@ -145,10 +148,23 @@ private:
       const TensorFactors &dims = rule.operandFactors[i];
       if (info.batchDim >= static_cast<int>(dims.size()))
         continue;
-      for (int f : dims[info.batchDim])
-        if (rule.factorSizes[f] % batch == 0)
-          return f;
+      int64_t product = 1;
+      for (int f : dims[info.batchDim]) {
+        carries[f] = true;
+        product *= rule.factorSizes[f];
+        if (product % batch == 0)
+          break;
+      }
     }
+    return carries;
+  }
+
+  /// The factor that scales with the batch: the first batch-carrying factor
+  /// whose size is a multiple of the batch, or -1.
+  int findBatchFactor(const ShardingRule &rule, ArrayRef<bool> carries) {
+    for (int f = 0; f < rule.numFactors(); ++f)
+      if (carries[f] && rule.factorSizes[f] % batch == 0)
+        return f;
     return -1;
   }
 
@@ -173,7 +189,8 @@ private:
     for (Value operand : op.getOperands())
       info.operands.push_back(valueIndex.lookup(operand));
 
-    info.batchFactor = findBatchFactor(op, info.rule);
+    llvm::SmallVector<bool> carries = findBatchFactors(op, info.rule);
+    info.batchFactor = findBatchFactor(info.rule, carries);
     if (info.batchFactor >= 0) {
       info.rule.factorSizes[info.batchFactor] /= batch;
       info.flops /= static_cast<double>(batch);
@@ -184,10 +201,12 @@ private:
           staticTensor(result, "result of " + what);
       if (!type)
         return type.takeError();
+      // The first result dim that holds a batch-carrying factor.
       int batchDim = -1;
-      if (info.batchFactor >= 0 && r < info.rule.resultFactors.size())
+      if (r < info.rule.resultFactors.size())
         for (auto [d, factors] : llvm::enumerate(info.rule.resultFactors[r]))
-          if (llvm::is_contained(factors, info.batchFactor))
+          if (batchDim < 0 &&
+              llvm::any_of(factors, [&](int f) { return carries[f]; }))
             batchDim = static_cast<int>(d);
       ValueInfo value = describe(*type, batchDim);
       value.name = (label.empty() ? info.opName : label) +

@@ -244,14 +244,15 @@ int bmc::runPlan(llvm::ArrayRef<StringRef> args) {
     bm::ImportOptions stepImport = planArgs.import;
     stepImport.batchSize =
         static_cast<int64_t>(plan->config.dp) * plan->config.microBatch;
-    model = bm::loadModelForPlanning(context, planArgs.model, stepImport);
-    if (!model)
-      return fail(llvm::toString(model.takeError()));
-    if (llvm::Error err =
-            bm::plan::annotatePlan(*model->module, model->main, *plan))
+    llvm::Expected<bm::ModelForPlanning> step =
+        bm::loadModelForPlanning(context, planArgs.model, stepImport);
+    if (!step)
+      return fail(llvm::toString(step.takeError()));
+    if (llvm::Error err = bm::plan::annotatePlan(
+            *step->module, step->main, *plan, &model->graph, &step->graph))
       return fail(llvm::toString(std::move(err)));
     if (int rc = writeFile(*planArgs.mlirFile, [&](llvm::raw_ostream &os) {
-          model->module->print(os);
+          step->module->print(os);
           os << "\n";
         }))
       return rc;

@@ -27,9 +27,6 @@ constexpr const char *kCorpus = "/usr/include/onnx/backend/test/data/node";
 /// Node tests of supported ops whose variant bm does not express, and why.
 /// A test is allowed to fail if its name contains one of these patterns.
 const std::vector<std::pair<std::string, std::string>> kAllowedFailures = {
-    // ArgMax/ArgMin lower to a top-1, which picks the first of equal
-    // values; the last one would need a reversal op.
-    {"_select_last_index", "select_last_index=1"},
     // bm.avg_pool averages over the window's in-bounds elements only.
     {"test_averagepool_2d_pads_count_include_pad", "count_include_pad=1"},
     {"test_averagepool_2d_precomputed_pads_count_include_pad",
@@ -46,8 +43,6 @@ const std::vector<std::pair<std::string, std::string>> kAllowedFailures = {
     {"test_maxpool_2d_dilations", "pooling dilations"},
     {"test_maxpool_2d_uint8", "integer pooling"},
     {"test_maxpool_with_argmax", "argmax output"},
-    // Negative slice steps reverse a dim; bm.slice has positive strides.
-    {"test_slice_neg_steps", "negative slice steps"},
 };
 
 bool allowedToFail(const std::string &test) {

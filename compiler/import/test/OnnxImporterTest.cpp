@@ -104,4 +104,46 @@ TEST(HostTensorTest, BroadcastIndex) {
   EXPECT_EQ(broadcastIndex(2, {2, 3}, {2, 1}), 0);
 }
 
+// `bmc plan` imports more than one model in one context.
+TEST(OnnxImporterTest, ImportsTwiceInOneContext) {
+  mlir::MLIRContext context;
+  bm::ImportOptions options;
+  options.dims["batch"] = 2;
+  for (int i = 0; i < 2; ++i) {
+    auto module =
+        bm::importOnnxModel(context, tinyMatMulModel(), "m.onnx", options);
+    ASSERT_TRUE(static_cast<bool>(module))
+        << llvm::toString(module.takeError());
+  }
+}
+
+TEST(HostTensorTest, DecodesRawFloat16AndChecksTheCount) {
+  onnx::TensorProto proto;
+  proto.set_data_type(onnx::TensorProto::FLOAT16);
+  proto.add_dims(2);
+  proto.set_raw_data(std::string("\x00\x3c\x00\xc0", 4)); // 1.0, -2.0
+  std::string error;
+  auto tensor = bm::import::decodeTensor(proto, error);
+  ASSERT_TRUE(tensor.has_value()) << error;
+  EXPECT_EQ(tensor->getFloat(0), 1.0);
+  EXPECT_EQ(tensor->getFloat(1), -2.0);
+  // Dims that claim more elements than stored must not be allocated.
+  proto.set_dims(0, int64_t(1) << 40);
+  EXPECT_FALSE(bm::import::decodeTensor(proto, error).has_value());
+  EXPECT_EQ(error, "has 2 values for 1099511627776 elements");
+}
+
+TEST(HostTensorTest, CastWrapsIntegersAndTruncatesFloats) {
+  bm::import::HostTensor t =
+      bm::import::HostTensor::zeros(onnx::TensorProto::DOUBLE, {3});
+  t.set(0, 300.7);
+  t.set(1, -1.5);
+  t.set(2, 1e30);
+  bm::import::HostTensor i8 = t.cast(onnx::TensorProto::INT8);
+  EXPECT_EQ(i8.getInt(0), 44); // 300 wraps to 44
+  EXPECT_EQ(i8.getInt(1), -1);
+  bm::import::HostTensor b = t.cast(onnx::TensorProto::BOOL);
+  EXPECT_EQ(b.getInt(1), 1);
+}
+
 } // namespace

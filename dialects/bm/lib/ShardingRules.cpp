@@ -374,9 +374,8 @@ static ShardingRule splitRule(Operation *op) {
 }
 
 /// Reshape (and flatten): dims are grouped where the running products of
-/// the two shapes meet. In a group where one side is a single dim and the
-/// other several, the single dim is compound of the other side's factors
-/// (4096 -> {32, 128}). Other groups (a true re-layout) map to no factor.
+/// the two shapes meet, and each group is split into factors that both
+/// sides are runs of (see below).
 static ShardingRule reshapeRule(Operation *op) {
   ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
   ArrayRef<int64_t> out = shapeOf(op->getResult(0));
@@ -411,21 +410,46 @@ static ShardingRule reshapeRule(Operation *op) {
       else
         break;
     }
-    size_t ni = i - i0, no = o - o0;
-    auto mapCompound = [&](ArrayRef<int64_t> many, size_t first, size_t count,
-                           TensorFactors &manyDims, DimFactors &oneDim) {
-      for (size_t k = 0; k < count; ++k) {
-        if (many[first + k] == 1)
-          continue;
-        int f = rule.addFactor(many[first + k], FactorKind::Parallel);
-        manyDims[first + k] = {f};
-        oneDim.push_back(f);
-      }
+    // Split the group into factors that both sides are runs of: walking
+    // both, the smaller of the two remaining sizes is the next factor, which
+    // works while it divides the larger ({b, s} -> b*s, 4096 -> {32, 128},
+    // {256, 1024} -> {128, 2048} as {128, 2}, {1024} -> {128}, {2, 1024}).
+    // Otherwise (6x4 -> 4x6) the group is a true re-layout: no factor.
+    struct Piece {
+      int64_t size;
+      size_t inDim, outDim;
     };
-    if (ni == 1 && no >= 1)
-      mapCompound(out, o0, no, result, input[i0]);
-    else if (no == 1)
-      mapCompound(in, i0, ni, input, result[o0]);
+    SmallVector<Piece> pieces;
+    size_t a = i0, c = o0;
+    int64_t leftIn = in[a], leftOut = out[c];
+    bool clean = true;
+    while (clean && a < i && c < o) {
+      if (leftIn == 1) {
+        if (++a < i)
+          leftIn = in[a];
+        continue;
+      }
+      if (leftOut == 1) {
+        if (++c < o)
+          leftOut = out[c];
+        continue;
+      }
+      int64_t small = std::min(leftIn, leftOut);
+      if (std::max(leftIn, leftOut) % small != 0) {
+        clean = false;
+        break;
+      }
+      pieces.push_back({small, a, c});
+      leftIn /= small;
+      leftOut /= small;
+    }
+    if (!clean)
+      continue;
+    for (const Piece &piece : pieces) {
+      int f = rule.addFactor(piece.size, FactorKind::Parallel);
+      input[piece.inDim].push_back(f);
+      result[piece.outDim].push_back(f);
+    }
   }
   rule.operandFactors = {input};
   rule.resultFactors = {result};

@@ -118,7 +118,8 @@ func.func @reductions(%x: tensor<2x16x64xf32>, %ids: tensor<2x16xi64>) {
   return
 }
 func.func @movement(%x: tensor<2x16x4096xf32>, %h: tensor<2x16x32x128xf32>, %e: tensor<50000x64xf32>, %ids: tensor<2x16xi64>,
-                    %u: tensor<2x1x64xf32>, %v: tensor<64xf32>, %y: tensor<2x16x64xf32>, %qkv: tensor<2x16x192xf32>) {
+                    %u: tensor<2x1x64xf32>, %v: tensor<64xf32>, %y: tensor<2x16x64xf32>, %qkv: tensor<2x16x192xf32>,
+                    %r: tensor<6x4x64xf32>, %g: tensor<256x1024x8xf32>) {
   // Reshape splitting the hidden dim into heads: [b, s, {heads, hd}].
   // expected-remark @+1 {{rule ([i, j, {k, l}]) -> ([i, j, k, l]) {i=2, j=16, k=32, l=128} flops 0.00}}
   %0 = bm.reshape %x : tensor<2x16x4096xf32> -> tensor<2x16x32x128xf32>
@@ -128,9 +129,17 @@ func.func @movement(%x: tensor<2x16x4096xf32>, %h: tensor<2x16x32x128xf32>, %e: 
   // Reshape merging batch and sequence.
   // expected-remark @+1 {{rule ([i, j, k]) -> ([{i, j}, k]) {i=2, j=16, k=4096} flops 0.00}}
   %2 = bm.reshape %x : tensor<2x16x4096xf32> -> tensor<32x4096xf32>
-  // A re-layout ([2, 16] -> [4, 8]) ties no factor.
-  // expected-remark @+1 {{rule ([{}, {}, i]) -> ([{}, {}, i]) {i=64} flops 0.00}}
+  // [2, 16] -> [4, 8] refines into factors 2, 2, 8: dim 1 of the input is
+  // {2, 8}, dim 0 of the result {2, 2}.
+  // expected-remark @+1 {{rule ([i, {j, k}, l]) -> ([{i, j}, k, l]) {i=2, j=2, k=8, l=64} flops 0.00}}
   %3 = bm.reshape %y : tensor<2x16x64xf32> -> tensor<4x8x64xf32>
+  // A true re-layout ([6, 4] -> [4, 6]) ties no factor.
+  // expected-remark @+1 {{rule ([{}, {}, i]) -> ([{}, {}, i]) {i=64} flops 0.00}}
+  %relayout = bm.reshape %r : tensor<6x4x64xf32> -> tensor<4x6x64xf32>
+  // MoE token groups: [256, 1024] -> [128, 2048] as {128, 2}, {1024} ->
+  // {128}, {2, 1024}.
+  // expected-remark @+1 {{rule ([{i, j}, k, l]) -> ([i, {j, k}, l]) {i=128, j=2, k=1024, l=8} flops 0.00}}
+  %groups = bm.reshape %g : tensor<256x1024x8xf32> -> tensor<128x2048x8xf32>
   // expected-remark @+1 {{rule ([i, {}, j]) -> ([i, j, {}]) {i=2, j=64} flops 0.00}}
   %4 = bm.reshape %u : tensor<2x1x64xf32> -> tensor<2x64x1xf32>
   // expected-remark @+1 {{rule ([i, j, k]) -> ([i, {j, k}]) {i=2, j=16, k=64} flops 0.00}}

@@ -29,14 +29,12 @@ def vector_graph(nodes, inputs=None, outputs=None, initializers=()):
 
 
 def external_weight(location):
-    w = helper.make_tensor_value_info("w", TensorProto.FLOAT, [4])
     tensor = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4])
     tensor.data_location = TensorProto.EXTERNAL
     entry = tensor.external_data.add()
     entry.key, entry.value = "location", location
     graph = vector_graph([helper.make_node("Add", ["x", "w"], ["y"], name="add")],
                          initializers=[tensor])
-    del w
     return graph
 
 
@@ -85,12 +83,6 @@ def main():
                 helper.make_tensor_value_info("b", TensorProto.FLOAT, [4])]))
     save("external_escape.onnx", external_weight("../../etc/passwd"))
     save("external_absolute.onnx", external_weight("/etc/passwd"))
-    save("slice_negative_step.onnx", vector_graph(
-        [helper.make_node("Constant", [], ["s"], value_ints=[-1]),
-         helper.make_node("Constant", [], ["e"], value_ints=[-5]),
-         helper.make_node("Constant", [], ["a"], value_ints=[0]),
-         helper.make_node("Constant", [], ["st"], value_ints=[-1]),
-         helper.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"], name="reverse")]))
     save("opset_too_new.onnx", vector_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")]))
     model = onnx.load(os.path.join(HERE, "opset_too_new.onnx"))
     model.opset_import[0].version = 22

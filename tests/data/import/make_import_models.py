@@ -8,7 +8,8 @@ and FileCheck. The generated files are committed.
   causal_mask.onnx  a torch.onnx-style attention mask: Shape, Range, Trilu,
                     ConstantOfShape, Where, Expand
   ops.onnx          lowerings with normalisation: implicit einsum, Split by
-                    num_outputs, clamped Slice, SAME_UPPER Conv, Gelu
+                    num_outputs, clamped and reversed Slice, SAME_UPPER Conv,
+                    Gelu, Reshape with 0 and -1, TopK, CumSum
 """
 import os
 
@@ -118,6 +119,11 @@ def ops():
         helper.make_node("Transpose", ["a"], ["at"], name="reverse_dims"),
         helper.make_node("TopK", ["at", "k2"], ["topv", "topi"], name="top2", axis=-1),
         helper.make_node("CumSum", ["picked", "minus_one"], ["cs"], name="cumsum"),
+        # Negative steps: every other element of the last dim, backwards
+        const("rstart", [-1]), const("rend", [-1000]), const("raxis", [2]),
+        const("rstep", [-2]),
+        helper.make_node("Slice", ["a", "rstart", "rend", "raxis", "rstep"], ["rev"],
+                         name="reverse"),
     ]
     kernel = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "kernel")
     rm_axes = numpy_helper.from_array(np.array([-1, -2], np.int64), "rm_axes")
@@ -129,7 +135,7 @@ def ops():
          helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 4, 6]),
          helper.make_tensor_value_info("img", TensorProto.FLOAT, [1, 3, 7, 7])],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
-         for n in ("mx", "tail", "r", "cs", "topv")]
+         for n in ("mx", "tail", "r", "cs", "topv", "rev")]
         + [helper.make_tensor_value_info("topi", TensorProto.INT64, None)],
         [kernel, rm_axes, k2, minus_one])
     save("ops.onnx", graph, opset=20)
