@@ -376,7 +376,9 @@ CONFIGS: list[Config] = [
     _gpt("gpt3-350m", "350M", 24, 1024, 16, GPT3_PAPER, 0.02,
          "'350M' is the paper's nominal name: even with its own 50257-token vocabulary "
          "the model has 356M parameters, hence 2% tolerance"),
-    _gpt("gpt3-1.3b", "1.3B", 24, 2048, 24, GPT3_PAPER),
+    _gpt("gpt3-1.3b", "1.3B", 24, 2048, 16, GPT3_PAPER, 0.0,
+         "GPT-3 Table 2.1 prints 24 heads of d_head 128 for d_model 2048, which "
+         "do not divide; 16 heads of the printed d_head 128"),
     _gpt("gpt3-1.7b", "1.7B", 24, 2304, 24, MEGATRON),
     _gpt("gpt3-2.7b", "2.7B", 32, 2560, 32, GPT3_PAPER),
     _gpt("gpt3-6.7b", "6.7B", 32, 4096, 32, GPT3_PAPER),

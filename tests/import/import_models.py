@@ -8,10 +8,7 @@ import subprocess
 import sys
 
 # Models whose failure is a known bug of the model, not of the importer.
-KNOWN_BAD = {
-    # GPT-3 XL as published: d_model 2048 with 24 heads does not divide.
-    "gpt3-1.3b.onnx": "cannot reshape",
-}
+KNOWN_BAD = {}
 
 
 def main():
