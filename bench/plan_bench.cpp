@@ -23,6 +23,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <memory>
+#include <vector>
 
 using namespace bm;
 using Clock = std::chrono::steady_clock;
@@ -64,13 +66,21 @@ Timing timePlan(llvm::StringRef path, const plan::TrainingConfig &config,
       llvm::cantFail(cost::getClusterPreset("dgx-a100-80g"));
   Timing timing;
   plan::ModelGraph graph;
+  // Every loaded model stays alive until the searches are timed: freeing a
+  // large module right before a search would time glibc's consolidation of
+  // the freed memory, not the search.
+  std::vector<std::unique_ptr<mlir::MLIRContext>> contexts;
+  std::vector<ModelForPlanning> models;
   timing.load = best(reps, [&] {
-    mlir::MLIRContext context;
-    graph = orDie(loadModelForPlanning(context, path, {}), path).graph;
+    contexts.push_back(std::make_unique<mlir::MLIRContext>());
+    models.push_back(
+        orDie(loadModelForPlanning(*contexts.back(), path, {}), path));
   });
+  graph = models.back().graph;
   timing.search = best(reps, [&] {
     timing.plan = orDie(planModel(graph, cluster, config), path);
   });
+  models.clear();
   return timing;
 }
 

@@ -70,10 +70,17 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
   const ParallelConfig &c = plan.config;
   os << llvm::formatv("plan for {0} on {1} GPUs of {2}\n", plan.modelName,
                       plan.gpus, plan.clusterName);
-  os << llvm::formatv("  global batch {0} x {1} tokens, {2}, {3}\n",
-                      plan.globalBatch, plan.sequenceLength,
-                      bm::cost::toString(plan.precision),
-                      bm::cost::toString(plan.optimizer));
+  // Models without token ids (vision) count samples, not tokens.
+  const bool tokens = plan.sequenceLength > 1;
+  if (tokens)
+    os << llvm::formatv("  global batch {0} x {1} tokens, {2}, {3}\n",
+                        plan.globalBatch, plan.sequenceLength,
+                        bm::cost::toString(plan.precision),
+                        bm::cost::toString(plan.optimizer));
+  else
+    os << llvm::formatv("  global batch {0} samples, {1}, {2}\n",
+                        plan.globalBatch, bm::cost::toString(plan.precision),
+                        bm::cost::toString(plan.optimizer));
   os << llvm::formatv("mesh        dp={0} x tp={1} x pp={2} (ranks: tp "
                       "innermost, then dp, then pp)\n",
                       c.dp, c.tp, c.pp);
@@ -103,10 +110,10 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
      << share(t.network, total) << "\n";
   os << "  pipeline bubble     " << formatSeconds(t.bubble) << "  "
      << share(t.bubble, total) << "\n";
-  os << llvm::formatv("throughput  {0:F0} tokens/s, MFU {1:F1}%, {2:F1} "
+  os << llvm::formatv("throughput  {0:F0} {1}/s, MFU {2:F1}%, {3:F1} "
                       "TFLOP/s per GPU (with recompute)\n\n",
-                      plan.tokensPerSecond, 100 * plan.mfu,
-                      plan.hardwareTflopsPerGpu);
+                      plan.tokensPerSecond, tokens ? "tokens" : "samples",
+                      100 * plan.mfu, plan.hardwareTflopsPerGpu);
 
   const MemoryBreakdown &m = plan.memory;
   os << llvm::formatv("memory per GPU (worst stage: {0})  {1} of {2}\n",
