@@ -113,6 +113,20 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
     if (graph.values[v].kind == ValueKind::Parameter &&
         consumerStart_[v + 1] > consumerStart_[v])
       parameterOwner_[v] = consumerList_[consumerStart_[v]];
+  // Gradients flow from the parameters forward through every op they reach
+  // (one cheap pass over the op indices, in topological order).
+  needsGradient_.assign(numValues, 0);
+  for (size_t v = 0; v < numValues; ++v)
+    needsGradient_[v] = graph.values[v].kind == ValueKind::Parameter &&
+                        graph.values[v].isFloat;
+  for (const OpInfo &op : graph.ops) {
+    bool reached = false;
+    for (int v : op.operands)
+      reached |= needsGradient_[v] != 0;
+    if (reached)
+      for (int v : op.results)
+        needsGradient_[v] = graph.values[v].isFloat;
+  }
   for (const ValueInfo &value : graph.values) {
     if (value.kind == ValueKind::Input && !value.isFloat)
       tokensPerSample_ = std::max(tokensPerSample_, value.numElements());

@@ -74,6 +74,10 @@ public:
   /// For a parameter, the first op that reads it (the op whose sharding
   /// decides how it is stored); -1 otherwise.
   int parameterOwner(int value) const { return parameterOwner_[value]; }
+  /// Whether training computes a gradient for `value`: floating-point
+  /// values that depend on a parameter. Constants, masks built from them
+  /// and the token ids have none, so no backward collective moves them.
+  bool needsGradient(int value) const { return needsGradient_[value]; }
   /// Tokens per sample: the largest integer model input (the token ids).
   int64_t tokensPerSample() const { return tokensPerSample_; }
   /// The expert factor of a mixture-of-experts op, or -1: a parallel
@@ -129,6 +133,7 @@ private:
   std::vector<int> tokenDims_;
   std::vector<char> materialized_;
   std::vector<int> parameterOwner_;
+  std::vector<char> needsGradient_;
   int64_t tokensPerSample_ = 1;
   int64_t numParameters_ = 0;
   double forwardFlops_ = 0;

@@ -273,7 +273,7 @@ double SegmentCoster::unaryCost(int localOp, int factor,
       continue;
     int required = operandState(op, static_cast<int>(i), factor);
     total += reshard(kReplicated, required, v, op, Phase::Forward, out);
-    if (value.kind == ValueKind::Activation && value.isFloat)
+    if (value.kind == ValueKind::Activation && analysis_.needsGradient(v))
       total += reshard(gradientEmitted(op, static_cast<int>(i), factor),
                        kReplicated, v, op, Phase::Backward, out);
   }
@@ -287,7 +287,7 @@ double SegmentCoster::unaryCost(int localOp, int factor,
     int produced = resultState(op, static_cast<int>(r), factor);
     int required = v == graph_.output ? kAny : kReplicated;
     total += reshard(produced, required, v, op, Phase::Forward, out);
-    if (v != graph_.output)
+    if (v != graph_.output && analysis_.needsGradient(v))
       total += reshard(kReplicated, gradientNeeded(produced), v, op,
                        Phase::Backward, out);
   }
@@ -310,7 +310,7 @@ double SegmentCoster::edgeCost(int producer, int producerFactor, int consumer,
       // Forward collectives run right after the producer, backward ones
       // right after the consumer's backward: name them so.
       total += reshard(produced, required, v, producer, Phase::Forward, out);
-      if (graph_.values[v].isFloat)
+      if (analysis_.needsGradient(v))
         total += reshard(
             gradientEmitted(consumer, static_cast<int>(i), consumerFactor),
             gradientNeeded(produced), v, consumer, Phase::Backward, out);

@@ -148,3 +148,31 @@ TEST(PlanZooTest, EveryFullSizeModelPlans) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(PlanZooTest, GptLayerHasMegatronsTwoAllReducesEachWay) {
+  // Megatron-LM (Shoeybi et al. 2019, figure 3): with the attention and the
+  // MLP split over tp, each layer all-reduces twice forward and twice
+  // backward, and nothing else: constants, the causal mask and the GELU
+  // coefficients have no gradient to reduce.
+  mlir::MLIRContext context;
+  plan::ModelGraph graph = load(context, "gpt3-175b");
+  llvm::Expected<plan::Plan> plan = planModel(
+      graph, a100(),
+      config(1024, 1536,
+             "dp=16,tp=8,pp=8,mb=1,zero=1,recompute=none,schedule=1f1b"));
+  ASSERT_TRUE(!!plan) << llvm::toString(plan.takeError());
+  int64_t expected = 2 * int64_t(graph.numLayers()) *
+                     plan->config.numMicroBatches;
+  int64_t forward = 0, backward = 0;
+  for (const plan::CollectiveSummary &c : plan->collectives) {
+    if (c.axis != "tp" || c.kind != "all_reduce")
+      continue;
+    (c.phase == "forward" ? forward : backward) += c.countPerStep;
+  }
+  EXPECT_EQ(forward, expected);
+  EXPECT_EQ(backward, expected);
+}
+
+} // namespace
