@@ -16,6 +16,13 @@ namespace mlir::bm {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+/// The named pipeline of each phase (PhasePipelines.cpp), each ending with
+/// the phase's verifier.
+void buildFoldPhase(OpPassManager &pm);
+void buildAnnotatePhase(OpPassManager &pm, StringRef planFile);
+/// Registers bm-fold-phase and bm-annotate-phase with bmc-opt.
+void registerPhasePipelines();
+
 } // namespace mlir::bm
 
 #endif // BM_PASSES_PASSES_H

@@ -57,4 +57,28 @@ def BmAnnotatePass : Pass<"bm-annotate", "::mlir::ModuleOp"> {
   ];
 }
 
+def BmVerifyFoldedPass : Pass<"bm-verify-folded", "::mlir::ModuleOp"> {
+  let summary = "Phase 2's verifier: the fold's layers and block classes are "
+                "consistent and nothing of a later phase is there yet";
+  let description = [{
+    Ends the fold phase (`bm-fold-phase`). Checks in @main: `bm.layer` and
+    `bm.block_class` come together; layers are numbered from 0 in op order,
+    each a contiguous run of ops with one block class; every instance of a
+    class has the ops of the class's first instance; and no op carries what
+    later phases add (`bm.sharding`, `bm.stage`, collectives).
+  }];
+}
+
+def BmVerifyAnnotatedPass : Pass<"bm-verify-annotated", "::mlir::ModuleOp"> {
+  let summary = "Phase 4's verifier: every op carries its sharding and "
+                "pipeline stage";
+  let description = [{
+    Ends the annotate phase (`bm-annotate-phase`). Checks that the module
+    declares `bm.mesh @mesh`, that every op of @main has a `bm.sharding` and
+    a `bm.stage` within the mesh's "pp" axis, that every instance of a block
+    class carries its class's shardings, and that no collective is there yet
+    (partitioning inserts them).
+  }];
+}
+
 #endif // BM_PASSES_TD

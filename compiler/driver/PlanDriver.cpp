@@ -15,11 +15,42 @@ namespace bm {
 llvm::Expected<ModelForPlanning>
 loadModelForPlanning(mlir::MLIRContext &context, llvm::StringRef path,
                      ImportOptions options) {
-  if (!options.batchSize)
-    options.batchSize = kPlanningImportBatch;
-  auto module = importOnnxFile(context, path, options);
+  // The planning batch: kPlanningImportBatch, or the smallest power of two
+  // above it the model imports at (GShard groups tokens of several samples).
+  int granularity = 1;
+  auto module = [&]() -> llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> {
+    if (options.batchSize)
+      return importOnnxFile(context, path, options);
+    llvm::Error first = llvm::Error::success();
+    for (int64_t batch = kPlanningImportBatch; batch <= kLargestImportBatch;
+         batch *= 2) {
+      options.batchSize = batch;
+      auto imported = importOnnxFile(context, path, options);
+      if (imported) {
+        llvm::consumeError(std::move(first));
+        granularity = static_cast<int>(batch);
+        return imported;
+      }
+      if (batch == kPlanningImportBatch)
+        first = imported.takeError();
+      else
+        llvm::consumeError(imported.takeError());
+    }
+    return std::move(first);
+  }();
   if (!module)
     return module.takeError();
+  // Whether one sample is enough: probe batch 1 when 2 worked.
+  if (granularity == kPlanningImportBatch) {
+    ImportOptions single = options;
+    single.batchSize = 1;
+    mlir::MLIRContext probeContext;
+    auto probe = importOnnxFile(probeContext, path, single);
+    if (probe)
+      granularity = 1;
+    else
+      llvm::consumeError(probe.takeError());
+  }
   ModelForPlanning model;
   model.module = std::move(*module);
   model.main = model.module->lookupSymbol<mlir::func::FuncOp>("main");
@@ -33,7 +64,7 @@ loadModelForPlanning(mlir::MLIRContext &context, llvm::StringRef path,
     return mlir::success();
   });
   mlir::PassManager pm(&context);
-  pm.addNestedPass<mlir::func::FuncOp>(mlir::bm::createBmFoldPass());
+  mlir::bm::buildFoldPhase(pm);
   if (mlir::failed(pm.run(*model.module)))
     return llvm::createStringError("folding repeated layers failed: " +
                                    diagnostic);
@@ -43,6 +74,7 @@ loadModelForPlanning(mlir::MLIRContext &context, llvm::StringRef path,
   if (!graph)
     return graph.takeError();
   model.graph = std::move(*graph);
+  model.graph.batchGranularity = granularity;
   model.graph.name = llvm::sys::path::stem(path).str();
   return std::move(model);
 }

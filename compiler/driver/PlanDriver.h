@@ -26,6 +26,8 @@ namespace bm {
 /// The batch dimension is bound to this during import so that it shows up
 /// in every op's sharding rule; the ModelGraph is normalised to one sample.
 inline constexpr int64_t kPlanningImportBatch = 2;
+/// The largest batch tried for models that need whole multi-sample groups.
+inline constexpr int64_t kLargestImportBatch = 64;
 
 struct ModelForPlanning {
   mlir::OwningOpRef<mlir::ModuleOp> module;
@@ -34,8 +36,10 @@ struct ModelForPlanning {
 };
 
 /// Imports `path` (batch bound by position to kPlanningImportBatch unless
-/// `options` names it), folds it and extracts its ModelGraph, named after
-/// the file.
+/// `options` sets it), folds it and extracts its ModelGraph, named after the
+/// file. Without a batch in `options`, it also finds the model's batch
+/// granularity: 1 if it imports at batch 1, else the smallest power of two
+/// it imports at.
 llvm::Expected<ModelForPlanning>
 loadModelForPlanning(mlir::MLIRContext &context, llvm::StringRef path,
                      ImportOptions options);

@@ -10,12 +10,13 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <map>
+
 using namespace mlir;
 
 namespace bm::plan {
 
 static constexpr llvm::StringLiteral kMeshName = "mesh";
-static constexpr llvm::StringLiteral kStageAttrName = "bm.stage";
 
 
 /// With expert parallelism the data-parallel ranks are a [dp/ep, ep] grid
@@ -70,42 +71,60 @@ static TensorSharding moveBatchAxes(TensorSharding tensor, int from, int to) {
   return tensor;
 }
 
-llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
-                         const ModelGraph *planned,
-                         const ModelGraph *annotated) {
-  Builder b(module.getContext());
-  Block &body = func.getBody().front();
-  SmallVector<Operation *> ops;
-  for (Operation &op : body.without_terminator())
-    ops.push_back(&op);
+/// The layer and block class of each op of the model a plan was searched
+/// on, with the op's node name; -1 outside layers.
+struct PlannedOps {
+  std::vector<int64_t> layer, blockClass;
+  std::vector<std::string> label;
+};
 
-  // First op of each layer, to place each instance's ops.
-  DenseMap<int64_t, int64_t> firstOfLayer;
-  auto layerOf = [&](Operation *op) -> int64_t {
-    auto attr =
+static PlannedOps plannedOpsOf(const ModelGraph &graph) {
+  PlannedOps ops;
+  for (const OpInfo &op : graph.ops) {
+    ops.layer.push_back(op.layer);
+    ops.blockClass.push_back(op.layer >= 0 ? graph.layerClass[op.layer] : -1);
+    ops.label.push_back(op.label);
+  }
+  return ops;
+}
+
+static PlannedOps plannedOpsOf(ArrayRef<Operation *> ops) {
+  PlannedOps planned;
+  for (Operation *op : ops) {
+    auto layer =
         op->getAttrOfType<IntegerAttr>(mlir::bm::BmDialect::kLayerAttrName);
-    return attr ? attr.getInt() : -1;
-  };
-  for (auto [i, op] : llvm::enumerate(ops))
-    if (int64_t layer = layerOf(op); layer >= 0)
-      firstOfLayer.try_emplace(layer, static_cast<int64_t>(i));
+    auto cls = op->getAttrOfType<IntegerAttr>(
+        mlir::bm::BmDialect::kBlockClassAttrName);
+    planned.layer.push_back(layer ? layer.getInt() : -1);
+    planned.blockClass.push_back(layer && cls ? cls.getInt() : -1);
+    planned.label.push_back("");
+  }
+  return planned;
+}
 
-  // Which OpSharding each op takes: the op itself, or the same position in
-  // its block class's representative instance.
-  DenseMap<int64_t, const OpSharding *> direct;
+/// The OpSharding the plan gives each planned op: its own, or, in a layer,
+/// the one at the same position of its block class's searched instance.
+static llvm::Expected<std::vector<const OpSharding *>>
+resolvePlan(const Plan &plan, const PlannedOps &ops) {
+  const int64_t numOps = static_cast<int64_t>(ops.layer.size());
+  DenseMap<int64_t, int64_t> firstOfLayer;
+  for (int64_t i = 0; i < numOps; ++i)
+    if (ops.layer[i] >= 0)
+      firstOfLayer.try_emplace(ops.layer[i], i);
+  std::vector<const OpSharding *> resolved(numOps, nullptr);
   DenseMap<std::pair<int64_t, int64_t>, const OpSharding *> byClassPosition;
   for (const BlockSharding &block : plan.blocks)
     for (const OpSharding &op : block.ops) {
-      if (op.op < 0 || op.op >= static_cast<int>(ops.size()))
+      if (op.op < 0 || op.op >= numOps)
         return llvm::createStringError(
             "the plan names op " + std::to_string(op.op) +
-            " but the model has " + std::to_string(ops.size()) +
+            " but the model has " + std::to_string(numOps) +
             " ops: it was made for another model");
       if (block.blockClass < 0) {
-        direct[op.op] = &op;
+        resolved[op.op] = &op;
         continue;
       }
-      int64_t layer = layerOf(ops[op.op]);
+      int64_t layer = ops.layer[op.op];
       if (layer < 0)
         return llvm::createStringError(
             "the plan puts op " + std::to_string(op.op) + " in block class " +
@@ -113,22 +132,90 @@ llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
             " but it is in no layer of this model");
       byClassPosition[{block.blockClass, op.op - firstOfLayer[layer]}] = &op;
     }
+  for (int64_t i = 0; i < numOps; ++i)
+    if (ops.layer[i] >= 0)
+      resolved[i] = byClassPosition.lookup(
+          {ops.blockClass[i], i - firstOfLayer[ops.layer[i]]});
+  return resolved;
+}
+
+/// The pipeline stage of each planned op: its layer's stage; ops before
+/// the first layer on stage 0, after the last on the last stage.
+static std::vector<int> stagesOf(const Plan &plan, const PlannedOps &ops) {
+  std::vector<int> layerStage = stageOfLayers(plan);
+  const int lastStage = std::max(1, plan.config.pp) - 1;
+  std::vector<int> stages;
+  bool seenLayer = false;
+  for (int64_t layer : ops.layer) {
+    if (layer >= 0) {
+      seenLayer = true;
+      stages.push_back(layer < static_cast<int64_t>(layerStage.size())
+                           ? layerStage[layer]
+                           : lastStage);
+    } else {
+      stages.push_back(seenLayer ? lastStage : 0);
+    }
+  }
+  return stages;
+}
+
+/// Where each annotated op comes from in the planned model: the op made
+/// from the same ONNX node, counting several ops of one node in order.
+/// Host-side folding can differ between batch sizes (a mask folds at batch
+/// 2 but not at 512), so op indices do not line up; node names do. -1 for
+/// an op the planned model folded away.
+static std::vector<int64_t> matchByNode(const ModelGraph &planned,
+                                        const ModelGraph &annotated) {
+  std::map<std::pair<std::string, std::string>, std::vector<int64_t>> byNode;
+  for (auto [i, op] : llvm::enumerate(planned.ops))
+    byNode[{op.label, op.opName}].push_back(static_cast<int64_t>(i));
+  std::map<std::pair<std::string, std::string>, size_t> seen;
+  std::vector<int64_t> match;
+  for (const OpInfo &op : annotated.ops) {
+    auto key = std::make_pair(op.label, op.opName);
+    size_t k = seen[key]++;
+    auto it = byNode.find(key);
+    match.push_back(!op.label.empty() && it != byNode.end() &&
+                            k < it->second.size()
+                        ? it->second[k]
+                        : -1);
+  }
+  return match;
+}
+
+llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
+                         const ModelGraph *planned,
+                         const ModelGraph *annotated) {
+  Builder b(module.getContext());
+  SmallVector<Operation *> ops;
+  for (Operation &op : func.getBody().front().without_terminator())
+    ops.push_back(&op);
+  const bool byNode = planned && annotated;
+  if (byNode && annotated->ops.size() != ops.size())
+    return llvm::createStringError(
+        "the annotated model's graph has " +
+        std::to_string(annotated->ops.size()) + " ops but its function " +
+        std::to_string(ops.size()));
+
+  PlannedOps plannedOps = byNode ? plannedOpsOf(*planned) : plannedOpsOf(ops);
+  llvm::Expected<std::vector<const OpSharding *>> resolved =
+      resolvePlan(plan, plannedOps);
+  if (!resolved)
+    return resolved.takeError();
+  std::vector<int> stages = stagesOf(plan, plannedOps);
+  std::vector<int64_t> source;
+  if (byNode)
+    source = matchByNode(*planned, *annotated);
+  else
+    for (size_t i = 0; i < ops.size(); ++i)
+      source.push_back(static_cast<int64_t>(i));
 
   const bool expertParallel = plan.config.ep > 1;
-  std::vector<int> stages = stageOfLayers(plan);
-  int lastStage = std::max(1, plan.config.pp) - 1;
-  bool seenLayer = false;
+  int previousStage = 0;
   for (auto [i, op] : llvm::enumerate(ops)) {
-    int64_t layer = layerOf(op);
-    const OpSharding *sharding = nullptr;
-    if (layer < 0) {
-      sharding = direct.lookup(static_cast<int64_t>(i));
-    } else {
-      auto cls = op->getAttrOfType<IntegerAttr>(
-          mlir::bm::BmDialect::kBlockClassAttrName);
-      sharding = byClassPosition.lookup(
-          {cls.getInt(), static_cast<int64_t>(i) - firstOfLayer[layer]});
-    }
+    int64_t from = source[i];
+    const OpSharding *sharding = from >= 0 ? (*resolved)[from] : nullptr;
+    SmallVector<Attribute> results;
     if (sharding) {
       if (sharding->results.size() != op->getNumResults())
         return llvm::createStringError(
@@ -136,32 +223,38 @@ llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
             " result shardings to op " + std::to_string(i) + " (" +
             op->getName().getStringRef().str() + ") which has " +
             std::to_string(op->getNumResults()));
-      SmallVector<Attribute> results;
       for (auto [r, result] : llvm::enumerate(sharding->results)) {
         TensorSharding tensor = result;
-        if (planned && annotated && i < planned->ops.size() &&
-            i < annotated->ops.size() &&
-            r < planned->ops[i].results.size() &&
-            r < annotated->ops[i].results.size()) {
-          int from = planned->values[planned->ops[i].results[r]].batchDim;
-          int to = annotated->values[annotated->ops[i].results[r]].batchDim;
-          if (from != to)
-            tensor = moveBatchAxes(tensor, from, to);
+        if (byNode) {
+          int was = planned->values[planned->ops[from].results[r]].batchDim;
+          int is = annotated->values[annotated->ops[i].results[r]].batchDim;
+          if (was != is)
+            tensor = moveBatchAxes(tensor, was, is);
         }
         results.push_back(toShardingAttr(b, tensor, expertParallel));
       }
-      op->setAttr(mlir::bm::BmDialect::kShardingAttrName,
-                  b.getArrayAttr(results));
+    } else {
+      // An op the planned model folded on the host (or the plan does not
+      // list): data parallel on its batch dim where that divides, else
+      // replicated.
+      for (auto [r, result] : llvm::enumerate(op->getResults())) {
+        auto type = cast<RankedTensorType>(result.getType());
+        TensorSharding tensor;
+        tensor.dims.assign(type.getRank(), {});
+        int batchDim =
+            byNode ? annotated->values[annotated->ops[i].results[r]].batchDim
+                   : -1;
+        if (batchDim >= 0 && type.getDimSize(batchDim) % plan.config.dp == 0)
+          tensor.dims[batchDim] = {kDataAxis};
+        results.push_back(toShardingAttr(b, tensor, expertParallel));
+      }
     }
-    int stage = 0;
-    if (layer >= 0) {
-      seenLayer = true;
-      stage = layer < static_cast<int64_t>(stages.size()) ? stages[layer]
-                                                          : lastStage;
-    } else if (seenLayer) {
-      stage = lastStage;
-    }
-    op->setAttr(kStageAttrName, b.getI64IntegerAttr(stage));
+    op->setAttr(mlir::bm::BmDialect::kShardingAttrName,
+                b.getArrayAttr(results));
+    int stage = from >= 0 ? stages[from] : previousStage;
+    previousStage = stage;
+    op->setAttr(mlir::bm::BmDialect::kStageAttrName,
+                b.getI64IntegerAttr(stage));
   }
 
   // The mesh goes first in the module, replacing an earlier one.

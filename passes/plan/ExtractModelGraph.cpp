@@ -228,10 +228,9 @@ private:
 
 llvm::Expected<ModelGraph> extractModelGraph(func::FuncOp func,
                                              int64_t importedBatch) {
-  if (importedBatch < 2)
-    return llvm::createStringError(
-        "the model must be imported with a batch of at least 2 to find "
-        "its batch dimension, got " + std::to_string(importedBatch));
+  if (importedBatch < 1)
+    return llvm::createStringError("the imported batch must be at least 1, "
+                                   "got " + std::to_string(importedBatch));
   return Extractor(func, importedBatch).run();
 }
 

@@ -103,6 +103,12 @@ std::vector<int> SegmentCoster::strategiesOf(int op) const {
   for (int f = 0; f < info.rule.numFactors(); ++f) {
     if (f == info.batchFactor || analysis_.isTokenFactor(op, f))
       continue;
+    // Experts are split by the expert-parallel axis, whose degree is chosen
+    // after this search; tp splits inside each expert (its hidden dim), as
+    // DeepSpeed-MoE's tensor slicing does. Letting tp split the experts too
+    // would need experts % (ep x tp) == 0 for every ep tried later.
+    if (f == analysis_.expertFactor(op))
+      continue;
     if (info.rule.factorKinds[f] == FactorKind::NeedReplication)
       continue;
     if (info.rule.factorSizes[f] % tp_ != 0)

@@ -75,6 +75,10 @@ struct ModelGraph {
   /// Index of the loss value (scalar) or of the model output when the model
   /// has no loss; the planner adds a loss of negligible cost.
   int output = -1;
+  /// Micro-batches must hold a multiple of this many samples: a model that
+  /// groups tokens across samples (GShard's expert groups of S tokens, with
+  /// sequences shorter than S) only has whole groups at such batch sizes.
+  int batchGranularity = 1;
 
   int numLayers() const { return static_cast<int>(layerClass.size()); }
   int64_t numParameters() const {

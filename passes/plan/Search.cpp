@@ -84,6 +84,11 @@ llvm::Error Planner::validate() const {
     return planError(llvm::formatv(
         "--global-batch {0} is not divisible by dp x mb = {1} x {2}",
         globalBatch_, *dp, *fixed.microBatch));
+  if (fixed.microBatch && *fixed.microBatch % graph_.batchGranularity != 0)
+    return planError(llvm::formatv(
+        "--fix mb={0} is not a multiple of {1}: the model groups tokens of "
+        "{1} samples together (its micro-batches must hold whole groups)",
+        *fixed.microBatch, graph_.batchGranularity));
   if (fixed.ep && *fixed.ep > 1 && !analysis_.hasExperts())
     return planError(llvm::formatv(
         "--fix ep={0} needs a mixture-of-experts model (no op of this one "
@@ -175,7 +180,7 @@ void Planner::run() {
           fixed.microBatch ? std::vector<int>{*fixed.microBatch}
                            : divisors(perReplica, kLargestMicroBatch);
       for (int mb : mbOptions) {
-        if (perReplica % mb)
+        if (perReplica % mb || mb % graph_.batchGranularity)
           continue;
         const int m = static_cast<int>(perReplica / mb);
         for (Recompute recompute :

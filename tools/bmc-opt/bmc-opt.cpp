@@ -16,6 +16,7 @@
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   mlir::bm::registerBmPasses();
+  mlir::bm::registerPhasePipelines();
   mlir::DialectRegistry registry;
   registry.insert<mlir::bm::BmDialect, mlir::func::FuncDialect>();
   return mlir::asMainReturnCode(

@@ -13,7 +13,11 @@
 #include "passes/annotate/AnnotatePlan.h"
 #include "passes/plan/PlanOutput.h"
 
+#include "passes/Passes.h"
+
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -251,6 +255,18 @@ int bmc::runPlan(llvm::ArrayRef<StringRef> args) {
     if (llvm::Error err = bm::plan::annotatePlan(
             *step->module, step->main, *plan, &model->graph, &step->graph))
       return fail(llvm::toString(std::move(err)));
+    // The phase's verifier, as `bmc-opt --bm-annotate-phase` runs it.
+    std::string diagnostic;
+    mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+      if (diagnostic.empty())
+        diagnostic = d.str();
+      return mlir::success();
+    });
+    mlir::PassManager pm(&context);
+    pm.addPass(mlir::bm::createBmVerifyAnnotatedPass());
+    if (mlir::failed(pm.run(*step->module)))
+      return fail("the annotated model fails bm-verify-annotated: " +
+                  diagnostic);
     if (int rc = writeFile(*planArgs.mlirFile, [&](llvm::raw_ostream &os) {
           step->module->print(os);
           os << "\n";

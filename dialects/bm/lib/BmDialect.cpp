@@ -26,7 +26,8 @@ void BmDialect::initialize() {
 LogicalResult BmDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
   if (attr.getName() == kLayerAttrName ||
-      attr.getName() == kBlockClassAttrName) {
+      attr.getName() == kBlockClassAttrName ||
+      attr.getName() == kStageAttrName) {
     if (!isa<IntegerAttr>(attr.getValue()))
       return op->emitOpError()
              << "'" << attr.getName().getValue() << "' must be an integer, got "

@@ -221,3 +221,11 @@ func.func @block_class(%x: tensor<8xf32>) {
   %0 = bm.relu %x {bm.block_class = 1.0 : f32} : tensor<8xf32>
   return
 }
+
+// -----
+
+func.func @stage(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'bm.relu' op 'bm.stage' must be an integer, got "first"}}
+  %0 = bm.relu %x {bm.stage = "first"} : tensor<8xf32>
+  return
+}

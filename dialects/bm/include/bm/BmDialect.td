@@ -39,6 +39,8 @@ def Bm_Dialect : Dialect {
     /// Folding: which layer instance and block class an op belongs to.
     static constexpr ::llvm::StringLiteral kLayerAttrName = "bm.layer";
     static constexpr ::llvm::StringLiteral kBlockClassAttrName = "bm.block_class";
+    /// Annotation: the pipeline stage (coordinate on "pp") that runs an op.
+    static constexpr ::llvm::StringLiteral kStageAttrName = "bm.stage";
   }];
 }
 

@@ -1,0 +1,49 @@
+//===- PhasePipelines.cpp - the named pass pipeline of each phase ---------===//
+//
+// DESIGN.md section 2: each phase is a named pipeline that bmc-opt can run
+// alone and that ends with the phase's verifier.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+
+namespace mlir::bm {
+
+namespace {
+struct AnnotatePhaseOptions
+    : public PassPipelineOptions<AnnotatePhaseOptions> {
+  Option<std::string> plan{*this, "plan",
+                           llvm::cl::desc("The JSON plan to write into the IR")};
+};
+} // namespace
+
+void buildFoldPhase(OpPassManager &pm) {
+  pm.addNestedPass<func::FuncOp>(createBmFoldPass());
+  pm.addPass(createBmVerifyFoldedPass());
+}
+
+void buildAnnotatePhase(OpPassManager &pm, StringRef planFile) {
+  BmAnnotatePassOptions options;
+  options.planFile = planFile.str();
+  pm.addPass(createBmAnnotatePass(options));
+  pm.addPass(createBmVerifyAnnotatedPass());
+}
+
+void registerPhasePipelines() {
+  PassPipelineRegistration<>(
+      "bm-fold-phase",
+      "Phase 2: find repeated layers (bm-fold), then bm-verify-folded",
+      buildFoldPhase);
+  PassPipelineRegistration<AnnotatePhaseOptions>(
+      "bm-annotate-phase",
+      "Phase 4: write a plan into the IR (bm-annotate), then "
+      "bm-verify-annotated",
+      [](OpPassManager &pm, const AnnotatePhaseOptions &options) {
+        buildAnnotatePhase(pm, options.plan);
+      });
+}
+
+} // namespace mlir::bm
