@@ -3,6 +3,7 @@
 #include "compiler/driver/PlanDriver.h"
 
 #include "passes/Passes.h"
+#include "passes/annotate/AnnotatePlan.h"
 #include "passes/plan/ExtractModelGraph.h"
 #include "passes/plan/Search.h"
 
@@ -86,6 +87,33 @@ llvm::Expected<plan::Plan> planModel(const plan::ModelGraph &graph,
   if (fixed.dp && fixed.tp && fixed.pp)
     return plan::evaluateConfiguration(graph, cluster, config);
   return plan::searchPlan(graph, cluster, config);
+}
+
+llvm::Expected<ModelForPlanning>
+annotateForStep(mlir::MLIRContext &context, llvm::StringRef path,
+                ImportOptions options, const plan::Plan &plan,
+                const plan::ModelGraph &planned) {
+  options.batchSize =
+      static_cast<int64_t>(plan.config.dp) * plan.config.microBatch;
+  llvm::Expected<ModelForPlanning> step =
+      loadModelForPlanning(context, path, options);
+  if (!step)
+    return step.takeError();
+  if (llvm::Error err = plan::annotatePlan(*step->module, step->main, plan,
+                                           &planned, &step->graph))
+    return std::move(err);
+  std::string diagnostic;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    if (diagnostic.empty())
+      diagnostic = d.str();
+    return mlir::success();
+  });
+  mlir::PassManager pm(&context);
+  pm.addPass(mlir::bm::createBmVerifyAnnotatedPass());
+  if (mlir::failed(pm.run(*step->module)))
+    return llvm::createStringError(
+        "the annotated model fails bm-verify-annotated: " + diagnostic);
+  return step;
 }
 
 } // namespace bm

@@ -51,6 +51,15 @@ llvm::Expected<plan::Plan> planModel(const plan::ModelGraph &graph,
                                      const cost::Cluster &cluster,
                                      const plan::TrainingConfig &config);
 
+/// Phase 4 for `bmc plan --emit-mlir`: imports `path` at one step's batch
+/// (dp x micro-batch, so that "dp" divides it), folds it, writes `plan`
+/// into it (matching ops to `planned`, the graph the plan was searched on,
+/// by ONNX node) and runs bm-verify-annotated.
+llvm::Expected<ModelForPlanning>
+annotateForStep(mlir::MLIRContext &context, llvm::StringRef path,
+                ImportOptions options, const plan::Plan &plan,
+                const plan::ModelGraph &planned);
+
 } // namespace bm
 
 #endif // BMC_COMPILER_DRIVER_PLANDRIVER_H

@@ -176,3 +176,55 @@ TEST(PlanZooTest, GptLayerHasMegatronsTwoAllReducesEachWay) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(PlanZooTest, GShardGroupsSetTheBatchGranularity) {
+  // moe-2.4b groups 2048 tokens of 1024-token sequences: whole groups need
+  // two samples, so no micro-batch may hold one.
+  mlir::MLIRContext context;
+  EXPECT_EQ(load(context, "moe-2.4b").batchGranularity, 2);
+  EXPECT_EQ(load(context, "gpt3-350m").batchGranularity, 1);
+  plan::ModelGraph moe = load(context, "moe-2.4b");
+  llvm::Expected<plan::Plan> plan =
+      planModel(moe, a100(), config(64, 512));
+  ASSERT_TRUE(!!plan) << llvm::toString(plan.takeError());
+  EXPECT_EQ(plan->config.microBatch % 2, 0);
+  llvm::Expected<plan::Plan> odd =
+      planModel(moe, a100(), config(64, 512, "mb=1"));
+  ASSERT_FALSE(!!odd);
+  EXPECT_EQ(llvm::toString(odd.takeError()),
+            "--fix mb=1 is not a multiple of 2: the model groups tokens of 2 "
+            "samples together (its micro-batches must hold whole groups)");
+}
+
+TEST(PlanZooTest, EmittedModelsCarryTheirPlanAndVerify) {
+  // --emit-mlir for families whose import differs with the batch: BERT's
+  // attention mask folds on the host at batch 2 but not at 512, GShard's
+  // token groups move the batch to another dim, and a dp=1 plan emits at
+  // batch 1.
+  struct Case {
+    const char *model;
+    int gpus;
+    int64_t batch;
+    const char *fix;
+  };
+  for (Case c : {Case{"hf-bert-large", 64, 512, nullptr},
+                 Case{"moe-2.4b", 64, 512, nullptr},
+                 Case{"moe-380m", 16, 256, "dp=16,tp=1,pp=1,ep=4"},
+                 Case{"gpt3-175b", 64, 512, nullptr},
+                 Case{"t5-large", 16, 256, "dp=4,tp=2,pp=2"}}) {
+    mlir::MLIRContext context;
+    plan::ModelGraph graph = load(context, c.model);
+    llvm::Expected<plan::Plan> plan =
+        planModel(graph, a100(), config(c.gpus, c.batch, c.fix));
+    ASSERT_TRUE(!!plan) << c.model << ": " << llvm::toString(plan.takeError());
+    llvm::Expected<ModelForPlanning> step =
+        annotateForStep(context, modelPath(c.model), {}, *plan, graph);
+    ASSERT_TRUE(!!step) << c.model << ": "
+                        << llvm::toString(step.takeError());
+    EXPECT_TRUE(step->module->lookupSymbol("mesh")) << c.model;
+  }
+}
+
+} // namespace

@@ -10,14 +10,9 @@
 #include "tools/bmc/Subcommands.h"
 
 #include "compiler/driver/PlanDriver.h"
-#include "passes/annotate/AnnotatePlan.h"
 #include "passes/plan/PlanOutput.h"
 
-#include "passes/Passes.h"
-
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -243,30 +238,10 @@ int bmc::runPlan(llvm::ArrayRef<StringRef> args) {
         }))
       return rc;
   if (planArgs.mlirFile) {
-    // The annotated model shows one micro-batch step of all data-parallel
-    // replicas: the batch is dp x micro-batch, so "dp" divides it.
-    bm::ImportOptions stepImport = planArgs.import;
-    stepImport.batchSize =
-        static_cast<int64_t>(plan->config.dp) * plan->config.microBatch;
-    llvm::Expected<bm::ModelForPlanning> step =
-        bm::loadModelForPlanning(context, planArgs.model, stepImport);
+    llvm::Expected<bm::ModelForPlanning> step = bm::annotateForStep(
+        context, planArgs.model, planArgs.import, *plan, model->graph);
     if (!step)
       return fail(llvm::toString(step.takeError()));
-    if (llvm::Error err = bm::plan::annotatePlan(
-            *step->module, step->main, *plan, &model->graph, &step->graph))
-      return fail(llvm::toString(std::move(err)));
-    // The phase's verifier, as `bmc-opt --bm-annotate-phase` runs it.
-    std::string diagnostic;
-    mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-      if (diagnostic.empty())
-        diagnostic = d.str();
-      return mlir::success();
-    });
-    mlir::PassManager pm(&context);
-    pm.addPass(mlir::bm::createBmVerifyAnnotatedPass());
-    if (mlir::failed(pm.run(*step->module)))
-      return fail("the annotated model fails bm-verify-annotated: " +
-                  diagnostic);
     if (int rc = writeFile(*planArgs.mlirFile, [&](llvm::raw_ostream &os) {
           step->module->print(os);
           os << "\n";
