@@ -10,6 +10,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <algorithm>
 #include <map>
 
 using namespace mlir;
@@ -140,20 +141,29 @@ resolvePlan(const Plan &plan, const PlannedOps &ops) {
 }
 
 /// The pipeline stage of each planned op: its layer's stage; ops before
-/// the first layer on stage 0, after the last on the last stage.
+/// the first layer on stage 0, after the last on the last stage, and ops
+/// between two layers (interludes) with the layer before them.
 static std::vector<int> stagesOf(const Plan &plan, const PlannedOps &ops) {
   std::vector<int> layerStage = stageOfLayers(plan);
   const int lastStage = std::max(1, plan.config.pp) - 1;
+  const int64_t lastLayer =
+      ops.layer.empty() ? -1 : *std::max_element(ops.layer.begin(),
+                                                 ops.layer.end());
+  auto stageOf = [&](int64_t layer) {
+    return layer < static_cast<int64_t>(layerStage.size()) ? layerStage[layer]
+                                                          : lastStage;
+  };
   std::vector<int> stages;
-  bool seenLayer = false;
+  int64_t previousLayer = -1;
   for (int64_t layer : ops.layer) {
     if (layer >= 0) {
-      seenLayer = true;
-      stages.push_back(layer < static_cast<int64_t>(layerStage.size())
-                           ? layerStage[layer]
-                           : lastStage);
+      previousLayer = layer;
+      stages.push_back(stageOf(layer));
+    } else if (previousLayer < 0) {
+      stages.push_back(0);
     } else {
-      stages.push_back(seenLayer ? lastStage : 0);
+      stages.push_back(previousLayer == lastLayer ? lastStage
+                                                  : stageOf(previousLayer));
     }
   }
   return stages;

@@ -62,6 +62,7 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
              : layer;
   layerOps_.assign(numLayers, {});
   bool sawLayerOp = false;
+  int lastLayer = -1;
 
   // The one pass over every op: layers, prologue / epilogue, FLOPs, and the
   // ops whose operands are scanned for consumers: the searched ops and the
@@ -80,9 +81,17 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
       layerOps_[layer].push_back(static_cast<int>(o));
       layerFlops_ += op.flops;
     } else {
+      // Non-layer ops after a layer are held until it is known whether
+      // another layer follows (an interlude) or not (the epilogue).
       (layerOps_.empty() || !sawLayerOp ? prologueOps_ : epilogueOps_)
           .push_back(static_cast<int>(o));
     }
+    if (inLayer && !epilogueOps_.empty()) {
+      interludes_.push_back({lastLayer, std::move(epilogueOps_)});
+      epilogueOps_.clear();
+    }
+    if (inLayer)
+      lastLayer = layer;
     sawLayerOp |= inLayer;
     searched_[o] = !inLayer || representativeLayer_[layer] == layer;
     bool afterSearched =
@@ -297,6 +306,53 @@ std::vector<Segment> GraphAnalysis::segments() const {
     epilogue.ops = epilogueOps_;
     result.push_back(std::move(epilogue));
   }
+  // Interludes last, so that the indices above stay as layerSegments()
+  // numbers them; sequence() puts them in place.
+  for (const auto &[after, ops] : interludes_) {
+    Segment interlude;
+    interlude.kind = SegmentKind::Interlude;
+    interlude.name = "after layer " + std::to_string(after);
+    interlude.ops = ops;
+    result.push_back(std::move(interlude));
+  }
+  return result;
+}
+
+std::vector<std::pair<int, int64_t>> GraphAnalysis::sequence() const {
+  const int numLayerSegments = [&] {
+    std::map<int, int> distinct;
+    for (int layer = 0; layer < graph_.numLayers(); ++layer)
+      distinct.emplace(representativeLayer_[layer], 0);
+    return static_cast<int>(distinct.size());
+  }();
+  const int prologue = prologueOps_.empty() ? -1 : 0;
+  const int firstLayer = prologueOps_.empty() ? 0 : 1;
+  const int epilogue =
+      epilogueOps_.empty() ? -1 : firstLayer + numLayerSegments;
+  int nextInterlude = firstLayer + numLayerSegments + (epilogue >= 0 ? 1 : 0);
+
+  std::vector<std::pair<int, int64_t>> result;
+  auto push = [&](int segment) {
+    if (!result.empty() && result.back().first == segment)
+      ++result.back().second;
+    else
+      result.push_back({segment, 1});
+  };
+  if (prologue >= 0)
+    push(prologue);
+  std::vector<int> layerSegment = layerSegments();
+  size_t interlude = 0;
+  for (int layer = 0; layer < graph_.numLayers(); ++layer) {
+    push(layerSegment[layer]);
+    // Interludes are numbered in order; each follows one layer.
+    while (interlude < interludes_.size() &&
+           interludes_[interlude].first == layer) {
+      result.push_back({nextInterlude++, 1});
+      ++interlude;
+    }
+  }
+  if (epilogue >= 0)
+    push(epilogue);
   return result;
 }
 

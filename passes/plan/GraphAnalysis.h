@@ -28,7 +28,10 @@
 
 namespace bm::plan {
 
-enum class SegmentKind { Prologue, Layer, Epilogue };
+/// Where a segment sits: before the first layer, a layer, between two
+/// layers (the ops of a stage transition in a ResNet, the encoder's final
+/// norm and the decoder's embedding in T5), after the last layer.
+enum class SegmentKind { Prologue, Layer, Interlude, Epilogue };
 
 /// Ops searched as one unit. A layer segment stands for every layer instance
 /// of its block class (folded) or for one layer (no-fold).
@@ -107,6 +110,10 @@ public:
   std::vector<Segment> segments() const;
   /// For `segments()`: the segment index of each layer.
   std::vector<int> layerSegments() const;
+  /// The model in execution order as runs of `segments()`: (segment index,
+  /// consecutive instances). Prologue and epilogue (if any) come first and
+  /// last; each interlude sits between the layers it separates.
+  std::vector<std::pair<int, int64_t>> sequence() const;
 
 private:
   /// The value that `value` (produced outside the searched ops) corresponds
@@ -122,6 +129,8 @@ private:
   std::vector<int> positionInLayer_;     // per op
   std::vector<char> searched_;           // per op
   std::vector<int> prologueOps_, epilogueOps_;
+  /// Non-layer ops between layers: (the layer they follow, their ops).
+  std::vector<std::pair<int, std::vector<int>>> interludes_;
   std::map<int, int> expertFactor_;      // op -> factor
   int64_t numExperts_ = 0;
   // Consumers in compressed rows: those of value v are

@@ -73,8 +73,17 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
     plan.layersPerStage.push_back(static_cast<int>(stage.layers));
 
   const char *tpLink = cost::toString(model_.linkClass(placement.tp));
-  for (size_t s = 0; s < segments_.size(); ++s) {
-    const SegmentSolution &sol = solution(static_cast<int>(s), tp, mb);
+  // Segments in model order (interludes between the layers they separate),
+  // each once.
+  std::vector<int> order;
+  std::vector<char> listed(segments_.size(), 0);
+  for (auto [segment, count] : analysis_.sequence())
+    if (!listed[segment]) {
+      listed[segment] = 1;
+      order.push_back(segment);
+    }
+  for (int s : order) {
+    const SegmentSolution &sol = solution(s, tp, mb);
     plan.blocks.push_back(describeSegment(analysis_, segments_[s], sol, ep));
     const int instances = segments_[s].numInstances;
     bool recomputes = segments_[s].kind == SegmentKind::Layer &&

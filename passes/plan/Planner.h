@@ -97,12 +97,12 @@ public:
         model_(cluster, config.precision),
         segments_(analysis_.segments()) {
     globalBatch_ = config.globalBatch > 0 ? config.globalBatch : config.gpus;
-    std::vector<int> layerSegments = analysis_.layerSegments();
-    for (int segment : layerSegments) {
-      if (!layerRuns_.empty() && layerRuns_.back().first == segment)
-        ++layerRuns_.back().second;
-      else
-        layerRuns_.push_back({segment, 1});
+    // Everything between the prologue and the epilogue, in order: runs of
+    // layers and the interludes between them.
+    for (auto [segment, count] : analysis_.sequence()) {
+      SegmentKind kind = segments_[segment].kind;
+      if (kind == SegmentKind::Layer || kind == SegmentKind::Interlude)
+        layerRuns_.push_back({segment, count});
     }
     for (size_t s = 0; s < segments_.size(); ++s) {
       if (segments_[s].kind == SegmentKind::Prologue)
@@ -153,6 +153,8 @@ private:
   GraphAnalysis analysis_;
   cost::CostModel model_;
   std::vector<Segment> segments_;
+  /// Between prologue and epilogue, in order: (segment, instances) for runs
+  /// of layers and for interludes.
   std::vector<std::pair<int, int64_t>> layerRuns_;
   int prologue_ = -1, epilogue_ = -1, firstLayerSegment_ = -1;
   int64_t globalBatch_ = 0;

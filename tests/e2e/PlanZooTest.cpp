@@ -228,3 +228,42 @@ TEST(PlanZooTest, EmittedModelsCarryTheirPlanAndVerify) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(PlanZooTest, InterludesStayBetweenTheirLayers) {
+  // Wide-ResNet-101-2: the first block of each stage (it downsamples) is
+  // unlike the others, so the model is 4 runs of layers with 3 interludes.
+  // They are planned in place, not moved to the end: on a 1F1B pipeline the
+  // stages of the ops never go back.
+  mlir::MLIRContext context;
+  plan::ModelGraph graph = load(context, "wresnet-101-2");
+  llvm::Expected<plan::Plan> plan = planModel(
+      graph, a100(), config(16, 256, "dp=4,tp=1,pp=4,schedule=1f1b"));
+  ASSERT_TRUE(!!plan) << llvm::toString(plan.takeError());
+  std::vector<std::string> names;
+  for (const plan::BlockSharding &block : plan->blocks)
+    names.push_back(block.name);
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "prologue", "block 0", "after layer 1", "block 1",
+                       "after layer 4", "block 2", "after layer 26",
+                       "block 3", "epilogue"}));
+  int layers = 0;
+  for (int n : plan->layersPerStage)
+    layers += n;
+  EXPECT_EQ(layers, graph.numLayers());
+
+  llvm::Expected<ModelForPlanning> step = annotateForStep(
+      context, modelPath("wresnet-101-2"), {}, *plan, graph);
+  ASSERT_TRUE(!!step) << llvm::toString(step.takeError());
+  int64_t previous = 0;
+  for (mlir::Operation &op : step->main.getBody().front().without_terminator()) {
+    auto stage = op.getAttrOfType<mlir::IntegerAttr>("bm.stage");
+    ASSERT_TRUE(stage);
+    EXPECT_GE(stage.getInt(), previous) << "stages go back";
+    previous = stage.getInt();
+  }
+  EXPECT_EQ(previous, 3);
+}
+
+} // namespace
