@@ -61,6 +61,7 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
                    .first->second
              : layer;
   layerOps_.assign(numLayers, {});
+  layerFirstOp_.assign(numLayers, -1);
   bool sawLayerOp = false;
   int lastLayer = -1;
 
@@ -77,8 +78,14 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
     forwardFlops_ += op.flops;
     const bool inLayer = layer >= 0 && layer < numLayers;
     if (inLayer) {
-      positionInLayer_[o] = static_cast<int>(layerOps_[layer].size());
-      layerOps_[layer].push_back(static_cast<int>(o));
+      // Layers are contiguous runs of ops (bm-verify-folded), so a position
+      // is an offset from the layer's first op; only searched layers keep
+      // their op lists.
+      if (layerFirstOp_[layer] < 0)
+        layerFirstOp_[layer] = static_cast<int>(o);
+      positionInLayer_[o] = static_cast<int>(o) - layerFirstOp_[layer];
+      if (representativeLayer_[layer] == layer)
+        layerOps_[layer].push_back(static_cast<int>(o));
       layerFlops_ += op.flops;
     } else {
       // Non-layer ops after a layer are held until it is known whether
@@ -118,29 +125,33 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
         lastReader[v] = static_cast<int>(o);
         consumerList_[fill[v]++] = static_cast<int>(o);
       }
-  for (size_t v = 0; v < numValues; ++v)
-    if (graph.values[v].kind == ValueKind::Parameter &&
-        consumerStart_[v + 1] > consumerStart_[v])
-      parameterOwner_[v] = consumerList_[consumerStart_[v]];
-  // Gradients flow from the parameters forward through every op they reach
-  // (one cheap pass over the op indices, in topological order).
+  // One pass over the values (the graph's largest array): parameter owners,
+  // where gradients start, the token count and the parameter count.
   needsGradient_.assign(numValues, 0);
-  for (size_t v = 0; v < numValues; ++v)
-    needsGradient_[v] = graph.values[v].kind == ValueKind::Parameter &&
-                        graph.values[v].isFloat;
-  for (const OpInfo &op : graph.ops) {
+  for (size_t v = 0; v < numValues; ++v) {
+    const ValueInfo &value = graph.values[v];
+    if (value.kind == ValueKind::Parameter) {
+      if (consumerStart_[v + 1] > consumerStart_[v])
+        parameterOwner_[v] = consumerList_[consumerStart_[v]];
+      needsGradient_[v] = value.isFloat;
+      numParameters_ += value.numElements();
+    } else if (value.kind == ValueKind::Input && !value.isFloat) {
+      tokensPerSample_ = std::max(tokensPerSample_, value.numElements());
+    }
+  }
+  // Gradients flow from the parameters forward through every op they reach.
+  // Only the scanned ops are visited, in order; a value from an instance
+  // that is not searched has the gradient of its counterpart in the class's
+  // first instance (which comes earlier, so it is already known).
+  for (int o : scanned) {
+    const OpInfo &op = graph.ops[o];
     bool reached = false;
     for (int v : op.operands)
-      reached |= needsGradient_[v] != 0;
+      reached |= needsGradient_[v] != 0 ||
+                 needsGradient_[representativeValue(v)] != 0;
     if (reached)
       for (int v : op.results)
         needsGradient_[v] = graph.values[v].isFloat;
-  }
-  for (const ValueInfo &value : graph.values) {
-    if (value.kind == ValueKind::Input && !value.isFloat)
-      tokensPerSample_ = std::max(tokensPerSample_, value.numElements());
-    if (value.kind == ValueKind::Parameter)
-      numParameters_ += value.numElements();
   }
 
   // Deep facts, for the searched ops only.
@@ -219,6 +230,8 @@ int GraphAnalysis::representativeValue(int value) const {
   if (producer < 0 || searched_[producer])
     return value;
   int layer = graph_.ops[producer].layer;
+  if (layer < 0)
+    return value;
   const std::vector<int> &repOps = layerOps_[representativeLayer_[layer]];
   int position = positionInLayer_[producer];
   if (position < 0 || position >= static_cast<int>(repOps.size()))

@@ -125,7 +125,9 @@ private:
   const ModelGraph &graph_;
   bool fold_;
   std::vector<int> representativeLayer_; // per layer
+  /// Ops of each searched (representative) layer; empty for the others.
   std::vector<std::vector<int>> layerOps_;
+  std::vector<int> layerFirstOp_;        // per layer
   std::vector<int> positionInLayer_;     // per op
   std::vector<char> searched_;           // per op
   std::vector<int> prologueOps_, epilogueOps_;
