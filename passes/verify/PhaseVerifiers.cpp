@@ -73,6 +73,22 @@ FailureOr<Layers> collectLayers(func::FuncOp func) {
   return layers;
 }
 
+/// Calls `check(layer, ops, first, reference)` for every layer with the ops
+/// of its block class's first layer; stops at the first failure.
+LogicalResult forEachInstance(
+    const Layers &layers,
+    function_ref<LogicalResult(int64_t, ArrayRef<Operation *>, int64_t,
+                               ArrayRef<Operation *>)>
+        check) {
+  for (auto [layer, ops] : llvm::enumerate(layers.ops)) {
+    int64_t first = layers.firstOfClass.lookup(layers.blockClass[layer]);
+    if (failed(check(static_cast<int64_t>(layer), ops, first,
+                     layers.ops[first])))
+      return failure();
+  }
+  return success();
+}
+
 struct VerifyFoldedPass : impl::BmVerifyFoldedPassBase<VerifyFoldedPass> {
   void runOnOperation() override {
     auto func = getOperation().lookupSymbol<func::FuncOp>("main");
@@ -98,9 +114,11 @@ struct VerifyFoldedPass : impl::BmVerifyFoldedPassBase<VerifyFoldedPass> {
     FailureOr<Layers> layers = collectLayers(func);
     if (failed(layers))
       return failure();
-    for (auto [layer, ops] : llvm::enumerate(layers->ops)) {
-      int64_t first = layers->firstOfClass.lookup(layers->blockClass[layer]);
-      ArrayRef<Operation *> reference = layers->ops[first];
+    return forEachInstance(*layers, [&](int64_t layer,
+                                        ArrayRef<Operation *> ops,
+                                        int64_t first,
+                                        ArrayRef<Operation *> reference)
+                                        -> LogicalResult {
       if (ops.size() != reference.size())
         return ops.front()->emitOpError()
                << "starts layer " << layer << " of block class "
@@ -114,8 +132,8 @@ struct VerifyFoldedPass : impl::BmVerifyFoldedPassBase<VerifyFoldedPass> {
                  << ", but op " << k << " of layer " << first
                  << " of the same block class is "
                  << reference[k]->getName();
-    }
-    return success();
+      return success();
+    });
   }
 };
 
@@ -157,11 +175,13 @@ struct VerifyAnnotatedPass
     FailureOr<Layers> layers = collectLayers(func);
     if (failed(layers))
       return failure();
-    for (auto [layer, ops] : llvm::enumerate(layers->ops)) {
-      int64_t first = layers->firstOfClass.lookup(layers->blockClass[layer]);
-      ArrayRef<Operation *> reference = layers->ops[first];
+    return forEachInstance(*layers, [&](int64_t layer,
+                                        ArrayRef<Operation *> ops,
+                                        int64_t first,
+                                        ArrayRef<Operation *> reference)
+                                        -> LogicalResult {
       if (ops.size() != reference.size())
-        continue; // bm-verify-folded's business
+        return success(); // bm-verify-folded's business
       for (auto [k, op] : llvm::enumerate(ops)) {
         // Shardings are compared as written: the same axes on the same
         // dims (shapes are equal between instances of a class).
@@ -173,8 +193,8 @@ struct VerifyAnnotatedPass
                  << " but the same op of layer " << first
                  << " (its block class's first) is sharded " << theirs;
       }
-    }
-    return success();
+      return success();
+    });
   }
 };
 
