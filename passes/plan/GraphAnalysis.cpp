@@ -382,3 +382,38 @@ std::vector<int> GraphAnalysis::layerSegments() const {
   }
   return result;
 }
+
+std::vector<int> GraphAnalysis::sideInputs(int blockClass) const {
+  // The class's first instance and the instance right after it, if that is
+  // of the same class (both are scanned, so their operands are known).
+  int first = -1;
+  for (int layer = 0; layer + 1 < graph_.numLayers(); ++layer)
+    if (graph_.layerClass[layer] == blockClass &&
+        graph_.layerClass[layer + 1] == blockClass) {
+      first = layer;
+      break;
+    }
+  if (first < 0 || layerFirstOp_[first] < 0 || layerFirstOp_[first + 1] < 0)
+    return {};
+  const int a = layerFirstOp_[first], b = layerFirstOp_[first + 1];
+  const int size = b - a;
+  std::vector<int> result;
+  for (int k = 0; k < size; ++k) {
+    const OpInfo &x = graph_.ops[a + k];
+    const OpInfo &y = graph_.ops[b + k];
+    if (x.opName != y.opName || x.operands.size() != y.operands.size())
+      return {};
+    for (size_t i = 0; i < x.operands.size(); ++i) {
+      int v = x.operands[i];
+      int producer = graph_.values[v].producer;
+      // The same value in both instances, made outside both of them (not
+      // the previous layer's output, which differs from one to the next).
+      if (v != y.operands[i] || producer < 0 ||
+          (producer >= a && producer < b + size) || !needsGradient_[v])
+        continue;
+      if (std::find(result.begin(), result.end(), v) == result.end())
+        result.push_back(v);
+    }
+  }
+  return result;
+}

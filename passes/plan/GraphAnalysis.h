@@ -114,6 +114,12 @@ public:
   /// consecutive instances). Prologue and epilogue (if any) come first and
   /// last; each interlude sits between the layers it separates.
   std::vector<std::pair<int, int64_t>> sequence() const;
+  /// Values that every layer of `blockClass` reads from outside the layers
+  /// and that carry a gradient: read by the same operand of the same op in
+  /// the class's first two consecutive instances (T5's encoder output for
+  /// the decoder's cross-attention). Masks and other values made from the
+  /// inputs alone are not listed: each stage can make its own.
+  std::vector<int> sideInputs(int blockClass) const;
 
 private:
   /// The value that `value` (produced outside the searched ops) corresponds

@@ -16,6 +16,7 @@ StageStats &StageStats::operator+=(const StageStats &other) {
   params += other.params;
   stored += other.stored;
   workingSet = std::max(workingSet, other.workingSet);
+  sideInputBytes = std::max(sideInputBytes, other.sideInputBytes);
   expertParams += other.expertParams;
   exchangeBytes += other.exchangeBytes;
   exchanges += other.exchanges;
@@ -34,8 +35,10 @@ StageStats StageStats::scaled(int64_t count) const {
   s.exchangeBytes *= count;
   s.exchanges *= count;
   s.layers *= count;
-  if (count == 0)
+  if (count == 0) {
     s.workingSet = 0;
+    s.sideInputBytes = 0;
+  }
   return s;
 }
 

@@ -30,6 +30,11 @@ struct StageStats {
   double expertParams = 0;   // the part of `params` in expert weights
   double exchangeBytes = 0;  // expert dispatch / combine bytes
   double exchanges = 0;      // expert dispatch / combine values
+  /// Bytes per micro-batch of values that every layer of a class reads
+  /// from outside the layers and that carry a gradient (T5's encoder
+  /// output, read by each decoder layer's cross-attention): each stage that
+  /// holds such layers receives them once (max-type, like workingSet).
+  double sideInputBytes = 0;
   int64_t layers = 0;
 
   double time() const { return compute + comm; }

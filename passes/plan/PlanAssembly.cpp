@@ -178,6 +178,25 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
         count,
         count * model_.sendRecvTime(bytes, placement.pipelineCrossesNodes)};
     plan.collectives.push_back(summary);
+    // Side inputs: to every stage holding layers that read them.
+    std::vector<StageStats> stages = expandStages(entry.stages);
+    int64_t receivers = 0;
+    double side = 0;
+    for (const StageStats &stage : stages)
+      if (stage.sideInputBytes > 0) {
+        ++receivers;
+        side = std::max(side, stage.sideInputBytes);
+      }
+    if (receivers > 0) {
+      CollectiveSummary sideSummary = summary;
+      sideSummary.where = "side inputs";
+      sideSummary.bytes = side / tp;
+      sideSummary.countPerStep = 2LL * m * receivers;
+      sideSummary.seconds =
+          sideSummary.countPerStep *
+          model_.sendRecvTime(sideSummary.bytes, placement.pipelineCrossesNodes);
+      plan.collectives.push_back(sideSummary);
+    }
   }
 
   plan.time = chosen.time;

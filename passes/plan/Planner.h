@@ -145,6 +145,9 @@ private:
   void consider(const Evaluation &evaluation);
   Plan buildPlan(const Evaluation &chosen);
   double boundaryBytes(int tp, int microBatch);
+  /// Bytes per micro-batch of the side inputs of a layer segment (see
+  /// GraphAnalysis::sideInputs), which every stage holding it receives.
+  double sideInputBytes(int segment, int microBatch);
   std::string suggestion() const;
 
   const ModelGraph &graph_;

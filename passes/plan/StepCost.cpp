@@ -44,6 +44,8 @@ StageStats Planner::itemStats(int segment, int tp, int microBatch,
   stats.stored = s.storedBytes;
   bool isLayer = segments_[segment].kind == SegmentKind::Layer;
   stats.layers = isLayer ? 1 : 0;
+  if (isLayer)
+    stats.sideInputBytes = sideInputBytes(segment, microBatch);
   if (!isLayer || recompute == Recompute::None)
     return stats;
   if (recompute == Recompute::Selective) {
@@ -133,6 +135,16 @@ double Planner::workPerMicroBatch(int tp, int microBatch,
   if (epilogue_ >= 0)
     total += itemStats(epilogue_, tp, microBatch, recompute).time();
   return work_[key] = total;
+}
+
+double Planner::sideInputBytes(int segment, int microBatch) {
+  double bytes = 0;
+  for (int v : analysis_.sideInputs(segments_[segment].blockClass)) {
+    const ValueInfo &value = graph_.values[v];
+    bytes += static_cast<double>(value.numElements()) *
+             (value.batchDim >= 0 ? microBatch : 1) * model_.activationBytes();
+  }
+  return bytes;
 }
 
 double Planner::boundaryBytes(int tp, int microBatch) {
@@ -295,7 +307,7 @@ Evaluation Planner::score(const ParallelConfig &config,
   const double layerParams = entry.layerParams;
 
   struct DeviceCost {
-    double load = 0, zero3 = 0, zero3Experts = 0, exchange = 0;
+    double load = 0, zero3 = 0, zero3Experts = 0, exchange = 0, side = 0;
   };
   auto deviceCost = [&](const DeviceGroup &group) {
     DeviceCost c;
@@ -322,8 +334,17 @@ Evaluation Planner::score(const ParallelConfig &config,
                    model_.collectiveTime(CollectiveKind::AllToAll,
                                          stats.exchangeBytes / stats.exchanges,
                                          placement.ep);
+    if (pp > 1 && stats.sideInputBytes > 0)
+      // Side inputs (the encoder output for every decoder stage) come once
+      // per micro-batch and their gradients go back, like a boundary.
+      c.side = 2.0 * model_.sendRecvTime(stats.sideInputBytes / tp,
+                                         pipelineOnNetwork) +
+               (tp > 1 ? 2.0 * model_.collectiveTime(CollectiveKind::AllGather,
+                                                     stats.sideInputBytes,
+                                                     placement.tp)
+                       : 0);
     c.load = stats.time() + p2pLink + p2pGather + c.zero3 + c.zero3Experts +
-             c.exchange;
+             c.exchange + c.side;
     return c;
   };
 
@@ -376,6 +397,7 @@ Evaluation Planner::score(const ParallelConfig &config,
   addComm(expertSync + m * criticalCost.zero3Experts,
           placement.expertDp.crossesNodes);
   addComm(m * criticalCost.exchange, placement.ep.crossesNodes);
+  addComm(m * criticalCost.side, pipelineOnNetwork);
   e.time.bubble = bubble;
 
   // Memory: the worst device. Within a group the first device holds the

@@ -267,3 +267,38 @@ TEST(PlanZooTest, InterludesStayBetweenTheirLayers) {
 }
 
 } // namespace
+
+namespace {
+
+/// The "side inputs" send_recv of a plan, if any.
+const plan::CollectiveSummary *sideInputs(const plan::Plan &plan) {
+  for (const plan::CollectiveSummary &c : plan.collectives)
+    if (c.where == "side inputs")
+      return &c;
+  return nullptr;
+}
+
+TEST(PlanZooTest, DecoderStagesReceiveTheEncoderOutput) {
+  // T5: every decoder layer's cross-attention reads the encoder output, so
+  // every pipeline stage holding decoder layers receives it (and sends its
+  // gradient back). GPT's layers read nothing but the previous layer and
+  // constants: no side inputs.
+  mlir::MLIRContext context;
+  plan::ModelGraph t5 = load(context, "t5-large");
+  llvm::Expected<plan::Plan> plan = planModel(
+      t5, a100(), config(16, 256, "dp=4,tp=1,pp=4,mb=4,schedule=1f1b"));
+  ASSERT_TRUE(!!plan) << llvm::toString(plan.takeError());
+  const plan::CollectiveSummary *side = sideInputs(*plan);
+  ASSERT_TRUE(side);
+  // At least the encoder output: 4 samples x 512 tokens x 1024 x 2 bytes.
+  EXPECT_GE(side->bytes, 4.0 * 512 * 1024 * 2);
+  EXPECT_GE(side->countPerStep, 2 * plan->config.numMicroBatches);
+
+  plan::ModelGraph gpt = load(context, "gpt3-350m");
+  llvm::Expected<plan::Plan> gptPlan = planModel(
+      gpt, a100(), config(16, 256, "dp=4,tp=1,pp=4,mb=4,schedule=1f1b"));
+  ASSERT_TRUE(!!gptPlan) << llvm::toString(gptPlan.takeError());
+  EXPECT_FALSE(sideInputs(*gptPlan));
+}
+
+} // namespace
