@@ -26,14 +26,18 @@ struct OpSequence {
   SmallVector<Operation *> ops;
   DenseMap<Operation *, int64_t> index;
   SmallVector<llvm::hash_code> signature;
+  /// semanticAttrs of each op, made once (building a dictionary is the
+  /// costliest part of comparing two ops).
+  SmallVector<DictionaryAttr> attrs;
 
   explicit OpSequence(Block &body) {
     for (Operation &op : body.without_terminator()) {
       index[&op] = static_cast<int64_t>(ops.size());
       ops.push_back(&op);
+      attrs.push_back(semanticAttrs(&op));
     }
     for (auto [i, op] : llvm::enumerate(ops))
-      signature.push_back(hashOp(op, static_cast<int64_t>(i)));
+      signature.push_back(hashOp(op, attrs[i]));
   }
 
   int64_t size() const { return static_cast<int64_t>(ops.size()); }
@@ -54,10 +58,9 @@ struct OpSequence {
   /// A coarse signature: what the op computes and on what types, but not
   /// where its operands come from, which depends on the layer boundaries
   /// that are not known yet. Instances are checked exactly later.
-  llvm::hash_code hashOp(Operation *op, int64_t) const {
-    llvm::hash_code h = llvm::hash_combine(
-        op->getName().getAsOpaquePointer(),
-        semanticAttrs(op).getAsOpaquePointer());
+  static llvm::hash_code hashOp(Operation *op, DictionaryAttr opAttrs) {
+    llvm::hash_code h = llvm::hash_combine(op->getName().getAsOpaquePointer(),
+                                           opAttrs.getAsOpaquePointer());
     for (Type type : op->getResultTypes())
       h = llvm::hash_combine(h, type.getAsOpaquePointer());
     for (Value operand : op->getOperands())
@@ -81,7 +84,7 @@ struct OpSequence {
       if (x->getName() != y->getName() ||
           x->getNumOperands() != y->getNumOperands() ||
           x->getResultTypes() != y->getResultTypes() ||
-          semanticAttrs(x) != semanticAttrs(y))
+          attrs[first + k] != attrs[other + k])
         return false;
       for (auto [u, v] : llvm::zip(x->getOperands(), y->getOperands())) {
         int64_t du = definedAt(u), dv = definedAt(v);
