@@ -3,7 +3,7 @@
 #include "compiler/driver/PlanDriver.h"
 
 #include "passes/Passes.h"
-#include "passes/annotate/AnnotatePlan.h"
+#include "passes/annotate/Annotate.h"
 #include "passes/plan/ExtractModelGraph.h"
 #include "passes/plan/Search.h"
 

@@ -1,6 +1,6 @@
-//===- AnnotatePlan.cpp - write a plan into bm IR -------------------------===//
+//===- Annotate.cpp - write a plan into bm IR (bm-annotate) ---------------===//
 
-#include "passes/annotate/AnnotatePlan.h"
+#include "passes/annotate/Annotate.h"
 
 #include "bm/BmOps.h"
 #include "passes/Passes.h"

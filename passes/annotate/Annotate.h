@@ -1,7 +1,7 @@
-//===- AnnotatePlan.h - write a plan into bm IR -----------------*- C++ -*-===//
+//===- Annotate.h - write a plan into bm IR ---------------------*- C++ -*-===//
 
-#ifndef BM_ANNOTATE_ANNOTATEPLAN_H
-#define BM_ANNOTATE_ANNOTATEPLAN_H
+#ifndef BM_ANNOTATE_ANNOTATE_H
+#define BM_ANNOTATE_ANNOTATE_H
 
 #include "passes/plan/ModelGraph.h"
 #include "passes/plan/Plan.h"
@@ -30,4 +30,4 @@ llvm::Error annotatePlan(mlir::ModuleOp module, mlir::func::FuncOp func,
 
 } // namespace bm::plan
 
-#endif // BM_ANNOTATE_ANNOTATEPLAN_H
+#endif // BM_ANNOTATE_ANNOTATE_H

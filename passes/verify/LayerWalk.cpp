@@ -1,0 +1,71 @@
+//===- LayerWalk.cpp - layers of a folded function, for verifiers ---------===//
+
+#include "passes/verify/LayerWalk.h"
+
+namespace mlir::bm {
+
+bool isCollective(Operation *op) {
+  return isa<AllGatherOp, AllReduceOp, AllToAllOp, CollectivePermuteOp,
+             RecvOp, ReduceScatterOp, SendOp>(op);
+}
+
+std::optional<int64_t> intAttr(Operation *op, StringRef name) {
+  if (auto attr = op->getAttrOfType<IntegerAttr>(name))
+    return attr.getInt();
+  return std::nullopt;
+}
+
+FailureOr<Layers> collectLayers(func::FuncOp func) {
+  Layers layers;
+  int64_t current = -1;
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    std::optional<int64_t> layer = intAttr(&op, BmDialect::kLayerAttrName);
+    std::optional<int64_t> cls = intAttr(&op, BmDialect::kBlockClassAttrName);
+    if (layer.has_value() != cls.has_value())
+      return op.emitOpError() << "has '"
+                              << (layer ? BmDialect::kLayerAttrName
+                                        : BmDialect::kBlockClassAttrName)
+                              << "' without '"
+                              << (layer ? BmDialect::kBlockClassAttrName
+                                        : BmDialect::kLayerAttrName)
+                              << "'";
+    if (!layer)
+      continue;
+    if (*layer != current) {
+      if (*layer != current + 1)
+        return op.emitOpError()
+               << "is in layer " << *layer << " right after layer " << current
+               << ": layers are numbered from 0 in op order, each one "
+                  "contiguous";
+      current = *layer;
+      layers.ops.emplace_back();
+      layers.blockClass.push_back(*cls);
+      layers.firstOfClass.try_emplace(*cls, *layer);
+    } else if (*cls != layers.blockClass.back()) {
+      return op.emitOpError() << "is in block class " << *cls
+                              << " but layer " << *layer
+                              << " started in block class "
+                              << layers.blockClass.back();
+    }
+    layers.ops.back().push_back(&op);
+  }
+  return layers;
+}
+
+/// Calls `check(layer, ops, first, reference)` for every layer with the ops
+/// of its block class's first layer; stops at the first failure.
+LogicalResult forEachInstance(
+    const Layers &layers,
+    function_ref<LogicalResult(int64_t, ArrayRef<Operation *>, int64_t,
+                               ArrayRef<Operation *>)>
+        check) {
+  for (auto [layer, ops] : llvm::enumerate(layers.ops)) {
+    int64_t first = layers.firstOfClass.lookup(layers.blockClass[layer]);
+    if (failed(check(static_cast<int64_t>(layer), ops, first,
+                     layers.ops[first])))
+      return failure();
+  }
+  return success();
+}
+
+} // namespace mlir::bm

@@ -1,0 +1,67 @@
+//===- VerifyFolded.cpp - phase 2 ends with bm-verify-folded -------------===//
+//
+// IREE-style phase verifier: the pass that ends a phase pipeline checks the
+// IR is what the next phase expects, so a bug shows up at the phase that
+// made it, with the values in the message.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/verify/LayerWalk.h"
+
+namespace mlir::bm {
+#define GEN_PASS_DEF_BMVERIFYFOLDEDPASS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+struct VerifyFoldedPass : impl::BmVerifyFoldedPassBase<VerifyFoldedPass> {
+  void runOnOperation() override {
+    auto func = getOperation().lookupSymbol<func::FuncOp>("main");
+    if (!func)
+      return;
+    if (failed(verify(func)))
+      signalPassFailure();
+  }
+
+  LogicalResult verify(func::FuncOp func) {
+    for (Operation &op : func.getBody().front()) {
+      if (isCollective(&op))
+        return op.emitOpError()
+               << "is a collective, which partitioning (phase 6) inserts; "
+                  "it cannot appear after folding";
+      for (StringRef name :
+           {BmDialect::kShardingAttrName, BmDialect::kStageAttrName})
+        if (op.hasAttr(name))
+          return op.emitOpError() << "carries '" << name
+                                  << "', which the annotate phase writes; "
+                                     "it cannot appear after folding";
+    }
+    FailureOr<Layers> layers = collectLayers(func);
+    if (failed(layers))
+      return failure();
+    return forEachInstance(*layers, [&](int64_t layer,
+                                        ArrayRef<Operation *> ops,
+                                        int64_t first,
+                                        ArrayRef<Operation *> reference)
+                                        -> LogicalResult {
+      if (ops.size() != reference.size())
+        return ops.front()->emitOpError()
+               << "starts layer " << layer << " of block class "
+               << layers->blockClass[layer] << " with " << ops.size()
+               << " ops, but the class's first layer " << first << " has "
+               << reference.size();
+      for (auto [k, op] : llvm::enumerate(ops))
+        if (op->getName() != reference[k]->getName())
+          return op->emitOpError()
+                 << "is op " << k << " of layer " << layer
+                 << ", but op " << k << " of layer " << first
+                 << " of the same block class is "
+                 << reference[k]->getName();
+      return success();
+    });
+  }
+};
+
+} // namespace
+} // namespace mlir::bm
