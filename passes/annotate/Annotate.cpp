@@ -76,7 +76,7 @@ static TensorSharding moveBatchAxes(TensorSharding tensor, int from, int to) {
 /// on, with the op's node name; -1 outside layers.
 struct PlannedOps {
   std::vector<int64_t> layer, blockClass;
-  std::vector<std::string> label;
+  std::vector<std::string> label, opName;
 };
 
 static PlannedOps plannedOpsOf(const ModelGraph &graph) {
@@ -85,6 +85,7 @@ static PlannedOps plannedOpsOf(const ModelGraph &graph) {
     ops.layer.push_back(op.layer);
     ops.blockClass.push_back(op.layer >= 0 ? graph.layerClass[op.layer] : -1);
     ops.label.push_back(op.label);
+    ops.opName.push_back(op.opName);
   }
   return ops;
 }
@@ -99,6 +100,7 @@ static PlannedOps plannedOpsOf(ArrayRef<Operation *> ops) {
     planned.layer.push_back(layer ? layer.getInt() : -1);
     planned.blockClass.push_back(layer && cls ? cls.getInt() : -1);
     planned.label.push_back("");
+    planned.opName.push_back(op->getName().getStringRef().str());
   }
   return planned;
 }
@@ -121,6 +123,11 @@ resolvePlan(const Plan &plan, const PlannedOps &ops) {
             "the plan names op " + std::to_string(op.op) +
             " but the model has " + std::to_string(numOps) +
             " ops: it was made for another model");
+      if (ops.opName[op.op] != op.opName)
+        return llvm::createStringError(
+            "the plan's op " + std::to_string(op.op) + " is " + op.opName +
+            " ('" + op.label + "') but the model's is " + ops.opName[op.op] +
+            ": it was made for another model");
       if (block.blockClass < 0) {
         resolved[op.op] = &op;
         continue;
