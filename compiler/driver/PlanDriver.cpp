@@ -2,16 +2,30 @@
 
 #include "compiler/driver/PlanDriver.h"
 
+#include "bm/FirstDiagnostic.h"
 #include "passes/Passes.h"
 #include "passes/annotate/Annotate.h"
 #include "passes/plan/ExtractModelGraph.h"
 #include "passes/plan/Search.h"
 
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/Path.h"
 
 namespace bm {
+
+/// Runs the passes `build` adds on `module`; a failure is one error, `what`
+/// and the first diagnostic.
+static llvm::Error
+runPipeline(mlir::ModuleOp module,
+            llvm::function_ref<void(mlir::OpPassManager &)> build,
+            llvm::StringRef what) {
+  mlir::bm::FirstDiagnostic diagnostic(module.getContext());
+  mlir::PassManager pm(module.getContext());
+  build(pm);
+  if (mlir::failed(pm.run(module)))
+    return llvm::createStringError(what + ": " + diagnostic.message());
+  return llvm::Error::success();
+}
 
 llvm::Expected<ModelForPlanning>
 loadModelForPlanning(mlir::MLIRContext &context, llvm::StringRef path,
@@ -58,17 +72,9 @@ loadModelForPlanning(mlir::MLIRContext &context, llvm::StringRef path,
   if (!model.main)
     return llvm::createStringError("the imported model has no @main function");
 
-  std::string diagnostic;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    if (diagnostic.empty())
-      diagnostic = d.str();
-    return mlir::success();
-  });
-  mlir::PassManager pm(&context);
-  mlir::bm::buildFoldPhase(pm);
-  if (mlir::failed(pm.run(*model.module)))
-    return llvm::createStringError("folding repeated layers failed: " +
-                                   diagnostic);
+  if (llvm::Error err = runPipeline(*model.module, mlir::bm::buildFoldPhase,
+                                    "folding repeated layers failed"))
+    return std::move(err);
 
   llvm::Expected<plan::ModelGraph> graph =
       plan::extractModelGraph(model.main, *options.batchSize);
@@ -102,17 +108,13 @@ annotateForStep(mlir::MLIRContext &context, llvm::StringRef path,
   if (llvm::Error err = plan::annotatePlan(*step->module, step->main, plan,
                                            &planned, &step->graph))
     return std::move(err);
-  std::string diagnostic;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    if (diagnostic.empty())
-      diagnostic = d.str();
-    return mlir::success();
-  });
-  mlir::PassManager pm(&context);
-  pm.addPass(mlir::bm::createBmVerifyAnnotatedPass());
-  if (mlir::failed(pm.run(*step->module)))
-    return llvm::createStringError(
-        "the annotated model fails bm-verify-annotated: " + diagnostic);
+  if (llvm::Error err = runPipeline(
+          *step->module,
+          [](mlir::OpPassManager &pm) {
+            pm.addPass(mlir::bm::createBmVerifyAnnotatedPass());
+          },
+          "the annotated model fails bm-verify-annotated"))
+    return std::move(err);
   return step;
 }
 

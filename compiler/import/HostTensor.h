@@ -53,6 +53,13 @@ struct HostTensor {
   /// 0 or 1).
   void set(int64_t i, double value);
   void setInt(int64_t i, int64_t value);
+  /// Stores element `at` of `from` (of the same element type) as element i.
+  void copyElement(int64_t i, const HostTensor &from, int64_t at) {
+    if (isFloat())
+      set(i, from.getFloat(at));
+    else
+      setInt(i, from.getInt(at));
+  }
   /// Converts to another element type (ONNX Cast semantics for numbers).
   HostTensor cast(int32_t toType) const;
   /// The values as int64 (for shapes, axes, indices).

@@ -70,6 +70,17 @@ FailureOr<std::vector<int64_t>> NodeContext::constInts(unsigned i,
   return t->toInts();
 }
 
+FailureOr<std::optional<std::vector<int64_t>>> NodeContext::axes(unsigned i) {
+  if (auto attr = getInts("axes"))
+    return std::optional<std::vector<int64_t>>(std::move(*attr));
+  if (!hasInput(i))
+    return std::optional<std::vector<int64_t>>();
+  FailureOr<std::vector<int64_t>> in = constInts(i, "axes");
+  if (failed(in))
+    return failure();
+  return std::optional<std::vector<int64_t>>(std::move(*in));
+}
+
 void NodeContext::setOutput(unsigned i, Value value) {
   if (hasOutput(i))
     graph.values[node.output(i)] = ImportedValue{value, std::nullopt};

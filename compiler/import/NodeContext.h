@@ -72,6 +72,9 @@ public:
   /// Input i must be a host constant of integers (shape, axes, k...).
   mlir::FailureOr<std::vector<int64_t>> constInts(unsigned i,
                                                   llvm::StringRef what);
+  /// The `axes` of a node: the attribute of older opsets or constant input
+  /// i of newer ones; nullopt when the node gives neither.
+  mlir::FailureOr<std::optional<std::vector<int64_t>>> axes(unsigned i);
   /// All present inputs are host constants.
   bool allInputsOnHost() const;
 

@@ -67,15 +67,10 @@ LogicalResult passThrough(NodeContext &nc) {
 /// axes when none are given unless noop_with_empty_axes.
 FailureOr<std::optional<SmallVector<int64_t>>> reduceAxes(NodeContext &nc,
                                                           int64_t rank) {
-  std::vector<int64_t> raw;
-  if (auto attr = nc.getInts("axes")) {
-    raw = *attr;
-  } else if (nc.hasInput(1)) {
-    auto in = nc.constInts(1, "axes");
-    if (failed(in))
-      return failure();
-    raw = *in;
-  }
+  auto given = nc.axes(1);
+  if (failed(given))
+    return failure();
+  std::vector<int64_t> raw = given->value_or(std::vector<int64_t>{});
   if (raw.empty() && nc.getInt("noop_with_empty_axes", 0))
     return std::optional<SmallVector<int64_t>>();
   SmallVector<int64_t> axes;

@@ -186,19 +186,16 @@ FailureOr<SliceBounds> sliceBounds(NodeContext &nc, ArrayRef<int64_t> shape) {
 
 FailureOr<SmallVector<int64_t>> squeezeAxes(NodeContext &nc,
                                             ArrayRef<int64_t> shape) {
+  auto given = nc.axes(1);
+  if (failed(given))
+    return failure();
   std::vector<int64_t> raw;
-  if (auto attr = nc.getInts("axes")) {
-    raw = *attr;
-  } else if (nc.hasInput(1)) {
-    auto in = nc.constInts(1, "axes");
-    if (failed(in))
-      return failure();
-    raw = *in;
-  } else {
+  if (*given)
+    raw = std::move(**given);
+  else
     for (auto [i, d] : llvm::enumerate(shape))
       if (d == 1)
         raw.push_back(i);
-  }
   SmallVector<int64_t> axes;
   for (int64_t a : raw) {
     FailureOr<int64_t> axis = nc.axis(a, shape.size(), "squeeze axis");
@@ -217,9 +214,13 @@ FailureOr<SmallVector<int64_t>> squeezeAxes(NodeContext &nc,
 }
 
 FailureOr<SmallVector<int64_t>> unsqueezeAxes(NodeContext &nc, int64_t inRank) {
+  // Axes are required: without them, report the missing input as before.
+  auto given = nc.axes(1);
+  if (failed(given))
+    return failure();
   std::vector<int64_t> raw;
-  if (auto attr = nc.getInts("axes")) {
-    raw = *attr;
+  if (*given) {
+    raw = std::move(**given);
   } else {
     auto in = nc.constInts(1, "axes");
     if (failed(in))
@@ -394,12 +395,8 @@ FailureOr<bool> foldConcat(NodeContext &nc) {
       int64_t inner = 1;
       for (int64_t d = *axis; d < rank; ++d)
         inner *= t->shape[d];
-      for (int64_t i = 0; i < inner; ++i, ++at) {
-        if (out.isFloat())
-          out.set(at, t->getFloat(o * inner + i));
-        else
-          out.setInt(at, t->getInt(o * inner + i));
-      }
+      for (int64_t i = 0; i < inner; ++i, ++at)
+        out.copyElement(at, *t, o * inner + i);
     }
   nc.setOutput(0, std::move(out));
   return true;
@@ -432,10 +429,7 @@ FailureOr<bool> foldExpand(NodeContext &nc) {
     return failure();
   if (in->splat || in->numElements() == 1) {
     HostTensor out = HostTensor::zeros(in->dtype, *shape, /*splat=*/true);
-    if (out.isFloat())
-      out.set(0, in->getFloat(0));
-    else
-      out.setInt(0, in->getInt(0));
+    out.copyElement(0, *in, 0);
     nc.setOutput(0, std::move(out));
     return true;
   }
@@ -444,10 +438,7 @@ FailureOr<bool> foldExpand(NodeContext &nc) {
   HostTensor out = HostTensor::zeros(in->dtype, *shape);
   for (int64_t i = 0, n = out.numElements(); i < n; ++i) {
     int64_t from = broadcastIndex(i, *shape, in->shape);
-    if (out.isFloat())
-      out.set(i, in->getFloat(from));
-    else
-      out.setInt(i, in->getInt(from));
+    out.copyElement(i, *in, from);
   }
   nc.setOutput(0, std::move(out));
   return true;
@@ -485,10 +476,7 @@ FailureOr<bool> foldGather(NodeContext &nc) {
                         llvm::Twine(dim));
       for (int64_t i = 0; i < inner; ++i, ++at) {
         int64_t from = (o * dim + index) * inner + i;
-        if (out.isFloat())
-          out.set(at, data->getFloat(from));
-        else
-          out.setInt(at, data->getInt(from));
+        out.copyElement(at, *data, from);
       }
     }
   nc.setOutput(0, std::move(out));
@@ -653,10 +641,7 @@ FailureOr<bool> foldSlice(NodeContext &nc) {
       from += taken[d][coord] * stride;
       stride *= in->shape[d];
     }
-    if (out.isFloat())
-      out.set(i, in->getFloat(from));
-    else
-      out.setInt(i, in->getInt(from));
+    out.copyElement(i, *in, from);
   }
   nc.setOutput(0, std::move(out));
   return true;
@@ -704,10 +689,7 @@ FailureOr<bool> foldWhere(NodeContext &nc) {
     bool pick = c->getInt(splat ? 0 : broadcastIndex(i, *shape, c->shape));
     const HostTensor *from = pick ? x : y;
     int64_t at = splat ? 0 : broadcastIndex(i, *shape, from->shape);
-    if (out.isFloat())
-      out.set(i, from->getFloat(at));
-    else
-      out.setInt(i, from->getInt(at));
+    out.copyElement(i, *from, at);
   }
   nc.setOutput(0, std::move(out));
   return true;

@@ -3,6 +3,7 @@
 #include "passes/annotate/Annotate.h"
 
 #include "bm/BmOps.h"
+#include "bm/FirstDiagnostic.h"
 #include "passes/Passes.h"
 #include "passes/plan/PlanOutput.h"
 
@@ -18,7 +19,6 @@ using namespace mlir;
 namespace bm::plan {
 
 static constexpr llvm::StringLiteral kMeshName = "mesh";
-
 
 /// With expert parallelism the data-parallel ranks are a [dp/ep, ep] grid
 /// (ep innermost, Plan.h): the plan's "dp" then means both axes, except in
@@ -72,11 +72,21 @@ static TensorSharding moveBatchAxes(TensorSharding tensor, int from, int to) {
   return tensor;
 }
 
-/// The layer and block class of each op of the model a plan was searched
-/// on, with the op's node name; -1 outside layers.
+/// Data parallel on `batchDim` where dp divides it, else replicated.
+static TensorSharding dataParallelSharding(RankedTensorType type,
+                                           int batchDim, int dp) {
+  TensorSharding tensor;
+  tensor.dims.assign(type.getRank(), {});
+  if (batchDim >= 0 && type.getDimSize(batchDim) % dp == 0)
+    tensor.dims[batchDim] = {kDataAxis};
+  return tensor;
+}
+
+/// The layer and block class (-1 outside layers) and the op name of each op
+/// of the model a plan was searched on.
 struct PlannedOps {
   std::vector<int64_t> layer, blockClass;
-  std::vector<std::string> label, opName;
+  std::vector<std::string> opName;
 };
 
 static PlannedOps plannedOpsOf(const ModelGraph &graph) {
@@ -84,7 +94,6 @@ static PlannedOps plannedOpsOf(const ModelGraph &graph) {
   for (const OpInfo &op : graph.ops) {
     ops.layer.push_back(op.layer);
     ops.blockClass.push_back(op.layer >= 0 ? graph.layerClass[op.layer] : -1);
-    ops.label.push_back(op.label);
     ops.opName.push_back(op.opName);
   }
   return ops;
@@ -99,7 +108,6 @@ static PlannedOps plannedOpsOf(ArrayRef<Operation *> ops) {
         mlir::bm::BmDialect::kBlockClassAttrName);
     planned.layer.push_back(layer ? layer.getInt() : -1);
     planned.blockClass.push_back(layer && cls ? cls.getInt() : -1);
-    planned.label.push_back("");
     planned.opName.push_back(op->getName().getStringRef().str());
   }
   return planned;
@@ -252,18 +260,16 @@ llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
       }
     } else {
       // An op the planned model folded on the host (or the plan does not
-      // list): data parallel on its batch dim where that divides, else
-      // replicated.
+      // list).
       for (auto [r, result] : llvm::enumerate(op->getResults())) {
-        auto type = cast<RankedTensorType>(result.getType());
-        TensorSharding tensor;
-        tensor.dims.assign(type.getRank(), {});
         int batchDim =
             byNode ? annotated->values[annotated->ops[i].results[r]].batchDim
                    : -1;
-        if (batchDim >= 0 && type.getDimSize(batchDim) % plan.config.dp == 0)
-          tensor.dims[batchDim] = {kDataAxis};
-        results.push_back(toShardingAttr(b, tensor, expertParallel));
+        results.push_back(toShardingAttr(
+            b,
+            dataParallelSharding(cast<RankedTensorType>(result.getType()),
+                                 batchDim, plan.config.dp),
+            expertParallel));
       }
     }
     op->setAttr(mlir::bm::BmDialect::kShardingAttrName,
@@ -294,15 +300,10 @@ llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
 
   // The shardings must hold against the mesh and the shapes; a plan made
   // for other shapes (another --seq, say) fails here, not downstream.
-  std::string diagnostic;
-  ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
-    if (diagnostic.empty())
-      diagnostic = d.str();
-    return success();
-  });
+  mlir::bm::FirstDiagnostic diagnostic(module.getContext());
   if (failed(verify(module)))
     return llvm::createStringError("the annotated model does not verify: " +
-                                   diagnostic);
+                                   diagnostic.message());
   return llvm::Error::success();
 }
 

@@ -195,6 +195,11 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
                            graph.ops[producer].layer != graph.ops[o].layer;
     }
   }
+  // Side inputs once per block class: the search asks for them on every
+  // stage it scores.
+  for (int cls : graph.layerClass)
+    if (!sideInputs_.count(cls))
+      sideInputs_[cls] = findSideInputs(cls);
 }
 
 void GraphAnalysis::findExpertFactor(int o) {
@@ -383,7 +388,7 @@ std::vector<int> GraphAnalysis::layerSegments() const {
   return result;
 }
 
-std::vector<int> GraphAnalysis::sideInputs(int blockClass) const {
+std::vector<int> GraphAnalysis::findSideInputs(int blockClass) const {
   // The class's first instance and the instance right after it, if that is
   // of the same class (both are scanned, so their operands are known).
   int first = -1;

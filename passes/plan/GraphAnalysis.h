@@ -119,7 +119,11 @@ public:
   /// the class's first two consecutive instances (T5's encoder output for
   /// the decoder's cross-attention). Masks and other values made from the
   /// inputs alone are not listed: each stage can make its own.
-  std::vector<int> sideInputs(int blockClass) const;
+  llvm::ArrayRef<int> sideInputs(int blockClass) const {
+    auto it = sideInputs_.find(blockClass);
+    return it == sideInputs_.end() ? llvm::ArrayRef<int>()
+                                   : llvm::ArrayRef<int>(it->second);
+  }
 
 private:
   /// The value that `value` (produced outside the searched ops) corresponds
@@ -151,6 +155,8 @@ private:
   std::vector<char> materialized_;
   std::vector<int> parameterOwner_;
   std::vector<char> needsGradient_;
+  std::map<int, std::vector<int>> sideInputs_;
+  std::vector<int> findSideInputs(int blockClass) const;
   int64_t tokensPerSample_ = 1;
   int64_t numParameters_ = 0;
   double forwardFlops_ = 0;

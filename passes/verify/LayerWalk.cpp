@@ -4,9 +4,14 @@
 
 namespace mlir::bm {
 
-bool isCollective(Operation *op) {
-  return isa<AllGatherOp, AllReduceOp, AllToAllOp, CollectivePermuteOp,
-             RecvOp, ReduceScatterOp, SendOp>(op);
+LogicalResult verifyNotCollective(Operation *op, StringRef phase) {
+  if (!isa<AllGatherOp, AllReduceOp, AllToAllOp, CollectivePermuteOp, RecvOp,
+           ReduceScatterOp, SendOp>(op))
+    return success();
+  return op->emitOpError()
+         << "is a collective, which partitioning (phase 6) inserts; it "
+            "cannot appear after "
+         << phase;
 }
 
 std::optional<int64_t> intAttr(Operation *op, StringRef name) {

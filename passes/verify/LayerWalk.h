@@ -15,8 +15,9 @@
 
 namespace mlir::bm {
 
-/// Collectives appear only once partitioning (phase 6) inserts them.
-bool isCollective(Operation *op);
+/// Collectives appear only once partitioning (phase 6) inserts them: an
+/// error naming `phase` if `op` is one.
+LogicalResult verifyNotCollective(Operation *op, StringRef phase);
 
 /// The integer attribute `name` of `op`, if it has one.
 std::optional<int64_t> intAttr(Operation *op, StringRef name);

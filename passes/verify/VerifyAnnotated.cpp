@@ -34,10 +34,8 @@ struct VerifyAnnotatedPass
     int64_t ppIndex = mesh.getMesh().findAxis("pp");
     int64_t stages = ppIndex < 0 ? 1 : mesh.getMesh().getAxisSizes()[ppIndex];
     for (Operation &op : func.getBody().front().without_terminator()) {
-      if (isCollective(&op))
-        return op.emitOpError()
-               << "is a collective, which partitioning (phase 6) inserts; "
-                  "it cannot appear after annotation";
+      if (failed(verifyNotCollective(&op, "annotation")))
+        return failure();
       if (!op.hasAttr(BmDialect::kShardingAttrName))
         return op.emitOpError() << "has no '" << BmDialect::kShardingAttrName
                                 << "' after annotation";

@@ -26,10 +26,8 @@ struct VerifyFoldedPass : impl::BmVerifyFoldedPassBase<VerifyFoldedPass> {
 
   LogicalResult verify(func::FuncOp func) {
     for (Operation &op : func.getBody().front()) {
-      if (isCollective(&op))
-        return op.emitOpError()
-               << "is a collective, which partitioning (phase 6) inserts; "
-                  "it cannot appear after folding";
+      if (failed(verifyNotCollective(&op, "folding")))
+        return failure();
       for (StringRef name :
            {BmDialect::kShardingAttrName, BmDialect::kStageAttrName})
         if (op.hasAttr(name))

@@ -147,9 +147,6 @@ TEST(PlanZooTest, EveryFullSizeModelPlans) {
   }
 }
 
-} // namespace
-
-namespace {
 
 TEST(PlanZooTest, GptLayerHasMegatronsTwoAllReducesEachWay) {
   // Megatron-LM (Shoeybi et al. 2019, figure 3): with the attention and the
@@ -175,9 +172,6 @@ TEST(PlanZooTest, GptLayerHasMegatronsTwoAllReducesEachWay) {
   EXPECT_EQ(backward, expected);
 }
 
-} // namespace
-
-namespace {
 
 TEST(PlanZooTest, GShardGroupsSetTheBatchGranularity) {
   // moe-2.4b groups 2048 tokens of 1024-token sequences: whole groups need
@@ -227,9 +221,6 @@ TEST(PlanZooTest, EmittedModelsCarryTheirPlanAndVerify) {
   }
 }
 
-} // namespace
-
-namespace {
 
 TEST(PlanZooTest, InterludesStayBetweenTheirLayers) {
   // Wide-ResNet-101-2: the first block of each stage (it downsamples) is
@@ -266,9 +257,6 @@ TEST(PlanZooTest, InterludesStayBetweenTheirLayers) {
   EXPECT_EQ(previous, 3);
 }
 
-} // namespace
-
-namespace {
 
 /// The "side inputs" send_recv of a plan, if any.
 const plan::CollectiveSummary *sideInputs(const plan::Plan &plan) {

@@ -8,6 +8,7 @@
 
 #include "bm/BmAttrs.h"
 #include "bm/BmOps.h"
+#include "bm/FirstDiagnostic.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -28,14 +29,9 @@ protected:
 
   /// Runs `build` and returns the first diagnostic it emitted.
   template <typename Fn> std::string firstError(Fn build) {
-    std::string message;
-    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
-      if (message.empty())
-        message = d.str();
-      return success();
-    });
+    FirstDiagnostic diagnostic(&context);
     build();
-    return message;
+    return diagnostic.message();
   }
 
   auto emitter() {
