@@ -20,7 +20,17 @@ std::optional<int64_t> intAttr(Operation *op, StringRef name) {
   return std::nullopt;
 }
 
-FailureOr<Layers> collectLayers(func::FuncOp func) {
+namespace {
+/// The ops of @main by layer.
+struct Layers {
+  SmallVector<SmallVector<Operation *>> ops;
+  SmallVector<int64_t> blockClass;
+  /// First layer of each class.
+  DenseMap<int64_t, int64_t> firstOfClass;
+};
+} // namespace
+
+static FailureOr<Layers> collectLayers(func::FuncOp func) {
   Layers layers;
   int64_t current = -1;
   for (Operation &op : func.getBody().front().without_terminator()) {
@@ -59,15 +69,17 @@ FailureOr<Layers> collectLayers(func::FuncOp func) {
 
 /// Calls `check(layer, ops, first, reference)` for every layer with the ops
 /// of its block class's first layer; stops at the first failure.
-LogicalResult forEachInstance(
-    const Layers &layers,
-    function_ref<LogicalResult(int64_t, ArrayRef<Operation *>, int64_t,
-                               ArrayRef<Operation *>)>
-        check) {
-  for (auto [layer, ops] : llvm::enumerate(layers.ops)) {
-    int64_t first = layers.firstOfClass.lookup(layers.blockClass[layer]);
-    if (failed(check(static_cast<int64_t>(layer), ops, first,
-                     layers.ops[first])))
+LogicalResult
+forEachLayer(func::FuncOp func,
+             function_ref<LogicalResult(const LayerInstance &)> check) {
+  FailureOr<Layers> layers = collectLayers(func);
+  if (failed(layers))
+    return failure();
+  for (auto [layer, ops] : llvm::enumerate(layers->ops)) {
+    int64_t cls = layers->blockClass[layer];
+    int64_t first = layers->firstOfClass.lookup(cls);
+    if (failed(check({static_cast<int64_t>(layer), cls, ops, first,
+                      layers->ops[first]})))
       return failure();
   }
   return success();

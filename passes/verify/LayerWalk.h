@@ -1,8 +1,8 @@
 //===- LayerWalk.h - layers of a folded function, for verifiers -*- C++ -*-===//
 //
-// What the phase verifiers share: the layers bm-fold marked in @main, read
-// back with the fold's invariants checked on the way, and a walk over every
-// layer beside its block class's first instance.
+// What the phase verifiers share: a walk over the layers bm-fold marked in
+// @main, each beside its block class's first instance, checking the fold's
+// invariants on the way.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,26 +22,21 @@ LogicalResult verifyNotCollective(Operation *op, StringRef phase);
 /// The integer attribute `name` of `op`, if it has one.
 std::optional<int64_t> intAttr(Operation *op, StringRef name);
 
-/// The ops of @main by layer.
-struct Layers {
-  /// Ops of each layer, in order.
-  SmallVector<SmallVector<Operation *>> ops;
-  SmallVector<int64_t> blockClass;
-  /// First layer of each class.
-  DenseMap<int64_t, int64_t> firstOfClass;
+/// One layer beside its block class's first layer.
+struct LayerInstance {
+  int64_t layer, blockClass;
+  ArrayRef<Operation *> ops;
+  /// The class's first layer and its ops (the layer itself for the first).
+  int64_t first;
+  ArrayRef<Operation *> reference;
 };
 
-/// Reads the layers of `func`, emitting an error (and failing) where
-/// `bm.layer` and `bm.block_class` are inconsistent.
-FailureOr<Layers> collectLayers(func::FuncOp func);
-
-/// Calls `check(layer, ops, first, reference)` for every layer with the ops
-/// of its block class's first layer; stops at the first failure.
-LogicalResult forEachInstance(
-    const Layers &layers,
-    function_ref<LogicalResult(int64_t, ArrayRef<Operation *>, int64_t,
-                               ArrayRef<Operation *>)>
-        check);
+/// Reads the layers bm-fold marked in `func`, emitting an error where
+/// `bm.layer` and `bm.block_class` are inconsistent, and calls `check` on
+/// every layer in order; stops at the first failure.
+LogicalResult
+forEachLayer(func::FuncOp func,
+             function_ref<LogicalResult(const LayerInstance &)> check);
 
 } // namespace mlir::bm
 

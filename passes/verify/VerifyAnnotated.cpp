@@ -48,25 +48,19 @@ struct VerifyAnnotatedPass
                                 << " but the mesh has " << stages
                                 << " pipeline stages";
     }
-    FailureOr<Layers> layers = collectLayers(func);
-    if (failed(layers))
-      return failure();
-    return forEachInstance(*layers, [&](int64_t layer,
-                                        ArrayRef<Operation *> ops,
-                                        int64_t first,
-                                        ArrayRef<Operation *> reference)
-                                        -> LogicalResult {
-      if (ops.size() != reference.size())
+    return forEachLayer(func, [](const LayerInstance &l) -> LogicalResult {
+      if (l.ops.size() != l.reference.size())
         return success(); // bm-verify-folded's business
-      for (auto [k, op] : llvm::enumerate(ops)) {
+      for (auto [k, op] : llvm::enumerate(l.ops)) {
         // Shardings are compared as written: the same axes on the same
         // dims (shapes are equal between instances of a class).
         Attribute mine = op->getAttr(BmDialect::kShardingAttrName);
-        Attribute theirs = reference[k]->getAttr(BmDialect::kShardingAttrName);
+        Attribute theirs =
+            l.reference[k]->getAttr(BmDialect::kShardingAttrName);
         if (mine != theirs)
           return op->emitOpError()
-                 << "in layer " << layer << " is sharded " << mine
-                 << " but the same op of layer " << first
+                 << "in layer " << l.layer << " is sharded " << mine
+                 << " but the same op of layer " << l.first
                  << " (its block class's first) is sharded " << theirs;
       }
       return success();

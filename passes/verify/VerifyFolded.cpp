@@ -35,27 +35,20 @@ struct VerifyFoldedPass : impl::BmVerifyFoldedPassBase<VerifyFoldedPass> {
                                   << "', which the annotate phase writes; "
                                      "it cannot appear after folding";
     }
-    FailureOr<Layers> layers = collectLayers(func);
-    if (failed(layers))
-      return failure();
-    return forEachInstance(*layers, [&](int64_t layer,
-                                        ArrayRef<Operation *> ops,
-                                        int64_t first,
-                                        ArrayRef<Operation *> reference)
-                                        -> LogicalResult {
-      if (ops.size() != reference.size())
-        return ops.front()->emitOpError()
-               << "starts layer " << layer << " of block class "
-               << layers->blockClass[layer] << " with " << ops.size()
-               << " ops, but the class's first layer " << first << " has "
-               << reference.size();
-      for (auto [k, op] : llvm::enumerate(ops))
-        if (op->getName() != reference[k]->getName())
+    return forEachLayer(func, [](const LayerInstance &l) -> LogicalResult {
+      if (l.ops.size() != l.reference.size())
+        return l.ops.front()->emitOpError()
+               << "starts layer " << l.layer << " of block class "
+               << l.blockClass << " with " << l.ops.size()
+               << " ops, but the class's first layer " << l.first << " has "
+               << l.reference.size();
+      for (auto [k, op] : llvm::enumerate(l.ops))
+        if (op->getName() != l.reference[k]->getName())
           return op->emitOpError()
-                 << "is op " << k << " of layer " << layer
-                 << ", but op " << k << " of layer " << first
+                 << "is op " << k << " of layer " << l.layer << ", but op "
+                 << k << " of layer " << l.first
                  << " of the same block class is "
-                 << reference[k]->getName();
+                 << l.reference[k]->getName();
       return success();
     });
   }
