@@ -92,14 +92,22 @@ llvm::Expected<FixedChoices> bm::plan::parseFixedChoices(StringRef text) {
                          value + "'");
     } else if (key == "tp") {
       error = count(fixed.tp, 1, kLarge);
+    } else if (key == "stream") {
+      if (fixed.streamSplit)
+        error = fixError("stream is given twice");
+      else if (value == "replicated" || value == "split")
+        fixed.streamSplit = value == "split";
+      else
+        error = fixError("stream must be replicated or split, got '" + value +
+                         "'");
     } else if (key == "v") {
       error = count(fixed.chunks, 1, kLarge);
     } else if (key == "zero") {
       error = count(fixed.zeroStage, 0, 3);
     } else {
       error = fixError("unknown key '" + key + "' (keys: dp, ep, mb, pp, "
-                                               "recompute, schedule, tp, v, "
-                                               "zero)");
+                                               "recompute, schedule, stream, tp, "
+                                               "v, zero)");
     }
     if (error)
       return std::move(error);
@@ -135,6 +143,9 @@ std::string bm::plan::formatFixedChoices(const FixedChoices &fixed) {
     parts.push_back(std::string("schedule=") +
                     bm::cost::toString(*fixed.schedule));
   add("v", fixed.chunks);
+  if (fixed.streamSplit)
+    parts.push_back(std::string("stream=") +
+                    (*fixed.streamSplit ? "split" : "replicated"));
   return llvm::join(parts, ",");
 }
 
@@ -150,6 +161,8 @@ std::string ParallelConfig::str() const {
   fixed.recompute = recompute;
   fixed.schedule = schedule;
   fixed.chunks = chunks;
+  if (tp > 1)
+    fixed.streamSplit = streamDim >= 0;
   return formatFixedChoices(fixed);
 }
 
@@ -159,5 +172,6 @@ bool ParallelConfig::operator==(const ParallelConfig &other) const {
          microBatch == other.microBatch &&
          numMicroBatches == other.numMicroBatches &&
          zeroStage == other.zeroStage && recompute == other.recompute &&
-         schedule == other.schedule && chunks == other.chunks;
+         schedule == other.schedule && chunks == other.chunks &&
+         streamDim == other.streamDim;
 }

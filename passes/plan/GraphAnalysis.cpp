@@ -155,12 +155,12 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
   }
 
   // Deep facts, for the searched ops only.
-  std::vector<std::vector<char>> tokenDim(numValues);
+  tokenDim_.assign(numValues, {});
   for (size_t o = 0; o < numOps; ++o) {
     if (!searched_[o])
       continue;
     isView_[o] = isViewOpName(graph.ops[o].opName);
-    propagateTokens(static_cast<int>(o), tokenDim);
+    propagateTokens(static_cast<int>(o));
     findExpertFactor(static_cast<int>(o));
   }
   for (size_t o = 0; o < numOps; ++o) {
@@ -168,7 +168,7 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
       continue;
     for (int v : graph.ops[o].results) {
       tokenDims_[v] = static_cast<int>(
-          std::count(tokenDim[v].begin(), tokenDim[v].end(), 1));
+          std::count(tokenDim_[v].begin(), tokenDim_[v].end(), 1));
       llvm::ArrayRef<int> users = consumers(v);
       // Fusion stays inside a layer: a block boundary is a kernel (and maybe
       // a pipeline-stage) boundary, and every instance of a class must cost
@@ -186,13 +186,17 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
       if (producer >= 0 && searched_[producer])
         continue;
       tokenDims_[v] = static_cast<int>(
-          std::count(tokenDim[v].begin(), tokenDim[v].end(), 1));
+          std::count(tokenDim_[v].begin(), tokenDim_[v].end(), 1));
       // A value from an instance that is not searched: written to memory
       // exactly when its counterpart in the class's first instance is (a
-      // block's output is never fused across the block boundary).
-      if (producer >= 0)
-        materialized_[v] = materialized_[representativeValue(v)] ||
+      // block's output is never fused across the block boundary), and with
+      // a gradient exactly when that counterpart has one.
+      if (producer >= 0) {
+        const int source = representativeValue(v);
+        materialized_[v] = materialized_[source] ||
                            graph.ops[producer].layer != graph.ops[o].layer;
+        needsGradient_[v] = needsGradient_[v] || needsGradient_[source];
+      }
     }
   }
   // Side inputs once per block class: the search asks for them on every
@@ -251,8 +255,8 @@ int GraphAnalysis::representativeValue(int value) const {
 
 // Token dimensions start at the model inputs' non-batch dimensions and follow
 // the rules' factors through the graph.
-void GraphAnalysis::propagateTokens(int o,
-                                    std::vector<std::vector<char>> &tokenDim) {
+void GraphAnalysis::propagateTokens(int o) {
+  std::vector<std::vector<char>> &tokenDim = tokenDim_;
   const OpInfo &op = graph_.ops[o];
   const ShardingRule &rule = op.rule;
   tokenFactor_[o].assign(rule.numFactors(), 0);

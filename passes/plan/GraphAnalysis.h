@@ -70,6 +70,12 @@ public:
   /// Number of dimensions of `value` that run along a sequence; 2 for the
   /// attention scores.
   int tokenDims(int value) const { return tokenDims_[value]; }
+  /// Whether dimension `dim` of `value` runs along a sequence (known for
+  /// the values the searched ops read and write).
+  bool isTokenDim(int value, int dim) const {
+    const std::vector<char> &dims = tokenDim_[value];
+    return dim < static_cast<int>(dims.size()) && dims[dim];
+  }
   /// Whether a fused implementation writes `value` to device memory: the
   /// producer is a real kernel and the value does not flow, alone, into one
   /// memory-bound consumer that the compiler fuses with it.
@@ -129,7 +135,7 @@ private:
   /// The value that `value` (produced outside the searched ops) corresponds
   /// to in the first instance of its producer's block class.
   int representativeValue(int value) const;
-  void propagateTokens(int op, std::vector<std::vector<char>> &tokenDim);
+  void propagateTokens(int op);
   void findExpertFactor(int op);
 
   const ModelGraph &graph_;
@@ -152,6 +158,8 @@ private:
   std::vector<char> isView_;
   std::vector<std::vector<char>> tokenFactor_;
   std::vector<int> tokenDims_;
+  /// Per value, which dimensions run along a sequence (empty when unknown).
+  std::vector<std::vector<char>> tokenDim_;
   std::vector<char> materialized_;
   std::vector<int> parameterOwner_;
   std::vector<char> needsGradient_;

@@ -39,10 +39,10 @@ class SegmentCoster {
 public:
   SegmentCoster(const GraphAnalysis &analysis, const Segment &segment,
                 const cost::CostModel &model, const cost::CommGroup &tpGroup,
-                int microBatch)
+                int microBatch, int streamDim)
       : analysis_(analysis), graph_(analysis.graph()), segment_(segment),
         model_(model), group_(tpGroup), tp_(tpGroup.size),
-        microBatch_(microBatch) {
+        microBatch_(microBatch), streamDim_(streamDim) {
     for (size_t i = 0; i < segment.ops.size(); ++i)
       local_[segment.ops[i]] = static_cast<int>(i);
     for (int op : segment.ops)
@@ -61,6 +61,9 @@ private:
   int resultState(int op, int result, int factor) const;
   int operandState(int op, int operand, int factor) const;
   int gradientEmitted(int op, int operand, int factor) const;
+  /// Layout of a value that crosses the segment's border (see
+  /// solveSegment's `streamDim`).
+  int borderState(int value) const;
   static int gradientNeeded(int produced) {
     return produced == kPartial ? kReplicated : produced;
   }
@@ -89,6 +92,7 @@ private:
   cost::CommGroup group_;
   int tp_;
   int microBatch_;
+  int streamDim_;
   std::unordered_map<int, int> local_;
   std::vector<std::vector<int>> strategies_;
 };
@@ -222,6 +226,19 @@ int SegmentCoster::gradientEmitted(int op, int operand, int factor) const {
   return operandState(op, operand, factor);
 }
 
+int SegmentCoster::borderState(int v) const {
+  const ValueInfo &value = graph_.values[v];
+  // Values without a gradient (masks, positions) are not the stream: each
+  // consumer slices what it needs from a replicated copy.
+  if (streamDim_ < 0 || tp_ <= 1 || value.kind != ValueKind::Activation ||
+      !analysis_.needsGradient(v) ||
+      streamDim_ >= static_cast<int>(value.shape.size()) ||
+      streamDim_ == value.batchDim || analysis_.isTokenDim(v, streamDim_) ||
+      value.shape[streamDim_] % tp_ != 0)
+    return kReplicated;
+  return streamDim_;
+}
+
 double SegmentCoster::reshard(int from, int to, int value, int op, Phase phase,
                               std::vector<SegmentCollective> *out) const {
   if (to == kAny || from == to)
@@ -278,10 +295,11 @@ double SegmentCoster::unaryCost(int localOp, int factor,
     if (value.producer >= 0 && insideSegment(value.producer))
       continue;
     int required = operandState(op, static_cast<int>(i), factor);
-    total += reshard(kReplicated, required, v, op, Phase::Forward, out);
+    int border = borderState(v);
+    total += reshard(border, required, v, op, Phase::Forward, out);
     if (value.kind == ValueKind::Activation && analysis_.needsGradient(v))
       total += reshard(gradientEmitted(op, static_cast<int>(i), factor),
-                       kReplicated, v, op, Phase::Backward, out);
+                       border, v, op, Phase::Backward, out);
   }
   for (size_t r = 0; r < info.results.size(); ++r) {
     int v = info.results[r];
@@ -291,10 +309,10 @@ double SegmentCoster::unaryCost(int localOp, int factor,
     if (!leaves)
       continue;
     int produced = resultState(op, static_cast<int>(r), factor);
-    int required = v == graph_.output ? kAny : kReplicated;
+    int required = v == graph_.output ? kAny : borderState(v);
     total += reshard(produced, required, v, op, Phase::Forward, out);
     if (v != graph_.output && analysis_.needsGradient(v))
-      total += reshard(kReplicated, gradientNeeded(produced), v, op,
+      total += reshard(required, gradientNeeded(produced), v, op,
                        Phase::Backward, out);
   }
   return total;
@@ -361,6 +379,7 @@ SegmentSolution SegmentCoster::solve() {
   SegmentSolution solution;
   solution.tp = tp_;
   solution.microBatch = microBatch_;
+  solution.streamDim = tp_ > 1 ? streamDim_ : -1;
   std::vector<int> choice = solver.solve(&solution.objective);
   account(choice, solution);
   return solution;
@@ -435,7 +454,8 @@ void SegmentCoster::account(const std::vector<int> &choice,
       bool entering = value.kind == ValueKind::Activation ||
                       (value.kind == ValueKind::Input && value.batchDim >= 0);
       if (entering && counted.insert(v).second)
-        solution.inputBytes += valueBytes(v);
+        solution.inputBytes +=
+            valueBytes(v) / (borderState(v) == kReplicated ? 1 : tp_);
     }
     for (int v : info.results) {
       bool leaves = false;
@@ -533,8 +553,9 @@ SegmentSolution bm::plan::solveSegment(const GraphAnalysis &analysis,
                                        const Segment &segment,
                                        const cost::CostModel &model,
                                        const cost::CommGroup &tpGroup,
-                                       int microBatch) {
-  SegmentCoster coster(analysis, segment, model, tpGroup, microBatch);
+                                       int microBatch, int streamDim) {
+  SegmentCoster coster(analysis, segment, model, tpGroup, microBatch,
+                       streamDim);
   return coster.solve();
 }
 

@@ -14,9 +14,13 @@
 //  - The data-parallel axis always splits the batch factor; the tensor axis
 //    never splits the batch or a sequence (token) factor, nor a
 //    need-replication factor, nor one it does not divide.
-//  - Segment boundaries (the residual stream between blocks) are replicated
-//    over the tensor axis, as in Megatron-LM; the model output may stay in
-//    any layout (the loss is vocab-parallel).
+//  - Values crossing a segment's border (the residual stream between
+//    blocks) are in one layout for the whole model, the stream layout:
+//    replicated over the tensor axis, as in Megatron-LM, or split along one
+//    dimension (the hidden one) where it divides. Every instance of a block
+//    then sees the same borders, so folding keeps the optimum; the planner
+//    picks the stream layout per tensor degree and micro-batch. The model
+//    output may stay in any layout (the loss is vocab-parallel).
 //  - Layouts match per dimension: a value split along dim d fits a consumer
 //    that wants dim d split, even when one side splits a minor factor of a
 //    compound dimension (QKV's {3, h}); the partitioner permutes the
@@ -55,6 +59,9 @@ struct SegmentCollective {
 struct SegmentSolution {
   int tp = 1;
   int microBatch = 1;
+  /// The stream layout the segment was solved for: -1 replicated, else the
+  /// dimension of the border values that the tensor axis splits.
+  int streamDim = -1;
   /// Chosen tensor-parallel factor of each op of the segment, -1 for none.
   std::vector<int> tpFactor;
   /// Seconds per micro-batch on one GPU.
@@ -94,11 +101,16 @@ struct SegmentSolution {
   double objective = 0;
 };
 
-/// Finds the exact optimum for one segment.
+/// Finds the exact optimum for one segment whose border values are
+/// replicated over the tensor axis (`streamDim` -1) or split along dimension
+/// `streamDim` (those that carry a gradient and where that dimension exists,
+/// is not the batch or a sequence, and divides by the tensor degree; the
+/// others stay replicated).
 SegmentSolution solveSegment(const GraphAnalysis &analysis,
                              const Segment &segment,
                              const cost::CostModel &model,
-                             const cost::CommGroup &tpGroup, int microBatch);
+                             const cost::CommGroup &tpGroup, int microBatch,
+                             int streamDim = -1);
 
 /// The decisions of a solution as #bm.sharding-ready descriptions; expert
 /// factors go on the "ep" axis when `expertParallel` > 1.

@@ -23,6 +23,11 @@ bm::plan::exportMegatronArguments(const Plan &plan) {
                        llvm::Twine(c.zeroStage) +
                        " (its distributed optimizer is stage 1); re-plan "
                        "with --fix zero=1");
+  if (c.streamDim >= 0)
+    return exportError(
+        "Megatron-LM cannot split the values between layers along dim " +
+        llvm::Twine(c.streamDim) + " over tp; re-plan with --fix "
+        "stream=replicated");
   if (c.pp > 1 && c.schedule == PipelineSchedule::GPipe)
     return exportError("Megatron-LM runs 1F1B or interleaved pipelines, not "
                        "gpipe; re-plan with --fix schedule=1f1b");

@@ -39,6 +39,10 @@ struct ParallelConfig {
   PipelineSchedule schedule = PipelineSchedule::None;
   /// Model chunks per device (interleaved schedule), else 1.
   int chunks = 1;
+  /// Layout over tp of the values between blocks (the residual stream):
+  /// -1 replicated, as in Megatron-LM; else the dimension tp splits (see
+  /// solveSegment).
+  int streamDim = -1;
 
   /// "dp=4,tp=8,pp=2,mb=1,zero=0,recompute=full,schedule=1f1b,v=1".
   std::string str() const;

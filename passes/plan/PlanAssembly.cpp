@@ -68,7 +68,7 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
   const PartitionEntry &entry =
       chosen.ownPartition
           ? *chosen.ownPartition
-          : partition(tp, mb, config.pp, config.chunks, config.recompute);
+          : partition(config);
   for (const StageStats &stage : expandStages(entry.stages))
     plan.layersPerStage.push_back(static_cast<int>(stage.layers));
 
@@ -83,7 +83,7 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
       order.push_back(segment);
     }
   for (int s : order) {
-    const SegmentSolution &sol = solution(s, tp, mb);
+    const SegmentSolution &sol = solution(s, tp, mb, config.streamDim);
     plan.blocks.push_back(describeSegment(analysis_, segments_[s], sol, ep));
     const int instances = segments_[s].numInstances;
     bool recomputes = segments_[s].kind == SegmentKind::Layer &&
@@ -166,7 +166,7 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
     }
   }
   if (config.pp > 1) {
-    double bytes = boundaryBytes(tp, mb) / tp;
+    double bytes = boundaryBytes(tp, mb, config.streamDim) / tp;
     int64_t count = 2LL * m * config.chunks;
     CollectiveSummary summary{
         cost::toString(CollectiveKind::SendRecv),

@@ -28,6 +28,7 @@ static void writeConfig(OStream &j, const ParallelConfig &c) {
   j.attribute("recompute", toString(c.recompute));
   j.attribute("schedule", bm::cost::toString(c.schedule));
   j.attribute("chunks", c.chunks);
+  j.attribute("stream_dim", c.streamDim);
 }
 
 static void writeStrings(OStream &j, const std::vector<std::string> &items) {
@@ -298,6 +299,8 @@ static void readConfig(Reader r, ParallelConfig &c) {
   r.integer("num_micro_batches", c.numMicroBatches);
   r.integer("zero_stage", c.zeroStage);
   r.integer("chunks", c.chunks);
+  c.streamDim = -1;
+  r.optionalInteger("stream_dim", c.streamDim);
   std::string recompute, schedule;
   r.string("recompute", recompute);
   r.string("schedule", schedule);

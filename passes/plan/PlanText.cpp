@@ -92,6 +92,15 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
                       "stage {3}, recompute {4}\n",
                       c.microBatch, c.numMicroBatches, scheduleText(c),
                       c.zeroStage, toString(c.recompute));
+  if (c.tp > 1) {
+    if (c.streamDim >= 0)
+      os << llvm::formatv("stream      values between blocks split along "
+                          "dim {0} over tp\n",
+                          c.streamDim);
+    else
+      os << "stream      values between blocks replicated over tp, as in "
+            "Megatron-LM\n";
+  }
   os << llvm::formatv("fold        {0} layers -> {1} unique block{2}\n",
                       plan.numLayers, plan.numBlockClasses,
                       plan.numBlockClasses == 1 ? "" : "s");
@@ -160,8 +169,8 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
     return;
 
   os << llvm::formatv("\nsearch      {0} configurations scored, {1} block "
-                      "searches (one per unique block, tp degree and "
-                      "micro-batch size)\n",
+                      "searches (one per unique block, tp degree, "
+                      "micro-batch size and stream layout)\n",
                       plan.configurationsEvaluated, plan.blockSearches);
   for (const BlockSharding &block : plan.blocks) {
     os << llvm::formatv("\n{0} ({1} instance{2})\n", block.name,

@@ -121,14 +121,23 @@ public:
   llvm::Expected<Plan> result(bool suggest);
 
 private:
-  const SegmentSolution &solution(int segment, int tp, int microBatch);
-  StageStats itemStats(int segment, int tp, int microBatch,
+  /// `stream` is the stream layout (see solveSegment): -1 replicated, else
+  /// the dimension of the border values that tp splits.
+  const SegmentSolution &solution(int segment, int tp, int microBatch,
+                                  int stream);
+  /// The stream layouts to try at tensor degree `tp`: replicated (-1) and
+  /// each dimension of a value with a gradient entering the first layer
+  /// that the tensor axis may split.
+  std::vector<int> streamCandidates(int tp) const;
+  StageStats itemStats(int segment, int tp, int microBatch, int stream,
                        Recompute recompute);
-  const PartitionEntry &partition(int tp, int microBatch, int pp, int chunks,
-                                  Recompute recompute);
+  /// The time-balanced stages of `config` (cached).
+  const PartitionEntry &partition(const ParallelConfig &config);
   /// Seconds of all items (prologue, layers, epilogue) for one micro-batch.
-  double workPerMicroBatch(int tp, int microBatch, Recompute recompute);
-  std::vector<ItemRun> itemRuns(int tp, int microBatch, Recompute recompute);
+  double workPerMicroBatch(int tp, int microBatch, int stream,
+                           Recompute recompute);
+  std::vector<ItemRun> itemRuns(int tp, int microBatch, int stream,
+                                Recompute recompute);
   Evaluation evaluate(const ParallelConfig &config);
   /// Time and memory of `config` with the stages of `entry`.
   Evaluation score(const ParallelConfig &config, const PartitionEntry &entry);
@@ -144,7 +153,7 @@ private:
                       const cost::CommGroup &group) const;
   void consider(const Evaluation &evaluation);
   Plan buildPlan(const Evaluation &chosen);
-  double boundaryBytes(int tp, int microBatch);
+  double boundaryBytes(int tp, int microBatch, int stream);
   /// Bytes per micro-batch of the side inputs of a layer segment (see
   /// GraphAnalysis::sideInputs), which every stage holding it receives.
   double sideInputBytes(int segment, int microBatch);
@@ -172,7 +181,8 @@ private:
   Evaluation best_;
   Evaluation fastestOutOfMemory_;
   Evaluation smallestMemory_;
-  std::map<std::tuple<int, int, int>, Evaluation> bestPerMesh_;
+  /// The best plan of each (dp, tp, pp, stream layout).
+  std::map<std::tuple<int, int, int, int>, Evaluation> bestPerMesh_;
 };
 
 } // namespace bm::plan::detail

@@ -102,6 +102,15 @@ llvm::Error Planner::validate() const {
   if (fixed.schedule && *fixed.schedule == PipelineSchedule::Interleaved &&
       fixed.chunks && *fixed.chunks < 2)
     return planError("--fix schedule=interleaved needs v >= 2");
+  if (fixed.streamSplit && *fixed.streamSplit) {
+    if (fixed.tp && *fixed.tp == 1)
+      return planError("--fix stream=split needs tp > 1");
+    if (fixed.tp && streamCandidates(*fixed.tp).size() < 2)
+      return planError(llvm::formatv(
+          "--fix stream=split: no dimension of the values between the "
+          "model's blocks can be split {0} ways",
+          *fixed.tp));
+  }
   return llvm::Error::success();
 }
 
@@ -114,7 +123,8 @@ void Planner::consider(const Evaluation &e) {
       fastestOutOfMemory_ = e;
     return;
   }
-  auto mesh = std::make_tuple(e.config.dp, e.config.tp, e.config.pp);
+  auto mesh = std::make_tuple(e.config.dp, e.config.tp, e.config.pp,
+                              e.config.streamDim);
   auto it = bestPerMesh_.find(mesh);
   if (it == bestPerMesh_.end() || better(e, it->second))
     bestPerMesh_[mesh] = e;
@@ -133,7 +143,7 @@ void Planner::run() {
   // step time: no stage can be faster than an even share of the work.
   struct Combo {
     double lowerBound;
-    int tp, pp, dp, ep, mb, m;
+    int tp, pp, dp, ep, mb, m, stream;
     Recompute recompute;
   };
   std::vector<Combo> combos;
@@ -145,6 +155,10 @@ void Planner::run() {
   for (int tp : tpOptions) {
     if (gpus % tp)
       continue;
+    std::vector<int> streams;
+    for (int stream : streamCandidates(tp))
+      if (!fixed.streamSplit || *fixed.streamSplit == (stream >= 0))
+        streams.push_back(stream);
     std::vector<int> ppOptions =
         fixed.pp ? std::vector<int>{*fixed.pp}
                  : divisors(gpus / tp, std::max(layers, 1));
@@ -193,11 +207,14 @@ void Planner::run() {
           for (int v : {2, 3, 4, 6, 8})
             if (pp > 1 && layers % (pp * v) == 0 && m % pp == 0)
               chunks = v;
-          double work = workPerMicroBatch(tp, mb, recompute);
-          double bound = m * work / pp + (work - work / pp) / chunks +
-                         syncLowerBound;
-          for (int ep : epOptions)
-            combos.push_back({bound, tp, pp, dp, ep, mb, m, recompute});
+          for (int stream : streams) {
+            double work = workPerMicroBatch(tp, mb, stream, recompute);
+            double bound = m * work / pp + (work - work / pp) / chunks +
+                           syncLowerBound;
+            for (int ep : epOptions)
+              combos.push_back(
+                  {bound, tp, pp, dp, ep, mb, m, stream, recompute});
+          }
         }
       }
     }
@@ -246,8 +263,9 @@ void Planner::run() {
         if (zero > 0 && c.dp == 1)
           continue; // nothing to shard over
         uint64_t variant = packKey({{c.tp, 10},
-                                    {c.pp, 16},
-                                    {c.ep, 16},
+                                    {c.pp, 14},
+                                    {c.ep, 14},
+                                    {c.stream + 1, 4},
                                     {c.mb, 10},
                                     {static_cast<int>(schedule), 2},
                                     {chunks, 6},
@@ -266,6 +284,7 @@ void Planner::run() {
         config.recompute = c.recompute;
         config.schedule = schedule;
         config.chunks = chunks;
+        config.streamDim = c.stream;
         Evaluation e = evaluate(config);
         if (e.fits)
           fitting.insert(variant);

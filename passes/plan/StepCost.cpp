@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_set>
 
 using namespace bm;
 using namespace bm::plan;
@@ -18,21 +19,45 @@ using cost::CollectiveKind;
 using cost::CommGroup;
 using cost::MeshPlacement;
 
-const SegmentSolution &Planner::solution(int segment, int tp, int microBatch) {
-  uint64_t key = packKey({{segment, 32}, {tp, 16}, {microBatch, 16}});
+const SegmentSolution &Planner::solution(int segment, int tp, int microBatch,
+                                         int stream) {
+  uint64_t key = packKey(
+      {{segment, 28}, {tp, 16}, {microBatch, 16}, {stream + 1, 4}});
   auto it = solutions_.find(key);
   if (it != solutions_.end())
     return it->second;
   CommGroup group = cost::placeMesh(cluster_, 1, tp, 1).tp;
   return solutions_
       .emplace(key, solveSegment(analysis_, segments_[segment], model_, group,
-                                 microBatch))
+                                 microBatch, stream))
       .first->second;
 }
 
-StageStats Planner::itemStats(int segment, int tp, int microBatch,
+std::vector<int> Planner::streamCandidates(int tp) const {
+  std::vector<int> dims = {-1};
+  if (tp <= 1 || firstLayerSegment_ < 0)
+    return dims;
+  const std::vector<int> &ops = segments_[firstLayerSegment_].ops;
+  std::unordered_set<int> inside(ops.begin(), ops.end());
+  for (int op : ops)
+    for (int v : graph_.ops[op].operands) {
+      const ValueInfo &value = graph_.values[v];
+      if (value.kind != ValueKind::Activation || !analysis_.needsGradient(v) ||
+          inside.count(value.producer))
+        continue;
+      for (int d = 0; d < static_cast<int>(value.shape.size()); ++d)
+        if (d != value.batchDim && !analysis_.isTokenDim(v, d) &&
+            value.shape[d] % tp == 0 &&
+            std::find(dims.begin(), dims.end(), d) == dims.end())
+          dims.push_back(d);
+    }
+  std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
+StageStats Planner::itemStats(int segment, int tp, int microBatch, int stream,
                               Recompute recompute) {
-  const SegmentSolution &s = solution(segment, tp, microBatch);
+  const SegmentSolution &s = solution(segment, tp, microBatch, stream);
   StageStats stats;
   stats.compute = s.forwardCompute + s.backwardCompute;
   stats.comm = s.forwardComm + s.backwardComm;
@@ -66,23 +91,27 @@ StageStats Planner::itemStats(int segment, int tp, int microBatch,
   return stats;
 }
 
-const PartitionEntry &Planner::partition(int tp, int microBatch, int pp,
-                                         int chunks, Recompute recompute) {
+const PartitionEntry &Planner::partition(const ParallelConfig &config) {
+  const int tp = config.tp, microBatch = config.microBatch;
+  const int pp = config.pp, chunks = config.chunks;
+  const int stream = config.streamDim;
   uint64_t key = packKey({{tp, 16},
                           {microBatch, 16},
-                          {pp, 24},
+                          {pp, 20},
+                          {stream + 1, 4},
                           {chunks, 6},
-                          {static_cast<int>(recompute), 2}});
+                          {static_cast<int>(config.recompute), 2}});
   auto it = partitions_.find(key);
   if (it != partitions_.end())
     return it->second;
-  std::vector<ItemRun> runs = itemRuns(tp, microBatch, recompute);
+  std::vector<ItemRun> runs =
+      itemRuns(tp, microBatch, stream, config.recompute);
   PartitionEntry entry;
   entry.stages = partitionStages(runs, pp * chunks);
-  entry.boundaryBytes = boundaryBytes(tp, microBatch);
+  entry.boundaryBytes = boundaryBytes(tp, microBatch, stream);
   if (firstLayerSegment_ >= 0)
     entry.layerParams =
-        solution(firstLayerSegment_, tp, microBatch).paramsPerGpu;
+        solution(firstLayerSegment_, tp, microBatch, stream).paramsPerGpu;
   if (chunks == 1) {
     int device = 0;
     for (const StageGroup &group : entry.stages) {
@@ -108,32 +137,33 @@ const PartitionEntry &Planner::partition(int tp, int microBatch, int pp,
   return partitions_.emplace(key, std::move(entry)).first->second;
 }
 
-std::vector<ItemRun> Planner::itemRuns(int tp, int microBatch,
+std::vector<ItemRun> Planner::itemRuns(int tp, int microBatch, int stream,
                                        Recompute recompute) {
   std::vector<ItemRun> runs;
   if (prologue_ >= 0)
-    runs.push_back({itemStats(prologue_, tp, microBatch, recompute), 1});
+    runs.push_back(
+        {itemStats(prologue_, tp, microBatch, stream, recompute), 1});
   for (auto [segment, count] : layerRuns_)
-    runs.push_back({itemStats(segment, tp, microBatch, recompute), count});
+    runs.push_back(
+        {itemStats(segment, tp, microBatch, stream, recompute), count});
   if (epilogue_ >= 0)
-    runs.push_back({itemStats(epilogue_, tp, microBatch, recompute), 1});
+    runs.push_back(
+        {itemStats(epilogue_, tp, microBatch, stream, recompute), 1});
   return runs;
 }
 
-double Planner::workPerMicroBatch(int tp, int microBatch,
+double Planner::workPerMicroBatch(int tp, int microBatch, int stream,
                                   Recompute recompute) {
-  uint64_t key = packKey(
-      {{tp, 16}, {microBatch, 16}, {static_cast<int>(recompute), 2}});
+  uint64_t key = packKey({{tp, 16},
+                          {microBatch, 16},
+                          {stream + 1, 4},
+                          {static_cast<int>(recompute), 2}});
   auto it = work_.find(key);
   if (it != work_.end())
     return it->second;
   double total = 0;
-  if (prologue_ >= 0)
-    total += itemStats(prologue_, tp, microBatch, recompute).time();
-  for (auto [segment, count] : layerRuns_)
-    total += count * itemStats(segment, tp, microBatch, recompute).time();
-  if (epilogue_ >= 0)
-    total += itemStats(epilogue_, tp, microBatch, recompute).time();
+  for (const ItemRun &run : itemRuns(tp, microBatch, stream, recompute))
+    total += static_cast<double>(run.count) * run.each.time();
   return work_[key] = total;
 }
 
@@ -147,17 +177,15 @@ double Planner::sideInputBytes(int segment, int microBatch) {
   return bytes;
 }
 
-double Planner::boundaryBytes(int tp, int microBatch) {
+double Planner::boundaryBytes(int tp, int microBatch, int stream) {
   if (firstLayerSegment_ < 0)
     return 0;
-  return solution(firstLayerSegment_, tp, microBatch).outputBytes;
+  return solution(firstLayerSegment_, tp, microBatch, stream).outputBytes;
 }
 
 Evaluation Planner::evaluate(const ParallelConfig &config) {
   ++evaluated_;
-  const PartitionEntry &entry = partition(config.tp, config.microBatch,
-                                          config.pp, config.chunks,
-                                          config.recompute);
+  const PartitionEntry &entry = partition(config);
   Evaluation e = score(config, entry);
   if (e.fits || config.pp == 1 || config.chunks != 1)
     return e;
@@ -230,7 +258,7 @@ Planner::memoryBalancedPartition(const ParallelConfig &config,
                                  const PartitionEntry &entry) {
   const int pp = config.pp;
   std::vector<ItemRun> runs = itemRuns(config.tp, config.microBatch,
-                                       config.recompute);
+                                       config.streamDim, config.recompute);
   // Memory of a stage = fixed part + layers x per-layer part; the layer
   // part is that of the largest layer (exact for one block class).
   StageStats layer;
@@ -299,7 +327,8 @@ Evaluation Planner::score(const ParallelConfig &config,
   const double boundary = entry.boundaryBytes;
   if (pp > 1) {
     p2pLink = 2.0 * v * model_.sendRecvTime(boundary / tp, pipelineOnNetwork);
-    if (tp > 1)
+    // A split stream is already in slices: nothing to gather.
+    if (tp > 1 && config.streamDim < 0)
       p2pGather = 2.0 * v *
                   model_.collectiveTime(CollectiveKind::AllGather, boundary,
                                         placement.tp);

@@ -30,17 +30,20 @@ struct FixedChoices {
   std::optional<int> dp, tp, pp, ep, microBatch, zeroStage, chunks;
   std::optional<Recompute> recompute;
   std::optional<PipelineSchedule> schedule;
+  /// Whether the residual stream between blocks is split over tp (see
+  /// ParallelConfig::streamDim).
+  std::optional<bool> streamSplit;
 
   bool empty() const {
     return !dp && !tp && !pp && !ep && !microBatch && !zeroStage && !chunks &&
-           !recompute && !schedule;
+           !recompute && !schedule && !streamSplit;
   }
 };
 
 /// Parses `dp=4,tp=8,pp=2,mb=1,zero=1,recompute=full,schedule=1f1b,v=2`.
 /// Keys: dp, ep (expert parallelism, divides dp), tp, pp, mb, zero (0-3),
 /// recompute (none|selective|full), schedule (gpipe|1f1b|interleaved), v
-/// (chunks per device, interleaved).
+/// (chunks per device, interleaved), stream (replicated|split).
 llvm::Expected<FixedChoices> parseFixedChoices(llvm::StringRef text);
 
 /// Prints the choices back in the form parseFixedChoices reads.

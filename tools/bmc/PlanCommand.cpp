@@ -43,7 +43,9 @@ OPTIONS:
   --fix K=V,...         pin choices and evaluate them with the same cost
                         model: dp, tp, pp, mb, zero (0-3), recompute
                         (none|selective|full), schedule (gpipe|1f1b|
-                        interleaved), v (chunks per device)
+                        interleaved), v (chunks per device), stream
+                        (replicated|split: the values between blocks over
+                        tp)
   --no-fold             search every layer on its own (same result, slower)
   --explain             also print per-op shardings, collectives and why the
                         alternatives lost
@@ -52,7 +54,9 @@ OPTIONS:
   -o FILE               also write the JSON plan to FILE
   --emit-mlir FILE      write the model annotated with bm.mesh and
                         #bm.sharding to FILE ('-' for stdout)
-  --export megatron     print the equivalent Megatron-LM arguments
+  --export megatron     print the equivalent Megatron-LM arguments (the
+                        search keeps to what Megatron-LM can run: values
+                        between blocks replicated over tp)
   --help                print this help
 )";
 
@@ -191,6 +195,10 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
   if (!n)
     return fail(error);
   out.training.gpus = static_cast<int>(*n);
+  // Megatron-LM keeps the values between layers whole on every tp rank (or
+  // split along the sequence): search only the plans it can run.
+  if (out.exportFormat && !out.training.fixed.streamSplit)
+    out.training.fixed.streamSplit = false;
   return std::nullopt;
 }
 

@@ -45,7 +45,11 @@ TEST(FixedChoicesTest, OneLineErrors) {
   EXPECT_EQ(errorOf("zero=4"),
             "--fix: zero must be an integer in [0, 3], got '4'");
   EXPECT_EQ(errorOf("sp=2"), "--fix: unknown key 'sp' (keys: dp, ep, mb, pp, "
-                             "recompute, schedule, tp, v, zero)");
+                             "recompute, schedule, stream, tp, v, zero)");
+  EXPECT_EQ(errorOf("stream=diagonal"),
+            "--fix: stream must be replicated or split, got 'diagonal'");
+  EXPECT_EQ(errorOf("stream=split,stream=replicated"),
+            "--fix: stream is given twice");
   EXPECT_EQ(errorOf("dp=4,ep=3"), "--fix: ep=3 must divide dp=4");
   EXPECT_EQ(errorOf("tp"), "--fix: expected key=value, got 'tp'");
   EXPECT_EQ(errorOf("tp=2,tp=4"), "--fix: tp is given twice");

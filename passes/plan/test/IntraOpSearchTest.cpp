@@ -37,7 +37,7 @@ std::string splitRole(const ModelGraph &graph, int op, int factor) {
 
 class MegatronPatternTest : public ::testing::Test {
 protected:
-  void solveBlock(int tp, int microBatch) {
+  void solveBlock(int tp, int microBatch, int streamDim = -1) {
     GptDims dims = megatron18B();
     dims.layers = 2;
     graph_ = buildGpt(dims);
@@ -49,7 +49,8 @@ protected:
         llvm::cantFail(cost::getClusterPreset("dgx-a100-80g"));
     cost::CostModel model(cluster, cost::Precision::Bf16Mixed);
     cost::CommGroup group = cost::placeMesh(cluster, 1, tp, 1).tp;
-    solution_ = solveSegment(analysis, segment_, model, group, microBatch);
+    solution_ = solveSegment(analysis, segment_, model, group, microBatch,
+                             streamDim);
     for (size_t i = 0; i < segment_.ops.size(); ++i) {
       int op = segment_.ops[i];
       if (graph_.ops[op].opName != "bm.matmul")
@@ -119,6 +120,38 @@ TEST_F(MegatronPatternTest, AttentionCoreIsTheSequenceSquaredPart) {
   // Full recompute keeps only the block input: [1, 2048, 6144] in bf16.
   EXPECT_DOUBLE_EQ(solution_.inputBytes, 2048.0 * 6144 * 2);
   EXPECT_DOUBLE_EQ(solution_.outputBytes, 2048.0 * 6144 * 2);
+}
+
+TEST_F(MegatronPatternTest, SplitStreamTradesAllReducesForScatterAndGather) {
+  // The values between blocks split along the hidden dim (2): each
+  // row-parallel GEMM's partial sum is reduce-scattered into the stream and
+  // gathered again before the next column-parallel GEMM (the collectives of
+  // Korthikanti et al. 2022's sequence parallelism, along hidden), with the
+  // same GEMM sharding as Megatron-LM.
+  solveBlock(8, 1, /*streamDim=*/2);
+  EXPECT_EQ(solution_.streamDim, 2);
+  EXPECT_EQ(roles_["attn.c_attn"], "columns");
+  EXPECT_EQ(roles_["attn.c_proj"], "rows");
+  EXPECT_EQ(roles_["mlp.c_fc"], "columns");
+  EXPECT_EQ(roles_["mlp.c_proj"], "rows");
+  EXPECT_EQ(count(cost::CollectiveKind::AllReduce, Phase::Forward), 0);
+  EXPECT_EQ(count(cost::CollectiveKind::ReduceScatter, Phase::Forward), 2);
+  EXPECT_EQ(count(cost::CollectiveKind::AllGather, Phase::Forward), 2);
+  // Full recompute keeps the block input, now one eighth per GPU.
+  EXPECT_DOUBLE_EQ(solution_.inputBytes, 2048.0 * 6144 * 2 / 8);
+  // The residual adds run on slices: less memory-bound time than with a
+  // replicated stream.
+  double splitCompute = solution_.forwardCompute;
+  solveBlock(8, 1);
+  EXPECT_LT(splitCompute, solution_.forwardCompute);
+}
+
+TEST_F(MegatronPatternTest, StreamDimThatCannotSplitStaysReplicated) {
+  // Dim 1 is the sequence: never split by tp, so the borders stay whole and
+  // the result is Megatron-LM's.
+  solveBlock(8, 1, /*streamDim=*/1);
+  EXPECT_EQ(count(cost::CollectiveKind::AllReduce, Phase::Forward), 2);
+  EXPECT_EQ(count(cost::CollectiveKind::ReduceScatter, Phase::Forward), 0);
 }
 
 TEST(DescribeSegmentTest, WritesFactorAxesAndPartialResults) {

@@ -48,6 +48,11 @@ TEST(PlanJsonTest, RoundTrips) {
   ASSERT_EQ(read->blocks.size(), plan.blocks.size());
   EXPECT_EQ(read->blocks[1].ops.size(), plan.blocks[1].ops.size());
   EXPECT_EQ(planToJson(*read), json);
+  Plan split = makePlan("dp=4,tp=4,pp=1,mb=1,stream=split");
+  ASSERT_EQ(split.config.streamDim, 2);
+  llvm::Expected<Plan> readSplit = parsePlanJson(planToJson(split));
+  ASSERT_TRUE(!!readSplit) << llvm::toString(readSplit.takeError());
+  EXPECT_EQ(readSplit->config, split.config);
 }
 
 TEST(PlanJsonTest, ReaderErrors) {
@@ -84,7 +89,7 @@ TEST(PlanTextTest, ReportHasEverySection) {
 
 TEST(MegatronExportTest, PaperStyleArguments) {
   Plan plan = makePlan("dp=2,tp=4,pp=2,mb=2,zero=1,recompute=full,"
-                       "schedule=interleaved,v=2");
+                       "schedule=interleaved,v=2,stream=replicated");
   EXPECT_EQ(llvm::cantFail(exportMegatronArguments(plan)),
             "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 "
             "--num-layers-per-virtual-pipeline-stage 2 --num-layers 8 "
@@ -101,6 +106,13 @@ TEST(MegatronExportTest, RefusesWhatMegatronCannotRun) {
   EXPECT_EQ(llvm::toString(args.takeError()),
             "--export megatron: Megatron-LM has no ZeRO stage 3 (its "
             "distributed optimizer is stage 1); re-plan with --fix zero=1");
+  llvm::Expected<std::string> split =
+      exportMegatronArguments(makePlan("dp=4,tp=4,pp=1,mb=1,stream=split"));
+  ASSERT_FALSE(!!split);
+  EXPECT_EQ(llvm::toString(split.takeError()),
+            "--export megatron: Megatron-LM cannot split the values between "
+            "layers along dim 2 over tp; re-plan with --fix "
+            "stream=replicated");
 }
 
 } // namespace

@@ -84,15 +84,51 @@ TEST(SearchTest, FixedConfigurationEvaluatesExactly) {
   config.gpus = 16;
   config.globalBatch = 128;
   config.fixed = llvm::cantFail(parseFixedChoices(
-      "dp=2,tp=4,pp=2,mb=2,zero=1,recompute=full,schedule=1f1b"));
+      "dp=2,tp=4,pp=2,mb=2,zero=1,recompute=full,schedule=1f1b,"
+      "stream=replicated"));
   llvm::Expected<Plan> p = evaluateConfiguration(graph, a100(), config);
   ASSERT_TRUE(!!p) << llvm::toString(p.takeError());
-  EXPECT_EQ(p->config.str(),
-            "dp=2,tp=4,pp=2,mb=2,zero=1,recompute=full,schedule=1f1b,v=1");
+  EXPECT_EQ(p->config.str(), "dp=2,tp=4,pp=2,mb=2,zero=1,recompute=full,"
+                             "schedule=1f1b,v=1,stream=replicated");
   EXPECT_EQ(p->config.numMicroBatches, 32);
   // The search never does worse than a configuration it could have chosen.
   Plan best = plan(graph, a100(), 16, 128);
   EXPECT_LE(best.stepSeconds, p->stepSeconds);
+}
+
+TEST(SearchTest, StreamLayoutIsSearchedAndCanBePinned) {
+  ModelGraph graph = buildGpt(mediumGpt(16));
+  const char *mesh = "dp=4,tp=4,pp=1,mb=1,zero=1,recompute=none";
+  Plan replicated =
+      plan(graph, a100(), 16, 128, std::string(mesh) + ",stream=replicated");
+  Plan split = plan(graph, a100(), 16, 128, std::string(mesh) + ",stream=split");
+  Plan free = plan(graph, a100(), 16, 128, mesh);
+  EXPECT_EQ(replicated.config.streamDim, -1);
+  EXPECT_EQ(split.config.streamDim, 2); // [batch, sequence, hidden]
+  // The search takes the faster of the two.
+  EXPECT_EQ(free.stepSeconds, std::min(replicated.stepSeconds,
+                                        split.stepSeconds));
+  // A split stream keeps a quarter of each block's input per GPU.
+  EXPECT_LT(split.memory.activations, replicated.memory.activations);
+
+  // A hidden size of 1800 does not split 16 ways.
+  GptDims oddDims = mediumGpt(2);
+  oddDims.hidden = 1800;
+  oddDims.heads = 12;
+  ModelGraph odd = buildGpt(oddDims);
+  auto errorOf = [&](const ModelGraph &model, const char *fix) {
+    TrainingConfig config;
+    config.gpus = 16;
+    config.globalBatch = 128;
+    config.fixed = llvm::cantFail(parseFixedChoices(fix));
+    llvm::Expected<Plan> p = searchPlan(model, a100(), config);
+    return p ? std::string() : llvm::toString(p.takeError());
+  };
+  EXPECT_EQ(errorOf(graph, "tp=1,stream=split"),
+            "--fix stream=split needs tp > 1");
+  EXPECT_EQ(errorOf(odd, "tp=16,stream=split"),
+            "--fix stream=split: no dimension of the values between the "
+            "model's blocks can be split 16 ways");
 }
 
 TEST(SearchTest, PipelineBubbleFollowsTheSchedule) {
