@@ -21,6 +21,18 @@ const char *bm::plan::toString(Recompute recompute) {
   return "none";
 }
 
+const char *bm::plan::toString(StreamLayout layout) {
+  switch (layout) {
+  case StreamLayout::Replicated:
+    return "replicated";
+  case StreamLayout::Sequence:
+    return "sequence";
+  case StreamLayout::Hidden:
+    return "hidden";
+  }
+  return "replicated";
+}
+
 static llvm::Error fixError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  "--fix: " + message);
@@ -93,13 +105,18 @@ llvm::Expected<FixedChoices> bm::plan::parseFixedChoices(StringRef text) {
     } else if (key == "tp") {
       error = count(fixed.tp, 1, kLarge);
     } else if (key == "stream") {
-      if (fixed.streamSplit)
+      std::optional<StreamLayout> layout;
+      for (StreamLayout l : {StreamLayout::Replicated, StreamLayout::Sequence,
+                             StreamLayout::Hidden})
+        if (value == toString(l))
+          layout = l;
+      if (fixed.stream)
         error = fixError("stream is given twice");
-      else if (value == "replicated" || value == "split")
-        fixed.streamSplit = value == "split";
+      else if (!layout)
+        error = fixError("stream must be replicated, sequence or hidden, got '" +
+                         value + "'");
       else
-        error = fixError("stream must be replicated or split, got '" + value +
-                         "'");
+        fixed.stream = layout;
     } else if (key == "v") {
       error = count(fixed.chunks, 1, kLarge);
     } else if (key == "zero") {
@@ -143,9 +160,8 @@ std::string bm::plan::formatFixedChoices(const FixedChoices &fixed) {
     parts.push_back(std::string("schedule=") +
                     bm::cost::toString(*fixed.schedule));
   add("v", fixed.chunks);
-  if (fixed.streamSplit)
-    parts.push_back(std::string("stream=") +
-                    (*fixed.streamSplit ? "split" : "replicated"));
+  if (fixed.stream)
+    parts.push_back(std::string("stream=") + toString(*fixed.stream));
   return llvm::join(parts, ",");
 }
 
@@ -162,7 +178,7 @@ std::string ParallelConfig::str() const {
   fixed.schedule = schedule;
   fixed.chunks = chunks;
   if (tp > 1)
-    fixed.streamSplit = streamDim >= 0;
+    fixed.stream = stream;
   return formatFixedChoices(fixed);
 }
 
@@ -173,5 +189,5 @@ bool ParallelConfig::operator==(const ParallelConfig &other) const {
          numMicroBatches == other.numMicroBatches &&
          zeroStage == other.zeroStage && recompute == other.recompute &&
          schedule == other.schedule && chunks == other.chunks &&
-         streamDim == other.streamDim;
+         streamDim == other.streamDim && stream == other.stream;
 }

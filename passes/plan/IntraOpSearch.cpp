@@ -45,6 +45,7 @@ public:
         microBatch_(microBatch), streamDim_(streamDim) {
     for (size_t i = 0; i < segment.ops.size(); ++i)
       local_[segment.ops[i]] = static_cast<int>(i);
+    sequenceParallel_ = streamOnSequence();
     for (int op : segment.ops)
       strategies_.push_back(strategiesOf(op));
   }
@@ -53,6 +54,10 @@ public:
 
 private:
   std::vector<int> strategiesOf(int op) const;
+  /// Whether the stream layout splits the border values along a sequence.
+  bool streamOnSequence() const;
+  /// Whether `op` touches a sequence x sequence tensor (the attention core).
+  bool inAttentionCore(int op) const;
   double valueBytes(int value) const;
   double forwardComputeTime(int op, int factor) const;
   double trafficBytes(int op) const;
@@ -93,19 +98,58 @@ private:
   int tp_;
   int microBatch_;
   int streamDim_;
+  /// Megatron-LM's sequence parallelism (Korthikanti et al. 2022): with the
+  /// stream split along the sequence, the ops outside the GEMMs and the
+  /// attention core may split the sequence too.
+  bool sequenceParallel_ = false;
   std::unordered_map<int, int> local_;
   std::vector<std::vector<int>> strategies_;
 };
 
 } // namespace
 
+bool SegmentCoster::inAttentionCore(int op) const {
+  const OpInfo &info = graph_.ops[op];
+  for (int v : info.operands)
+    if (analysis_.tokenDims(v) >= 2)
+      return true;
+  for (int v : info.results)
+    if (analysis_.tokenDims(v) >= 2)
+      return true;
+  return false;
+}
+
+bool SegmentCoster::streamOnSequence() const {
+  if (streamDim_ < 0 || tp_ <= 1)
+    return false;
+  auto onSequence = [&](int v) {
+    return analysis_.needsGradient(v) && analysis_.isTokenDim(v, streamDim_);
+  };
+  for (int op : segment_.ops) {
+    const OpInfo &info = graph_.ops[op];
+    for (int v : info.operands) {
+      int producer = graph_.values[v].producer;
+      if (producer >= 0 && !insideSegment(producer) && onSequence(v))
+        return true;
+    }
+    for (int v : info.results)
+      for (int user : analysis_.consumers(v))
+        if (!insideSegment(user) && onSequence(v))
+          return true;
+  }
+  return false;
+}
+
 std::vector<int> SegmentCoster::strategiesOf(int op) const {
   std::vector<int> result = {-1};
   if (tp_ <= 1)
     return result;
   const OpInfo &info = graph_.ops[op];
+  const bool sequenceSplits =
+      sequenceParallel_ && !info.isContraction && !inAttentionCore(op);
   for (int f = 0; f < info.rule.numFactors(); ++f) {
-    if (f == info.batchFactor || analysis_.isTokenFactor(op, f))
+    if (f == info.batchFactor ||
+        (analysis_.isTokenFactor(op, f) && !sequenceSplits))
       continue;
     // Experts are split by the expert-parallel axis, whose degree is chosen
     // after this search; tp splits inside each expert (its hidden dim), as
@@ -228,12 +272,12 @@ int SegmentCoster::gradientEmitted(int op, int operand, int factor) const {
 
 int SegmentCoster::borderState(int v) const {
   const ValueInfo &value = graph_.values[v];
-  // Values without a gradient (masks, positions) are not the stream: each
-  // consumer slices what it needs from a replicated copy.
+  // The stream is the per-sample values with a gradient; the others (masks,
+  // rotary tables) stay whole and each consumer slices what it needs.
   if (streamDim_ < 0 || tp_ <= 1 || value.kind != ValueKind::Activation ||
-      !analysis_.needsGradient(v) ||
+      value.batchDim < 0 || !analysis_.needsGradient(v) ||
       streamDim_ >= static_cast<int>(value.shape.size()) ||
-      streamDim_ == value.batchDim || analysis_.isTokenDim(v, streamDim_) ||
+      streamDim_ == value.batchDim ||
       value.shape[streamDim_] % tp_ != 0)
     return kReplicated;
   return streamDim_;
@@ -412,13 +456,7 @@ void SegmentCoster::account(const std::vector<int> &choice,
     for (int p : producers)
       edgeCost(p, strategies_[local_.at(p)][choice[local_.at(p)]], op, factor,
                &collectives);
-    // Ops on sequence x sequence tensors: the attention core.
-    bool core = false;
-    for (int v : info.operands)
-      core |= analysis_.tokenDims(v) >= 2;
-    for (int v : info.results)
-      core |= analysis_.tokenDims(v) >= 2;
-    if (core) {
+    if (inAttentionCore(op)) {
       solution.attentionCoreCompute += forward;
       for (size_t c = before; c < collectives.size(); ++c)
         if (collectives[c].phase == Phase::Forward)

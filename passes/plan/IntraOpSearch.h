@@ -12,21 +12,22 @@
 //
 // Conventions:
 //  - The data-parallel axis always splits the batch factor; the tensor axis
-//    never splits the batch or a sequence (token) factor, nor a
-//    need-replication factor, nor one it does not divide.
+//    never splits the batch, a need-replication factor, nor one it does not
+//    divide, and splits a sequence (token) factor only under sequence
+//    parallelism (below).
 //  - Values crossing a segment's border (the residual stream between
 //    blocks) are in one layout for the whole model, the stream layout:
-//    replicated over the tensor axis, as in Megatron-LM, or split along one
-//    dimension (the hidden one) where it divides. Every instance of a block
-//    then sees the same borders, so folding keeps the optimum; the planner
-//    picks the stream layout per tensor degree and micro-batch. The model
-//    output may stay in any layout (the loss is vocab-parallel).
+//    replicated over the tensor axis (Megatron-LM), split along the
+//    sequence (Megatron-LM's sequence parallelism, Korthikanti et al. 2022:
+//    then the ops outside the GEMMs and the attention core may split the
+//    sequence too), or split along a feature dimension. Every instance of a
+//    block sees the same borders, so folding keeps the optimum; the planner
+//    searches the stream layout like the mesh. The model output may stay in
+//    any layout (the loss is vocab-parallel).
 //  - Layouts match per dimension: a value split along dim d fits a consumer
 //    that wants dim d split, even when one side splits a minor factor of a
 //    compound dimension (QKV's {3, h}); the partitioner permutes the
 //    parameters upstream so that the slices agree (DESIGN.md section 3).
-//  - The tensor axis never splits the sequence, so Megatron's sequence
-//    parallelism (Korthikanti et al. 2022) is not among the strategies.
 //  - Costs are per micro-batch of `microBatch` samples on one GPU.
 //
 //===----------------------------------------------------------------------===//
@@ -103,9 +104,11 @@ struct SegmentSolution {
 
 /// Finds the exact optimum for one segment whose border values are
 /// replicated over the tensor axis (`streamDim` -1) or split along dimension
-/// `streamDim` (those that carry a gradient and where that dimension exists,
-/// is not the batch or a sequence, and divides by the tensor degree; the
-/// others stay replicated).
+/// `streamDim` (the per-sample values with a gradient where that dimension
+/// exists, is not the batch, and divides by the tensor degree; the others
+/// stay replicated). With the stream split along a sequence, the ops
+/// outside GEMMs and the attention core may split the sequence too
+/// (Megatron-LM's sequence parallelism).
 SegmentSolution solveSegment(const GraphAnalysis &analysis,
                              const Segment &segment,
                              const cost::CostModel &model,

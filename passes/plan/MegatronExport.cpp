@@ -23,11 +23,10 @@ bm::plan::exportMegatronArguments(const Plan &plan) {
                        llvm::Twine(c.zeroStage) +
                        " (its distributed optimizer is stage 1); re-plan "
                        "with --fix zero=1");
-  if (c.streamDim >= 0)
-    return exportError(
-        "Megatron-LM cannot split the values between layers along dim " +
-        llvm::Twine(c.streamDim) + " over tp; re-plan with --fix "
-        "stream=replicated");
+  if (c.stream == StreamLayout::Hidden)
+    return exportError("Megatron-LM cannot split the values between layers "
+                       "along hidden over tp; re-plan with --fix "
+                       "stream=sequence or stream=replicated");
   if (c.pp > 1 && c.schedule == PipelineSchedule::GPipe)
     return exportError("Megatron-LM runs 1F1B or interleaved pipelines, not "
                        "gpipe; re-plan with --fix schedule=1f1b");
@@ -58,6 +57,8 @@ bm::plan::exportMegatronArguments(const Plan &plan) {
     add("--recompute-num-layers", "1");
     break;
   }
+  if (c.stream == StreamLayout::Sequence)
+    args.push_back("--sequence-parallel");
   if (c.zeroStage == 1)
     args.push_back("--use-distributed-optimizer");
   if (plan.precision == Precision::Bf16Mixed)

@@ -39,9 +39,9 @@ struct ParallelConfig {
   PipelineSchedule schedule = PipelineSchedule::None;
   /// Model chunks per device (interleaved schedule), else 1.
   int chunks = 1;
-  /// Layout over tp of the values between blocks (the residual stream):
-  /// -1 replicated, as in Megatron-LM; else the dimension tp splits (see
-  /// solveSegment).
+  /// Layout over tp of the values between blocks (the residual stream), and
+  /// the dimension tp splits (-1 when replicated; see solveSegment).
+  StreamLayout stream = StreamLayout::Replicated;
   int streamDim = -1;
 
   /// "dp=4,tp=8,pp=2,mb=1,zero=0,recompute=full,schedule=1f1b,v=1".

@@ -28,6 +28,7 @@ static void writeConfig(OStream &j, const ParallelConfig &c) {
   j.attribute("recompute", toString(c.recompute));
   j.attribute("schedule", bm::cost::toString(c.schedule));
   j.attribute("chunks", c.chunks);
+  j.attribute("stream", toString(c.stream));
   j.attribute("stream_dim", c.streamDim);
 }
 
@@ -234,6 +235,11 @@ public:
         fail("'" + name(key) + "' must be a string");
     }
   }
+  /// Leaves `out` alone when the key is absent (keys added later).
+  void optionalString(llvm::StringRef key, std::string &out) {
+    if (object_ && object_->get(key))
+      string(key, out);
+  }
   const llvm::json::Array *array(llvm::StringRef key) {
     const llvm::json::Value *v = field(key);
     if (!v)
@@ -301,21 +307,24 @@ static void readConfig(Reader r, ParallelConfig &c) {
   r.integer("chunks", c.chunks);
   c.streamDim = -1;
   r.optionalInteger("stream_dim", c.streamDim);
-  std::string recompute, schedule;
+  std::string recompute, schedule, stream = "replicated";
   r.string("recompute", recompute);
   r.string("schedule", schedule);
+  r.optionalString("stream", stream);
   if (!r.ok())
     return;
   FixedChoices parsed;
-  llvm::Expected<FixedChoices> fixed = parseFixedChoices(
-      "recompute=" + recompute + ",schedule=" + schedule);
+  llvm::Expected<FixedChoices> fixed =
+      parseFixedChoices("recompute=" + recompute + ",schedule=" + schedule +
+                        ",stream=" + stream);
   if (!fixed) {
-    r.fail(r.name("recompute/schedule") + ": " +
+    r.fail(r.name("recompute/schedule/stream") + ": " +
            llvm::toString(fixed.takeError()));
     return;
   }
   c.recompute = *fixed->recompute;
   c.schedule = *fixed->schedule;
+  c.stream = *fixed->stream;
 }
 
 static TensorSharding readTensor(Reader &parent, const llvm::json::Value &v,

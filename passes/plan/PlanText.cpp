@@ -93,13 +93,21 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
                       c.microBatch, c.numMicroBatches, scheduleText(c),
                       c.zeroStage, toString(c.recompute));
   if (c.tp > 1) {
-    if (c.streamDim >= 0)
-      os << llvm::formatv("stream      values between blocks split along "
-                          "dim {0} over tp\n",
+    os << "stream      values between blocks ";
+    switch (c.stream) {
+    case StreamLayout::Replicated:
+      os << "replicated over tp (Megatron-LM)\n";
+      break;
+    case StreamLayout::Sequence:
+      os << llvm::formatv("split along the sequence (dim {0}) over tp "
+                          "(Megatron-LM's sequence parallelism)\n",
                           c.streamDim);
-    else
-      os << "stream      values between blocks replicated over tp, as in "
-            "Megatron-LM\n";
+      break;
+    case StreamLayout::Hidden:
+      os << llvm::formatv("split along dim {0} (hidden) over tp\n",
+                          c.streamDim);
+      break;
+    }
   }
   os << llvm::formatv("fold        {0} layers -> {1} unique block{2}\n",
                       plan.numLayers, plan.numBlockClasses,

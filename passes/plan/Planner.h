@@ -125,10 +125,15 @@ private:
   /// the dimension of the border values that tp splits.
   const SegmentSolution &solution(int segment, int tp, int microBatch,
                                   int stream);
-  /// The stream layouts to try at tensor degree `tp`: replicated (-1) and
-  /// each dimension of a value with a gradient entering the first layer
-  /// that the tensor axis may split.
-  std::vector<int> streamCandidates(int tp) const;
+  /// A stream layout and the dimension it splits (-1 for replicated).
+  struct StreamOption {
+    StreamLayout layout;
+    int dim;
+  };
+  /// The stream layouts to try at tensor degree `tp`: replicated, and each
+  /// dimension that tp may split of a value with a gradient entering the
+  /// first layer, allowed by --fix and by `megatronLayoutsOnly`.
+  std::vector<StreamOption> streamOptions(int tp) const;
   StageStats itemStats(int segment, int tp, int microBatch, int stream,
                        Recompute recompute);
   /// The time-balanced stages of `config` (cached).

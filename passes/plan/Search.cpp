@@ -102,14 +102,20 @@ llvm::Error Planner::validate() const {
   if (fixed.schedule && *fixed.schedule == PipelineSchedule::Interleaved &&
       fixed.chunks && *fixed.chunks < 2)
     return planError("--fix schedule=interleaved needs v >= 2");
-  if (fixed.streamSplit && *fixed.streamSplit) {
+  if (config_.megatronLayoutsOnly && fixed.stream == StreamLayout::Hidden)
+    return planError("--export megatron: Megatron-LM cannot split the values "
+                     "between layers along hidden over tp; use --fix "
+                     "stream=sequence or stream=replicated");
+  if (fixed.stream && *fixed.stream != StreamLayout::Replicated) {
+    const char *layout = toString(*fixed.stream);
     if (fixed.tp && *fixed.tp == 1)
-      return planError("--fix stream=split needs tp > 1");
-    if (fixed.tp && streamCandidates(*fixed.tp).size() < 2)
+      return planError(
+          llvm::formatv("--fix stream={0} needs tp > 1", layout));
+    if (fixed.tp && streamOptions(*fixed.tp).empty())
       return planError(llvm::formatv(
-          "--fix stream=split: no dimension of the values between the "
-          "model's blocks can be split {0} ways",
-          *fixed.tp));
+          "--fix stream={0}: the values between the model's blocks have no "
+          "{0} dimension that splits {1} ways",
+          layout, *fixed.tp));
   }
   return llvm::Error::success();
 }
@@ -143,7 +149,8 @@ void Planner::run() {
   // step time: no stage can be faster than an even share of the work.
   struct Combo {
     double lowerBound;
-    int tp, pp, dp, ep, mb, m, stream;
+    int tp, pp, dp, ep, mb, m;
+    StreamOption stream;
     Recompute recompute;
   };
   std::vector<Combo> combos;
@@ -155,10 +162,7 @@ void Planner::run() {
   for (int tp : tpOptions) {
     if (gpus % tp)
       continue;
-    std::vector<int> streams;
-    for (int stream : streamCandidates(tp))
-      if (!fixed.streamSplit || *fixed.streamSplit == (stream >= 0))
-        streams.push_back(stream);
+    std::vector<StreamOption> streams = streamOptions(tp);
     std::vector<int> ppOptions =
         fixed.pp ? std::vector<int>{*fixed.pp}
                  : divisors(gpus / tp, std::max(layers, 1));
@@ -207,8 +211,8 @@ void Planner::run() {
           for (int v : {2, 3, 4, 6, 8})
             if (pp > 1 && layers % (pp * v) == 0 && m % pp == 0)
               chunks = v;
-          for (int stream : streams) {
-            double work = workPerMicroBatch(tp, mb, stream, recompute);
+          for (const StreamOption &stream : streams) {
+            double work = workPerMicroBatch(tp, mb, stream.dim, recompute);
             double bound = m * work / pp + (work - work / pp) / chunks +
                            syncLowerBound;
             for (int ep : epOptions)
@@ -265,7 +269,7 @@ void Planner::run() {
         uint64_t variant = packKey({{c.tp, 10},
                                     {c.pp, 14},
                                     {c.ep, 14},
-                                    {c.stream + 1, 4},
+                                    {c.stream.dim + 1, 4},
                                     {c.mb, 10},
                                     {static_cast<int>(schedule), 2},
                                     {chunks, 6},
@@ -284,7 +288,8 @@ void Planner::run() {
         config.recompute = c.recompute;
         config.schedule = schedule;
         config.chunks = chunks;
-        config.streamDim = c.stream;
+        config.stream = c.stream.layout;
+        config.streamDim = c.stream.dim;
         Evaluation e = evaluate(config);
         if (e.fits)
           fitting.insert(variant);

@@ -33,26 +33,41 @@ const SegmentSolution &Planner::solution(int segment, int tp, int microBatch,
       .first->second;
 }
 
-std::vector<int> Planner::streamCandidates(int tp) const {
-  std::vector<int> dims = {-1};
-  if (tp <= 1 || firstLayerSegment_ < 0)
-    return dims;
-  const std::vector<int> &ops = segments_[firstLayerSegment_].ops;
-  std::unordered_set<int> inside(ops.begin(), ops.end());
-  for (int op : ops)
-    for (int v : graph_.ops[op].operands) {
-      const ValueInfo &value = graph_.values[v];
-      if (value.kind != ValueKind::Activation || !analysis_.needsGradient(v) ||
-          inside.count(value.producer))
-        continue;
-      for (int d = 0; d < static_cast<int>(value.shape.size()); ++d)
-        if (d != value.batchDim && !analysis_.isTokenDim(v, d) &&
-            value.shape[d] % tp == 0 &&
-            std::find(dims.begin(), dims.end(), d) == dims.end())
-          dims.push_back(d);
-    }
-  std::sort(dims.begin(), dims.end());
-  return dims;
+std::vector<Planner::StreamOption> Planner::streamOptions(int tp) const {
+  std::vector<StreamOption> all = {{StreamLayout::Replicated, -1}};
+  if (tp > 1 && firstLayerSegment_ >= 0) {
+    const std::vector<int> &ops = segments_[firstLayerSegment_].ops;
+    std::unordered_set<int> inside(ops.begin(), ops.end());
+    for (int op : ops)
+      for (int v : graph_.ops[op].operands) {
+        const ValueInfo &value = graph_.values[v];
+        if (value.kind != ValueKind::Activation || value.batchDim < 0 ||
+            !analysis_.needsGradient(v) || inside.count(value.producer))
+          continue;
+        for (int d = 0; d < static_cast<int>(value.shape.size()); ++d) {
+          bool known = std::any_of(all.begin(), all.end(),
+                                   [&](const StreamOption &o) {
+                                     return o.dim == d;
+                                   });
+          if (d != value.batchDim && value.shape[d] > 1 &&
+              value.shape[d] % tp == 0 && !known)
+            all.push_back({analysis_.isTokenDim(v, d) ? StreamLayout::Sequence
+                                                      : StreamLayout::Hidden,
+                           d});
+        }
+      }
+  }
+  std::sort(all.begin(), all.end(),
+            [](const StreamOption &a, const StreamOption &b) {
+              return a.dim < b.dim;
+            });
+  std::vector<StreamOption> allowed;
+  for (const StreamOption &option : all)
+    if ((!config_.fixed.stream || *config_.fixed.stream == option.layout) &&
+        !(config_.megatronLayoutsOnly &&
+          option.layout == StreamLayout::Hidden))
+      allowed.push_back(option);
+  return allowed;
 }
 
 StageStats Planner::itemStats(int segment, int tp, int microBatch, int stream,

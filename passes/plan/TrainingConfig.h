@@ -25,25 +25,31 @@ enum class Recompute { None, Selective, Full };
 
 const char *toString(Recompute recompute);
 
+/// How the values between blocks (the residual stream) lie over the tensor
+/// axis: whole on every GPU (Megatron-LM), split along the sequence
+/// (Megatron-LM's sequence parallelism, Korthikanti et al. 2022), or split
+/// along a feature dimension (hidden size, channels).
+enum class StreamLayout { Replicated, Sequence, Hidden };
+
+const char *toString(StreamLayout layout);
+
 /// Choices the user pins with `--fix`; unset ones are searched.
 struct FixedChoices {
   std::optional<int> dp, tp, pp, ep, microBatch, zeroStage, chunks;
   std::optional<Recompute> recompute;
   std::optional<PipelineSchedule> schedule;
-  /// Whether the residual stream between blocks is split over tp (see
-  /// ParallelConfig::streamDim).
-  std::optional<bool> streamSplit;
+  std::optional<StreamLayout> stream;
 
   bool empty() const {
     return !dp && !tp && !pp && !ep && !microBatch && !zeroStage && !chunks &&
-           !recompute && !schedule && !streamSplit;
+           !recompute && !schedule && !stream;
   }
 };
 
 /// Parses `dp=4,tp=8,pp=2,mb=1,zero=1,recompute=full,schedule=1f1b,v=2`.
 /// Keys: dp, ep (expert parallelism, divides dp), tp, pp, mb, zero (0-3),
 /// recompute (none|selective|full), schedule (gpipe|1f1b|interleaved), v
-/// (chunks per device, interleaved), stream (replicated|split).
+/// (chunks per device, interleaved), stream (replicated|sequence|hidden).
 llvm::Expected<FixedChoices> parseFixedChoices(llvm::StringRef text);
 
 /// Prints the choices back in the form parseFixedChoices reads.
@@ -59,6 +65,9 @@ struct TrainingConfig {
   /// Search each block class once (TAP-style folding). Off: every layer is
   /// searched as its own class; the result must be the same.
   bool fold = true;
+  /// Search only what Megatron-LM can run (no stream split along hidden),
+  /// for --export megatron.
+  bool megatronLayoutsOnly = false;
   /// How many runner-up plans to report.
   int numAlternatives = 4;
 };

@@ -117,7 +117,7 @@ TEST(PlanZooTest, FoldedAndUnfoldedSearchAgree) {
   // the first instance comes from the prologue, the others' from a layer).
   for (const char *name : {"gpt3-350m", "llama2-tiny", "t5-tiny"})
     for (const char *fix : {static_cast<const char *>(nullptr),
-                            "tp=4,stream=split"}) {
+                            "tp=4,stream=sequence", "tp=4,stream=hidden"}) {
       plan::ModelGraph graph = load(context, name);
       plan::TrainingConfig folded = config(16, 64, fix);
       plan::TrainingConfig unfolded = folded;
@@ -183,10 +183,11 @@ TEST(PlanZooTest, GptLayerHasMegatronsTwoAllReducesEachWay) {
 
 
 TEST(PlanZooTest, LlamaSplitsItsStreamOverTp) {
-  // LLaMA's RMSNorm is elementwise ops and a mean over the hidden dim, so
-  // with the values between layers split along hidden it runs on slices
-  // (one small all-reduce of the mean) and only the GEMM inputs are
-  // gathered: faster than Megatron-LM's replicated stream.
+  // With the values between layers split over tp (along the sequence, as
+  // Megatron-LM's sequence parallelism does, or along hidden, where
+  // LLaMA's RMSNorm -- elementwise ops and a mean -- runs on slices with one
+  // small all-reduce), the norms and residual adds run on slices: faster
+  // than Megatron-LM's replicated stream.
   mlir::MLIRContext context;
   plan::ModelGraph graph = load(context, "llama2-7b");
   const char *mesh = "dp=8,tp=8,pp=1,mb=1,zero=1,recompute=none";
@@ -196,7 +197,7 @@ TEST(PlanZooTest, LlamaSplitsItsStreamOverTp) {
   llvm::Expected<plan::Plan> searched =
       planModel(graph, a100(), config(64, 512, mesh));
   ASSERT_TRUE(replicated && searched);
-  EXPECT_EQ(searched->config.streamDim, 2);
+  EXPECT_NE(searched->config.streamDim, -1);
   EXPECT_LT(searched->stepSeconds, replicated->stepSeconds * 0.99);
   EXPECT_LE(searched->memory.total(), searched->deviceMemoryBytes);
   // What --emit-mlir writes for it passes the annotate phase's verifier.

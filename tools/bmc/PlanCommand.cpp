@@ -44,8 +44,8 @@ OPTIONS:
                         model: dp, tp, pp, mb, zero (0-3), recompute
                         (none|selective|full), schedule (gpipe|1f1b|
                         interleaved), v (chunks per device), stream
-                        (replicated|split: the values between blocks over
-                        tp)
+                        (replicated|sequence|hidden: how the values between
+                        blocks lie over tp)
   --no-fold             search every layer on its own (same result, slower)
   --explain             also print per-op shardings, collectives and why the
                         alternatives lost
@@ -55,8 +55,8 @@ OPTIONS:
   --emit-mlir FILE      write the model annotated with bm.mesh and
                         #bm.sharding to FILE ('-' for stdout)
   --export megatron     print the equivalent Megatron-LM arguments (the
-                        search keeps to what Megatron-LM can run: values
-                        between blocks replicated over tp)
+                        search keeps to what Megatron-LM can run: no stream
+                        split along hidden)
   --help                print this help
 )";
 
@@ -195,10 +195,9 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
   if (!n)
     return fail(error);
   out.training.gpus = static_cast<int>(*n);
-  // Megatron-LM keeps the values between layers whole on every tp rank (or
-  // split along the sequence): search only the plans it can run.
-  if (out.exportFormat && !out.training.fixed.streamSplit)
-    out.training.fixed.streamSplit = false;
+  // Megatron-LM keeps the values between layers whole on every tp rank or
+  // split along the sequence: search only the plans it can run.
+  out.training.megatronLayoutsOnly = out.exportFormat.has_value();
   return std::nullopt;
 }
 

@@ -47,8 +47,9 @@ TEST(FixedChoicesTest, OneLineErrors) {
   EXPECT_EQ(errorOf("sp=2"), "--fix: unknown key 'sp' (keys: dp, ep, mb, pp, "
                              "recompute, schedule, stream, tp, v, zero)");
   EXPECT_EQ(errorOf("stream=diagonal"),
-            "--fix: stream must be replicated or split, got 'diagonal'");
-  EXPECT_EQ(errorOf("stream=split,stream=replicated"),
+            "--fix: stream must be replicated, sequence or hidden, got "
+            "'diagonal'");
+  EXPECT_EQ(errorOf("stream=hidden,stream=replicated"),
             "--fix: stream is given twice");
   EXPECT_EQ(errorOf("dp=4,ep=3"), "--fix: ep=3 must divide dp=4");
   EXPECT_EQ(errorOf("tp"), "--fix: expected key=value, got 'tp'");

@@ -146,12 +146,24 @@ TEST_F(MegatronPatternTest, SplitStreamTradesAllReducesForScatterAndGather) {
   EXPECT_LT(splitCompute, solution_.forwardCompute);
 }
 
-TEST_F(MegatronPatternTest, StreamDimThatCannotSplitStaysReplicated) {
-  // Dim 1 is the sequence: never split by tp, so the borders stay whole and
-  // the result is Megatron-LM's.
+TEST_F(MegatronPatternTest, SequenceStreamIsMegatronSequenceParallelism) {
+  // Korthikanti et al. 2022, figure 5: the norms run on a slice of the
+  // sequence; an all-gather along the sequence before each column-parallel
+  // GEMM and a reduce-scatter after each row-parallel one, forward, and
+  // the conjugates backward. No all-reduce of activations is left; the
+  // norms' weights get partial gradients, reduced once per step.
   solveBlock(8, 1, /*streamDim=*/1);
-  EXPECT_EQ(count(cost::CollectiveKind::AllReduce, Phase::Forward), 2);
-  EXPECT_EQ(count(cost::CollectiveKind::ReduceScatter, Phase::Forward), 0);
+  EXPECT_EQ(roles_["attn.c_attn"], "columns");
+  EXPECT_EQ(roles_["attn.c_proj"], "rows");
+  EXPECT_EQ(roles_["mlp.c_fc"], "columns");
+  EXPECT_EQ(roles_["mlp.c_proj"], "rows");
+  for (Phase phase : {Phase::Forward, Phase::Backward}) {
+    EXPECT_EQ(count(cost::CollectiveKind::AllGather, phase), 2);
+    EXPECT_EQ(count(cost::CollectiveKind::ReduceScatter, phase), 2);
+    EXPECT_EQ(count(cost::CollectiveKind::AllReduce, phase), 0);
+  }
+  EXPECT_GT(count(cost::CollectiveKind::AllReduce, Phase::Step), 0);
+  EXPECT_DOUBLE_EQ(solution_.inputBytes, 2048.0 * 6144 * 2 / 8);
 }
 
 TEST(DescribeSegmentTest, WritesFactorAxesAndPartialResults) {

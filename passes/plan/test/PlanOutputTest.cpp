@@ -48,7 +48,7 @@ TEST(PlanJsonTest, RoundTrips) {
   ASSERT_EQ(read->blocks.size(), plan.blocks.size());
   EXPECT_EQ(read->blocks[1].ops.size(), plan.blocks[1].ops.size());
   EXPECT_EQ(planToJson(*read), json);
-  Plan split = makePlan("dp=4,tp=4,pp=1,mb=1,stream=split");
+  Plan split = makePlan("dp=4,tp=4,pp=1,mb=1,stream=hidden");
   ASSERT_EQ(split.config.streamDim, 2);
   llvm::Expected<Plan> readSplit = parsePlanJson(planToJson(split));
   ASSERT_TRUE(!!readSplit) << llvm::toString(readSplit.takeError());
@@ -106,13 +106,20 @@ TEST(MegatronExportTest, RefusesWhatMegatronCannotRun) {
   EXPECT_EQ(llvm::toString(args.takeError()),
             "--export megatron: Megatron-LM has no ZeRO stage 3 (its "
             "distributed optimizer is stage 1); re-plan with --fix zero=1");
-  llvm::Expected<std::string> split =
-      exportMegatronArguments(makePlan("dp=4,tp=4,pp=1,mb=1,stream=split"));
-  ASSERT_FALSE(!!split);
-  EXPECT_EQ(llvm::toString(split.takeError()),
+  llvm::Expected<std::string> hidden =
+      exportMegatronArguments(makePlan("dp=4,tp=4,pp=1,mb=1,stream=hidden"));
+  ASSERT_FALSE(!!hidden);
+  EXPECT_EQ(llvm::toString(hidden.takeError()),
             "--export megatron: Megatron-LM cannot split the values between "
-            "layers along dim 2 over tp; re-plan with --fix "
-            "stream=replicated");
+            "layers along hidden over tp; re-plan with --fix "
+            "stream=sequence or stream=replicated");
+}
+
+TEST(MegatronExportTest, SequenceParallelStream) {
+  std::string args = llvm::cantFail(
+      exportMegatronArguments(makePlan("dp=4,tp=4,pp=1,mb=1,stream=sequence")));
+  EXPECT_NE(args.find("--tensor-model-parallel-size 4 "), std::string::npos);
+  EXPECT_NE(args.find(" --sequence-parallel "), std::string::npos) << args;
 }
 
 } // namespace
