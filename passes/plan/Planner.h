@@ -132,7 +132,7 @@ private:
   };
   /// The stream layouts to try at tensor degree `tp`: replicated, and each
   /// dimension that tp may split of a value with a gradient entering the
-  /// first layer, allowed by --fix and by `megatronLayoutsOnly`.
+  /// first layer, allowed by --fix and by `megatronOnly`.
   std::vector<StreamOption> streamOptions(int tp) const;
   StageStats itemStats(int segment, int tp, int microBatch, int stream,
                        Recompute recompute);

@@ -102,10 +102,19 @@ llvm::Error Planner::validate() const {
   if (fixed.schedule && *fixed.schedule == PipelineSchedule::Interleaved &&
       fixed.chunks && *fixed.chunks < 2)
     return planError("--fix schedule=interleaved needs v >= 2");
-  if (config_.megatronLayoutsOnly && fixed.stream == StreamLayout::Hidden)
+  if (config_.megatronOnly && fixed.stream == StreamLayout::Hidden)
     return planError("--export megatron: Megatron-LM cannot split the values "
                      "between layers along hidden over tp; use --fix "
                      "stream=sequence or stream=replicated");
+  if (config_.megatronOnly && fixed.zeroStage && *fixed.zeroStage >= 2)
+    return planError(llvm::formatv(
+        "--export megatron: Megatron-LM has no ZeRO stage {0} (its "
+        "distributed optimizer is stage 1); use --fix zero=1",
+        *fixed.zeroStage));
+  if (config_.megatronOnly && fixed.schedule == PipelineSchedule::GPipe)
+    return planError("--export megatron: Megatron-LM runs 1F1B or "
+                     "interleaved pipelines, not gpipe; use --fix "
+                     "schedule=1f1b");
   if (fixed.stream && *fixed.stream != StreamLayout::Replicated) {
     const char *layout = toString(*fixed.stream);
     if (fixed.tp && *fixed.tp == 1)
@@ -266,6 +275,8 @@ void Planner::run() {
           continue;
         if (zero > 0 && c.dp == 1)
           continue; // nothing to shard over
+        if (config_.megatronOnly && zero >= 2)
+          continue;
         uint64_t variant = packKey({{c.tp, 10},
                                     {c.pp, 14},
                                     {c.ep, 14},

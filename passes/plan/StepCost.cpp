@@ -64,7 +64,7 @@ std::vector<Planner::StreamOption> Planner::streamOptions(int tp) const {
   std::vector<StreamOption> allowed;
   for (const StreamOption &option : all)
     if ((!config_.fixed.stream || *config_.fixed.stream == option.layout) &&
-        !(config_.megatronLayoutsOnly &&
+        !(config_.megatronOnly &&
           option.layout == StreamLayout::Hidden))
       allowed.push_back(option);
   return allowed;

@@ -65,9 +65,9 @@ struct TrainingConfig {
   /// Search each block class once (TAP-style folding). Off: every layer is
   /// searched as its own class; the result must be the same.
   bool fold = true;
-  /// Search only what Megatron-LM can run (no stream split along hidden),
-  /// for --export megatron.
-  bool megatronLayoutsOnly = false;
+  /// Search only what Megatron-LM can run, for --export megatron: ZeRO 0 or
+  /// 1 (its distributed optimizer), no GPipe, no stream split along hidden.
+  bool megatronOnly = false;
   /// How many runner-up plans to report.
   int numAlternatives = 4;
 };

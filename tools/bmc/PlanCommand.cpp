@@ -55,8 +55,8 @@ OPTIONS:
   --emit-mlir FILE      write the model annotated with bm.mesh and
                         #bm.sharding to FILE ('-' for stdout)
   --export megatron     print the equivalent Megatron-LM arguments (the
-                        search keeps to what Megatron-LM can run: no stream
-                        split along hidden)
+                        search keeps to what Megatron-LM runs: ZeRO 0 or 1,
+                        1F1B or interleaved, no stream split along hidden)
   --help                print this help
 )";
 
@@ -195,9 +195,8 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
   if (!n)
     return fail(error);
   out.training.gpus = static_cast<int>(*n);
-  // Megatron-LM keeps the values between layers whole on every tp rank or
-  // split along the sequence: search only the plans it can run.
-  out.training.megatronLayoutsOnly = out.exportFormat.has_value();
+  // Search only the plans Megatron-LM can run.
+  out.training.megatronOnly = out.exportFormat.has_value();
   return std::nullopt;
 }
 
