@@ -17,6 +17,7 @@ StageStats &StageStats::operator+=(const StageStats &other) {
   stored += other.stored;
   workingSet = std::max(workingSet, other.workingSet);
   sideInputBytes = std::max(sideInputBytes, other.sideInputBytes);
+  sideInputSource = std::max(sideInputSource, other.sideInputSource);
   expertParams += other.expertParams;
   exchangeBytes += other.exchangeBytes;
   exchanges += other.exchanges;
@@ -38,6 +39,7 @@ StageStats StageStats::scaled(int64_t count) const {
   if (count == 0) {
     s.workingSet = 0;
     s.sideInputBytes = 0;
+    s.sideInputSource = 0;
   }
   return s;
 }

@@ -35,7 +35,15 @@ struct StageStats {
   /// output, read by each decoder layer's cross-attention): each stage that
   /// holds such layers receives them once (max-type, like workingSet).
   double sideInputBytes = 0;
+  /// 1 when the item or stage makes those values itself (T5's encoder
+  /// end): such a stage receives nothing (max-type).
+  double sideInputSource = 0;
   int64_t layers = 0;
+
+  /// Whether a stage with these contents receives side inputs.
+  bool receivesSideInputs() const {
+    return sideInputBytes > 0 && sideInputSource == 0;
+  }
 
   double time() const { return compute + comm; }
   StageStats &operator+=(const StageStats &other);

@@ -183,7 +183,7 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
     int64_t receivers = 0;
     double side = 0;
     for (const StageStats &stage : stages)
-      if (stage.sideInputBytes > 0) {
+      if (stage.receivesSideInputs()) {
         ++receivers;
         side = std::max(side, stage.sideInputBytes);
       }

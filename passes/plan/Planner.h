@@ -162,6 +162,8 @@ private:
   /// Bytes per micro-batch of the side inputs of a layer segment (see
   /// GraphAnalysis::sideInputs), which every stage holding it receives.
   double sideInputBytes(int segment, int microBatch);
+  /// Whether `segment` produces side inputs of some layer class.
+  bool makesSideInputs(int segment);
   std::string suggestion() const;
 
   const ModelGraph &graph_;
@@ -180,6 +182,7 @@ private:
   std::unordered_map<uint64_t, SegmentSolution> solutions_;
   std::unordered_map<uint64_t, PartitionEntry> partitions_;
   std::unordered_map<uint64_t, double> work_;
+  std::vector<char> sideInputSources_; // per segment, see makesSideInputs
 
   int64_t evaluated_ = 0;
   bool haveBest_ = false;

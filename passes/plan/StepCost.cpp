@@ -86,6 +86,7 @@ StageStats Planner::itemStats(int segment, int tp, int microBatch, int stream,
   stats.layers = isLayer ? 1 : 0;
   if (isLayer)
     stats.sideInputBytes = sideInputBytes(segment, microBatch);
+  stats.sideInputSource = makesSideInputs(segment) ? 1 : 0;
   if (!isLayer || recompute == Recompute::None)
     return stats;
   if (recompute == Recompute::Selective) {
@@ -180,6 +181,20 @@ double Planner::workPerMicroBatch(int tp, int microBatch, int stream,
   for (const ItemRun &run : itemRuns(tp, microBatch, stream, recompute))
     total += static_cast<double>(run.count) * run.each.time();
   return work_[key] = total;
+}
+
+bool Planner::makesSideInputs(int segment) {
+  if (sideInputSources_.empty()) {
+    std::unordered_set<int> producers;
+    for (int cls : graph_.layerClass)
+      for (int v : analysis_.sideInputs(cls))
+        producers.insert(graph_.values[v].producer);
+    sideInputSources_.assign(segments_.size(), 0);
+    for (size_t s = 0; s < segments_.size(); ++s)
+      for (int op : segments_[s].ops)
+        sideInputSources_[s] |= producers.count(op) != 0;
+  }
+  return sideInputSources_[segment];
 }
 
 double Planner::sideInputBytes(int segment, int microBatch) {
@@ -378,15 +393,17 @@ Evaluation Planner::score(const ParallelConfig &config,
                    model_.collectiveTime(CollectiveKind::AllToAll,
                                          stats.exchangeBytes / stats.exchanges,
                                          placement.ep);
-    if (pp > 1 && stats.sideInputBytes > 0)
+    if (pp > 1 && stats.receivesSideInputs())
       // Side inputs (the encoder output for every decoder stage) come once
-      // per micro-batch and their gradients go back, like a boundary.
+      // per micro-batch and their gradients go back, like a boundary: 1/tp
+      // each, gathered over tp unless the stream is split anyway.
       c.side = 2.0 * model_.sendRecvTime(stats.sideInputBytes / tp,
                                          pipelineOnNetwork) +
-               (tp > 1 ? 2.0 * model_.collectiveTime(CollectiveKind::AllGather,
-                                                     stats.sideInputBytes,
-                                                     placement.tp)
-                       : 0);
+               (tp > 1 && config.streamDim < 0
+                    ? 2.0 * model_.collectiveTime(CollectiveKind::AllGather,
+                                                  stats.sideInputBytes,
+                                                  placement.tp)
+                    : 0);
     c.load = stats.time() + p2pLink + p2pGather + c.zero3 + c.zero3Experts +
              c.exchange + c.side;
     return c;
