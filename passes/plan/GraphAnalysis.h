@@ -80,6 +80,12 @@ public:
   /// producer is a real kernel and the value does not flow, alone, into one
   /// memory-bound consumer that the compiler fuses with it.
   bool isMaterialized(int value) const { return materialized_[value]; }
+  /// Whether backward reads `value` (autograd's saved tensors): a
+  /// consumer's gradient needs it (a GEMM's input, a norm's input, a
+  /// softmax's output), or a fused kernel that needs a value it does not
+  /// write recomputes that value from it. Known for the values of searched
+  /// ops; what a layer keeps for backward is its materialized saved values.
+  bool isSavedForBackward(int value) const { return saved_[value]; }
   /// For a parameter, the first op that reads it (the op whose sharding
   /// decides how it is stored); -1 otherwise.
   int parameterOwner(int value) const { return parameterOwner_[value]; }
@@ -137,6 +143,7 @@ private:
   int representativeValue(int value) const;
   void propagateTokens(int op);
   void findExpertFactor(int op);
+  void findSavedValues(const std::vector<int> &searchedOps);
 
   const ModelGraph &graph_;
   bool fold_;
@@ -161,6 +168,7 @@ private:
   /// Per value, which dimensions run along a sequence (empty when unknown).
   std::vector<std::vector<char>> tokenDim_;
   std::vector<char> materialized_;
+  std::vector<char> saved_;
   std::vector<int> parameterOwner_;
   std::vector<char> needsGradient_;
   std::map<int, std::vector<int>> sideInputs_;

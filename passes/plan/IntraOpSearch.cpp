@@ -465,7 +465,7 @@ void SegmentCoster::account(const std::vector<int> &choice,
     // Activations this op keeps for backward, and parameters it owns.
     for (size_t r = 0; r < info.results.size(); ++r) {
       int v = info.results[r];
-      if (!analysis_.isMaterialized(v))
+      if (!analysis_.isMaterialized(v) || !analysis_.isSavedForBackward(v))
         continue;
       int state = resultState(op, static_cast<int>(r), factor);
       double bytes = valueBytes(v) / (state >= 0 ? tp_ : 1);

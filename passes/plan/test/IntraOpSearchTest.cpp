@@ -166,6 +166,29 @@ TEST_F(MegatronPatternTest, SequenceStreamIsMegatronSequenceParallelism) {
   EXPECT_DOUBLE_EQ(solution_.inputBytes, 2048.0 * 6144 * 2 / 8);
 }
 
+TEST_F(MegatronPatternTest, ActivationMemoryMatchesKorthikanti) {
+  // Korthikanti et al. 2022, section 4 and table 2: bytes a GPT layer keeps
+  // for backward per micro-batch, without dropout (whose masks and outputs
+  // the paper adds: 2sbh + 3as^2b): 32sbh + 2as^2b on one GPU (the inputs of
+  // the two norms, the four GEMMs, Q, K, V, GELU and the softmax output);
+  // with tensor parallelism the norms' inputs and the GEMMs fed by a norm
+  // stay whole: sbh(8 + 24/t) + 2as^2b/t; sequence parallelism splits
+  // everything: (32sbh + 2as^2b)/t. Selective recomputation drops the
+  // softmax output.
+  const double s = 2048, h = 6144, a = 48, b = 1, sbh = s * b * h;
+  const double as2b = a * s * s * b;
+  const double t = 8;
+  solveBlock(1, 1);
+  EXPECT_DOUBLE_EQ(solution_.storedBytes, 32 * sbh + 2 * as2b);
+  EXPECT_DOUBLE_EQ(solution_.storedBytesSelective, 32 * sbh);
+  solveBlock(8, 1);
+  EXPECT_DOUBLE_EQ(solution_.storedBytes, sbh * (8 + 24 / t) + 2 * as2b / t);
+  EXPECT_DOUBLE_EQ(solution_.storedBytesSelective, sbh * (8 + 24 / t));
+  solveBlock(8, 1, /*streamDim=*/1);
+  EXPECT_DOUBLE_EQ(solution_.storedBytes, (32 * sbh + 2 * as2b) / t);
+  EXPECT_DOUBLE_EQ(solution_.storedBytesSelective, 32 * sbh / t);
+}
+
 TEST(DescribeSegmentTest, WritesFactorAxesAndPartialResults) {
   GptDims dims;
   dims.layers = 1;

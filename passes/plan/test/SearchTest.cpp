@@ -244,7 +244,7 @@ TEST(SearchTest, SmallClusterFromV100Preset) {
 namespace {
 
 TEST(SearchTest, StagesAreRebalancedToFitMemory) {
-  // 1F1B: stage 0 holds 4 micro-batches in flight, stage 3 one. With 24 GiB
+  // 1F1B: stage 0 holds 4 micro-batches in flight, stage 3 one. With 18 GiB
   // the time-balanced split (8 layers each) does not fit on stage 0; moving
   // layers to the later stages does.
   GptDims dims = mediumGpt(32);
@@ -264,7 +264,7 @@ TEST(SearchTest, StagesAreRebalancedToFitMemory) {
       "dp=1,tp=1,pp=4,mb=4,zero=0,recompute=none,schedule=1f1b"));
   Plan roomy = llvm::cantFail(evaluateConfiguration(graph, cluster(40), config));
   EXPECT_EQ(roomy.layersPerStage, (std::vector<int>{8, 8, 8, 8}));
-  Plan tight = llvm::cantFail(evaluateConfiguration(graph, cluster(24), config));
+  Plan tight = llvm::cantFail(evaluateConfiguration(graph, cluster(18), config));
   EXPECT_LE(tight.memory.total(), tight.deviceMemoryBytes);
   ASSERT_EQ(tight.layersPerStage.size(), 4u);
   EXPECT_LT(tight.layersPerStage.front(), 8);
