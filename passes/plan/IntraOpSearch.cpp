@@ -39,10 +39,11 @@ class SegmentCoster {
 public:
   SegmentCoster(const GraphAnalysis &analysis, const Segment &segment,
                 const cost::CostModel &model, const cost::CommGroup &tpGroup,
-                int microBatch, int streamDim)
+                int microBatch, int streamDim, double stepWeight)
       : analysis_(analysis), graph_(analysis.graph()), segment_(segment),
         model_(model), group_(tpGroup), tp_(tpGroup.size),
-        microBatch_(microBatch), streamDim_(streamDim) {
+        microBatch_(microBatch), streamDim_(streamDim),
+        stepWeight_(stepWeight) {
     for (size_t i = 0; i < segment.ops.size(); ++i)
       local_[segment.ops[i]] = static_cast<int>(i);
     sequenceParallel_ = streamOnSequence();
@@ -98,6 +99,8 @@ private:
   int tp_;
   int microBatch_;
   int streamDim_;
+  /// Weight of once-per-step collectives in the per-micro-batch objective.
+  double stepWeight_;
   /// Megatron-LM's sequence parallelism (Korthikanti et al. 2022): with the
   /// stream split along the sequence, the ops outside the GEMMs and the
   /// attention core may split the sequence too.
@@ -332,7 +335,7 @@ double SegmentCoster::unaryCost(int localOp, int factor,
         if (out)
           out->push_back(
               {CollectiveKind::AllReduce, Phase::Step, op, v, bytes, seconds});
-        total += seconds;
+        total += stepWeight_ * seconds;
       }
       continue;
     }
@@ -591,9 +594,10 @@ SegmentSolution bm::plan::solveSegment(const GraphAnalysis &analysis,
                                        const Segment &segment,
                                        const cost::CostModel &model,
                                        const cost::CommGroup &tpGroup,
-                                       int microBatch, int streamDim) {
+                                       int microBatch, int streamDim,
+                                       double stepWeight) {
   SegmentCoster coster(analysis, segment, model, tpGroup, microBatch,
-                       streamDim);
+                       streamDim, stepWeight);
   return coster.solve();
 }
 

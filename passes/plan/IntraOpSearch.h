@@ -98,7 +98,8 @@ struct SegmentSolution {
   int expertExchanges = 0;
   int64_t numExperts = 0;
   std::vector<SegmentCollective> collectives;
-  /// The minimised objective: forward + backward seconds per micro-batch.
+  /// The minimised objective: forward + backward seconds per micro-batch,
+  /// plus the weighted per-step collectives (see solveSegment).
   double objective = 0;
 };
 
@@ -108,12 +109,15 @@ struct SegmentSolution {
 /// exists, is not the batch, and divides by the tensor degree; the others
 /// stay replicated). With the stream split along a sequence, the ops
 /// outside GEMMs and the attention core may split the sequence too
-/// (Megatron-LM's sequence parallelism).
+/// (Megatron-LM's sequence parallelism). The objective is seconds per
+/// micro-batch; collectives that run once per step (the tp all-reduce of a
+/// replicated weight's gradient) count `stepWeight` times, 1 / (micro-batches
+/// per step).
 SegmentSolution solveSegment(const GraphAnalysis &analysis,
                              const Segment &segment,
                              const cost::CostModel &model,
                              const cost::CommGroup &tpGroup, int microBatch,
-                             int streamDim = -1);
+                             int streamDim = -1, double stepWeight = 1.0);
 
 /// The decisions of a solution as #bm.sharding-ready descriptions; expert
 /// factors go on the "ep" axis when `expertParallel` > 1.

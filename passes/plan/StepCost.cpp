@@ -27,9 +27,16 @@ const SegmentSolution &Planner::solution(int segment, int tp, int microBatch,
   if (it != solutions_.end())
     return it->second;
   CommGroup group = cost::placeMesh(cluster_, 1, tp, 1).tp;
+  // Every configuration with this tp and micro-batch runs at least
+  // globalBatch x tp / (gpus x microBatch) micro-batches per step (dp is at
+  // most gpus / tp): per-step collectives weigh at most one over that.
+  double fewestMicroBatches =
+      static_cast<double>(globalBatch_) * tp /
+      (static_cast<double>(config_.gpus) * microBatch);
+  double stepWeight = 1.0 / std::max(1.0, fewestMicroBatches);
   return solutions_
       .emplace(key, solveSegment(analysis_, segments_[segment], model_, group,
-                                 microBatch, stream))
+                                 microBatch, stream, stepWeight))
       .first->second;
 }
 
