@@ -134,6 +134,8 @@ private:
   /// dimension that tp may split of a value with a gradient entering the
   /// first layer, allowed by --fix and by `megatronOnly`.
   std::vector<StreamOption> streamOptions(int tp) const;
+  /// The tensor-parallel degrees the search tries.
+  std::vector<int> tpOptions() const;
   StageStats itemStats(int segment, int tp, int microBatch, int stream,
                        Recompute recompute);
   /// The time-balanced stages of `config` (cached).

@@ -117,16 +117,32 @@ llvm::Error Planner::validate() const {
                      "schedule=1f1b");
   if (fixed.stream && *fixed.stream != StreamLayout::Replicated) {
     const char *layout = toString(*fixed.stream);
-    if (fixed.tp && *fixed.tp == 1)
+    std::vector<int> splitting;
+    for (int tp : tpOptions())
+      if (tp > 1)
+        splitting.push_back(tp);
+    if (splitting.empty())
       return planError(
           llvm::formatv("--fix stream={0} needs tp > 1", layout));
-    if (fixed.tp && streamOptions(*fixed.tp).empty())
+    if (std::all_of(splitting.begin(), splitting.end(),
+                    [&](int tp) { return streamOptions(tp).empty(); }))
       return planError(llvm::formatv(
           "--fix stream={0}: the values between the model's blocks have no "
           "{0} dimension that splits {1} ways",
-          layout, *fixed.tp));
+          layout,
+          fixed.tp ? std::to_string(*fixed.tp)
+                   : "2 to " + std::to_string(splitting.back())));
   }
   return llvm::Error::success();
+}
+
+std::vector<int> Planner::tpOptions() const {
+  // Tensor groups larger than a node are searched too (the cost model prices
+  // their network all-reduces), up to two nodes.
+  const FixedChoices &fixed = config_.fixed;
+  return fixed.tp ? std::vector<int>{*fixed.tp}
+                  : divisors(config_.gpus,
+                             std::max(2 * cluster_.gpusPerNode, 1));
 }
 
 void Planner::consider(const Evaluation &e) {
@@ -163,12 +179,7 @@ void Planner::run() {
     Recompute recompute;
   };
   std::vector<Combo> combos;
-  // Tensor groups larger than a node are searched too (the cost model prices
-  // their network all-reduces), up to two nodes.
-  std::vector<int> tpOptions =
-      fixed.tp ? std::vector<int>{*fixed.tp}
-               : divisors(gpus, std::max(2 * cluster_.gpusPerNode, 1));
-  for (int tp : tpOptions) {
+  for (int tp : tpOptions()) {
     if (gpus % tp)
       continue;
     std::vector<StreamOption> streams = streamOptions(tp);
