@@ -123,7 +123,8 @@ int main(int argc, char **argv) {
   double speedup = unfolded48.search / folded48.search;
   llvm::outs() << llvm::formatv(
       "fold: 48 layers, --no-fold search {0:f3} s vs folded {1:f4} s = "
-      "{2:f1}x (target >= 50x), same plan: {3}: {4}\n",
+      "{2:f1}x (target >= 50x; --no-fold repeats the folded work once per "
+      "layer, so the ratio stays below the 48 layers), same plan: {3}: {4}\n",
       unfolded48.search, folded48.search, speedup, same ? "yes" : "NO",
       speedup >= 50 && same ? "ok" : "MISSED");
   bool same96 = t96.plan.config.str() == unfolded96.plan.config.str();
