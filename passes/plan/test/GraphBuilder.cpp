@@ -2,6 +2,8 @@
 
 #include "passes/plan/test/GraphBuilder.h"
 
+#include "passes/plan/GraphAnalysis.h"
+
 #include <cmath>
 #include <numeric>
 
@@ -60,34 +62,39 @@ int GraphBuilder::addOp(OpInfo op) {
   return firstResult;
 }
 
-/// Dimension of `factors` that is exactly `factor`, or -1.
-static int dimOfFactor(const TensorFactors &factors, int factor) {
-  for (size_t d = 0; d < factors.size(); ++d)
-    if (factors[d].size() == 1 && factors[d][0] == factor)
-      return static_cast<int>(d);
-  return -1;
+/// An op `opName` labelled `label` that reads `operands`, rule still empty.
+static OpInfo newOp(std::string opName, std::string label,
+                    std::vector<int> operands) {
+  OpInfo op;
+  op.opName = std::move(opName);
+  op.label = std::move(label);
+  op.operands = std::move(operands);
+  return op;
+}
+
+/// One parallel factor for each of the first `count` dimensions of `v`;
+/// the one of its batch dimension becomes the op's batch factor.
+static TensorFactors leadingFactors(OpInfo &op, const ValueInfo &v,
+                                    size_t count) {
+  TensorFactors factors;
+  for (size_t d = 0; d < count; ++d) {
+    int f = op.rule.addFactor(v.shape[d], FactorKind::Parallel);
+    factors.push_back({f});
+    if (static_cast<int>(d) == v.batchDim)
+      op.batchFactor = f;
+  }
+  return factors;
 }
 
 int GraphBuilder::matmul(const std::string &label, int a, int b) {
   std::vector<int64_t> aShape = value(a).shape, bShape = value(b).shape;
   size_t rank = aShape.size();
   bool batched = bShape.size() == rank;
-  OpInfo op;
-  op.opName = "bm.matmul";
-  op.label = label;
-  op.operands = {a, b};
+  OpInfo op = newOp("bm.matmul", label, {a, b});
   op.isContraction = true;
   ShardingRule &rule = op.rule;
-  TensorFactors aF, bF, rF;
-  for (size_t d = 0; d + 2 < rank; ++d) {
-    int f = rule.addFactor(aShape[d], FactorKind::Parallel);
-    aF.push_back({f});
-    rF.push_back({f});
-    if (batched)
-      bF.push_back({f});
-    if (static_cast<int>(d) == value(a).batchDim)
-      op.batchFactor = f;
-  }
+  TensorFactors aF = leadingFactors(op, value(a), rank - 2);
+  TensorFactors rF = aF, bF = batched ? aF : TensorFactors();
   int m = rule.addFactor(aShape[rank - 2], FactorKind::Parallel);
   if (value(a).batchDim == static_cast<int>(rank) - 2)
     op.batchFactor = m; // e.g. expert slots, which scale with the batch
@@ -117,10 +124,7 @@ int GraphBuilder::binary(const std::string &opName, const std::string &label,
                  : vb.batchDim >= 0
                      ? vb.batchDim + static_cast<int>(rank - vb.shape.size())
                      : -1;
-  OpInfo op;
-  op.opName = opName;
-  op.label = label;
-  op.operands = {a, b};
+  OpInfo op = newOp(opName, label, {a, b});
   std::vector<int64_t> shape(rank, 1);
   std::vector<int> factors(rank);
   for (size_t d = 0; d < rank; ++d) {
@@ -156,17 +160,8 @@ int GraphBuilder::binary(const std::string &opName, const std::string &label,
 int GraphBuilder::unary(const std::string &opName, const std::string &label,
                         int x) {
   const ValueInfo &vx = value(x);
-  OpInfo op;
-  op.opName = opName;
-  op.label = label;
-  op.operands = {x};
-  TensorFactors tf;
-  for (size_t d = 0; d < vx.shape.size(); ++d) {
-    int f = op.rule.addFactor(vx.shape[d], FactorKind::Parallel);
-    tf.push_back({f});
-    if (static_cast<int>(d) == vx.batchDim)
-      op.batchFactor = f;
-  }
+  OpInfo op = newOp(opName, label, {x});
+  TensorFactors tf = leadingFactors(op, vx, vx.shape.size());
   op.rule.operandFactors = {tf};
   op.rule.resultFactors = {tf};
   op.flops = static_cast<double>(vx.numElements());
@@ -176,18 +171,12 @@ int GraphBuilder::unary(const std::string &opName, const std::string &label,
 
 /// Rule shared by LayerNormalization and Softmax: every dimension parallel
 /// but the last, which the op normalises over and so must see whole.
-static OpInfo normalisation(const ValueInfo &vx, int x) {
-  OpInfo op;
-  op.operands = {x};
-  TensorFactors tf;
-  for (size_t d = 0; d < vx.shape.size(); ++d) {
-    bool last = d + 1 == vx.shape.size();
-    int f = op.rule.addFactor(vx.shape[d], last ? FactorKind::NeedReplication
-                                                : FactorKind::Parallel);
-    tf.push_back({f});
-    if (static_cast<int>(d) == vx.batchDim)
-      op.batchFactor = f;
-  }
+static OpInfo normalisation(const char *opName, const std::string &label,
+                            const ValueInfo &vx, int x) {
+  OpInfo op = newOp(opName, label, {x});
+  TensorFactors tf = leadingFactors(op, vx, vx.shape.size() - 1);
+  tf.push_back(
+      {op.rule.addFactor(vx.shape.back(), FactorKind::NeedReplication)});
   op.rule.operandFactors = {tf};
   op.rule.resultFactors = {tf};
   return op;
@@ -196,9 +185,7 @@ static OpInfo normalisation(const ValueInfo &vx, int x) {
 int GraphBuilder::layerNorm(const std::string &label, int x, int gamma,
                             int beta) {
   const ValueInfo &vx = value(x);
-  OpInfo op = normalisation(vx, x);
-  op.opName = "bm.layer_norm";
-  op.label = label;
+  OpInfo op = normalisation("bm.layer_norm", label, vx, x);
   int last = op.rule.numFactors() - 1;
   op.operands = {x, gamma, beta};
   op.rule.operandFactors.push_back({{last}});
@@ -211,9 +198,7 @@ int GraphBuilder::layerNorm(const std::string &label, int x, int gamma,
 
 int GraphBuilder::softmax(const std::string &label, int x) {
   const ValueInfo &vx = value(x);
-  OpInfo op = normalisation(vx, x);
-  op.opName = "bm.softmax";
-  op.label = label;
+  OpInfo op = normalisation("bm.softmax", label, vx, x);
   // Max, subtract, exp, sum, divide.
   op.flops = 5.0 * vx.numElements();
   op.results = {addValue(label, vx.shape, vx.batchDim, -1)};
@@ -222,10 +207,7 @@ int GraphBuilder::softmax(const std::string &label, int x) {
 
 int GraphBuilder::gather(const std::string &label, int table, int ids) {
   const ValueInfo &vt = value(table), &vi = value(ids);
-  OpInfo op;
-  op.opName = "bm.gather";
-  op.label = label;
-  op.operands = {table, ids};
+  OpInfo op = newOp("bm.gather", label, {table, ids});
   int b = op.rule.addFactor(vi.shape[0], FactorKind::Parallel);
   int s = op.rule.addFactor(vi.shape[1], FactorKind::Parallel);
   // Each device looks up the rows of its vocab slice and zeros elsewhere:
@@ -244,17 +226,8 @@ int GraphBuilder::gather(const std::string &label, int table, int ids) {
 std::vector<int> GraphBuilder::split(const std::string &label, int x,
                                      int parts) {
   const ValueInfo &vx = value(x);
-  OpInfo op;
-  op.opName = "bm.split";
-  op.label = label;
-  op.operands = {x};
-  TensorFactors leading;
-  for (size_t d = 0; d + 1 < vx.shape.size(); ++d) {
-    int f = op.rule.addFactor(vx.shape[d], FactorKind::Parallel);
-    leading.push_back({f});
-    if (static_cast<int>(d) == vx.batchDim)
-      op.batchFactor = f;
-  }
+  OpInfo op = newOp("bm.split", label, {x});
+  TensorFactors leading = leadingFactors(op, vx, vx.shape.size() - 1);
   // The piece index cannot be sharded: each result is one whole piece.
   int piece = op.rule.addFactor(parts, FactorKind::NeedReplication);
   int inner = op.rule.addFactor(vx.shape.back() / parts, FactorKind::Parallel);
@@ -279,17 +252,8 @@ std::vector<int> GraphBuilder::split(const std::string &label, int x,
 int GraphBuilder::splitLastDim(const std::string &label, int x,
                                int64_t major) {
   const ValueInfo &vx = value(x);
-  OpInfo op;
-  op.opName = "bm.reshape";
-  op.label = label;
-  op.operands = {x};
-  TensorFactors leading;
-  for (size_t d = 0; d + 1 < vx.shape.size(); ++d) {
-    int f = op.rule.addFactor(vx.shape[d], FactorKind::Parallel);
-    leading.push_back({f});
-    if (static_cast<int>(d) == vx.batchDim)
-      op.batchFactor = f;
-  }
+  OpInfo op = newOp("bm.reshape", label, {x});
+  TensorFactors leading = leadingFactors(op, vx, vx.shape.size() - 1);
   int a = op.rule.addFactor(major, FactorKind::Parallel);
   int b = op.rule.addFactor(vx.shape.back() / major, FactorKind::Parallel);
   TensorFactors operand = leading, result = leading;
@@ -307,18 +271,9 @@ int GraphBuilder::splitLastDim(const std::string &label, int x,
 
 int GraphBuilder::mergeLastDims(const std::string &label, int x) {
   const ValueInfo &vx = value(x);
-  OpInfo op;
-  op.opName = "bm.reshape";
-  op.label = label;
-  op.operands = {x};
-  TensorFactors leading;
+  OpInfo op = newOp("bm.reshape", label, {x});
   size_t rank = vx.shape.size();
-  for (size_t d = 0; d + 2 < rank; ++d) {
-    int f = op.rule.addFactor(vx.shape[d], FactorKind::Parallel);
-    leading.push_back({f});
-    if (static_cast<int>(d) == vx.batchDim)
-      op.batchFactor = f;
-  }
+  TensorFactors leading = leadingFactors(op, vx, rank - 2);
   int a = op.rule.addFactor(vx.shape[rank - 2], FactorKind::Parallel);
   int b = op.rule.addFactor(vx.shape[rank - 1], FactorKind::Parallel);
   TensorFactors operand = leading, result = leading;
@@ -336,17 +291,8 @@ int GraphBuilder::mergeLastDims(const std::string &label, int x) {
 int GraphBuilder::transpose(const std::string &label, int x,
                             std::vector<int> perm) {
   const ValueInfo &vx = value(x);
-  OpInfo op;
-  op.opName = "bm.transpose";
-  op.label = label;
-  op.operands = {x};
-  TensorFactors operand;
-  for (size_t d = 0; d < vx.shape.size(); ++d) {
-    int f = op.rule.addFactor(vx.shape[d], FactorKind::Parallel);
-    operand.push_back({f});
-    if (static_cast<int>(d) == vx.batchDim)
-      op.batchFactor = f;
-  }
+  OpInfo op = newOp("bm.transpose", label, {x});
+  TensorFactors operand = leadingFactors(op, vx, vx.shape.size());
   TensorFactors result;
   std::vector<int64_t> shape;
   int batchDim = -1;
@@ -365,10 +311,7 @@ int GraphBuilder::transpose(const std::string &label, int x,
 int GraphBuilder::moeDispatch(const std::string &label, int x, int gates,
                               int64_t capacity) {
   const ValueInfo &vx = value(x), &vg = value(gates);
-  OpInfo op;
-  op.opName = "bm.moe_dispatch";
-  op.label = label;
-  op.operands = {x, gates};
+  OpInfo op = newOp("bm.moe_dispatch", label, {x, gates});
   int b = op.rule.addFactor(vx.shape[0], FactorKind::Parallel);
   // Each slot sums the one-hot selected tokens: the sequence is reduced.
   int s = op.rule.addFactor(vx.shape[1], FactorKind::Reduction);
@@ -385,10 +328,7 @@ int GraphBuilder::moeDispatch(const std::string &label, int x, int gates,
 
 int GraphBuilder::moeCombine(const std::string &label, int y, int gates) {
   const ValueInfo &vy = value(y), &vg = value(gates);
-  OpInfo op;
-  op.opName = "bm.moe_combine";
-  op.label = label;
-  op.operands = {y, gates};
+  OpInfo op = newOp("bm.moe_combine", label, {y, gates});
   int e = op.rule.addFactor(vy.shape[0], FactorKind::Reduction);
   int c = op.rule.addFactor(vy.shape[1], FactorKind::Reduction);
   int h = op.rule.addFactor(vy.shape[2], FactorKind::Parallel);
