@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/driver/PlanDriver.h"
+#include "passes/plan/test/PlanTestSupport.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "gtest/gtest.h"
@@ -33,17 +34,10 @@ plan::ModelGraph load(mlir::MLIRContext &context, const std::string &name) {
 
 plan::TrainingConfig config(int gpus, int64_t batch,
                             const char *fix = nullptr) {
-  plan::TrainingConfig config;
-  config.gpus = gpus;
-  config.globalBatch = batch;
-  if (fix)
-    config.fixed = llvm::cantFail(plan::parseFixedChoices(fix));
-  return config;
+  return plan::test::trainingConfig(gpus, batch, fix ? fix : "");
 }
 
-cost::Cluster a100() {
-  return llvm::cantFail(cost::getClusterPreset("dgx-a100-80g"));
-}
+using plan::test::a100;
 
 /// A row of Narayanan et al. 2021 (SC'21) Table 1: the model, GPUs, global
 /// batch, the paper's configuration (micro-batch and full recomputation as

@@ -3,6 +3,7 @@
 #include "passes/plan/IntraOpSearch.h"
 #include "passes/plan/Search.h"
 #include "passes/plan/test/GraphBuilder.h"
+#include "passes/plan/test/PlanTestSupport.h"
 
 #include "gtest/gtest.h"
 
@@ -23,10 +24,6 @@ GptDims switchGpt(int layers = 8) {
   dims.vocab = 32000;
   dims.experts = 16;
   return dims;
-}
-
-cost::Cluster a100() {
-  return llvm::cantFail(cost::getClusterPreset("dgx-a100-80g"));
 }
 
 TEST(MoeTest, DetectsExpertFactorsFromStackedWeights) {
@@ -51,17 +48,9 @@ TEST(MoeTest, DetectsExpertFactorsFromStackedWeights) {
 
 TEST(MoeTest, ExpertParallelismSplitsExpertWeights) {
   ModelGraph graph = buildGpt(switchGpt());
-  TrainingConfig config;
-  config.gpus = 16;
-  config.globalBatch = 64;
-  auto evaluate = [&](const char *fix) {
-    config.fixed = llvm::cantFail(parseFixedChoices(fix));
-    llvm::Expected<Plan> plan = evaluateConfiguration(graph, a100(), config);
-    EXPECT_TRUE(!!plan) << llvm::toString(plan.takeError());
-    return plan ? *plan : Plan();
-  };
-  Plan replicated = evaluate("dp=16,tp=1,pp=1,ep=1,mb=1,zero=0");
-  Plan split = evaluate("dp=16,tp=1,pp=1,ep=8,mb=1,zero=0");
+  Plan replicated =
+      evaluateFixed(graph, 16, 64, "dp=16,tp=1,pp=1,ep=1,mb=1,zero=0");
+  Plan split = evaluateFixed(graph, 16, 64, "dp=16,tp=1,pp=1,ep=8,mb=1,zero=0");
   EXPECT_EQ(split.config.ep, 8);
   EXPECT_LT(split.memory.params, 0.5 * replicated.memory.params);
   bool sawAllToAll = false;

@@ -2,6 +2,7 @@
 
 #include "passes/plan/Search.h"
 #include "passes/plan/test/GraphBuilder.h"
+#include "passes/plan/test/PlanTestSupport.h"
 
 #include "gtest/gtest.h"
 
@@ -12,10 +13,6 @@ using namespace bm::plan;
 using namespace bm::plan::test;
 
 namespace {
-
-cost::Cluster a100() {
-  return llvm::cantFail(cost::getClusterPreset("dgx-a100-80g"));
-}
 
 GptDims mediumGpt(int layers) {
   GptDims dims;
@@ -30,12 +27,8 @@ GptDims mediumGpt(int layers) {
 
 Plan plan(const ModelGraph &graph, const cost::Cluster &cluster, int gpus,
           int64_t batch, llvm::StringRef fix = "") {
-  TrainingConfig config;
-  config.gpus = gpus;
-  config.globalBatch = batch;
-  if (!fix.empty())
-    config.fixed = llvm::cantFail(parseFixedChoices(fix));
-  llvm::Expected<Plan> result = searchPlan(graph, cluster, config);
+  llvm::Expected<Plan> result =
+      searchPlan(graph, cluster, trainingConfig(gpus, batch, fix));
   EXPECT_TRUE(!!result) << llvm::toString(result.takeError());
   return result ? *result : Plan();
 }
@@ -80,20 +73,15 @@ TEST(SearchTest, PartialFixConstrainsTheSearch) {
 
 TEST(SearchTest, FixedConfigurationEvaluatesExactly) {
   ModelGraph graph = buildGpt(mediumGpt(16));
-  TrainingConfig config;
-  config.gpus = 16;
-  config.globalBatch = 128;
-  config.fixed = llvm::cantFail(parseFixedChoices(
-      "dp=2,tp=4,pp=2,mb=2,zero=1,recompute=full,schedule=1f1b,"
-      "stream=replicated"));
-  llvm::Expected<Plan> p = evaluateConfiguration(graph, a100(), config);
-  ASSERT_TRUE(!!p) << llvm::toString(p.takeError());
-  EXPECT_EQ(p->config.str(), "dp=2,tp=4,pp=2,mb=2,zero=1,recompute=full,"
-                             "schedule=1f1b,v=1,stream=replicated");
-  EXPECT_EQ(p->config.numMicroBatches, 32);
+  Plan p = evaluateFixed(graph, 16, 128,
+                         "dp=2,tp=4,pp=2,mb=2,zero=1,recompute=full,"
+                         "schedule=1f1b,stream=replicated");
+  EXPECT_EQ(p.config.str(), "dp=2,tp=4,pp=2,mb=2,zero=1,recompute=full,"
+                            "schedule=1f1b,v=1,stream=replicated");
+  EXPECT_EQ(p.config.numMicroBatches, 32);
   // The search never does worse than a configuration it could have chosen.
   Plan best = plan(graph, a100(), 16, 128);
-  EXPECT_LE(best.stepSeconds, p->stepSeconds);
+  EXPECT_LE(best.stepSeconds, p.stepSeconds);
 }
 
 TEST(SearchTest, StreamLayoutIsSearchedAndCanBePinned) {
@@ -123,11 +111,8 @@ TEST(SearchTest, StreamLayoutIsSearchedAndCanBePinned) {
   oddDims.heads = 12;
   ModelGraph odd = buildGpt(oddDims);
   auto errorOf = [&](const ModelGraph &model, const char *fix) {
-    TrainingConfig config;
-    config.gpus = 16;
-    config.globalBatch = 128;
-    config.fixed = llvm::cantFail(parseFixedChoices(fix));
-    llvm::Expected<Plan> p = searchPlan(model, a100(), config);
+    llvm::Expected<Plan> p =
+        searchPlan(model, a100(), trainingConfig(16, 128, fix));
     return p ? std::string() : llvm::toString(p.takeError());
   };
   EXPECT_EQ(errorOf(graph, "tp=1,stream=sequence"),
@@ -139,12 +124,8 @@ TEST(SearchTest, StreamLayoutIsSearchedAndCanBePinned) {
 
 TEST(SearchTest, PipelineBubbleFollowsTheSchedule) {
   ModelGraph graph = buildGpt(mediumGpt(16));
-  TrainingConfig config;
-  config.gpus = 8;
-  config.globalBatch = 16;
   auto evaluate = [&](const char *fix) {
-    config.fixed = llvm::cantFail(parseFixedChoices(fix));
-    return llvm::cantFail(evaluateConfiguration(graph, a100(), config));
+    return evaluateFixed(graph, 8, 16, fix);
   };
   Plan oneF = evaluate("dp=1,tp=2,pp=4,mb=1,schedule=1f1b");
   Plan gpipe = evaluate("dp=1,tp=2,pp=4,mb=1,schedule=gpipe");
@@ -162,12 +143,8 @@ TEST(SearchTest, PipelineBubbleFollowsTheSchedule) {
 
 TEST(SearchTest, RecomputationTradesTimeForMemory) {
   ModelGraph graph = buildGpt(mediumGpt(16));
-  TrainingConfig config;
-  config.gpus = 8;
-  config.globalBatch = 64;
   auto evaluate = [&](const char *fix) {
-    config.fixed = llvm::cantFail(parseFixedChoices(fix));
-    return llvm::cantFail(evaluateConfiguration(graph, a100(), config));
+    return evaluateFixed(graph, 8, 64, fix);
   };
   Plan none = evaluate("dp=8,tp=1,pp=1,mb=4,recompute=none");
   Plan selective = evaluate("dp=8,tp=1,pp=1,mb=4,recompute=selective");
@@ -184,12 +161,8 @@ TEST(SearchTest, RecomputationTradesTimeForMemory) {
 
 TEST(SearchTest, ZeroShardsModelState) {
   ModelGraph graph = buildGpt(mediumGpt(16));
-  TrainingConfig config;
-  config.gpus = 8;
-  config.globalBatch = 64;
   auto evaluate = [&](const char *fix) {
-    config.fixed = llvm::cantFail(parseFixedChoices(fix));
-    return llvm::cantFail(evaluateConfiguration(graph, a100(), config));
+    return evaluateFixed(graph, 8, 64, fix);
   };
   Plan z0 = evaluate("dp=8,tp=1,pp=1,mb=1,zero=0");
   Plan z1 = evaluate("dp=8,tp=1,pp=1,mb=1,zero=1");
