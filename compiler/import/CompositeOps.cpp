@@ -43,6 +43,10 @@ public:
       return failure();
     return nc.build("bm.where", {*c, *a, *b});
   }
+  /// x < 0 ? negative : x, the activations with a negative branch.
+  FailureOr<Value> negativeOr(FailureOr<Value> x, FailureOr<Value> negative) {
+    return where(binary("bm.less", x, scalar(x, 0)), negative, x);
+  }
   FailureOr<Value> add(FailureOr<Value> a, FailureOr<Value> b) {
     return binary("bm.add", a, b);
   }
@@ -183,8 +187,8 @@ LogicalResult importDepthToSpace(NodeContext &nc) {
 LogicalResult importElu(NodeContext &nc) {
   Formula f(nc);
   FailureOr<Value> x = nc.value(0);
-  return setResult(nc, f.where(f.binary("bm.less", x, f.scalar(x, 0)),
-                               f.expMinusOne(x, nc.getFloat("alpha", 1)), x));
+  return setResult(nc,
+                   f.negativeOr(x, f.expMinusOne(x, nc.getFloat("alpha", 1))));
 }
 
 /// The maximum over all spatial dims, kept as size 1.
@@ -298,16 +302,15 @@ LogicalResult importIsNaN(NodeContext &nc) {
 LogicalResult importLeakyRelu(NodeContext &nc) {
   Formula f(nc);
   FailureOr<Value> x = nc.value(0);
-  return setResult(nc, f.where(f.binary("bm.less", x, f.scalar(x, 0)),
-                               f.scaled(x, nc.getFloat("alpha", 0.01f)), x));
+  return setResult(nc,
+                   f.negativeOr(x, f.scaled(x, nc.getFloat("alpha", 0.01f))));
 }
 
 /// x < 0 ? slope * x : x, the slope broadcasting to x.
 LogicalResult importPRelu(NodeContext &nc) {
   Formula f(nc);
   FailureOr<Value> x = nc.value(0);
-  return setResult(nc, f.where(f.binary("bm.less", x, f.scalar(x, 0)),
-                               f.mul(x, nc.value(1)), x));
+  return setResult(nc, f.negativeOr(x, f.mul(x, nc.value(1))));
 }
 
 /// gamma * (x > 0 ? x : alpha * (exp(x) - 1)).

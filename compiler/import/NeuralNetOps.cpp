@@ -180,12 +180,8 @@ LogicalResult importConv(NodeContext &nc) {
   if (failed(pads))
     return failure();
   SmallVector<Value> operands = {*x, *w};
-  if (nc.hasInput(2)) {
-    FailureOr<Value> b = nc.value(2);
-    if (failed(b))
-      return failure();
-    operands.push_back(*b);
-  }
+  if (failed(nc.appendIfGiven(2, operands)))
+    return failure();
   return setResult(
       nc, nc.build("bm.conv", operands,
                    {nc.named("strides", array(nc, strides)),
@@ -210,12 +206,8 @@ LogicalResult importLayerNormalization(NodeContext &nc) {
   if (failed(axis))
     return failure();
   SmallVector<Value> operands = {*x, *scale};
-  if (nc.hasInput(2)) {
-    FailureOr<Value> bias = nc.value(2);
-    if (failed(bias))
-      return failure();
-    operands.push_back(*bias);
-  }
+  if (failed(nc.appendIfGiven(2, operands)))
+    return failure();
   float epsilon = nc.getFloat("epsilon", 1e-5f);
   if (failed(setResult(nc, nc.build("bm.layer_norm", operands,
                                     {nc.named("axis", i64(nc, *axis)),

@@ -24,6 +24,17 @@ bool NodeContext::allInputsOnHost() const {
   return true;
 }
 
+LogicalResult NodeContext::appendIfGiven(unsigned i,
+                                         SmallVectorImpl<Value> &operands) {
+  if (!hasInput(i))
+    return success();
+  FailureOr<Value> input = value(i);
+  if (failed(input))
+    return failure();
+  operands.push_back(*input);
+  return success();
+}
+
 FailureOr<Value> NodeContext::value(unsigned i) {
   if (!hasInput(i)) {
     (void)error("input " + Twine(i) + " is missing");

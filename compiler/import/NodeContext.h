@@ -67,6 +67,9 @@ public:
   const HostTensor *host(unsigned i) const;
   /// Input i as an SSA value (host constants become bm.constant once).
   mlir::FailureOr<mlir::Value> value(unsigned i);
+  /// Appends optional input i to `operands` when the node gives it.
+  mlir::LogicalResult appendIfGiven(unsigned i,
+                                    llvm::SmallVectorImpl<mlir::Value> &operands);
   /// The tensor type of input i (also for host constants).
   mlir::RankedTensorType type(unsigned i) const;
   /// Input i must be a host constant of integers (shape, axes, k...).
