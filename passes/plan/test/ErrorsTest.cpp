@@ -2,6 +2,7 @@
 
 #include "passes/plan/Search.h"
 #include "passes/plan/test/GraphBuilder.h"
+#include "passes/plan/test/PlanTestSupport.h"
 
 #include "gtest/gtest.h"
 
@@ -38,9 +39,7 @@ TEST(ErrorsTest, ZeroGpus) {
 }
 
 TEST(ErrorsTest, GpuCountTheNodesCannotHold) {
-  TrainingConfig config;
-  config.gpus = 12;
-  config.globalBatch = 24;
+  TrainingConfig config = trainingConfig(12, 24);
   EXPECT_EQ(searchError(smallGpt(), config),
             "--gpus 12 cannot be laid out on dgx-a100-80g nodes of 8 GPUs: "
             "use a multiple of 8, or at most 8");
@@ -52,9 +51,7 @@ TEST(ErrorsTest, MoreGpusThanTheCluster) {
       "peak_tflops_fp32: 10\nmemory_gib: 24\nhbm_gbps: 900\n"
       "intra_node_gbps: 50\ninter_node_gbps: 10\n",
       true, "lab.yaml"));
-  TrainingConfig config;
-  config.gpus = 16;
-  config.globalBatch = 16;
+  TrainingConfig config = trainingConfig(16, 16);
   llvm::Expected<Plan> plan = searchPlan(smallGpt(), cluster, config);
   ASSERT_FALSE(!!plan);
   EXPECT_EQ(llvm::toString(plan.takeError()),
@@ -62,9 +59,7 @@ TEST(ErrorsTest, MoreGpusThanTheCluster) {
 }
 
 TEST(ErrorsTest, FixContradictsGpus) {
-  TrainingConfig config;
-  config.gpus = 16;
-  config.globalBatch = 32;
+  TrainingConfig config = trainingConfig(16, 32);
   EXPECT_EQ(searchError(smallGpt(), config, "dp=4,tp=2,pp=4"),
             "--fix dp=4,tp=2,pp=4 uses 32 GPUs, but --gpus is 16");
   EXPECT_EQ(searchError(smallGpt(), config, "tp=3"),
@@ -74,9 +69,7 @@ TEST(ErrorsTest, FixContradictsGpus) {
 }
 
 TEST(ErrorsTest, GlobalBatchNotDivisibleByFixedDp) {
-  TrainingConfig config;
-  config.gpus = 16;
-  config.globalBatch = 100;
+  TrainingConfig config = trainingConfig(16, 100);
   EXPECT_EQ(searchError(smallGpt(), config, "dp=8"),
             "--global-batch 100 is not divisible by dp=8");
   EXPECT_EQ(searchError(smallGpt(), config, "dp=4,mb=8"),
@@ -88,9 +81,7 @@ TEST(ErrorsTest, GlobalBatchNotDivisibleByFixedDp) {
 }
 
 TEST(ErrorsTest, NoConfigurationDividesTheBatch) {
-  TrainingConfig config;
-  config.gpus = 8;
-  config.globalBatch = 7;
+  TrainingConfig config = trainingConfig(8, 7);
   std::string message = searchError(smallGpt(), config, "tp=1");
   EXPECT_NE(message.find("no configuration of 8 GPUs with --fix tp=1 divides "
                          "--global-batch 7"),
@@ -101,9 +92,7 @@ TEST(ErrorsTest, NoConfigurationDividesTheBatch) {
 TEST(ErrorsTest, NoFeasiblePlanSaysWhatWouldFit) {
   // GPT-3 175B on one DGX: 175e9 x 16 bytes cannot fit in 8 x 80 GiB.
   ModelGraph graph = buildGpt(gpt3_175B());
-  TrainingConfig config;
-  config.gpus = 8;
-  config.globalBatch = 64;
+  TrainingConfig config = trainingConfig(8, 64);
   std::string message = searchError(graph, config);
   EXPECT_NE(message.find("no plan fits in memory: the smallest needs "),
             std::string::npos)
@@ -117,12 +106,10 @@ TEST(ErrorsTest, NoFeasiblePlanSaysWhatWouldFit) {
 }
 
 TEST(ErrorsTest, EvaluateNeedsAMesh) {
-  TrainingConfig config;
-  config.gpus = 8;
-  config.globalBatch = 8;
+  TrainingConfig config = trainingConfig(8, 8);
   config.fixed = llvm::cantFail(parseFixedChoices("mb=1"));
   llvm::Expected<Plan> plan = evaluateConfiguration(
-      smallGpt(), llvm::cantFail(cost::getClusterPreset("dgx-a100-80g")),
+      smallGpt(), a100(),
       config);
   ASSERT_FALSE(!!plan);
   EXPECT_EQ(llvm::toString(plan.takeError()),

@@ -2,6 +2,7 @@
 
 #include "passes/plan/Search.h"
 #include "passes/plan/test/GraphBuilder.h"
+#include "passes/plan/test/PlanTestSupport.h"
 
 #include "gtest/gtest.h"
 
@@ -28,8 +29,7 @@ TEST_P(FoldingTest, FoldedAndUnfoldedFindTheSameBestCost) {
   dims.sequence = 512;
   dims.vocab = 8192;
   ModelGraph graph = buildGpt(dims);
-  cost::Cluster cluster =
-      llvm::cantFail(cost::getClusterPreset("dgx-a100-80g"));
+  cost::Cluster cluster = a100();
   TrainingConfig config;
   config.gpus = c.gpus;
   config.globalBatch = c.batch;
@@ -66,11 +66,8 @@ TEST(FoldingDistinctClassesTest, DistinctClassesSearchEveryLayer) {
   dims.layers = 4;
   dims.distinctClasses = true;
   ModelGraph graph = buildGpt(dims);
-  TrainingConfig config;
-  config.gpus = 4;
-  config.globalBatch = 8;
-  llvm::Expected<Plan> plan = searchPlan(
-      graph, llvm::cantFail(cost::getClusterPreset("dgx-a100-80g")), config);
+  TrainingConfig config = trainingConfig(4, 8);
+  llvm::Expected<Plan> plan = searchPlan(graph, a100(), config);
   ASSERT_TRUE(!!plan) << llvm::toString(plan.takeError());
   EXPECT_EQ(plan->numBlockClasses, 4);
   EXPECT_EQ(plan->blocks.size(), 6u);

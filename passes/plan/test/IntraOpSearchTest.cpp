@@ -2,6 +2,7 @@
 
 #include "passes/plan/IntraOpSearch.h"
 #include "passes/plan/test/GraphBuilder.h"
+#include "passes/plan/test/PlanTestSupport.h"
 
 #include "gtest/gtest.h"
 
@@ -45,8 +46,7 @@ protected:
     std::vector<Segment> segments = analysis.segments();
     ASSERT_EQ(segments.size(), 3u);
     segment_ = segments[1];
-    cost::Cluster cluster =
-        llvm::cantFail(cost::getClusterPreset("dgx-a100-80g"));
+    cost::Cluster cluster = a100();
     cost::CostModel model(cluster, cost::Precision::Bf16Mixed);
     cost::CommGroup group = cost::placeMesh(cluster, 1, tp, 1).tp;
     solution_ = solveSegment(analysis, segment_, model, group, microBatch,
@@ -198,8 +198,7 @@ TEST(DescribeSegmentTest, WritesFactorAxesAndPartialResults) {
   ModelGraph graph = buildGpt(dims);
   GraphAnalysis analysis(graph, true);
   std::vector<Segment> segments = analysis.segments();
-  cost::Cluster cluster =
-      llvm::cantFail(cost::getClusterPreset("dgx-a100-80g"));
+  cost::Cluster cluster = a100();
   cost::CostModel model(cluster, cost::Precision::Bf16Mixed);
   SegmentSolution solution = solveSegment(
       analysis, segments[1], model, cost::placeMesh(cluster, 1, 4, 1).tp, 1);

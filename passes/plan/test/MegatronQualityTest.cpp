@@ -10,6 +10,7 @@
 
 #include "passes/plan/Search.h"
 #include "passes/plan/test/GraphBuilder.h"
+#include "passes/plan/test/PlanTestSupport.h"
 
 #include "gtest/gtest.h"
 
@@ -40,8 +41,7 @@ class MegatronQualityTest : public ::testing::TestWithParam<Row> {};
 TEST_P(MegatronQualityTest, PlansAtLeastAsFastAsThePaper) {
   const Row &row = GetParam();
   ModelGraph graph = buildGpt(row.dims);
-  cost::Cluster cluster =
-      llvm::cantFail(cost::getClusterPreset("dgx-a100-80g"));
+  cost::Cluster cluster = a100();
   TrainingConfig config;
   config.gpus = row.gpus;
   config.globalBatch = row.batch;

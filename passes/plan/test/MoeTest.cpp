@@ -79,9 +79,7 @@ TEST(MoeTest, ExpertParallelismSplitsExpertWeights) {
 
 TEST(MoeTest, SearchChoosesAnExpertParallelDegree) {
   ModelGraph graph = buildGpt(switchGpt());
-  TrainingConfig config;
-  config.gpus = 16;
-  config.globalBatch = 64;
+  TrainingConfig config = trainingConfig(16, 64);
   Plan plan = llvm::cantFail(searchPlan(graph, a100(), config));
   EXPECT_EQ(plan.config.dp % plan.config.ep, 0);
   EXPECT_EQ(16 % plan.config.ep, 0);
@@ -92,9 +90,7 @@ TEST(MoeTest, SearchChoosesAnExpertParallelDegree) {
 TEST(MoeTest, FoldedAndUnfoldedAgree) {
   GptDims dims = switchGpt(4);
   ModelGraph graph = buildGpt(dims);
-  TrainingConfig config;
-  config.gpus = 16;
-  config.globalBatch = 64;
+  TrainingConfig config = trainingConfig(16, 64);
   Plan folded = llvm::cantFail(searchPlan(graph, a100(), config));
   config.fold = false;
   Plan unfolded = llvm::cantFail(searchPlan(graph, a100(), config));
@@ -104,9 +100,7 @@ TEST(MoeTest, FoldedAndUnfoldedAgree) {
 }
 
 TEST(MoeTest, ExpertDegreeErrors) {
-  TrainingConfig config;
-  config.gpus = 16;
-  config.globalBatch = 64;
+  TrainingConfig config = trainingConfig(16, 64);
   config.fixed = llvm::cantFail(parseFixedChoices("ep=2"));
   llvm::Expected<Plan> dense = searchPlan(buildGpt(GptDims()), a100(), config);
   ASSERT_FALSE(!!dense);

@@ -3,6 +3,7 @@
 #include "passes/plan/PlanOutput.h"
 #include "passes/plan/Search.h"
 #include "passes/plan/test/GraphBuilder.h"
+#include "passes/plan/test/PlanTestSupport.h"
 
 #include "gtest/gtest.h"
 
@@ -20,11 +21,8 @@ Plan makePlan(const char *fix = nullptr) {
   dims.sequence = 512;
   dims.vocab = 8192;
   ModelGraph graph = buildGpt(dims);
-  TrainingConfig config;
-  config.gpus = 16;
-  config.globalBatch = 64;
-  cost::Cluster cluster =
-      llvm::cantFail(cost::getClusterPreset("dgx-a100-80g"));
+  TrainingConfig config = trainingConfig(16, 64);
+  cost::Cluster cluster = a100();
   if (fix) {
     config.fixed = llvm::cantFail(parseFixedChoices(fix));
     return llvm::cantFail(evaluateConfiguration(graph, cluster, config));

@@ -176,9 +176,7 @@ TEST(SearchTest, ZeroShardsModelState) {
 
 TEST(SearchTest, Fp32AndSgd) {
   ModelGraph graph = buildGpt(mediumGpt(4));
-  TrainingConfig config;
-  config.gpus = 8;
-  config.globalBatch = 32;
+  TrainingConfig config = trainingConfig(8, 32);
   config.precision = Precision::Fp32;
   config.optimizer = Optimizer::Sgd;
   config.fixed.zeroStage = 0;
@@ -230,9 +228,7 @@ TEST(SearchTest, StagesAreRebalancedToFitMemory) {
             "\nhbm_gbps: 2039\nintra_node_gbps: 230\ninter_node_gbps: 185\n",
         true, "test.yaml"));
   };
-  TrainingConfig config;
-  config.gpus = 4;
-  config.globalBatch = 64;
+  TrainingConfig config = trainingConfig(4, 64);
   config.fixed = llvm::cantFail(parseFixedChoices(
       "dp=1,tp=1,pp=4,mb=4,zero=0,recompute=none,schedule=1f1b"));
   Plan roomy = llvm::cantFail(evaluateConfiguration(graph, cluster(40), config));
@@ -272,9 +268,7 @@ TEST(SearchTest, GraphWithoutLayersPlansAsOneStage) {
   int y = g.matmul("fc2", h, g.parameter("w2", {16384, 4096}));
   g.setOutput(y);
   ModelGraph graph = g.take();
-  TrainingConfig config;
-  config.gpus = 8;
-  config.globalBatch = 4096;
+  TrainingConfig config = trainingConfig(8, 4096);
   llvm::Expected<Plan> p = searchPlan(graph, a100(), config);
   ASSERT_TRUE(!!p) << llvm::toString(p.takeError());
   EXPECT_EQ(p->config.pp, 1);
