@@ -305,13 +305,18 @@ void GraphAnalysis::propagateTokens(int o) {
 
 std::vector<Segment> GraphAnalysis::segments() const {
   std::vector<Segment> result;
-  if (!prologueOps_.empty()) {
-    Segment prologue;
-    prologue.kind = SegmentKind::Prologue;
-    prologue.name = "prologue";
-    prologue.ops = prologueOps_;
-    result.push_back(std::move(prologue));
-  }
+  // Prologue, epilogue and interludes: ops outside the layers, searched as
+  // they are.
+  auto addOutsideLayers = [&](SegmentKind kind, std::string name,
+                              const std::vector<int> &ops) {
+    Segment segment;
+    segment.kind = kind;
+    segment.name = std::move(name);
+    segment.ops = ops;
+    result.push_back(std::move(segment));
+  };
+  if (!prologueOps_.empty())
+    addOutsideLayers(SegmentKind::Prologue, "prologue", prologueOps_);
   std::map<int, size_t> segmentOfLayer; // representative layer -> segment
   for (int layer = 0; layer < graph_.numLayers(); ++layer) {
     int representative = representativeLayer_[layer];
@@ -329,22 +334,13 @@ std::vector<Segment> GraphAnalysis::segments() const {
     }
     ++result[it->second].numInstances;
   }
-  if (!epilogueOps_.empty()) {
-    Segment epilogue;
-    epilogue.kind = SegmentKind::Epilogue;
-    epilogue.name = "epilogue";
-    epilogue.ops = epilogueOps_;
-    result.push_back(std::move(epilogue));
-  }
+  if (!epilogueOps_.empty())
+    addOutsideLayers(SegmentKind::Epilogue, "epilogue", epilogueOps_);
   // Interludes last, so that the indices above stay as layerSegments()
   // numbers them; sequence() puts them in place.
-  for (const auto &[after, ops] : interludes_) {
-    Segment interlude;
-    interlude.kind = SegmentKind::Interlude;
-    interlude.name = "after layer " + std::to_string(after);
-    interlude.ops = ops;
-    result.push_back(std::move(interlude));
-  }
+  for (const auto &[after, ops] : interludes_)
+    addOutsideLayers(SegmentKind::Interlude,
+                     "after layer " + std::to_string(after), ops);
   return result;
 }
 
