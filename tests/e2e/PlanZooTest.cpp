@@ -32,12 +32,8 @@ plan::ModelGraph load(mlir::MLIRContext &context, const std::string &name) {
   return std::move(model->graph);
 }
 
-plan::TrainingConfig config(int gpus, int64_t batch,
-                            const char *fix = nullptr) {
-  return plan::test::trainingConfig(gpus, batch, fix ? fix : "");
-}
-
 using plan::test::a100;
+using plan::test::trainingConfig;
 
 /// A row of Narayanan et al. 2021 (SC'21) Table 1: the model, GPUs, global
 /// batch, the paper's configuration (micro-batch and full recomputation as
@@ -58,8 +54,8 @@ TEST_P(MegatronFromOnnxTest, PlanBeatsThePaperAndPredictsItsThroughput) {
   plan::ModelGraph graph = load(context, row.model);
   ASSERT_EQ(graph.layerClass.size() > 0, true) << "the model did not fold";
 
-  llvm::Expected<plan::Plan> paper =
-      planModel(graph, a100(), config(row.gpus, row.batch, row.paperConfig));
+  llvm::Expected<plan::Plan> paper = planModel(
+      graph, a100(), trainingConfig(row.gpus, row.batch, row.paperConfig));
   ASSERT_TRUE(!!paper) << llvm::toString(paper.takeError());
   EXPECT_LE(paper->memory.total(), paper->deviceMemoryBytes)
       << "the paper ran this configuration on 80 GB GPUs";
@@ -68,7 +64,7 @@ TEST_P(MegatronFromOnnxTest, PlanBeatsThePaperAndPredictsItsThroughput) {
               0.2 * row.paperTflops);
 
   llvm::Expected<plan::Plan> best =
-      planModel(graph, a100(), config(row.gpus, row.batch));
+      planModel(graph, a100(), trainingConfig(row.gpus, row.batch));
   ASSERT_TRUE(!!best) << llvm::toString(best.takeError());
   EXPECT_LE(best->stepSeconds, paper->stepSeconds * (1 + 1e-12))
       << "planner chose " << best->config.str();
@@ -113,7 +109,7 @@ TEST(PlanZooTest, FoldedAndUnfoldedSearchAgree) {
     for (const char *fix : {static_cast<const char *>(nullptr),
                             "tp=4,stream=sequence", "tp=4,stream=hidden"}) {
       plan::ModelGraph graph = load(context, name);
-      plan::TrainingConfig folded = config(16, 64, fix);
+      plan::TrainingConfig folded = trainingConfig(16, 64, fix);
       plan::TrainingConfig unfolded = folded;
       unfolded.fold = false;
       llvm::Expected<plan::Plan> a = planModel(graph, a100(), folded);
@@ -140,7 +136,7 @@ TEST(PlanZooTest, EveryFullSizeModelPlans) {
                  Case{"hf-gpt2-124m", 8, 64}, Case{"hf-bert-large", 16, 256}}) {
     plan::ModelGraph graph = load(context, c.model);
     llvm::Expected<plan::Plan> plan =
-        planModel(graph, a100(), config(c.gpus, c.batch));
+        planModel(graph, a100(), trainingConfig(c.gpus, c.batch));
     ASSERT_TRUE(!!plan) << c.model << ": " << llvm::toString(plan.takeError());
     EXPECT_LE(plan->memory.total(), plan->deviceMemoryBytes) << c.model;
     EXPECT_GT(plan->mfu, 0.0) << c.model;
@@ -159,9 +155,9 @@ TEST(PlanZooTest, GptLayerHasMegatronsTwoAllReducesEachWay) {
   plan::ModelGraph graph = load(context, "gpt3-175b");
   llvm::Expected<plan::Plan> plan = planModel(
       graph, a100(),
-      config(1024, 1536,
-             "dp=16,tp=8,pp=8,mb=1,zero=1,recompute=none,schedule=1f1b,"
-             "stream=replicated"));
+      trainingConfig(1024, 1536,
+                     "dp=16,tp=8,pp=8,mb=1,zero=1,recompute=none,schedule=1f1b,"
+                     "stream=replicated"));
   ASSERT_TRUE(!!plan) << llvm::toString(plan.takeError());
   int64_t expected = 2 * int64_t(graph.numLayers()) *
                      plan->config.numMicroBatches;
@@ -187,9 +183,9 @@ TEST(PlanZooTest, LlamaSplitsItsStreamOverTp) {
   const char *mesh = "dp=8,tp=8,pp=1,mb=1,zero=1,recompute=none";
   std::string pinned = std::string(mesh) + ",stream=replicated";
   llvm::Expected<plan::Plan> replicated =
-      planModel(graph, a100(), config(64, 512, pinned.c_str()));
+      planModel(graph, a100(), trainingConfig(64, 512, pinned));
   llvm::Expected<plan::Plan> searched =
-      planModel(graph, a100(), config(64, 512, mesh));
+      planModel(graph, a100(), trainingConfig(64, 512, mesh));
   ASSERT_TRUE(replicated && searched);
   EXPECT_NE(searched->config.streamDim, -1);
   EXPECT_LT(searched->stepSeconds, replicated->stepSeconds * 0.99);
@@ -208,11 +204,11 @@ TEST(PlanZooTest, GShardGroupsSetTheBatchGranularity) {
   EXPECT_EQ(load(context, "gpt3-350m").batchGranularity, 1);
   plan::ModelGraph moe = load(context, "moe-2.4b");
   llvm::Expected<plan::Plan> plan =
-      planModel(moe, a100(), config(64, 512));
+      planModel(moe, a100(), trainingConfig(64, 512));
   ASSERT_TRUE(!!plan) << llvm::toString(plan.takeError());
   EXPECT_EQ(plan->config.microBatch % 2, 0);
   llvm::Expected<plan::Plan> odd =
-      planModel(moe, a100(), config(64, 512, "mb=1"));
+      planModel(moe, a100(), trainingConfig(64, 512, "mb=1"));
   ASSERT_FALSE(!!odd);
   EXPECT_EQ(llvm::toString(odd.takeError()),
             "--fix mb=1 is not a multiple of 2: the model groups tokens of 2 "
@@ -238,7 +234,7 @@ TEST(PlanZooTest, EmittedModelsCarryTheirPlanAndVerify) {
     mlir::MLIRContext context;
     plan::ModelGraph graph = load(context, c.model);
     llvm::Expected<plan::Plan> plan =
-        planModel(graph, a100(), config(c.gpus, c.batch, c.fix));
+        planModel(graph, a100(), trainingConfig(c.gpus, c.batch, c.fix));
     ASSERT_TRUE(!!plan) << c.model << ": " << llvm::toString(plan.takeError());
     llvm::Expected<ModelForPlanning> step =
         annotateForStep(context, modelPath(c.model), {}, *plan, graph);
@@ -257,7 +253,7 @@ TEST(PlanZooTest, InterludesStayBetweenTheirLayers) {
   mlir::MLIRContext context;
   plan::ModelGraph graph = load(context, "wresnet-101-2");
   llvm::Expected<plan::Plan> plan = planModel(
-      graph, a100(), config(16, 256, "dp=4,tp=1,pp=4,schedule=1f1b"));
+      graph, a100(), trainingConfig(16, 256, "dp=4,tp=1,pp=4,schedule=1f1b"));
   ASSERT_TRUE(!!plan) << llvm::toString(plan.takeError());
   std::vector<std::string> names;
   for (const plan::BlockSharding &block : plan->blocks)
@@ -275,7 +271,8 @@ TEST(PlanZooTest, InterludesStayBetweenTheirLayers) {
       context, modelPath("wresnet-101-2"), {}, *plan, graph);
   ASSERT_TRUE(!!step) << llvm::toString(step.takeError());
   int64_t previous = 0;
-  for (mlir::Operation &op : step->main.getBody().front().without_terminator()) {
+  for (mlir::Operation &op :
+       step->main.getBody().front().without_terminator()) {
     auto stage = op.getAttrOfType<mlir::IntegerAttr>("bm.stage");
     ASSERT_TRUE(stage);
     EXPECT_GE(stage.getInt(), previous) << "stages go back";
@@ -301,7 +298,7 @@ TEST(PlanZooTest, DecoderStagesReceiveTheEncoderOutput) {
   mlir::MLIRContext context;
   plan::ModelGraph t5 = load(context, "t5-large");
   llvm::Expected<plan::Plan> plan = planModel(
-      t5, a100(), config(16, 256, "dp=4,tp=1,pp=4,mb=4,schedule=1f1b"));
+      t5, a100(), trainingConfig(16, 256, "dp=4,tp=1,pp=4,mb=4,schedule=1f1b"));
   ASSERT_TRUE(!!plan) << llvm::toString(plan.takeError());
   const plan::CollectiveSummary *side = sideInputs(*plan);
   ASSERT_TRUE(side);
@@ -320,8 +317,9 @@ TEST(PlanZooTest, DecoderStagesReceiveTheEncoderOutput) {
   EXPECT_EQ(side->countPerStep, 2 * plan->config.numMicroBatches * receivers);
 
   plan::ModelGraph gpt = load(context, "gpt3-350m");
-  llvm::Expected<plan::Plan> gptPlan = planModel(
-      gpt, a100(), config(16, 256, "dp=4,tp=1,pp=4,mb=4,schedule=1f1b"));
+  llvm::Expected<plan::Plan> gptPlan =
+      planModel(gpt, a100(),
+                trainingConfig(16, 256, "dp=4,tp=1,pp=4,mb=4,schedule=1f1b"));
   ASSERT_TRUE(!!gptPlan) << llvm::toString(gptPlan.takeError());
   EXPECT_FALSE(sideInputs(*gptPlan));
 }
