@@ -15,21 +15,32 @@ static llvm::Error exportError(const llvm::Twine &message) {
                                  "--export megatron: " + message);
 }
 
+std::optional<MegatronMismatch>
+bm::plan::megatronMismatch(std::optional<int> zeroStage,
+                           std::optional<PipelineSchedule> schedule,
+                           std::optional<StreamLayout> stream) {
+  if (zeroStage && *zeroStage >= 2)
+    return MegatronMismatch{"Megatron-LM has no ZeRO stage " +
+                                std::to_string(*zeroStage) +
+                                " (its distributed optimizer is stage 1)",
+                            "--fix zero=1"};
+  if (stream == StreamLayout::Hidden)
+    return MegatronMismatch{"Megatron-LM cannot split the values between "
+                            "layers along hidden over tp",
+                            "--fix stream=sequence or stream=replicated"};
+  if (schedule == PipelineSchedule::GPipe)
+    return MegatronMismatch{
+        "Megatron-LM runs 1F1B or interleaved pipelines, not gpipe",
+        "--fix schedule=1f1b"};
+  return std::nullopt;
+}
+
 llvm::Expected<std::string>
 bm::plan::exportMegatronArguments(const Plan &plan) {
   const ParallelConfig &c = plan.config;
-  if (c.zeroStage >= 2)
-    return exportError("Megatron-LM has no ZeRO stage " +
-                       llvm::Twine(c.zeroStage) +
-                       " (its distributed optimizer is stage 1); re-plan "
-                       "with --fix zero=1");
-  if (c.stream == StreamLayout::Hidden)
-    return exportError("Megatron-LM cannot split the values between layers "
-                       "along hidden over tp; re-plan with --fix "
-                       "stream=sequence or stream=replicated");
-  if (c.pp > 1 && c.schedule == PipelineSchedule::GPipe)
-    return exportError("Megatron-LM runs 1F1B or interleaved pipelines, not "
-                       "gpipe; re-plan with --fix schedule=1f1b");
+  if (std::optional<MegatronMismatch> mismatch =
+          megatronMismatch(c.zeroStage, c.schedule, c.stream))
+    return exportError(mismatch->reason + "; re-plan with " + mismatch->fix);
   std::vector<std::string> args;
   auto add = [&](const std::string &name, const llvm::Twine &value) {
     args.push_back(name + " " + value.str());

@@ -9,6 +9,7 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
 #include <string>
 
 namespace bm::plan {
@@ -30,8 +31,20 @@ llvm::Expected<Plan> parsePlanJson(llvm::StringRef text);
 
 /// Megatron-LM command-line arguments (pretrain_gpt.py) for the plan's
 /// configuration, one string, arguments separated by spaces; an error for
-/// what Megatron-LM cannot run (ZeRO stage 2 or 3, the GPipe schedule).
+/// what Megatron-LM cannot run (see megatronMismatch).
 llvm::Expected<std::string> exportMegatronArguments(const Plan &plan);
+
+/// Why Megatron-LM cannot run these choices (ZeRO stage 2 or 3, the GPipe
+/// schedule, a stream split along hidden), and the --fix it can run
+/// instead; nullopt when it can. Unset choices pass.
+struct MegatronMismatch {
+  std::string reason;
+  std::string fix;
+};
+std::optional<MegatronMismatch>
+megatronMismatch(std::optional<int> zeroStage,
+                 std::optional<PipelineSchedule> schedule,
+                 std::optional<StreamLayout> stream);
 
 } // namespace bm::plan
 

@@ -9,6 +9,7 @@
 
 #include "passes/plan/Search.h"
 
+#include "passes/plan/PlanOutput.h"
 #include "passes/plan/Planner.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -102,19 +103,11 @@ llvm::Error Planner::validate() const {
   if (fixed.schedule && *fixed.schedule == PipelineSchedule::Interleaved &&
       fixed.chunks && *fixed.chunks < 2)
     return planError("--fix schedule=interleaved needs v >= 2");
-  if (config_.megatronOnly && fixed.stream == StreamLayout::Hidden)
-    return planError("--export megatron: Megatron-LM cannot split the values "
-                     "between layers along hidden over tp; use --fix "
-                     "stream=sequence or stream=replicated");
-  if (config_.megatronOnly && fixed.zeroStage && *fixed.zeroStage >= 2)
-    return planError(llvm::formatv(
-        "--export megatron: Megatron-LM has no ZeRO stage {0} (its "
-        "distributed optimizer is stage 1); use --fix zero=1",
-        *fixed.zeroStage));
-  if (config_.megatronOnly && fixed.schedule == PipelineSchedule::GPipe)
-    return planError("--export megatron: Megatron-LM runs 1F1B or "
-                     "interleaved pipelines, not gpipe; use --fix "
-                     "schedule=1f1b");
+  if (config_.megatronOnly)
+    if (std::optional<MegatronMismatch> mismatch =
+            megatronMismatch(fixed.zeroStage, fixed.schedule, fixed.stream))
+      return planError("--export megatron: " + mismatch->reason + "; use " +
+                       mismatch->fix);
   if (fixed.stream && *fixed.stream != StreamLayout::Replicated) {
     const char *layout = toString(*fixed.stream);
     std::vector<int> splitting;
@@ -286,7 +279,8 @@ void Planner::run() {
           continue;
         if (zero > 0 && c.dp == 1)
           continue; // nothing to shard over
-        if (config_.megatronOnly && zero >= 2)
+        if (config_.megatronOnly &&
+            megatronMismatch(zero, schedule, std::nullopt))
           continue;
         uint64_t variant = packKey({{c.tp, 10},
                                     {c.pp, 14},

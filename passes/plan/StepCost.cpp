@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/plan/PlanOutput.h"
 #include "passes/plan/Planner.h"
 
 #include <algorithm>
@@ -72,7 +73,7 @@ std::vector<Planner::StreamOption> Planner::streamOptions(int tp) const {
   for (const StreamOption &option : all)
     if ((!config_.fixed.stream || *config_.fixed.stream == option.layout) &&
         !(config_.megatronOnly &&
-          option.layout == StreamLayout::Hidden))
+          megatronMismatch(std::nullopt, std::nullopt, option.layout)))
       allowed.push_back(option);
   return allowed;
 }
