@@ -84,7 +84,7 @@ void GraphAnalysis::findSavedValues(const std::vector<int> &searchedOps) {
   saved_.assign(graph_.values.size(), 0);
   // Per-sample values, and values with a gradient; masks and tables made
   // from constants alone are kept once, not per micro-batch.
-  auto isActivation = [&](int v) {
+  auto keptPerMicroBatch = [&](int v) {
     const ValueInfo &value = graph_.values[v];
     return value.kind == ValueKind::Activation &&
            (value.batchDim >= 0 || needsGradient_[v]);
@@ -120,7 +120,7 @@ void GraphAnalysis::findSavedValues(const std::vector<int> &searchedOps) {
         for (size_t i = 0; i < operands.size() && !saved; ++i)
           saved = operands[i] == v && reads(user, i);
       }
-      saved_[v] = saved && isActivation(v);
+      saved_[v] = saved && keptPerMicroBatch(v);
     }
   }
   // A fused kernel's backward recomputes the values it does not write from
@@ -132,7 +132,7 @@ void GraphAnalysis::findSavedValues(const std::vector<int> &searchedOps) {
       needsRecompute |= saved_[v] && !materialized_[v];
     if (needsRecompute)
       for (int v : op.operands)
-        if (isActivation(v))
+        if (keptPerMicroBatch(v))
           saved_[v] = 1;
   }
 }
