@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
@@ -104,6 +105,18 @@ unsigned intWidth(int32_t dtype) {
   }
 }
 
+/// A double as int64, truncated: NaN is 0 and values beyond the int64 range
+/// saturate (a plain cast would be undefined behaviour).
+int64_t saturatingToInt64(double v) {
+  if (std::isnan(v))
+    return 0;
+  if (v >= 9.2e18)
+    return INT64_MAX;
+  if (v <= -9.2e18)
+    return INT64_MIN;
+  return static_cast<int64_t>(v);
+}
+
 bool isUnsigned(int32_t dtype) {
   return dtype == TensorProto::UINT8 || dtype == TensorProto::UINT16 ||
          dtype == TensorProto::UINT32 || dtype == TensorProto::UINT64 ||
@@ -125,16 +138,7 @@ int64_t HostTensor::numElements() const {
 
 int64_t HostTensor::getInt(int64_t i) const {
   int64_t at = splat ? 0 : i;
-  if (!isFloat())
-    return ints[at];
-  double v = floats[at];
-  if (std::isnan(v))
-    return 0;
-  if (v >= 9.2e18)
-    return INT64_MAX;
-  if (v <= -9.2e18)
-    return INT64_MIN;
-  return static_cast<int64_t>(v);
+  return isFloat() ? saturatingToInt64(floats[at]) : ints[at];
 }
 
 double HostTensor::getFloat(int64_t i) const {
@@ -187,10 +191,7 @@ void HostTensor::set(int64_t i, double value) {
       ints[i] = value != 0.0;
       return;
     }
-    HostTensor scalar;
-    scalar.dtype = TensorProto::DOUBLE;
-    scalar.floats = {value};
-    setInt(i, scalar.getInt(0));
+    setInt(i, saturatingToInt64(value));
     return;
   }
   if (dtype == TensorProto::FLOAT)
@@ -316,6 +317,13 @@ std::string bm::import::dtypeName(int32_t dtype) {
   default:
     return "data type " + std::to_string(dtype);
   }
+}
+
+std::string bm::import::shapeText(llvm::ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    text += (i ? ", " : "") + std::to_string(d);
+  return text + "]";
 }
 
 std::optional<int64_t>

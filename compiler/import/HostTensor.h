@@ -73,6 +73,8 @@ mlir::Type elementTypeOf(mlir::MLIRContext *context, int32_t dtype);
 int32_t dtypeOf(mlir::Type elementType);
 /// ONNX's name of a data type ("FLOAT", "INT64").
 std::string dtypeName(int32_t dtype);
+/// A shape as error messages write it: "[2, 3]".
+std::string shapeText(llvm::ArrayRef<int64_t> shape);
 
 /// Decodes an embedded TensorProto (raw_data or the typed fields). Fails
 /// with a message for external data, strings and inconsistent sizes.

@@ -50,9 +50,7 @@ public:
       : graph(graph), node(node), opset(opset), loc(loc) {}
 
   const onnx::NodeProto &proto() const { return node; }
-  llvm::StringRef opType() const { return node.op_type(); }
   int64_t getOpset() const { return opset; }
-  mlir::Location getLoc() const { return loc; }
   mlir::OpBuilder &builder() { return graph.builder; }
   mlir::MLIRContext *context() { return graph.builder.getContext(); }
 
@@ -172,6 +170,9 @@ mlir::FailureOr<mlir::Value> unaryOf(NodeContext &nc, llvm::StringRef op,
 
 //===--- shape rules shared by op importers and host folders --------------===//
 
+/// The target shape a Reshape node gives: the `shape` attribute of opsets
+/// before 5, constant input 1 from opset 5.
+mlir::FailureOr<std::vector<int64_t>> reshapeTargetOf(NodeContext &nc);
 /// ONNX Reshape's target: 0 copies the input dim (unless `allowZero`), one
 /// -1 takes the remaining elements.
 mlir::FailureOr<llvm::SmallVector<int64_t>>

@@ -33,13 +33,6 @@ llvm::Error makeError(const Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
 }
 
-std::string shapeString(llvm::ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  for (auto [i, d] : llvm::enumerate(shape))
-    text += (i ? ", " : "") + std::to_string(d);
-  return text + "]";
-}
-
 /// External data must stay inside the model's folder: an attacker-supplied
 /// model must not make `bmc compile` read /etc/passwd. The location is
 /// checked as written (no absolute path, no ".." component) and after
@@ -203,7 +196,7 @@ GraphImporter::addInputs(SmallVectorImpl<Type> &argTypes,
       }
     }
     if (!checkedNumElements(shape))
-      return fail(what + " has shape " + shapeString(shape) +
+      return fail(what + " has shape " + shapeText(shape) +
                   " whose element count overflows int64");
     argTypes.push_back(RankedTensorType::get(shape, element));
     argAttrs.push_back(b.getDictionaryAttr(
@@ -224,7 +217,7 @@ GraphImporter::addParameters(SmallVectorImpl<Type> &argTypes,
     SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
     std::optional<int64_t> count = checkedNumElements(shape);
     if (!count)
-      return fail(what + " has shape " + shapeString(shape) +
+      return fail(what + " has shape " + shapeText(shape) +
                   " with a negative dim or an element count that overflows "
                   "int64");
     bool external = init.data_location() == onnx::TensorProto::EXTERNAL;

@@ -57,6 +57,9 @@ importOnnxModel(mlir::MLIRContext &context, const onnx::ModelProto &model,
 
 /// The ONNX op types the importer lowers, sorted.
 std::vector<std::string> supportedOnnxOps();
+/// The ONNX op types the importer can evaluate on the host when all their
+/// inputs are constants, sorted.
+std::vector<std::string> hostFoldedOnnxOps();
 
 } // namespace bm
 

@@ -655,20 +655,12 @@ LogicalResult importRelu(NodeContext &nc) { return unary(nc, "bm.relu"); }
 
 LogicalResult importReshape(NodeContext &nc) {
   FailureOr<Value> x = nc.value(0);
-  std::vector<int64_t> target;
-  if (auto attr = nc.getInts("shape")) { // opset < 5
-    target = *attr;
-  } else {
-    auto in = nc.constInts(1, "shape");
-    if (failed(in))
-      return failure();
-    target = *in;
-  }
-  if (failed(x))
+  auto target = reshapeTargetOf(nc);
+  if (failed(target) || failed(x))
     return failure();
   RankedTensorType type = typeOf(*x);
   auto shape =
-      reshapeTarget(nc, type.getShape(), target, nc.getInt("allowzero", 0));
+      reshapeTarget(nc, type.getShape(), *target, nc.getInt("allowzero", 0));
   if (failed(shape))
     return failure();
   if (ArrayRef<int64_t>(*shape) == type.getShape())

@@ -4,11 +4,12 @@
 // Reshape); with every dim bound, those chains are constants. Each folder
 // here evaluates one op when all its inputs are host constants and the
 // result is small (or a splat); otherwise the op importer emits a bm op.
-// The table at the end is alphabetical.
+// The table at the end is alphabetical; hostFoldedOnnxOps() lists it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/import/NodeContext.h"
+#include "compiler/import/OnnxImporter.h"
 
 #include <cmath>
 #include <functional>
@@ -21,14 +22,13 @@ using llvm::SmallVector;
 // Shape rules shared with the op importers
 //===----------------------------------------------------------------------===//
 
-static std::string shapeText(ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  for (auto [i, d] : llvm::enumerate(shape))
-    text += (i ? ", " : "") + std::to_string(d);
-  return text + "]";
-}
-
 namespace bm::import {
+
+FailureOr<std::vector<int64_t>> reshapeTargetOf(NodeContext &nc) {
+  if (auto attr = nc.getInts("shape")) // opset < 5
+    return std::move(*attr);
+  return nc.constInts(1, "shape");
+}
 
 FailureOr<SmallVector<int64_t>> reshapeTarget(NodeContext &nc,
                                               ArrayRef<int64_t> inShape,
@@ -600,7 +600,7 @@ FailureOr<bool> foldRange(NodeContext &nc) {
 
 FailureOr<bool> foldReshape(NodeContext &nc) {
   const HostTensor *in = nc.host(0);
-  auto target = nc.constInts(1, "shape");
+  auto target = reshapeTargetOf(nc);
   if (failed(target))
     return failure();
   auto shape = reshapeTarget(nc, in->shape, *target, nc.getInt("allowzero", 0));
@@ -742,3 +742,12 @@ HostFolderFn lookupHostFolder(StringRef opType) {
   return it->fn;
 }
 } // namespace bm::import
+
+namespace bm {
+std::vector<std::string> hostFoldedOnnxOps() {
+  std::vector<std::string> ops;
+  for (const FolderEntry &e : kFolders)
+    ops.push_back(e.opType.str());
+  return ops;
+}
+} // namespace bm

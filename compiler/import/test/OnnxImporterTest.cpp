@@ -11,14 +11,24 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 
 namespace {
 
-// lookupOpImporter() binary-searches the table.
+/// Sorted without duplicates: a duplicate would make one entry unreachable.
+bool strictlySorted(const std::vector<std::string> &names) {
+  return std::adjacent_find(names.begin(), names.end(),
+                            std::greater_equal<>()) == names.end();
+}
+
+// lookupOpImporter() and lookupHostFolder() binary-search their tables.
 TEST(OnnxImporterTest, OpTablesAreSorted) {
   std::vector<std::string> ops = bm::supportedOnnxOps();
-  EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
+  EXPECT_TRUE(strictlySorted(ops));
   EXPECT_GT(ops.size(), 60u);
+  std::vector<std::string> folded = bm::hostFoldedOnnxOps();
+  EXPECT_TRUE(strictlySorted(folded));
+  EXPECT_GT(folded.size(), 20u);
 }
 
 onnx::ModelProto tinyMatMulModel() {
@@ -95,6 +105,54 @@ TEST(OnnxImporterTest, ExternalDataMustStayInTheModelFolder) {
   }
 }
 
+/// An opset-4 model: Reshape of a Constant with the target in the `shape`
+/// attribute (opset 5 moved it to input 1).
+onnx::ModelProto opset4ConstantReshapeModel() {
+  onnx::ModelProto model;
+  model.set_ir_version(3);
+  model.add_opset_import()->set_version(4);
+  onnx::GraphProto *graph = model.mutable_graph();
+  onnx::NodeProto *constant = graph->add_node();
+  constant->set_op_type("Constant");
+  constant->add_output("c");
+  onnx::AttributeProto *value = constant->add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  onnx::TensorProto *t = value->mutable_t();
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(2);
+  t->add_dims(3);
+  for (int64_t v = 0; v < 6; ++v)
+    t->add_int64_data(v);
+  onnx::NodeProto *reshape = graph->add_node();
+  reshape->set_name("r");
+  reshape->set_op_type("Reshape");
+  reshape->add_input("c");
+  reshape->add_output("y");
+  onnx::AttributeProto *shape = reshape->add_attribute();
+  shape->set_name("shape");
+  shape->set_type(onnx::AttributeProto::INTS);
+  shape->add_ints(3);
+  shape->add_ints(-1);
+  graph->add_output()->set_name("y");
+  return model;
+}
+
+// The host folder must read the pre-opset-5 attribute like the importer.
+TEST(OnnxImporterTest, FoldsOpset4ReshapeOfAConstant) {
+  mlir::MLIRContext context;
+  auto module =
+      bm::importOnnxModel(context, opset4ConstantReshapeModel(), "m.onnx", {});
+  ASSERT_TRUE(static_cast<bool>(module)) << llvm::toString(module.takeError());
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  (*module)->print(os);
+  EXPECT_NE(text.find("dense<[[0, 1], [2, 3], [4, 5]]> : tensor<3x2xi64>"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("bm.reshape"), std::string::npos) << text;
+}
+
 TEST(HostTensorTest, BroadcastIndex) {
   using bm::import::broadcastIndex;
   // [2, 3] output from a [3] operand: columns repeat.
@@ -142,6 +200,11 @@ TEST(HostTensorTest, CastWrapsIntegersAndTruncatesFloats) {
   bm::import::HostTensor i8 = t.cast(onnx::TensorProto::INT8);
   EXPECT_EQ(i8.getInt(0), 44); // 300 wraps to 44
   EXPECT_EQ(i8.getInt(1), -1);
+  // 1e30 saturates to INT64_MAX (no undefined float-to-int cast), which then
+  // wraps like any integer: its low byte is all ones.
+  EXPECT_EQ(i8.getInt(2), -1);
+  bm::import::HostTensor i64 = t.cast(onnx::TensorProto::INT64);
+  EXPECT_EQ(i64.getInt(2), INT64_MAX);
   bm::import::HostTensor b = t.cast(onnx::TensorProto::BOOL);
   EXPECT_EQ(b.getInt(1), 1);
 }
