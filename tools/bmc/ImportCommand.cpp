@@ -10,8 +10,6 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace bmc;
@@ -91,15 +89,11 @@ int bmc::runImport(llvm::ArrayRef<StringRef> args) {
   if (!module)
     return fail(llvm::toString(module.takeError()));
 
-  std::error_code ec;
-  llvm::ToolOutputFile out(output.value_or("-"), ec, llvm::sys::fs::OF_Text);
-  if (ec)
-    return fail("cannot write '" + *output + "': " + ec.message());
   mlir::OpPrintingFlags flags;
   if (locations)
     flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
-  (*module)->print(out.os(), flags);
-  out.os() << "\n";
-  out.keep();
-  return 0;
+  return writeFile(output.value_or("-"), [&](llvm::raw_ostream &os) {
+    (*module)->print(os, flags);
+    os << "\n";
+  });
 }

@@ -13,8 +13,6 @@
 #include "passes/plan/PlanOutput.h"
 
 #include "mlir/IR/MLIRContext.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
@@ -198,17 +196,6 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
   // Search only the plans Megatron-LM can run.
   out.training.megatronOnly = out.exportFormat.has_value();
   return std::nullopt;
-}
-
-/// Writes `text` to `path` ('-' is stdout).
-int writeFile(StringRef path, llvm::function_ref<void(llvm::raw_ostream &)> write) {
-  std::error_code ec;
-  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_Text);
-  if (ec)
-    return fail("cannot write '" + path + "': " + ec.message());
-  write(out.os());
-  out.keep();
-  return 0;
 }
 
 } // namespace

@@ -11,11 +11,16 @@
 #define BMC_TOOLS_BMC_SUBCOMMANDS_H
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 
 #include <optional>
 #include <string>
+
+namespace llvm {
+class raw_ostream;
+} // namespace llvm
 
 namespace bmc {
 
@@ -34,6 +39,11 @@ int runPlan(llvm::ArrayRef<llvm::StringRef> args);
 
 /// Prints "bmc: error: MESSAGE" on one line to stderr and returns 1.
 int fail(const llvm::Twine &message);
+
+/// Opens `path` ('-' is stdout), lets `write` fill it and keeps it; returns
+/// 0, or fail()'s 1 with "cannot write 'PATH': REASON" if it cannot open.
+int writeFile(llvm::StringRef path,
+              llvm::function_ref<void(llvm::raw_ostream &)> write);
 
 /// Walks a subcommand's arguments: flags with values (`--dim X`, `--dim=X`,
 /// `-o X`), `--help`, positionals, and one clear error for anything else.

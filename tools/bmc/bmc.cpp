@@ -9,8 +9,10 @@
 #include "tools/bmc/Subcommands.h"
 
 #include "llvm/Config/llvm-config.h"
-#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <vector>
@@ -49,6 +51,17 @@ int bmc::fail(const llvm::Twine &message) {
       c = ' ';
   llvm::errs() << "bmc: error: " << text << "\n";
   return 1;
+}
+
+int bmc::writeFile(StringRef path,
+                   llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  std::error_code ec;
+  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_Text);
+  if (ec)
+    return fail("cannot write '" + path + "': " + ec.message());
+  write(out.os());
+  out.keep();
+  return 0;
 }
 
 bool ArgCursor::takeFlag(StringRef flag, std::optional<std::string> &value) {

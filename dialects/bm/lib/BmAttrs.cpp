@@ -90,13 +90,6 @@ int64_t MeshAttr::findAxis(StringRef name) const {
   return -1;
 }
 
-int64_t MeshAttr::getNumDevices() const {
-  int64_t n = 1;
-  for (int64_t size : getAxisSizes())
-    n *= size;
-  return n;
-}
-
 //===----------------------------------------------------------------------===//
 // ShardingAttr
 //===----------------------------------------------------------------------===//
@@ -194,7 +187,7 @@ ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-static SmallVector<StringRef> toStrings(ArrayAttr axes) {
+SmallVector<StringRef> mlir::bm::axisNamesOf(ArrayAttr axes) {
   SmallVector<StringRef> names;
   for (Attribute axis : axes)
     names.push_back(cast<StringAttr>(axis).getValue());
@@ -202,11 +195,11 @@ static SmallVector<StringRef> toStrings(ArrayAttr axes) {
 }
 
 SmallVector<StringRef> ShardingAttr::getDimAxes(int64_t dim) const {
-  return toStrings(cast<ArrayAttr>(getDims()[dim]));
+  return axisNamesOf(cast<ArrayAttr>(getDims()[dim]));
 }
 
 SmallVector<StringRef> ShardingAttr::getPartialAxes() const {
-  return toStrings(getPartial());
+  return axisNamesOf(getPartial());
 }
 
 LogicalResult

@@ -31,6 +31,14 @@ static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
   return success();
 }
 
+LogicalResult mlir::bm::checkAxis(std::optional<Location> loc, StringRef what,
+                                  int64_t axis, int64_t rank) {
+  if (axis < 0 || axis >= rank)
+    return emitOptionalError(loc, what, " axis ", axis,
+                             " is out of range for rank ", rank);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
@@ -253,9 +261,8 @@ static LogicalResult inferNormResult(std::optional<Location> loc, Type input,
   if (epsilon.isNegative() || epsilon.isNaN())
     return emitOptionalError(loc, "normalisation epsilon ",
                              epsilon.convertToDouble(), " must be >= 0");
-  if (axis < 0 || axis >= tensor.getRank())
-    return emitOptionalError(loc, "normalisation axis ", axis,
-                             " is out of range for rank ", tensor.getRank());
+  if (failed(checkAxis(loc, "normalisation", axis, tensor.getRank())))
+    return failure();
   ArrayRef<int64_t> normalized = tensor.getShape().drop_front(axis);
   for (Type param : params) {
     auto p = tensorOf(param);
@@ -326,9 +333,8 @@ LogicalResult TopKOp::inferReturnTypes(MLIRContext *context,
                                        SmallVectorImpl<Type> &types) {
   auto input = tensorOf(adaptor.getInput().getType());
   int64_t axis = adaptor.getAxis(), k = adaptor.getK();
-  if (axis < 0 || axis >= input.getRank())
-    return emitOptionalError(loc, "top_k axis ", axis,
-                             " is out of range for rank ", input.getRank());
+  if (failed(checkAxis(loc, "top_k", axis, input.getRank())))
+    return failure();
   if (k < 1 || k > input.getDimSize(axis))
     return emitOptionalError(loc, "top_k k = ", k, " must be in [1, ",
                              input.getDimSize(axis), "]");
@@ -413,9 +419,8 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   auto data = tensorOf(adaptor.getData().getType());
   auto indices = tensorOf(adaptor.getIndices().getType());
   int64_t axis = adaptor.getAxis();
-  if (axis < 0 || axis >= data.getRank())
-    return emitOptionalError(loc, "gather axis ", axis,
-                             " is out of range for rank ", data.getRank());
+  if (failed(checkAxis(loc, "gather", axis, data.getRank())))
+    return failure();
   SmallVector<int64_t> shape(data.getShape().take_front(axis));
   llvm::append_range(shape, indices.getShape());
   llvm::append_range(shape, data.getShape().drop_front(axis + 1));
@@ -431,9 +436,8 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
     return emitOptionalError(loc, "concat needs at least one input");
   auto first = tensorOf(adaptor.getInputs().front().getType());
   int64_t axis = adaptor.getAxis();
-  if (axis < 0 || axis >= first.getRank())
-    return emitOptionalError(loc, "concat axis ", axis,
-                             " is out of range for rank ", first.getRank());
+  if (failed(checkAxis(loc, "concat", axis, first.getRank())))
+    return failure();
   SmallVector<int64_t> shape(first.getShape());
   shape[axis] = 0;
   for (Value input : adaptor.getInputs()) {
@@ -458,9 +462,8 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
                                         SmallVectorImpl<Type> &types) {
   auto input = tensorOf(adaptor.getInput().getType());
   int64_t axis = adaptor.getAxis();
-  if (axis < 0 || axis >= input.getRank())
-    return emitOptionalError(loc, "split axis ", axis,
-                             " is out of range for rank ", input.getRank());
+  if (failed(checkAxis(loc, "split", axis, input.getRank())))
+    return failure();
   int64_t total = 0;
   for (int64_t size : adaptor.getSizes()) {
     if (size < 0)
@@ -511,9 +514,8 @@ LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *,
   auto input = tensorOf(adaptor.getInput().getType());
   SmallVector<bool> drop(input.getRank(), false);
   for (int64_t axis : adaptor.getAxes()) {
-    if (axis < 0 || axis >= input.getRank())
-      return emitOptionalError(loc, "squeeze axis ", axis,
-                               " is out of range for rank ", input.getRank());
+    if (failed(checkAxis(loc, "squeeze", axis, input.getRank())))
+      return failure();
     if (input.getDimSize(axis) != 1)
       return emitOptionalError(loc, "squeeze axis ", axis, " has size ",
                                input.getDimSize(axis), ", not 1");

@@ -21,10 +21,15 @@ static FailureOr<MeshAttr> resolveMesh(Operation *op, FlatSymbolRefAttr mesh,
   return meshOp.getMesh();
 }
 
-/// Checks that `axes` are distinct axes of `mesh`; returns the device count
-/// of the group (the product of their sizes).
-static FailureOr<int64_t> groupSize(Operation *op, MeshAttr mesh,
-                                    ArrayRef<StringRef> axes) {
+/// Resolves `meshName` and checks that `axes` are distinct axes of it;
+/// returns the device count of the group (the product of their sizes).
+static FailureOr<int64_t> groupSize(Operation *op, FlatSymbolRefAttr meshName,
+                                    ArrayRef<StringRef> axes,
+                                    SymbolTableCollection &tables) {
+  FailureOr<MeshAttr> resolved = resolveMesh(op, meshName, tables);
+  if (failed(resolved))
+    return failure();
+  MeshAttr mesh = *resolved;
   if (axes.empty())
     return op->emitOpError() << "needs at least one mesh axis";
   llvm::SmallSet<StringRef, 4> seen;
@@ -41,11 +46,40 @@ static FailureOr<int64_t> groupSize(Operation *op, MeshAttr mesh,
   return size;
 }
 
-static SmallVector<StringRef> axisNames(ArrayAttr axes) {
-  SmallVector<StringRef> names;
-  for (Attribute axis : axes)
-    names.push_back(cast<StringAttr>(axis).getValue());
-  return names;
+/// Checks that `dim` is a dim of `input`.
+static LogicalResult checkDim(Operation *op, int64_t dim,
+                              RankedTensorType input) {
+  if (dim < 0 || dim >= input.getRank())
+    return op->emitOpError() << "dim " << dim << " is out of range for rank "
+                             << input.getRank();
+  return success();
+}
+
+/// Checks that dim `dim` of `input` splits evenly over `n` devices; `what`
+/// names the dim in the error ("dim", "split dim").
+static LogicalResult checkDivides(Operation *op, StringRef what, int64_t dim,
+                                  RankedTensorType input, int64_t n) {
+  if (input.getDimSize(dim) % n != 0)
+    return op->emitOpError() << what << " " << dim << " of size "
+                             << input.getDimSize(dim)
+                             << " does not divide evenly over " << n
+                             << " devices";
+  return success();
+}
+
+/// Checks that `result` has shape `expected` and the element type of
+/// `input`; the error reads "WHAT of INPUT over N devices gives ...".
+static LogicalResult checkResult(Operation *op, const Twine &what,
+                                 RankedTensorType input,
+                                 RankedTensorType result,
+                                 ArrayRef<int64_t> expected, int64_t n) {
+  if (result.getShape() != expected ||
+      result.getElementType() != input.getElementType())
+    return op->emitOpError()
+           << what << " of " << input << " over " << n << " devices gives "
+           << RankedTensorType::get(expected, input.getElementType())
+           << ", not " << result;
+  return success();
 }
 
 static LogicalResult verifyReduction(Operation *op, StringRef reduction) {
@@ -61,10 +95,7 @@ static LogicalResult verifyReduction(Operation *op, StringRef reduction) {
 static LogicalResult verifyPeer(Operation *op, FlatSymbolRefAttr meshName,
                                 StringRef axis, int64_t offset,
                                 SymbolTableCollection &tables) {
-  FailureOr<MeshAttr> mesh = resolveMesh(op, meshName, tables);
-  if (failed(mesh))
-    return failure();
-  FailureOr<int64_t> size = groupSize(op, *mesh, {axis});
+  FailureOr<int64_t> size = groupSize(op, meshName, {axis}, tables);
   if (failed(size))
     return failure();
   if (offset == 0 || offset <= -*size || offset >= *size)
@@ -75,113 +106,59 @@ static LogicalResult verifyPeer(Operation *op, FlatSymbolRefAttr meshName,
   return success();
 }
 
-#define BM_LOOKUP_MESH(OpClass)                                                \
-  MeshAttr OpClass::lookupMesh(SymbolTableCollection &tables) {                \
-    auto meshOp = tables.lookupNearestSymbolFrom<MeshOp>(*this, getMeshAttr()); \
-    return meshOp ? meshOp.getMesh() : MeshAttr();                             \
-  }
-BM_LOOKUP_MESH(AllGatherOp)
-BM_LOOKUP_MESH(AllReduceOp)
-BM_LOOKUP_MESH(AllToAllOp)
-BM_LOOKUP_MESH(CollectivePermuteOp)
-BM_LOOKUP_MESH(RecvOp)
-BM_LOOKUP_MESH(ReduceScatterOp)
-BM_LOOKUP_MESH(SendOp)
-#undef BM_LOOKUP_MESH
-
 LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<MeshAttr> mesh = resolveMesh(*this, getMeshAttr(), tables);
-  if (failed(mesh) || failed(groupSize(*this, *mesh, axisNames(getAxes()))))
+  if (failed(groupSize(*this, getMeshAttr(), axisNamesOf(getAxes()), tables)))
     return failure();
   return verifyReduction(*this, getReduction());
 }
 
 LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<MeshAttr> mesh = resolveMesh(*this, getMeshAttr(), tables);
-  if (failed(mesh))
-    return failure();
-  FailureOr<int64_t> n = groupSize(*this, *mesh, axisNames(getAxes()));
-  if (failed(n))
-    return failure();
+  FailureOr<int64_t> n =
+      groupSize(*this, getMeshAttr(), axisNamesOf(getAxes()), tables);
   auto input = getInput().getType();
-  auto result = getResult().getType();
   int64_t dim = getDim();
-  if (dim < 0 || dim >= input.getRank())
-    return emitOpError() << "dim " << dim << " is out of range for rank "
-                         << input.getRank();
+  if (failed(n) || failed(checkDim(*this, dim, input)))
+    return failure();
   SmallVector<int64_t> expected(input.getShape());
   expected[dim] *= *n;
-  if (result.getShape() != ArrayRef(expected) ||
-      result.getElementType() != input.getElementType())
-    return emitOpError() << "gathering dim " << dim << " of " << input
-                         << " over " << *n << " devices gives "
-                         << RankedTensorType::get(expected,
-                                                  input.getElementType())
-                         << ", not " << result;
-  return success();
+  return checkResult(*this, "gathering dim " + Twine(dim), input,
+                     getResult().getType(), expected, *n);
 }
 
 LogicalResult
 ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<MeshAttr> mesh = resolveMesh(*this, getMeshAttr(), tables);
-  if (failed(mesh))
-    return failure();
-  FailureOr<int64_t> n = groupSize(*this, *mesh, axisNames(getAxes()));
-  if (failed(n) || failed(verifyReduction(*this, getReduction())))
-    return failure();
+  FailureOr<int64_t> n =
+      groupSize(*this, getMeshAttr(), axisNamesOf(getAxes()), tables);
   auto input = getInput().getType();
-  auto result = getResult().getType();
   int64_t dim = getDim();
-  if (dim < 0 || dim >= input.getRank())
-    return emitOpError() << "dim " << dim << " is out of range for rank "
-                         << input.getRank();
-  if (input.getDimSize(dim) % *n != 0)
-    return emitOpError() << "dim " << dim << " of size "
-                         << input.getDimSize(dim)
-                         << " does not divide evenly over " << *n
-                         << " devices";
+  if (failed(n) || failed(verifyReduction(*this, getReduction())) ||
+      failed(checkDim(*this, dim, input)) ||
+      failed(checkDivides(*this, "dim", dim, input, *n)))
+    return failure();
   SmallVector<int64_t> expected(input.getShape());
   expected[dim] /= *n;
-  if (result.getShape() != ArrayRef(expected) ||
-      result.getElementType() != input.getElementType())
-    return emitOpError() << "scattering dim " << dim << " of " << input
-                         << " over " << *n << " devices gives "
-                         << RankedTensorType::get(expected,
-                                                  input.getElementType())
-                         << ", not " << result;
-  return success();
+  return checkResult(*this, "scattering dim " + Twine(dim), input,
+                     getResult().getType(), expected, *n);
 }
 
 LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<MeshAttr> mesh = resolveMesh(*this, getMeshAttr(), tables);
-  if (failed(mesh))
-    return failure();
-  FailureOr<int64_t> n = groupSize(*this, *mesh, axisNames(getAxes()));
+  FailureOr<int64_t> n =
+      groupSize(*this, getMeshAttr(), axisNamesOf(getAxes()), tables);
   if (failed(n))
     return failure();
   auto input = getInput().getType();
-  auto result = getResult().getType();
   int64_t split = getSplitDim(), concat = getConcatDim(),
           rank = input.getRank();
   if (split < 0 || split >= rank || concat < 0 || concat >= rank)
     return emitOpError() << "split_dim " << split << " and concat_dim "
                          << concat << " must be in [0, " << rank << ")";
-  if (input.getDimSize(split) % *n != 0)
-    return emitOpError() << "split dim " << split << " of size "
-                         << input.getDimSize(split)
-                         << " does not divide evenly over " << *n
-                         << " devices";
+  if (failed(checkDivides(*this, "split dim", split, input, *n)))
+    return failure();
   SmallVector<int64_t> expected(input.getShape());
   expected[split] /= *n;
   expected[concat] *= *n;
-  if (result.getShape() != ArrayRef(expected) ||
-      result.getElementType() != input.getElementType())
-    return emitOpError() << "all_to_all of " << input << " over " << *n
-                         << " devices gives "
-                         << RankedTensorType::get(expected,
-                                                  input.getElementType())
-                         << ", not " << result;
-  return success();
+  return checkResult(*this, "all_to_all", input, getResult().getType(),
+                     expected, *n);
 }
 
 LogicalResult

@@ -124,20 +124,6 @@ double mlir::bm::lookupFlops(Operation *op) {
   return it == flopTable().end() ? 0 : it->second(op);
 }
 
-double mlir::bm::defaultBytesMoved(Operation *op) {
-  double bytes = 0;
-  auto add = [&](Value value) {
-    auto tensor = dyn_cast<RankedTensorType>(value.getType());
-    if (!tensor)
-      return;
-    unsigned bits = tensor.getElementType().getIntOrFloatBitWidth();
-    bytes += static_cast<double>(tensor.getNumElements()) * ((bits + 7) / 8);
-  };
-  llvm::for_each(op->getOperands(), add);
-  llvm::for_each(op->getResults(), add);
-  return bytes;
-}
-
 // Contractions report themselves to the cost model.
 bool ConvOp::isContraction() { return true; }
 bool EinsumOp::isContraction() { return true; }

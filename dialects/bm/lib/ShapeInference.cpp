@@ -64,9 +64,8 @@ LogicalResult mlir::bm::inferReduceResult(std::optional<Location> loc,
   int64_t rank = tensor.getRank();
   SmallVector<bool> reduced(rank, false);
   for (int64_t axis : axes) {
-    if (axis < 0 || axis >= rank)
-      return emitOptionalError(loc, "reduction axis ", axis,
-                               " is out of range for rank ", rank);
+    if (failed(checkAxis(loc, "reduction", axis, rank)))
+      return failure();
     if (reduced[axis])
       return emitOptionalError(loc, "reduction axis ", axis,
                                " is listed twice");

@@ -160,9 +160,8 @@ static ShardingRule matmulRule(Operation *op) {
     out += "i";
   if (rhs.size() > 1)
     out += "j";
-  ShardingRule rule = letterRule({l, r}, out, {op->getOperand(0), op->getOperand(1)});
-  // Broadcast batch dims of size 1 were mapped to no factor by letterRule.
-  return rule;
+  // Broadcast batch dims of size 1 are mapped to no factor by letterRule.
+  return letterRule({l, r}, out, {op->getOperand(0), op->getOperand(1)});
 }
 
 static ShardingRule gemmRule(Operation *op) {
@@ -273,9 +272,10 @@ static ShardingRule reduceRule(Operation *op) {
   return rule;
 }
 
-/// Ops that keep the dims other than `axis` and change that one's size
-/// (top-k): the axis maps to no factor (it needs the whole row).
-static ShardingRule keepOtherDimsRule(Operation *op, int64_t axis) {
+/// Top-k keeps the dims other than `axis` and changes that one's size: the
+/// axis needs the whole row, and maps to no factor in the results.
+static ShardingRule topKRule(Operation *op) {
+  int64_t axis = cast<TopKOp>(op).getAxis();
   ShardingRule rule;
   ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
   TensorFactors dims;
@@ -285,19 +285,11 @@ static ShardingRule keepOtherDimsRule(Operation *op, int64_t axis) {
                        : single(rule.addFactor(size, FactorKind::Parallel),
                                 size));
   rule.operandFactors = {dims};
-  if (axis >= 0 && in[axis] != 1)
+  if (in[axis] != 1)
     rule.operandFactors[0][axis] = {
         rule.addFactor(in[axis], FactorKind::NeedReplication)};
-  for (unsigned i = 0; i < op->getNumResults(); ++i) {
-    TensorFactors result = dims;
-    result[axis] = {};
-    rule.resultFactors.push_back(result);
-  }
+  rule.resultFactors.assign(op->getNumResults(), dims);
   return rule;
-}
-
-static ShardingRule topKRule(Operation *op) {
-  return keepOtherDimsRule(op, cast<TopKOp>(op).getAxis());
 }
 
 static ShardingRule sliceRule(Operation *op) {

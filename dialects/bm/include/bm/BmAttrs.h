@@ -11,4 +11,11 @@
 #define GET_ATTRDEF_CLASSES
 #include "bm/BmAttrs.h.inc"
 
+namespace mlir::bm {
+
+/// The names in an array of axis-name string attributes (`["dp", "tp"]`).
+::llvm::SmallVector<::llvm::StringRef> axisNamesOf(ArrayAttr axes);
+
+} // namespace mlir::bm
+
 #endif // BM_BMATTRS_H

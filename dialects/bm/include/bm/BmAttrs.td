@@ -19,8 +19,6 @@ def Bm_MeshAttr : Bm_Attr<"Mesh", "mesh"> {
   let extraClassDeclaration = [{
     /// Index of the axis called `name`, or -1.
     int64_t findAxis(::llvm::StringRef name) const;
-    /// Number of devices: the product of the axis sizes.
-    int64_t getNumDevices() const;
   }];
 }
 

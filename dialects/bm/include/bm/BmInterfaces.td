@@ -25,16 +25,12 @@ def Bm_CostOpInterface : OpInterface<"CostOpInterface"> {
   let cppNamespace = "::mlir::bm";
   let description = [{
     The forward cost of the op at its current shapes: FLOPs (a multiply-add
-    counts 2) and bytes read and written. Contraction ops run on tensor cores;
-    the rest are memory-bound.
+    counts 2). Contraction ops run on tensor cores; the rest are
+    memory-bound.
   }];
   let methods = [
     InterfaceMethod<"Forward FLOPs.", "double", "getFlops", (ins), [{}], [{
         return ::mlir::bm::lookupFlops($_op.getOperation());
-      }]>,
-    InterfaceMethod<"Bytes read and written by the forward op.", "double",
-      "getBytesMoved", (ins), [{}], [{
-        return ::mlir::bm::defaultBytesMoved($_op.getOperation());
       }]>,
     InterfaceMethod<"Whether the op is a contraction (GEMM-like).", "bool",
       "isContraction", (ins), [{}], [{ return false; }]>,

@@ -21,8 +21,6 @@ namespace mlir::bm {
 /// (ShardingRules.cpp and Costs.cpp, both alphabetical by op).
 ::bm::ShardingRule lookupShardingRule(Operation *op);
 double lookupFlops(Operation *op);
-/// Bytes of all operands and results at their static shapes.
-double defaultBytesMoved(Operation *op);
 
 /// What a broadcasting binary op produces.
 enum class BroadcastResult {
@@ -30,6 +28,11 @@ enum class BroadcastResult {
   compare, // i1, operands of one element type
   logical, // i1, operands i1
 };
+
+/// Emits "WHAT axis AXIS is out of range for rank RANK" at `loc` unless
+/// 0 <= axis < rank (BmOps.cpp).
+LogicalResult checkAxis(std::optional<Location> loc, StringRef what,
+                        int64_t axis, int64_t rank);
 
 /// Shared shape inference (ShapeInference.cpp).
 LogicalResult inferBroadcastShape(std::optional<Location> loc,

@@ -463,13 +463,7 @@ def Bm_GlobalAvgPoolOp : Bm_Op<"global_avg_pool", Bm_ComputeTraits #
 
 class Bm_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : Bm_Op<mnemonic, traits # [
-        DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  code commonDeclaration = [{
-    /// The mesh this collective runs on, or null if the symbol is missing.
-    ::mlir::bm::MeshAttr lookupMesh(::mlir::SymbolTableCollection &tables);
-  }];
-  let extraClassDeclaration = commonDeclaration;
-}
+        DeclareOpInterfaceMethods<SymbolUserOpInterface>]>;
 
 def Bm_AllReduceOp : Bm_CollectiveOp<"all_reduce",
     [Pure, SameOperandsAndResultType]> {
