@@ -9,6 +9,7 @@
 
 #include "bm/BmOps.h"
 #include "passes/Passes.h"
+#include "passes/fold/SemanticAttrs.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -41,19 +42,6 @@ struct OpSequence {
   }
 
   int64_t size() const { return static_cast<int64_t>(ops.size()); }
-
-  /// Inherent attributes and non-bm discardable ones: what makes two ops
-  /// compute the same thing.
-  static DictionaryAttr semanticAttrs(Operation *op) {
-    SmallVector<NamedAttribute> attrs;
-    for (NamedAttribute attr : op->getDiscardableAttrs())
-      if (!attr.getName().getValue().starts_with("bm."))
-        attrs.push_back(attr);
-    if (Attribute props = op->getPropertiesAsAttribute())
-      for (NamedAttribute attr : cast<DictionaryAttr>(props))
-        attrs.push_back(attr);
-    return DictionaryAttr::get(op->getContext(), attrs);
-  }
 
   /// A coarse signature: what the op computes and on what types, but not
   /// where its operands come from, which depends on the layer boundaries

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/fold/SemanticAttrs.h"
 #include "passes/verify/LayerWalk.h"
 
 namespace mlir::bm {
@@ -42,13 +43,20 @@ struct VerifyFoldedPass : impl::BmVerifyFoldedPassBase<VerifyFoldedPass> {
                << l.blockClass << " with " << l.ops.size()
                << " ops, but the class's first layer " << l.first << " has "
                << l.reference.size();
-      for (auto [k, op] : llvm::enumerate(l.ops))
-        if (op->getName() != l.reference[k]->getName())
+      for (auto [k, op] : llvm::enumerate(l.ops)) {
+        Operation *reference = l.reference[k];
+        if (op->getName() != reference->getName())
           return op->emitOpError()
                  << "is op " << k << " of layer " << l.layer << ", but op "
                  << k << " of layer " << l.first
-                 << " of the same block class is "
-                 << l.reference[k]->getName();
+                 << " of the same block class is " << reference->getName();
+        if (semanticAttrs(op) != semanticAttrs(reference))
+          return op->emitOpError()
+                 << "is op " << k << " of layer " << l.layer << " with "
+                 << semanticAttrs(op) << ", but op " << k << " of layer "
+                 << l.first << " of the same block class has "
+                 << semanticAttrs(reference);
+      }
       return success();
     });
   }

@@ -120,3 +120,29 @@ func.func @shared_constant(%x: tensor<4x16xf32>, %a: tensor<16x16xf32>, %b: tens
   %h1 = bm.mul %m1, %half : tensor<4x16xf32>, tensor<f32>
   return %h1 : tensor<4x16xf32>
 }
+
+// -----
+
+// Layers that differ only in an attribute (the norm's epsilon) compute
+// different things: two block classes, not one.
+
+// CHECK-LABEL: func.func @attribute_differs
+func.func @attribute_differs(%x: tensor<4x16xf32>, %w0: tensor<16x16xf32>, %w1: tensor<16x16xf32>, %w2: tensor<16x16xf32>, %w3: tensor<16x16xf32>, %g: tensor<16xf32>) -> tensor<4x16xf32> {
+  // CHECK: bm.matmul {{.*}}bm.block_class = 0 : i64, bm.layer = 0 : i64
+  %m0 = bm.matmul %x, %w0 : tensor<4x16xf32>, tensor<16x16xf32>
+  // CHECK: bm.layer_norm {{.*}}bm.block_class = 0 : i64, bm.layer = 0 : i64
+  %n0 = bm.layer_norm %m0, %g {axis = 1 : i64, epsilon = 1.0e-05 : f32} : tensor<4x16xf32>, tensor<16xf32>
+  // CHECK: bm.matmul {{.*}}bm.block_class = 0 : i64, bm.layer = 1 : i64
+  %m1 = bm.matmul %n0, %w1 : tensor<4x16xf32>, tensor<16x16xf32>
+  // CHECK: bm.layer_norm {{.*}}bm.block_class = 0 : i64, bm.layer = 1 : i64
+  %n1 = bm.layer_norm %m1, %g {axis = 1 : i64, epsilon = 1.0e-05 : f32} : tensor<4x16xf32>, tensor<16xf32>
+  // CHECK: bm.matmul {{.*}}bm.block_class = 1 : i64, bm.layer = 2 : i64
+  %m2 = bm.matmul %n1, %w2 : tensor<4x16xf32>, tensor<16x16xf32>
+  // CHECK: bm.layer_norm {{.*}}bm.block_class = 1 : i64, bm.layer = 2 : i64
+  %n2 = bm.layer_norm %m2, %g {axis = 1 : i64, epsilon = 1.0e-06 : f32} : tensor<4x16xf32>, tensor<16xf32>
+  // CHECK: bm.matmul {{.*}}bm.block_class = 1 : i64, bm.layer = 3 : i64
+  %m3 = bm.matmul %n2, %w3 : tensor<4x16xf32>, tensor<16x16xf32>
+  // CHECK: bm.layer_norm {{.*}}bm.block_class = 1 : i64, bm.layer = 3 : i64
+  %n3 = bm.layer_norm %m3, %g {axis = 1 : i64, epsilon = 1.0e-06 : f32} : tensor<4x16xf32>, tensor<16xf32>
+  return %n3 : tensor<4x16xf32>
+}

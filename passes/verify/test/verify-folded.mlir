@@ -64,6 +64,17 @@ func.func @main(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
 
 // -----
 
+// Same ops, different attributes: hand-written classes that bm-fold would
+// not have grouped.
+func.func @main(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %s0 = bm.softmax %x {axis = 1 : i64, bm.layer = 0 : i64, bm.block_class = 0 : i64} : tensor<4x16xf32>
+  // expected-error @+1 {{'bm.softmax' op is op 0 of layer 1 with {axis = 0 : i64}, but op 0 of layer 0 of the same block class has {axis = 1 : i64}}}
+  %s1 = bm.softmax %s0 {axis = 0 : i64, bm.layer = 1 : i64, bm.block_class = 0 : i64} : tensor<4x16xf32>
+  return %s1 : tensor<4x16xf32>
+}
+
+// -----
+
 module {
   bm.mesh @mesh = <["tp"=2]>
   func.func @main(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
