@@ -2,6 +2,7 @@
 
 #include "passes/plan/GraphAnalysis.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <algorithm>
@@ -301,6 +302,13 @@ void GraphAnalysis::propagateTokens(int o) {
         if (tokenFactor_[o][f] && shape[d] > 1)
           dims[d] = 1;
   }
+}
+
+bool GraphAnalysis::inAttentionCore(int op) const {
+  const OpInfo &info = graph_.ops[op];
+  auto square = [&](int v) { return tokenDims_[v] >= 2; };
+  return llvm::any_of(info.operands, square) ||
+         llvm::any_of(info.results, square);
 }
 
 std::vector<Segment> GraphAnalysis::segments() const {

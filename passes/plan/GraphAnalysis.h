@@ -70,6 +70,9 @@ public:
   /// Number of dimensions of `value` that run along a sequence; 2 for the
   /// attention scores.
   int tokenDims(int value) const { return tokenDims_[value]; }
+  /// Whether searched op `op` reads or writes a sequence x sequence tensor:
+  /// the attention core, what selective recomputation repeats.
+  bool inAttentionCore(int op) const;
   /// Whether dimension `dim` of `value` runs along a sequence (known for
   /// the values the searched ops read and write).
   bool isTokenDim(int value, int dim) const {

@@ -57,8 +57,6 @@ private:
   std::vector<int> strategiesOf(int op) const;
   /// Whether the stream layout splits the border values along a sequence.
   bool streamOnSequence() const;
-  /// Whether `op` touches a sequence x sequence tensor (the attention core).
-  bool inAttentionCore(int op) const;
   double valueBytes(int value) const;
   double forwardComputeTime(int op, int factor) const;
   double trafficBytes(int op) const;
@@ -111,17 +109,6 @@ private:
 
 } // namespace
 
-bool SegmentCoster::inAttentionCore(int op) const {
-  const OpInfo &info = graph_.ops[op];
-  for (int v : info.operands)
-    if (analysis_.tokenDims(v) >= 2)
-      return true;
-  for (int v : info.results)
-    if (analysis_.tokenDims(v) >= 2)
-      return true;
-  return false;
-}
-
 bool SegmentCoster::streamOnSequence() const {
   if (streamDim_ < 0 || tp_ <= 1)
     return false;
@@ -149,7 +136,8 @@ std::vector<int> SegmentCoster::strategiesOf(int op) const {
     return result;
   const OpInfo &info = graph_.ops[op];
   const bool sequenceSplits =
-      sequenceParallel_ && !info.isContraction && !inAttentionCore(op);
+      sequenceParallel_ && !info.isContraction &&
+      !analysis_.inAttentionCore(op);
   for (int f = 0; f < info.rule.numFactors(); ++f) {
     if (f == info.batchFactor ||
         (analysis_.isTokenFactor(op, f) && !sequenceSplits))
@@ -459,7 +447,7 @@ void SegmentCoster::account(const std::vector<int> &choice,
     for (int p : producers)
       edgeCost(p, strategies_[local_.at(p)][choice[local_.at(p)]], op, factor,
                &collectives);
-    if (inAttentionCore(op)) {
+    if (analysis_.inAttentionCore(op)) {
       solution.attentionCoreCompute += forward;
       for (size_t c = before; c < collectives.size(); ++c)
         if (collectives[c].phase == Phase::Forward)

@@ -209,17 +209,14 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
   if (config.recompute == Recompute::Full) {
     recomputeFlops = analysis_.layerFlopsPerSample() * samples;
   } else if (config.recompute == Recompute::Selective) {
-    for (const OpInfo &op : graph_.ops) {
-      if (op.layer < 0)
-        continue;
-      bool core = false;
-      for (int v : op.operands)
-        core |= analysis_.tokenDims(v) >= 2;
-      for (int v : op.results)
-        core |= analysis_.tokenDims(v) >= 2;
-      if (core)
-        recomputeFlops += op.flops * samples;
-    }
+    // The attention cores of every layer instance (each searched segment
+    // stands for `count` of them).
+    for (auto [segment, count] : analysis_.sequence())
+      if (segments_[segment].kind == SegmentKind::Layer)
+        for (int op : segments_[segment].ops)
+          if (analysis_.inAttentionCore(op))
+            recomputeFlops += graph_.ops[op].flops * samples *
+                              static_cast<double>(count);
   }
   const double gpuSeconds = chosen.step * config_.gpus;
   plan.mfu = plan.modelFlopsPerStep / (gpuSeconds * model_.peakFlops());

@@ -61,6 +61,24 @@ INSTANTIATE_TEST_SUITE_P(SmallModels, FoldingTest,
                          ::testing::Values(Case{4, 8, 64}, Case{8, 16, 64},
                                            Case{6, 32, 96}));
 
+TEST(FoldingSelectiveTest, RecomputedFlopsCountEveryLayer) {
+  // Selective recomputation repeats the attention core of every layer, not
+  // only of the one a folded block class is searched on: the reported
+  // TFLOP/s must not depend on folding.
+  GptDims dims;
+  dims.layers = 8;
+  ModelGraph graph = buildGpt(dims);
+  TrainingConfig config =
+      trainingConfig(16, 32, "dp=2,tp=4,pp=2,mb=2,recompute=selective");
+  Plan folded = llvm::cantFail(evaluateConfiguration(graph, a100(), config));
+  config.fold = false;
+  Plan unfolded = llvm::cantFail(evaluateConfiguration(graph, a100(), config));
+  EXPECT_NEAR(folded.hardwareTflopsPerGpu, unfolded.hardwareTflopsPerGpu,
+              1e-9 * unfolded.hardwareTflopsPerGpu);
+  EXPECT_GT(folded.hardwareTflopsPerGpu,
+            folded.modelFlopsPerStep / (folded.stepSeconds * 16) / 1e12);
+}
+
 TEST(FoldingDistinctClassesTest, DistinctClassesSearchEveryLayer) {
   GptDims dims;
   dims.layers = 4;
