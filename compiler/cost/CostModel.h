@@ -61,8 +61,6 @@ class CostModel {
 public:
   CostModel(const Cluster &cluster, Precision precision);
 
-  const Cluster &cluster() const { return cluster_; }
-  Precision precision() const { return precision_; }
   /// Peak FLOP/s per GPU at the training precision.
   double peakFlops() const;
   /// Bytes per element of activations and of gradients in flight.

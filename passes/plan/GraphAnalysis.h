@@ -59,10 +59,6 @@ public:
   /// Layout-only ops (reshape, transpose, split, ...): no kernel of their
   /// own, the consumer reads the producer's buffer with strides.
   bool isView(int op) const { return isView_[op]; }
-  /// Elementwise / normalisation / gather ops: time = bytes / bandwidth.
-  bool isMemoryBound(int op) const {
-    return !isView_[op] && !graph_.ops[op].isContraction;
-  }
   /// Whether `factor` of `op` runs along the sequence of some input.
   bool isTokenFactor(int op, int factor) const {
     return tokenFactor_[op][factor];

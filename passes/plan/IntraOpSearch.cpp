@@ -298,7 +298,7 @@ double SegmentCoster::reshard(int from, int to, int value, int op, Phase phase,
   }
   double seconds = model_.collectiveTime(kind, bytes, group_);
   if (out)
-    out->push_back({kind, phase, op, value, bytes, seconds});
+    out->push_back({kind, phase, op, bytes, seconds});
   return seconds;
 }
 
@@ -322,7 +322,7 @@ double SegmentCoster::unaryCost(int localOp, int factor,
             model_.collectiveTime(CollectiveKind::AllReduce, bytes, group_);
         if (out)
           out->push_back(
-              {CollectiveKind::AllReduce, Phase::Step, op, v, bytes, seconds});
+              {CollectiveKind::AllReduce, Phase::Step, op, bytes, seconds});
         total += stepWeight_ * seconds;
       }
       continue;
@@ -413,9 +413,7 @@ SegmentSolution SegmentCoster::solve() {
   }
   SegmentSolution solution;
   solution.tp = tp_;
-  solution.microBatch = microBatch_;
-  solution.streamDim = tp_ > 1 ? streamDim_ : -1;
-  std::vector<int> choice = solver.solve(&solution.objective);
+  std::vector<int> choice = solver.solve();
   account(choice, solution);
   return solution;
 }
@@ -535,10 +533,6 @@ void SegmentCoster::accountExperts(const std::vector<int> &choice,
     if (expert < 0)
       continue;
     const int factor = strategies_[i][choice[i]];
-    int64_t experts = info.rule.factorSizes[expert];
-    solution.numExperts = solution.numExperts == 0
-                              ? experts
-                              : std::min(solution.numExperts, experts);
     for (size_t o = 0; o < info.operands.size(); ++o) {
       int v = info.operands[o];
       const ValueInfo &value = graph_.values[v];

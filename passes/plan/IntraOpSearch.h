@@ -52,17 +52,12 @@ struct SegmentCollective {
   cost::CollectiveKind kind = cost::CollectiveKind::AllReduce;
   Phase phase = Phase::Forward;
   int op = -1;          // graph op index
-  int value = -1;       // the value resharded
   double bytes = 0;     // buffer size, as CostModel::collectiveTime takes it
   double seconds = 0;
 };
 
 struct SegmentSolution {
   int tp = 1;
-  int microBatch = 1;
-  /// The stream layout the segment was solved for: -1 replicated, else the
-  /// dimension of the border values that the tensor axis splits.
-  int streamDim = -1;
   /// Chosen tensor-parallel factor of each op of the segment, -1 for none.
   std::vector<int> tpFactor;
   /// Seconds per micro-batch on one GPU.
@@ -92,15 +87,11 @@ struct SegmentSolution {
   /// (after tensor sharding; expert parallelism divides them further), the
   /// bytes per micro-batch of the values that cross into and out of the
   /// expert ops (an all-to-all each over the expert-parallel axis), how many
-  /// such values, and the smallest expert count (what ep must divide).
+  /// such values.
   double expertParamsPerGpu = 0;
   double expertExchangeBytes = 0;
   int expertExchanges = 0;
-  int64_t numExperts = 0;
   std::vector<SegmentCollective> collectives;
-  /// The minimised objective: forward + backward seconds per micro-batch,
-  /// plus the weighted per-step collectives (see solveSegment).
-  double objective = 0;
 };
 
 /// Finds the exact optimum for one segment whose border values are

@@ -81,13 +81,6 @@ struct ModelGraph {
   int batchGranularity = 1;
 
   int numLayers() const { return static_cast<int>(layerClass.size()); }
-  int64_t numParameters() const {
-    int64_t n = 0;
-    for (const ValueInfo &v : values)
-      if (v.kind == ValueKind::Parameter)
-        n += v.numElements();
-    return n;
-  }
 };
 
 } // namespace bm::plan

@@ -313,7 +313,6 @@ static void readConfig(Reader r, ParallelConfig &c) {
   r.optionalString("stream", stream);
   if (!r.ok())
     return;
-  FixedChoices parsed;
   llvm::Expected<FixedChoices> fixed =
       parseFixedChoices("recompute=" + recompute + ",schedule=" + schedule +
                         ",stream=" + stream);

@@ -328,8 +328,10 @@ std::string Planner::suggestion() const {
     bigger.fixed.dp.reset();
     bigger.numAlternatives = 0;
     Planner planner(graph_, cluster_, bigger);
-    if (planner.validate())
+    if (llvm::Error invalid = planner.validate()) {
+      llvm::consumeError(std::move(invalid)); // this size cannot be laid out
       continue;
+    }
     planner.run();
     if (planner.haveBest_)
       return llvm::formatv("use >= {0} GPUs or a smaller --global-batch",
@@ -386,9 +388,5 @@ llvm::Expected<Plan> bm::plan::evaluateConfiguration(
       2)
     return planError("--fix must give the mesh (dp, tp and pp, or two of "
                      "them) to evaluate a configuration");
-  Planner planner(graph, cluster, config);
-  if (llvm::Error error = planner.validate())
-    return std::move(error);
-  planner.run();
-  return planner.result(/*suggest=*/true);
+  return searchPlan(graph, cluster, config);
 }
