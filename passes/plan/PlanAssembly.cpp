@@ -106,8 +106,6 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
       }
     }
   }
-  const cost::ModelStateBytes perParam =
-      cost::modelStateBytesPerParam(config_.precision, config_.optimizer);
   // Data-parallel synchronisation of the largest stage: dense parameters
   // over dp, expert parameters over the dp / ep replicas of each expert.
   const StageStats *largest = nullptr;
@@ -119,32 +117,14 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
     if (group.size <= 1 || params <= 0)
       return;
     const char *link = cost::toString(model_.linkClass(group));
-    auto add = [&](CollectiveKind kind, const char *phase, const char *where,
-                   double bytes, int64_t count) {
+    for (const DataParallelCollective &c : dataParallelCollectives(config)) {
+      double bytes =
+          params * (c.gradients ? perParam_.grads : perParam_.params);
       plan.collectives.push_back(
-          {cost::toString(kind), axis, link, phase, where, bytes, count,
-           count * model_.collectiveTime(kind, bytes, group)});
-    };
-    double grads = params * perParam.grads;
-    double weights = params * perParam.params;
-    std::string gradients = std::string(what) + "gradients";
-    std::string parameters = std::string(what) + "parameters";
-    if (config.zeroStage == 0) {
-      add(CollectiveKind::AllReduce, "step", gradients.c_str(), grads, 1);
-    } else if (config.zeroStage <= 2) {
-      if (config.zeroStage == 1)
-        add(CollectiveKind::ReduceScatter, "step", gradients.c_str(), grads,
-            1);
-      else
-        add(CollectiveKind::ReduceScatter, "backward", gradients.c_str(),
-            grads, m);
-      add(CollectiveKind::AllGather, "step", parameters.c_str(), weights, 1);
-    } else {
-      int gathers = config.recompute == Recompute::Full ? 3 : 2;
-      add(CollectiveKind::AllGather, "forward", parameters.c_str(), weights,
-          int64_t{gathers} * m);
-      add(CollectiveKind::ReduceScatter, "backward", gradients.c_str(), grads,
-          m);
+          {cost::toString(c.kind), axis, link, c.phase,
+           std::string(what) + (c.gradients ? "gradients" : "parameters"),
+           bytes, c.perStep,
+           c.perStep * model_.collectiveTime(c.kind, bytes, group)});
     }
   };
   if (largest) {
@@ -154,7 +134,7 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
                     placement.expertDp);
     if (ep > 1 && largest->exchanges > 0) {
       // Dispatch and combine, forward, backward (and recomputed forward).
-      int passes = config.recompute == Recompute::Full ? 3 : 2;
+      int passes = parameterPasses(config.recompute);
       double bytes = largest->exchangeBytes / largest->exchanges;
       int64_t count = static_cast<int64_t>(passes * largest->exchanges) * m;
       plan.collectives.push_back(

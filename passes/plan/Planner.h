@@ -52,6 +52,22 @@ inline uint64_t packKey(std::initializer_list<KeyField> fields) {
 
 struct PartitionEntry;
 
+/// Passes over a micro-batch that read the parameters: forward, backward,
+/// and the recomputed forward under full recomputation.
+inline int parameterPasses(Recompute recompute) {
+  return recompute == Recompute::Full ? 3 : 2;
+}
+
+/// A collective over the data-parallel group that ZeRO runs on a stage's
+/// parameters or gradients.
+struct DataParallelCollective {
+  cost::CollectiveKind kind;
+  const char *phase;     // "step", "forward" or "backward"
+  bool gradients;        // it moves gradients, else parameters
+  int64_t perMicroBatch; // > 0: on every micro-batch's path (ZeRO-3)
+  int64_t perStep;       // how many per step
+};
+
 struct Evaluation {
   ParallelConfig config;
   double step = kInfinity;
@@ -95,6 +111,8 @@ public:
           const TrainingConfig &config)
       : graph_(graph), cluster_(cluster), config_(config), analysis_(graph, config.fold),
         model_(cluster, config.precision),
+        perParam_(cost::modelStateBytesPerParam(config.precision,
+                                                config.optimizer)),
         segments_(analysis_.segments()) {
     globalBatch_ = config.globalBatch > 0 ? config.globalBatch : config.gpus;
     // Everything between the prologue and the epilogue, in order: runs of
@@ -154,10 +172,17 @@ private:
   /// Model-state bytes per GPU of a stage's parameters under `config`.
   cost::ModelStateBytes modelState(const StageStats &stats,
                                    const ParallelConfig &config) const;
-  /// Seconds per step to synchronise `params` parameters' gradients (and,
-  /// with ZeRO, the parameters) over `group`.
-  double gradientSync(double params, const ParallelConfig &config,
-                      const cost::CommGroup &group) const;
+  /// What ZeRO stage `config.zeroStage` runs over dp for a stage's
+  /// parameters, in order.
+  std::vector<DataParallelCollective>
+  dataParallelCollectives(const ParallelConfig &config) const;
+  /// Seconds of those collectives for `params` parameters over `group`:
+  /// with `perMicroBatch`, of the ones on each micro-batch's path (ZeRO-3)
+  /// for one micro-batch; else of the others for one step (gradient and
+  /// parameter synchronisation).
+  double dataParallelTime(double params, const ParallelConfig &config,
+                          const cost::CommGroup &group,
+                          bool perMicroBatch) const;
   void consider(const Evaluation &evaluation);
   Plan buildPlan(const Evaluation &chosen);
   double boundaryBytes(int tp, int microBatch, int stream);
@@ -173,6 +198,8 @@ private:
   const TrainingConfig &config_;
   GraphAnalysis analysis_;
   cost::CostModel model_;
+  /// Bytes of parameters, gradients and optimizer state per parameter.
+  const cost::ModelStateBytes perParam_;
   std::vector<Segment> segments_;
   /// Between prologue and epilogue, in order: (segment, instances) for runs
   /// of layers and for interludes.

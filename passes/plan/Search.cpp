@@ -189,8 +189,6 @@ void Planner::run() {
       // Every ZeRO stage moves at least the stage's gradients and weights
       // once over dp (an all-reduce's worth), and the slowest stage holds at
       // least an even share of the parameters.
-      const cost::ModelStateBytes perParam =
-          cost::modelStateBytesPerParam(config_.precision, config_.optimizer);
       double shareOfParams =
           static_cast<double>(analysis_.numParameters()) / (tp * pp);
       // (Expert weights sync over fewer ranks: no bound with experts.)
@@ -198,7 +196,7 @@ void Planner::run() {
           analysis_.hasExperts()
               ? 0
               : model_.collectiveTime(CollectiveKind::AllReduce,
-                                      shareOfParams * perParam.grads,
+                                      shareOfParams * perParam_.grads,
                                       cost::placeMesh(cluster_, dp, tp, pp).dp);
       // Expert parallelism: a divisor of dp that divides the expert count.
       std::vector<int> epOptions;

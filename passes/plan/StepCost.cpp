@@ -262,33 +262,46 @@ cost::ModelStateBytes Planner::modelState(const StageStats &stats,
   return dense;
 }
 
-double Planner::gradientSync(double params, const ParallelConfig &config,
-                             const CommGroup &group) const {
-  const cost::ModelStateBytes perParam =
-      cost::modelStateBytesPerParam(config_.precision, config_.optimizer);
-  const int m = config.numMicroBatches;
+std::vector<DataParallelCollective>
+Planner::dataParallelCollectives(const ParallelConfig &config) const {
+  const int64_t m = config.numMicroBatches;
   switch (config.zeroStage) {
   case 0:
-    return model_.collectiveTime(CollectiveKind::AllReduce,
-                                 params * perParam.grads, group);
+    return {{CollectiveKind::AllReduce, "step", true, 0, 1}};
   case 1:
     // Megatron's distributed optimizer: reduce-scatter the accumulated
     // gradients, update a shard, all-gather the parameters (Megatron-LM
     // docs/distrib_optimizer.md).
-    return model_.collectiveTime(CollectiveKind::ReduceScatter,
-                                 params * perParam.grads, group) +
-           model_.collectiveTime(CollectiveKind::AllGather,
-                                 params * perParam.params, group);
+    return {{CollectiveKind::ReduceScatter, "step", true, 0, 1},
+            {CollectiveKind::AllGather, "step", false, 0, 1}};
   case 2:
     // Partitioned gradients cannot accumulate whole: every micro-batch's
     // backward reduce-scatters them (Rajbhandari et al. 2020, section 5.2).
-    return m * model_.collectiveTime(CollectiveKind::ReduceScatter,
-                                     params * perParam.grads, group) +
-           model_.collectiveTime(CollectiveKind::AllGather,
-                                 params * perParam.params, group);
-  default:
-    return 0; // ZeRO-3 communicates per micro-batch (see score)
+    return {{CollectiveKind::ReduceScatter, "backward", true, 0, m},
+            {CollectiveKind::AllGather, "step", false, 0, 1}};
+  default: {
+    // ZeRO-3 gathers the parameters for every pass over every micro-batch
+    // and reduce-scatters the gradients (Rajbhandari et al. 2020, section
+    // 7.2.2): on each micro-batch's path.
+    const int64_t passes = parameterPasses(config.recompute);
+    return {{CollectiveKind::AllGather, "forward", false, passes, passes * m},
+            {CollectiveKind::ReduceScatter, "backward", true, 1, m}};
   }
+  }
+}
+
+double Planner::dataParallelTime(double params, const ParallelConfig &config,
+                                 const CommGroup &group,
+                                 bool perMicroBatch) const {
+  double seconds = 0;
+  for (const DataParallelCollective &c : dataParallelCollectives(config)) {
+    if ((c.perMicroBatch > 0) != perMicroBatch)
+      continue;
+    double bytes = params * (c.gradients ? perParam_.grads : perParam_.params);
+    seconds += static_cast<double>(perMicroBatch ? c.perMicroBatch : c.perStep) *
+               model_.collectiveTime(c.kind, bytes, group);
+  }
+  return seconds;
 }
 
 std::shared_ptr<const PartitionEntry>
@@ -314,10 +327,7 @@ Planner::memoryBalancedPartition(const ParallelConfig &config,
     double fixed = cluster_.reservedMemoryBytes + 2 * entry.boundaryBytes +
                    layer.workingSet;
     if (config.zeroStage >= 3)
-      fixed += 2 * entry.layerParams *
-               cost::modelStateBytesPerParam(config_.precision,
-                                             config_.optimizer)
-                   .params;
+      fixed += 2 * entry.layerParams * perParam_.params;
     auto addItem = [&](const StageStats &item) {
       fixed += modelState(item, config).total() + inFlight * item.stored +
                item.workingSet;
@@ -352,11 +362,8 @@ Evaluation Planner::score(const ParallelConfig &config,
   const int m = config.numMicroBatches, v = config.chunks;
   const int ep = std::max(config.ep, 1);
   const MeshPlacement placement = cost::placeMesh(cluster_, dp, tp, pp, ep);
-  const cost::ModelStateBytes perParam =
-      cost::modelStateBytesPerParam(config_.precision, config_.optimizer);
   const bool pipelineOnNetwork = placement.pipelineCrossesNodes;
-  // Forward, backward, and the recomputed forward under full recompute.
-  const double passes = config.recompute == Recompute::Full ? 3 : 2;
+  const double passes = parameterPasses(config.recompute);
 
   // Point-to-point per micro-batch: activations forward, gradients back,
   // once per chunk. Megatron sends 1/tp of the boundary and all-gathers it
@@ -380,19 +387,11 @@ Evaluation Planner::score(const ParallelConfig &config,
     DeviceCost c;
     const StageStats &stats = group.stats;
     if (config.zeroStage >= 3) {
-      // ZeRO-3 gathers the parameters for forward, backward (and the
-      // recomputed forward) of every micro-batch and reduce-scatters the
-      // gradients (Rajbhandari et al. 2020, section 7.2.2).
-      auto perMicroBatch = [&](double params, const CommGroup &over) {
-        return passes * model_.collectiveTime(CollectiveKind::AllGather,
-                                              params * perParam.params,
-                                              over) +
-               model_.collectiveTime(CollectiveKind::ReduceScatter,
-                                     params * perParam.grads, over);
-      };
-      c.zero3 = perMicroBatch(stats.params - stats.expertParams, placement.dp);
-      c.zero3Experts =
-          perMicroBatch(stats.expertParams / ep, placement.expertDp);
+      c.zero3 = dataParallelTime(stats.params - stats.expertParams, config,
+                                 placement.dp, /*perMicroBatch=*/true);
+      c.zero3Experts = dataParallelTime(stats.expertParams / ep, config,
+                                        placement.expertDp,
+                                        /*perMicroBatch=*/true);
     }
     if (ep > 1 && stats.exchanges > 0)
       // Dispatch and combine: one all-to-all each way per pass (GShard,
@@ -440,11 +439,13 @@ Evaluation Planner::score(const ParallelConfig &config,
   const double denseParams =
       critical->stats.params - critical->stats.expertParams;
   const double expertParams = critical->stats.expertParams / ep;
-  const double dpSync = gradientSync(denseParams, config, dpGroup);
+  const double dpSync = dataParallelTime(denseParams, config, dpGroup,
+                                         /*perMicroBatch=*/false);
   const double expertSync =
-      expertParams > 0
-          ? gradientSync(expertParams, config, placement.expertDp)
-          : 0;
+      expertParams > 0 ? dataParallelTime(expertParams, config,
+                                          placement.expertDp,
+                                          /*perMicroBatch=*/false)
+                       : 0;
   double updated = config.zeroStage >= 1
                        ? denseParams / dp + expertParams / std::max(dp / ep, 1)
                        : denseParams + expertParams;
@@ -486,7 +487,7 @@ Evaluation Planner::score(const ParallelConfig &config,
     if (pp > 1) // send and receive buffers
       mem.buffers += 2 * boundary;
     if (config.zeroStage >= 3) // one layer's gathered parameters, twice
-      mem.buffers += 2 * layerParams * perParam.params;
+      mem.buffers += 2 * layerParams * perParam_.params;
     if (mem.total() > worst) {
       worst = mem.total();
       e.memory = mem;
