@@ -38,6 +38,19 @@ static std::vector<int> divisors(int64_t n, int64_t limit) {
   return result;
 }
 
+/// The chunks per device Megatron's interleaved schedule can use: the
+/// layers must split evenly into pp x v chunks and the micro-batches into
+/// groups of pp. Ascending; empty without a pipeline.
+static std::vector<int> interleavedChunks(int layers, int pp,
+                                          int64_t microBatches) {
+  std::vector<int> chunks;
+  if (pp > 1 && microBatches % pp == 0)
+    for (int v : {2, 3, 4, 6, 8})
+      if (layers % (pp * v) == 0)
+        chunks.push_back(v);
+  return chunks;
+}
+
 llvm::Error Planner::validate() const {
   const int gpus = config_.gpus;
   const int perNode = cluster_.gpusPerNode;
@@ -218,10 +231,8 @@ void Planner::run() {
             continue;
           // Pipeline: m T + (sum of stage loads - T) / v is smallest for an
           // even split T = W / pp, with the most chunks allowed.
-          int chunks = 1;
-          for (int v : {2, 3, 4, 6, 8})
-            if (pp > 1 && layers % (pp * v) == 0 && m % pp == 0)
-              chunks = v;
+          std::vector<int> interleave = interleavedChunks(layers, pp, m);
+          int chunks = interleave.empty() ? 1 : interleave.back();
           for (const StreamOption &stream : streams) {
             double work = workPerMicroBatch(tp, mb, stream.dim, recompute);
             double bound = m * work / pp + (work - work / pp) / chunks +
@@ -257,11 +268,8 @@ void Planner::run() {
       // asked for.
       if (fixed.schedule == PipelineSchedule::GPipe)
         schedules.push_back({PipelineSchedule::GPipe, 1});
-      // Megatron's interleaving needs the layers to split evenly into
-      // pp * v chunks and m to be a multiple of pp.
-      for (int v : {2, 3, 4, 6, 8})
-        if (layers % (c.pp * v) == 0 && c.m % c.pp == 0)
-          schedules.push_back({PipelineSchedule::Interleaved, v});
+      for (int v : interleavedChunks(layers, c.pp, c.m))
+        schedules.push_back({PipelineSchedule::Interleaved, v});
     }
     for (auto [schedule, chunks] : schedules) {
       if (fixed.schedule && *fixed.schedule != schedule)
