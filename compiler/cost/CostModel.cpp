@@ -63,15 +63,9 @@ MeshPlacement bm::cost::placeMesh(const Cluster &cluster, int dp, int tp,
                                   int pp, int ep) {
   const int perNode = cluster.gpusPerNode;
   MeshPlacement placement;
-  // tp: `tp` consecutive ranks.
-  placement.tp.size = tp;
-  placement.tp.ranksPerNode = std::min(tp, perNode);
-  placement.tp.crossesNodes = tp > perNode;
-  // dp: `dp` ranks at stride tp; a node holds perNode / tp of them.
-  placement.dp.size = dp;
-  placement.dp.ranksPerNode =
-      std::clamp(tp >= perNode ? 1 : perNode / tp, 1, dp);
-  placement.dp.crossesNodes = static_cast<int64_t>(tp) * dp > perNode;
+  // tp: `tp` consecutive ranks; dp: `dp` ranks at stride tp.
+  placement.tp = stridedGroup(perNode, tp, 1);
+  placement.dp = stridedGroup(perNode, dp, tp);
   ep = std::max(ep, 1);
   placement.ep = stridedGroup(perNode, ep, tp);
   placement.expertDp = stridedGroup(perNode, std::max(dp / ep, 1), tp * ep);

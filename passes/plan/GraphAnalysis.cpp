@@ -210,6 +210,19 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
   for (int cls : graph.layerClass)
     if (!sideInputs_.count(cls))
       sideInputs_[cls] = findSideInputs(cls);
+  // Segment numbers: the prologue first, then one per representative layer
+  // in the order they first occur.
+  const int firstLayerSegment = prologueOps_.empty() ? 0 : 1;
+  std::map<int, int> segmentOfRepresentative;
+  layerSegment_.assign(numLayers, -1);
+  for (int layer = 0; layer < numLayers; ++layer)
+    layerSegment_[layer] =
+        segmentOfRepresentative
+            .emplace(representativeLayer_[layer],
+                     firstLayerSegment +
+                         static_cast<int>(segmentOfRepresentative.size()))
+            .first->second;
+  numLayerSegments_ = static_cast<int>(segmentOfRepresentative.size());
 }
 
 void GraphAnalysis::findExpertFactor(int o) {
@@ -325,26 +338,23 @@ std::vector<Segment> GraphAnalysis::segments() const {
   };
   if (!prologueOps_.empty())
     addOutsideLayers(SegmentKind::Prologue, "prologue", prologueOps_);
-  std::map<int, size_t> segmentOfLayer; // representative layer -> segment
   for (int layer = 0; layer < graph_.numLayers(); ++layer) {
-    int representative = representativeLayer_[layer];
-    auto [it, inserted] =
-        segmentOfLayer.emplace(representative, result.size());
-    if (inserted) {
+    const size_t index = layerSegment_[layer];
+    if (index == result.size()) { // the class's first layer
       Segment s;
       s.kind = SegmentKind::Layer;
       s.blockClass = graph_.layerClass[layer];
       s.numInstances = 0;
       s.name = fold_ ? "block " + std::to_string(s.blockClass)
                      : "layer " + std::to_string(layer);
-      s.ops = layerOps_[representative];
+      s.ops = layerOps_[representativeLayer_[layer]];
       result.push_back(std::move(s));
     }
-    ++result[it->second].numInstances;
+    ++result[index].numInstances;
   }
   if (!epilogueOps_.empty())
     addOutsideLayers(SegmentKind::Epilogue, "epilogue", epilogueOps_);
-  // Interludes last, so that the indices above stay as layerSegments()
+  // Interludes last, so that the indices above stay as layerSegment_
   // numbers them; sequence() puts them in place.
   for (const auto &[after, ops] : interludes_)
     addOutsideLayers(SegmentKind::Interlude,
@@ -353,17 +363,12 @@ std::vector<Segment> GraphAnalysis::segments() const {
 }
 
 std::vector<std::pair<int, int64_t>> GraphAnalysis::sequence() const {
-  const int numLayerSegments = [&] {
-    std::map<int, int> distinct;
-    for (int layer = 0; layer < graph_.numLayers(); ++layer)
-      distinct.emplace(representativeLayer_[layer], 0);
-    return static_cast<int>(distinct.size());
-  }();
   const int prologue = prologueOps_.empty() ? -1 : 0;
   const int firstLayer = prologueOps_.empty() ? 0 : 1;
   const int epilogue =
-      epilogueOps_.empty() ? -1 : firstLayer + numLayerSegments;
-  int nextInterlude = firstLayer + numLayerSegments + (epilogue >= 0 ? 1 : 0);
+      epilogueOps_.empty() ? -1 : firstLayer + numLayerSegments_;
+  int nextInterlude =
+      firstLayer + numLayerSegments_ + (epilogue >= 0 ? 1 : 0);
 
   std::vector<std::pair<int, int64_t>> result;
   auto push = [&](int segment) {
@@ -374,10 +379,9 @@ std::vector<std::pair<int, int64_t>> GraphAnalysis::sequence() const {
   };
   if (prologue >= 0)
     push(prologue);
-  std::vector<int> layerSegment = layerSegments();
   size_t interlude = 0;
   for (int layer = 0; layer < graph_.numLayers(); ++layer) {
-    push(layerSegment[layer]);
+    push(layerSegment_[layer]);
     // Interludes are numbered in order; each follows one layer.
     while (interlude < interludes_.size() &&
            interludes_[interlude].first == layer) {
@@ -387,20 +391,6 @@ std::vector<std::pair<int, int64_t>> GraphAnalysis::sequence() const {
   }
   if (epilogue >= 0)
     push(epilogue);
-  return result;
-}
-
-std::vector<int> GraphAnalysis::layerSegments() const {
-  std::map<int, int> segmentOfLayer;
-  std::vector<int> result(graph_.numLayers());
-  int next = prologueOps_.empty() ? 0 : 1;
-  for (int layer = 0; layer < graph_.numLayers(); ++layer) {
-    auto [it, inserted] =
-        segmentOfLayer.emplace(representativeLayer_[layer], next);
-    if (inserted)
-      ++next;
-    result[layer] = it->second;
-  }
   return result;
 }
 

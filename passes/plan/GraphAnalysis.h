@@ -119,8 +119,6 @@ public:
   /// segment per block class (represented by its first instance), otherwise
   /// one per layer.
   std::vector<Segment> segments() const;
-  /// For `segments()`: the segment index of each layer.
-  std::vector<int> layerSegments() const;
   /// The model in execution order as runs of `segments()`: (segment index,
   /// consecutive instances). Prologue and epilogue (if any) come first and
   /// last; each interlude sits between the layers it separates.
@@ -147,6 +145,10 @@ private:
   const ModelGraph &graph_;
   bool fold_;
   std::vector<int> representativeLayer_; // per layer
+  /// The index in `segments()` of each layer's segment, and how many layer
+  /// segments there are (numbered after the prologue, in layer order).
+  std::vector<int> layerSegment_;
+  int numLayerSegments_ = 0;
   /// Ops of each searched (representative) layer; empty for the others.
   std::vector<std::vector<int>> layerOps_;
   std::vector<int> layerFirstOp_;        // per layer

@@ -44,6 +44,18 @@ StageStats StageStats::scaled(int64_t count) const {
   return s;
 }
 
+/// The time of all items together, and of the slowest one.
+static std::pair<double, double>
+totalAndLargest(const std::vector<ItemRun> &runs) {
+  double total = 0, largest = 0;
+  for (const ItemRun &run : runs) {
+    total += run.each.time() * run.count;
+    if (run.count > 0)
+      largest = std::max(largest, run.each.time());
+  }
+  return {total, largest};
+}
+
 namespace {
 
 constexpr int64_t kInfeasible = std::numeric_limits<int64_t>::max();
@@ -198,12 +210,7 @@ std::vector<StageGroup> bm::plan::partitionStages(
     if (used <= numStages)
       return groups;
   }
-  double total = 0, largest = 0;
-  for (const ItemRun &run : runs) {
-    total += run.each.time() * run.count;
-    if (run.count > 0)
-      largest = std::max(largest, run.each.time());
-  }
+  auto [total, largest] = totalAndLargest(runs);
   double low = std::max(largest, total / std::max(numStages, 1));
   // The greedy fill always fits within average + largest item (each stage
   // but the last ends above the average).
@@ -270,17 +277,11 @@ static bool greedyWithLimits(const std::vector<ItemRun> &runs,
 
 std::vector<StageGroup> bm::plan::partitionStagesWithLimits(
     const std::vector<ItemRun> &runs, const std::vector<int64_t> &maxLayers) {
-  double total = 0;
-  for (const ItemRun &run : runs)
-    total += run.each.time() * run.count;
+  auto [total, largest] = totalAndLargest(runs);
   if (!greedyWithLimits(runs, maxLayers, total, nullptr))
     return {};
   // No stage can take less than an even share, nor less than its largest
   // item.
-  double largest = 0;
-  for (const ItemRun &run : runs)
-    if (run.count > 0)
-      largest = std::max(largest, run.each.time());
   double low = std::max(largest, total / maxLayers.size()), high = total;
   for (int iteration = 0; iteration < 80 && high - low > 1e-12 * high;
        ++iteration) {

@@ -115,6 +115,18 @@ StageStats Planner::itemStats(int segment, int tp, int microBatch, int stream,
   return stats;
 }
 
+/// The devices of a pipeline without interleaving: stage k on device k.
+static std::vector<DeviceGroup>
+oneStagePerDevice(const std::vector<StageGroup> &stages) {
+  std::vector<DeviceGroup> devices;
+  int device = 0;
+  for (const StageGroup &group : stages) {
+    devices.push_back({device, group.numStages, group.stats});
+    device += group.numStages;
+  }
+  return devices;
+}
+
 const PartitionEntry &Planner::partition(const ParallelConfig &config) {
   const int tp = config.tp, microBatch = config.microBatch;
   const int pp = config.pp, chunks = config.chunks;
@@ -137,11 +149,7 @@ const PartitionEntry &Planner::partition(const ParallelConfig &config) {
     entry.layerParams =
         solution(firstLayerSegment_, tp, microBatch, stream).paramsPerGpu;
   if (chunks == 1) {
-    int device = 0;
-    for (const StageGroup &group : entry.stages) {
-      entry.devices.push_back({device, group.numStages, group.stats});
-      device += group.numStages;
-    }
+    entry.devices = oneStagePerDevice(entry.stages);
   } else {
     std::vector<StageStats> virtualStages = expandStages(entry.stages);
     for (int device = 0; device < pp; ++device) {
@@ -347,11 +355,7 @@ Planner::memoryBalancedPartition(const ParallelConfig &config,
   auto rebalanced = std::make_shared<PartitionEntry>();
   rebalanced->boundaryBytes = entry.boundaryBytes;
   rebalanced->layerParams = entry.layerParams;
-  int device = 0;
-  for (const StageGroup &group : stages) {
-    rebalanced->devices.push_back({device, group.numStages, group.stats});
-    device += group.numStages;
-  }
+  rebalanced->devices = oneStagePerDevice(stages);
   rebalanced->stages = std::move(stages);
   return rebalanced;
 }
