@@ -38,7 +38,6 @@ public:
     graph.name = func.getSymName().str();
     if (llvm::Error err = addArguments())
       return std::move(err);
-    std::map<int64_t, int64_t> layerIndex;
     for (Operation &op : func.getBody().front()) {
       if (isa<func::ReturnOp>(op)) {
         if (op.getNumOperands() > 0)
@@ -47,20 +46,6 @@ public:
       }
       if (llvm::Error err = addOp(op))
         return std::move(err);
-    }
-    // Layer classes in layer order.
-    for (OpInfo &op : graph.ops) {
-      if (op.layer < 0)
-        continue;
-      if (op.layer >= graph.numLayers())
-        graph.layerClass.resize(op.layer + 1, -1);
-    }
-    for (auto [index, op] : llvm::enumerate(func.getBody().front())) {
-      auto layer = op.getAttrOfType<IntegerAttr>(mlir::bm::BmDialect::kLayerAttrName);
-      auto cls =
-          op.getAttrOfType<IntegerAttr>(mlir::bm::BmDialect::kBlockClassAttrName);
-      if (layer && cls)
-        graph.layerClass[layer.getInt()] = cls.getInt();
     }
     for (auto [layer, cls] : llvm::enumerate(graph.layerClass))
       if (cls < 0)
@@ -184,8 +169,16 @@ private:
     info.rule = ruleOp.getShardingRule();
     info.isContraction = costOp.isContraction();
     info.flops = costOp.getFlops();
-    if (auto layer = op.getAttrOfType<IntegerAttr>(mlir::bm::BmDialect::kLayerAttrName))
+    if (auto layer = op.getAttrOfType<IntegerAttr>(
+            mlir::bm::BmDialect::kLayerAttrName)) {
       info.layer = static_cast<int>(layer.getInt());
+      // Layer classes in layer order; -1 until an op of the layer names it.
+      if (info.layer >= graph.numLayers())
+        graph.layerClass.resize(info.layer + 1, -1);
+      if (auto cls = op.getAttrOfType<IntegerAttr>(
+              mlir::bm::BmDialect::kBlockClassAttrName))
+        graph.layerClass[info.layer] = cls.getInt();
+    }
     for (Value operand : op.getOperands())
       info.operands.push_back(valueIndex.lookup(operand));
 

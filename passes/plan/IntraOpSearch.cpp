@@ -84,6 +84,9 @@ private:
                   int consumerFactor,
                   std::vector<SegmentCollective> *out) const;
   bool insideSegment(int op) const { return local_.count(op) != 0; }
+  /// The segment ops (local indices, ascending, each once) whose results
+  /// segment op `localOp` reads.
+  std::vector<int> producersOf(int localOp) const;
 
   void account(const std::vector<int> &choice, SegmentSolution &solution);
   void accountExperts(const std::vector<int> &choice,
@@ -378,6 +381,19 @@ double SegmentCoster::edgeCost(int producer, int producerFactor, int consumer,
   return total;
 }
 
+std::vector<int> SegmentCoster::producersOf(int localOp) const {
+  std::vector<int> producers;
+  for (int v : graph_.ops[segment_.ops[localOp]].operands) {
+    auto it = local_.find(graph_.values[v].producer);
+    if (it != local_.end())
+      producers.push_back(it->second);
+  }
+  std::sort(producers.begin(), producers.end());
+  producers.erase(std::unique(producers.begin(), producers.end()),
+                  producers.end());
+  return producers;
+}
+
 SegmentSolution SegmentCoster::solve() {
   const int numOps = static_cast<int>(segment_.ops.size());
   std::vector<int> domains;
@@ -392,17 +408,7 @@ SegmentSolution SegmentCoster::solve() {
   }
   // One pairwise table per producer -> consumer pair.
   for (int c = 0; c < numOps; ++c) {
-    const OpInfo &info = graph_.ops[segment_.ops[c]];
-    std::vector<int> producers;
-    for (int v : info.operands) {
-      int p = graph_.values[v].producer;
-      if (p >= 0 && insideSegment(p))
-        producers.push_back(local_.at(p));
-    }
-    std::sort(producers.begin(), producers.end());
-    producers.erase(std::unique(producers.begin(), producers.end()),
-                    producers.end());
-    for (int p : producers) {
+    for (int p : producersOf(c)) {
       std::vector<double> costs;
       for (int pf : strategies_[p])
         for (int cf : strategies_[c])
@@ -433,17 +439,8 @@ void SegmentCoster::account(const std::vector<int> &choice,
     solution.backwardCompute += 2 * forward;
     size_t before = collectives.size();
     unaryCost(i, factor, &collectives);
-    std::vector<int> producers;
-    for (int v : info.operands) {
-      int p = graph_.values[v].producer;
-      if (p >= 0 && insideSegment(p))
-        producers.push_back(p);
-    }
-    std::sort(producers.begin(), producers.end());
-    producers.erase(std::unique(producers.begin(), producers.end()),
-                    producers.end());
-    for (int p : producers)
-      edgeCost(p, strategies_[local_.at(p)][choice[local_.at(p)]], op, factor,
+    for (int p : producersOf(i))
+      edgeCost(segment_.ops[p], strategies_[p][choice[p]], op, factor,
                &collectives);
     if (analysis_.inAttentionCore(op)) {
       solution.attentionCoreCompute += forward;
