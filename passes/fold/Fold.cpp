@@ -183,12 +183,11 @@ static bool instancesChain(const OpSequence &seq, const Run &run) {
     return false;
   int64_t begin = run.start + run.period, end = begin + run.period;
   for (int64_t i = begin; i < end; ++i)
-    for (Value operand : seq.ops[i]->getOperands())
-      if (Operation *def = operand.getDefiningOp()) {
-        int64_t d = seq.index.lookup(def);
-        if (d >= run.start && d < begin)
-          return true;
-      }
+    for (Value operand : seq.ops[i]->getOperands()) {
+      int64_t d = seq.definedAt(operand);
+      if (d >= run.start && d < begin)
+        return true;
+    }
   return false;
 }
 
@@ -248,8 +247,10 @@ static void hoistConstants(Block &body) {
     if (op.getNumOperands() != 0 || op.getNumResults() != 1 ||
         !op.hasTrait<OpTrait::ConstantLike>())
       continue;
-    auto value = op.getAttrOfType<TypedAttr>("value");
-    if (value && op.getName() == OperationName("bm.constant", op.getContext())) {
+    auto constant = dyn_cast<ConstantOp>(op);
+    TypedAttr value =
+        constant ? dyn_cast<TypedAttr>(constant.getValue()) : TypedAttr();
+    if (value) {
       auto [it, inserted] =
           seen.try_emplace({value, op.getResult(0).getType()}, &op);
       if (!inserted) {
@@ -293,6 +294,7 @@ struct FoldPass : impl::BmFoldPassBase<FoldPass> {
 
     // Runs whose blocks are the same op for op share a block class.
     SmallVector<int64_t> classOfRun;
+    int64_t numClasses = 0;
     for (auto [r, run] : llvm::enumerate(runs)) {
       int64_t cls = -1;
       for (size_t q = 0; q < r && cls < 0; ++q) {
@@ -303,9 +305,7 @@ struct FoldPass : impl::BmFoldPassBase<FoldPass> {
           cls = classOfRun[q];
       }
       if (cls < 0)
-        cls = classOfRun.empty()
-                  ? 0
-                  : *llvm::max_element(classOfRun) + 1;
+        cls = numClasses++;
       classOfRun.push_back(cls);
     }
 
