@@ -69,6 +69,29 @@ private:
   bm::import::NodeContext &nc;
 };
 
+/// The indices of a top-1 of x along `axis` (top_k's result 1), passed
+/// through `adjust` when given, then squeezed unless `keepDims`.
+FailureOr<Value>
+topOneIndex(bm::import::NodeContext &nc, Value x, int64_t axis, bool largest,
+            bool keepDims,
+            function_ref<FailureOr<Value>(Value)> adjust = nullptr) {
+  FailureOr<Operation *> topK =
+      nc.create("bm.top_k", {x},
+                {nc.named("k", bm::import::i64(nc, 1)),
+                 nc.named("axis", bm::import::i64(nc, axis)),
+                 nc.named("largest", bm::import::boolean(nc, largest))},
+                {}, 2);
+  if (failed(topK))
+    return failure();
+  FailureOr<Value> index = (*topK)->getResult(1);
+  if (adjust)
+    index = adjust(*index);
+  if (failed(index) || keepDims)
+    return index;
+  return nc.build("bm.squeeze", {*index},
+                  {nc.named("axes", bm::import::array(nc, {axis}))});
+}
+
 /// ArgMax / ArgMin: the indices of a top-1 along the axis. A top-1 picks
 /// the first of equal values; for select_last_index the axis is reversed
 /// (a gather) and the index mirrored back.
@@ -95,24 +118,14 @@ LogicalResult argExtreme(bm::import::NodeContext &nc, bool largest) {
     if (failed(x))
       return failure();
   }
-  FailureOr<Operation *> topK =
-      nc.create("bm.top_k", {*x},
-                {nc.named("k", bm::import::i64(nc, 1)),
-                 nc.named("axis", bm::import::i64(nc, *axis)),
-                 nc.named("largest", bm::import::boolean(nc, largest))},
-                {}, 2);
-  if (failed(topK))
-    return failure();
-  FailureOr<Value> index = (*topK)->getResult(1);
-  if (last) {
+  auto mirror = [&](Value index) {
     Formula f(nc);
-    index = f.binary("bm.sub", f.scalar(index, dim - 1), index);
-  }
-  if (failed(index) || nc.getInt("keepdims", 1))
-    return bm::import::setResult(nc, index);
+    return f.binary("bm.sub", f.scalar(index, dim - 1), index);
+  };
   return bm::import::setResult(
-      nc, nc.build("bm.squeeze", {*index},
-                   {nc.named("axes", bm::import::array(nc, {*axis}))}));
+      nc, topOneIndex(nc, *x, *axis, largest, nc.getInt("keepdims", 1),
+                      last ? function_ref<FailureOr<Value>(Value)>(mirror)
+                           : nullptr));
 }
 
 FailureOr<Value> hardSigmoid(Formula &f, FailureOr<Value> x, double alpha,
@@ -199,9 +212,7 @@ LogicalResult importGlobalMaxPool(NodeContext &nc) {
   SmallVector<int64_t> axes;
   for (int64_t d = 2, rank = typeOf(*x).getRank(); d < rank; ++d)
     axes.push_back(d);
-  return setResult(nc, nc.build("bm.reduce_max", {*x},
-                                {nc.named("axes", array(nc, axes)),
-                                 nc.named("keep_dims", boolean(nc, true))}));
+  return setResult(nc, reduceOf(nc, "bm.reduce_max", *x, axes, true));
 }
 
 /// max(0, min(1, alpha * x + beta)).
@@ -232,15 +243,8 @@ LogicalResult importHardmax(NodeContext &nc) {
   if (nc.getOpset() < 13 && *axis != rank - 1)
     return nc.error("hardmax before opset 13 coerces to 2-D; only the last "
                     "axis is supported");
-  FailureOr<Operation *> topK =
-      nc.create("bm.top_k", {*x},
-                {nc.named("k", i64(nc, 1)), nc.named("axis", i64(nc, *axis)),
-                 nc.named("largest", boolean(nc, true))},
-                {}, 2);
-  if (failed(topK))
-    return failure();
-  FailureOr<Value> index = nc.build("bm.squeeze", {(*topK)->getResult(1)},
-                                    {nc.named("axes", array(nc, {*axis}))});
+  FailureOr<Value> index = topOneIndex(nc, *x, *axis, /*largest=*/true,
+                                       /*keepDims=*/false);
   if (failed(index))
     return failure();
   int64_t depth = type.getDimSize(*axis);
@@ -269,24 +273,20 @@ LogicalResult importInstanceNormalization(NodeContext &nc) {
     axes.push_back(d);
     perChannel.push_back(1);
   }
-  auto mean = [&](FailureOr<Value> v) -> FailureOr<Value> {
-    if (failed(v))
-      return failure();
-    return nc.build("bm.reduce_mean", {*v},
-                    {nc.named("axes", array(nc, axes)),
-                     nc.named("keep_dims", boolean(nc, true))});
-  };
   auto channels = [&](Value v) {
     return nc.build(
         "bm.reshape", {v}, {},
         RankedTensorType::get(perChannel, typeOf(v).getElementType()));
   };
-  FailureOr<Value> centered = f.binary("bm.sub", x, mean(x));
-  FailureOr<Value> variance = mean(f.mul(centered, centered));
-  FailureOr<Value> deviation = f.unary(
-      "bm.sqrt",
-      f.add(variance, f.scalar(variance, nc.getFloat("epsilon", 1e-5f))));
-  FailureOr<Value> normalised = f.binary("bm.div", centered, deviation);
+  FailureOr<Value> mean = reduceOf(nc, "bm.reduce_mean", *x, axes, true);
+  if (failed(mean))
+    return failure();
+  FailureOr<CenteredDeviation> moments =
+      centeredDeviation(nc, *x, *mean, axes, nc.getFloat("epsilon", 1e-5f));
+  if (failed(moments))
+    return failure();
+  FailureOr<Value> normalised =
+      f.binary("bm.div", moments->centered, moments->deviation);
   return setResult(nc,
                    f.add(f.mul(normalised, channels(*scale)), channels(*bias)));
 }

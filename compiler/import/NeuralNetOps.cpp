@@ -219,29 +219,14 @@ LogicalResult importLayerNormalization(NodeContext &nc) {
   SmallVector<int64_t> axes;
   for (int64_t d = *axis, rank = typeOf(*x).getRank(); d < rank; ++d)
     axes.push_back(d);
-  auto mean = [&](Value v) {
-    return nc.build("bm.reduce_mean", {v},
-                    {nc.named("axes", array(nc, axes)),
-                     nc.named("keep_dims", boolean(nc, true))});
-  };
-  FailureOr<Value> mu = mean(*x);
+  FailureOr<Value> mu = reduceOf(nc, "bm.reduce_mean", *x, axes, true);
   if (failed(setResult(nc, mu, 1)))
     return failure();
-  FailureOr<Value> centered = binaryOf(nc, "bm.sub", *x, *mu);
-  if (failed(centered))
+  FailureOr<CenteredDeviation> moments =
+      centeredDeviation(nc, *x, *mu, axes, epsilon);
+  if (failed(moments))
     return failure();
-  FailureOr<Value> square = binaryOf(nc, "bm.mul", *centered, *centered);
-  FailureOr<Value> variance = failed(square) ? square : mean(*square);
-  FailureOr<Value> eps =
-      failed(variance) ? variance : scalarLike(nc, *variance, epsilon);
-  if (failed(eps))
-    return failure();
-  FailureOr<Value> r = binaryOf(nc, "bm.add", *variance, *eps);
-  if (succeeded(r))
-    r = unaryOf(nc, "bm.sqrt", *r);
-  if (succeeded(r))
-    r = unaryOf(nc, "bm.reciprocal", *r);
-  return setResult(nc, r, 2);
+  return setResult(nc, unaryOf(nc, "bm.reciprocal", moments->deviation), 2);
 }
 
 LogicalResult importLogSoftmax(NodeContext &nc) {

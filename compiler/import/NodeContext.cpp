@@ -164,6 +164,19 @@ FailureOr<int64_t> NodeContext::axis(int64_t axis, int64_t rank,
   return normalised;
 }
 
+FailureOr<SmallVector<int64_t>> NodeContext::normaliseAxes(
+    ArrayRef<int64_t> axes, int64_t rank, StringRef what,
+    function_ref<LogicalResult(int64_t given, int64_t axis)> check) {
+  SmallVector<int64_t> normalised;
+  for (int64_t a : axes) {
+    FailureOr<int64_t> n = axis(a, rank, what);
+    if (failed(n) || (check && failed(check(a, *n))))
+      return failure();
+    normalised.push_back(*n);
+  }
+  return normalised;
+}
+
 FailureOr<Operation *> NodeContext::create(StringRef opName,
                                            ValueRange operands,
                                            ArrayRef<NamedAttribute> attrs,
@@ -290,6 +303,36 @@ FailureOr<Value> binaryOf(NodeContext &nc, StringRef op, Value a, Value b) {
 
 FailureOr<Value> unaryOf(NodeContext &nc, StringRef op, Value x) {
   return nc.build(op, {x}, {}, x.getType());
+}
+
+FailureOr<Value> reduceOf(NodeContext &nc, StringRef op, Value x,
+                          ArrayRef<int64_t> axes, bool keepDims) {
+  return nc.build(op, {x},
+                  {nc.named("axes", array(nc, axes)),
+                   nc.named("keep_dims", boolean(nc, keepDims))});
+}
+
+FailureOr<CenteredDeviation> centeredDeviation(NodeContext &nc, Value x,
+                                               Value mean,
+                                               ArrayRef<int64_t> axes,
+                                               double epsilon) {
+  FailureOr<Value> centered = binaryOf(nc, "bm.sub", x, mean);
+  if (failed(centered))
+    return failure();
+  FailureOr<Value> r = binaryOf(nc, "bm.mul", *centered, *centered);
+  if (succeeded(r))
+    r = reduceOf(nc, "bm.reduce_mean", *r, axes, /*keepDims=*/true);
+  if (failed(r))
+    return failure();
+  FailureOr<Value> eps = scalarLike(nc, *r, epsilon);
+  if (failed(eps))
+    return failure();
+  r = binaryOf(nc, "bm.add", *r, *eps);
+  if (succeeded(r))
+    r = unaryOf(nc, "bm.sqrt", *r);
+  if (failed(r))
+    return failure();
+  return CenteredDeviation{*centered, *r};
 }
 
 } // namespace bm::import

@@ -15,6 +15,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Value.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <onnx/onnx_pb.h>
@@ -120,6 +121,12 @@ public:
   /// Normalises a possibly negative axis into [0, rank).
   mlir::FailureOr<int64_t> axis(int64_t axis, int64_t rank,
                                 llvm::StringRef what = "axis");
+  /// axis() of each of `axes` in turn, in their order; `check`, when given,
+  /// vets each one (as given and normalised) before the next is read.
+  mlir::FailureOr<llvm::SmallVector<int64_t>> normaliseAxes(
+      llvm::ArrayRef<int64_t> axes, int64_t rank, llvm::StringRef what,
+      llvm::function_ref<mlir::LogicalResult(int64_t given, int64_t axis)>
+          check = nullptr);
   std::string describe() const;
 
 private:
@@ -167,6 +174,20 @@ mlir::FailureOr<mlir::Value> binaryOf(NodeContext &nc, llvm::StringRef op,
 /// Elementwise unary op `op` keeping x's type.
 mlir::FailureOr<mlir::Value> unaryOf(NodeContext &nc, llvm::StringRef op,
                                      mlir::Value x);
+/// Reduction `op` (bm.reduce_*) of x over `axes`.
+mlir::FailureOr<mlir::Value> reduceOf(NodeContext &nc, llvm::StringRef op,
+                                      mlir::Value x,
+                                      llvm::ArrayRef<int64_t> axes,
+                                      bool keepDims);
+/// x - mean and sqrt(mean((x - mean)^2) + epsilon), the means over `axes`
+/// kept as size 1; `mean` is x's. Emitted in that order: sub, mul,
+/// reduce_mean, constant, add, sqrt.
+struct CenteredDeviation {
+  mlir::Value centered, deviation;
+};
+mlir::FailureOr<CenteredDeviation>
+centeredDeviation(NodeContext &nc, mlir::Value x, mlir::Value mean,
+                  llvm::ArrayRef<int64_t> axes, double epsilon);
 
 //===--- shape rules shared by op importers and host folders --------------===//
 
@@ -199,6 +220,11 @@ squeezeAxes(NodeContext &nc, llvm::ArrayRef<int64_t> shape);
 /// Normalised, sorted Unsqueeze axes (positions in the result).
 mlir::FailureOr<llvm::SmallVector<int64_t>> unsqueezeAxes(NodeContext &nc,
                                                           int64_t inRank);
+/// The number of elements of Range(start, limit, delta): scalar bounds, a
+/// delta other than 0 and a finite length, else the node's error.
+mlir::FailureOr<int64_t> rangeLength(NodeContext &nc, const HostTensor &start,
+                                     const HostTensor &limit,
+                                     const HostTensor &delta);
 /// The result shape of Squeeze / Unsqueeze.
 llvm::SmallVector<int64_t> squeezedShape(llvm::ArrayRef<int64_t> shape,
                                          llvm::ArrayRef<int64_t> axes);

@@ -13,8 +13,6 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringExtras.h"
 
-#include <cmath>
-
 using namespace bm::import;
 using namespace mlir;
 using llvm::SmallVector;
@@ -31,7 +29,7 @@ LogicalResult unary(NodeContext &nc, StringRef op) {
   FailureOr<Value> x = nc.value(0);
   if (failed(x))
     return failure();
-  return setResult(nc, nc.build(op, {*x}, {}, x->getType()));
+  return setResult(nc, unaryOf(nc, op, *x));
 }
 
 /// Broadcasting binary op on inputs 0 and 1.
@@ -40,6 +38,17 @@ LogicalResult binary(NodeContext &nc, StringRef op) {
   if (failed(a) || failed(b))
     return failure();
   return setResult(nc, binaryOf(nc, op, *a, *b));
+}
+
+/// not (a `op` b), for the comparisons bm has no op for.
+LogicalResult negatedBinary(NodeContext &nc, StringRef op) {
+  FailureOr<Value> a = nc.value(0), b = nc.value(1);
+  if (failed(a) || failed(b))
+    return failure();
+  FailureOr<Value> r = binaryOf(nc, op, *a, *b);
+  if (failed(r))
+    return failure();
+  return setResult(nc, unaryOf(nc, "bm.not", *r));
 }
 
 /// `op` applied left to right over all inputs (variadic Max, Min, Sum).
@@ -73,18 +82,14 @@ FailureOr<std::optional<SmallVector<int64_t>>> reduceAxes(NodeContext &nc,
   std::vector<int64_t> raw = given->value_or(std::vector<int64_t>{});
   if (raw.empty() && nc.getInt("noop_with_empty_axes", 0))
     return std::optional<SmallVector<int64_t>>();
-  SmallVector<int64_t> axes;
   if (raw.empty())
     for (int64_t d = 0; d < rank; ++d)
-      axes.push_back(d);
-  for (int64_t a : raw) {
-    FailureOr<int64_t> axis = nc.axis(a, rank, "reduction axis");
-    if (failed(axis))
-      return failure();
-    axes.push_back(*axis);
-  }
-  llvm::sort(axes);
-  return std::optional<SmallVector<int64_t>>(axes);
+      raw.push_back(d);
+  auto axes = nc.normaliseAxes(raw, rank, "reduction axis");
+  if (failed(axes))
+    return failure();
+  llvm::sort(*axes);
+  return std::optional<SmallVector<int64_t>>(*axes);
 }
 
 /// bm.reduce_* of `x` with the node's axes and keepdims; `pre` and `post`
@@ -102,10 +107,7 @@ LogicalResult reduce(NodeContext &nc, StringRef op,
     return setResult(nc, x);
   if (pre && failed(x = pre(*x)))
     return failure();
-  FailureOr<Value> r =
-      nc.build(op, {*x},
-               {nc.named("axes", array(nc, **axes)),
-                nc.named("keep_dims", boolean(nc, nc.getInt("keepdims", 1)))});
+  FailureOr<Value> r = reduceOf(nc, op, *x, **axes, nc.getInt("keepdims", 1));
   if (succeeded(r) && post)
     r = post(*r);
   return setResult(nc, r);
@@ -483,13 +485,7 @@ LogicalResult importGreater(NodeContext &nc) {
 
 /// a >= b is not (a < b); NaNs aside, which training graphs do not compare.
 LogicalResult importGreaterOrEqual(NodeContext &nc) {
-  FailureOr<Value> a = nc.value(0), b = nc.value(1);
-  if (failed(a) || failed(b))
-    return failure();
-  FailureOr<Value> less = binaryOf(nc, "bm.less", *a, *b);
-  if (failed(less))
-    return failure();
-  return setResult(nc, unaryOf(nc, "bm.not", *less));
+  return negatedBinary(nc, "bm.less");
 }
 
 LogicalResult importIdentity(NodeContext &nc) { return passThrough(nc); }
@@ -497,13 +493,7 @@ LogicalResult importIdentity(NodeContext &nc) { return passThrough(nc); }
 LogicalResult importLess(NodeContext &nc) { return binary(nc, "bm.less"); }
 
 LogicalResult importLessOrEqual(NodeContext &nc) {
-  FailureOr<Value> a = nc.value(0), b = nc.value(1);
-  if (failed(a) || failed(b))
-    return failure();
-  FailureOr<Value> greater = binaryOf(nc, "bm.greater", *a, *b);
-  if (failed(greater))
-    return failure();
-  return setResult(nc, unaryOf(nc, "bm.not", *greater));
+  return negatedBinary(nc, "bm.greater");
 }
 
 LogicalResult importLog(NodeContext &nc) { return unary(nc, "bm.log"); }
@@ -587,18 +577,17 @@ LogicalResult importRange(NodeContext &nc) {
                    *delta = nc.host(2);
   if (!start || !limit || !delta)
     return nc.error("range bounds must be constants the importer can fold");
-  double d = delta->getFloat(0);
-  double count = std::ceil((limit->getFloat(0) - start->getFloat(0)) / d);
-  if (!(count < 9e18))
-    return nc.error("range has no finite length");
-  int64_t n = static_cast<int64_t>(std::max(0.0, count));
+  FailureOr<int64_t> n = rangeLength(nc, *start, *limit, *delta);
+  if (failed(n))
+    return failure();
   Type element = elementTypeOf(nc.context(), start->dtype);
   return setResult(
-      nc, nc.build("bm.iota", {},
-                   {nc.named("start",
-                             nc.builder().getF64FloatAttr(start->getFloat(0))),
-                    nc.named("delta", nc.builder().getF64FloatAttr(d))},
-                   RankedTensorType::get({n}, element)));
+      nc,
+      nc.build(
+          "bm.iota", {},
+          {nc.named("start", nc.builder().getF64FloatAttr(start->getFloat(0))),
+           nc.named("delta", nc.builder().getF64FloatAttr(delta->getFloat(0)))},
+          RankedTensorType::get({*n}, element)));
 }
 
 LogicalResult importReciprocal(NodeContext &nc) {
@@ -822,12 +811,10 @@ LogicalResult importTranspose(NodeContext &nc) {
   int64_t rank = typeOf(*x).getRank();
   SmallVector<int64_t> perm;
   if (auto attr = nc.getInts("perm")) {
-    for (int64_t p : *attr) {
-      FailureOr<int64_t> axis = nc.axis(p, rank, "permutation entry");
-      if (failed(axis))
-        return failure();
-      perm.push_back(*axis);
-    }
+    auto given = nc.normaliseAxes(*attr, rank, "permutation entry");
+    if (failed(given))
+      return failure();
+    perm = std::move(*given);
   } else {
     for (int64_t d = rank - 1; d >= 0; --d)
       perm.push_back(d);
@@ -876,13 +863,7 @@ LogicalResult importWhere(NodeContext &nc) {
 
 /// a xor b is a != b on booleans.
 LogicalResult importXor(NodeContext &nc) {
-  FailureOr<Value> a = nc.value(0), b = nc.value(1);
-  if (failed(a) || failed(b))
-    return failure();
-  FailureOr<Value> equal = binaryOf(nc, "bm.equal", *a, *b);
-  if (failed(equal))
-    return failure();
-  return setResult(nc, unaryOf(nc, "bm.not", *equal));
+  return negatedBinary(nc, "bm.equal");
 }
 
 // Alphabetical by ONNX op type, with the inputs each needs:

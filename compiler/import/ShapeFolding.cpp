@@ -196,20 +196,18 @@ FailureOr<SmallVector<int64_t>> squeezeAxes(NodeContext &nc,
     for (auto [i, d] : llvm::enumerate(shape))
       if (d == 1)
         raw.push_back(i);
-  SmallVector<int64_t> axes;
-  for (int64_t a : raw) {
-    FailureOr<int64_t> axis = nc.axis(a, shape.size(), "squeeze axis");
-    if (failed(axis))
-      return failure();
-    if (shape[*axis] != 1) {
-      (void)nc.error("squeeze axis " + llvm::Twine(a) + " has size " +
-                     llvm::Twine(shape[*axis]) + ", not 1");
-      return failure();
-    }
-    axes.push_back(*axis);
-  }
-  llvm::sort(axes);
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  auto axes = nc.normaliseAxes(
+      raw, shape.size(), "squeeze axis",
+      [&](int64_t given, int64_t axis) -> LogicalResult {
+        if (shape[axis] == 1)
+          return success();
+        return nc.error("squeeze axis " + llvm::Twine(given) + " has size " +
+                        llvm::Twine(shape[axis]) + ", not 1");
+      });
+  if (failed(axes))
+    return failure();
+  llvm::sort(*axes);
+  axes->erase(std::unique(axes->begin(), axes->end()), axes->end());
   return axes;
 }
 
@@ -227,20 +225,30 @@ FailureOr<SmallVector<int64_t>> unsqueezeAxes(NodeContext &nc, int64_t inRank) {
       return failure();
     raw = *in;
   }
-  int64_t rank = inRank + raw.size();
-  SmallVector<int64_t> axes;
-  for (int64_t a : raw) {
-    FailureOr<int64_t> axis = nc.axis(a, rank, "unsqueeze axis");
-    if (failed(axis))
-      return failure();
-    axes.push_back(*axis);
-  }
-  llvm::sort(axes);
-  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) {
+  auto axes = nc.normaliseAxes(raw, inRank + raw.size(), "unsqueeze axis");
+  if (failed(axes))
+    return failure();
+  llvm::sort(*axes);
+  if (std::adjacent_find(axes->begin(), axes->end()) != axes->end()) {
     (void)nc.error("unsqueeze axes are repeated");
     return failure();
   }
   return axes;
+}
+
+FailureOr<int64_t> rangeLength(NodeContext &nc, const HostTensor &start,
+                               const HostTensor &limit,
+                               const HostTensor &delta) {
+  if (start.numElements() != 1 || limit.numElements() != 1 ||
+      delta.numElements() != 1)
+    return nc.error("range start, limit and delta must be scalars");
+  double d = delta.getFloat(0);
+  if (d == 0)
+    return nc.error("range delta is 0");
+  double count = std::ceil((limit.getFloat(0) - start.getFloat(0)) / d);
+  if (!(count < 9e18))
+    return nc.error("range has no finite length");
+  return count > 0 ? static_cast<int64_t>(count) : 0;
 }
 
 SmallVector<int64_t> squeezedShape(ArrayRef<int64_t> shape,
@@ -575,20 +583,14 @@ FailureOr<bool> foldOr(NodeContext &nc) {
 FailureOr<bool> foldRange(NodeContext &nc) {
   const HostTensor *start = nc.host(0), *limit = nc.host(1),
                    *delta = nc.host(2);
-  if (start->numElements() != 1 || limit->numElements() != 1 ||
-      delta->numElements() != 1)
-    return nc.error("range start, limit and delta must be scalars");
-  double d = delta->getFloat(0);
-  if (d == 0)
-    return nc.error("range delta is 0");
-  double count = std::ceil((limit->getFloat(0) - start->getFloat(0)) / d);
-  if (!(count < 9e18))
-    return nc.error("range has no finite length");
-  int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
-  if (n > kMaxFoldElements)
+  FailureOr<int64_t> n = rangeLength(nc, *start, *limit, *delta);
+  if (failed(n))
+    return failure();
+  if (*n > kMaxFoldElements)
     return false; // bm.iota
-  HostTensor out = HostTensor::zeros(start->dtype, {n});
-  for (int64_t i = 0; i < n; ++i) {
+  double d = delta->getFloat(0);
+  HostTensor out = HostTensor::zeros(start->dtype, {*n});
+  for (int64_t i = 0; i < *n; ++i) {
     if (out.isFloat())
       out.set(i, start->getFloat(0) + i * d);
     else
