@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <unordered_map>
 #include <unordered_set>
 
 using namespace bm;
@@ -44,11 +43,14 @@ public:
         model_(model), group_(tpGroup), tp_(tpGroup.size),
         microBatch_(microBatch), streamDim_(streamDim),
         stepWeight_(stepWeight) {
+    local_.reserve(segment.ops.size());
     for (size_t i = 0; i < segment.ops.size(); ++i)
-      local_[segment.ops[i]] = static_cast<int>(i);
+      local_.push_back({segment.ops[i], static_cast<int>(i)});
+    std::sort(local_.begin(), local_.end());
     sequenceParallel_ = streamOnSequence();
     for (int op : segment.ops)
       strategies_.push_back(strategiesOf(op));
+    findProducers();
   }
 
   SegmentSolution solve();
@@ -83,10 +85,21 @@ private:
   double edgeCost(int producer, int producerFactor, int consumer,
                   int consumerFactor,
                   std::vector<SegmentCollective> *out) const;
-  bool insideSegment(int op) const { return local_.count(op) != 0; }
+  /// The local index of `op`, or -1 when it is outside the segment.
+  int localIndex(int op) const {
+    auto it = std::lower_bound(local_.begin(), local_.end(),
+                               std::pair<int, int>{op, -1});
+    return it != local_.end() && it->first == op ? it->second : -1;
+  }
+  bool insideSegment(int op) const { return localIndex(op) >= 0; }
   /// The segment ops (local indices, ascending, each once) whose results
   /// segment op `localOp` reads.
-  std::vector<int> producersOf(int localOp) const;
+  llvm::ArrayRef<int> producersOf(int localOp) const {
+    return llvm::ArrayRef<int>(producers_).slice(
+        producerStart_[localOp],
+        producerStart_[localOp + 1] - producerStart_[localOp]);
+  }
+  void findProducers();
 
   void account(const std::vector<int> &choice, SegmentSolution &solution);
   void accountExperts(const std::vector<int> &choice,
@@ -106,8 +119,12 @@ private:
   /// stream split along the sequence, the ops outside the GEMMs and the
   /// attention core may split the sequence too.
   bool sequenceParallel_ = false;
-  std::unordered_map<int, int> local_;
+  /// (op, local index), sorted by op: the segment's ops are few, and a
+  /// sorted vector costs one allocation where a hash map costs one per op.
+  std::vector<std::pair<int, int>> local_;
   std::vector<std::vector<int>> strategies_;
+  /// producersOf(i) is producers_[producerStart_[i], producerStart_[i + 1]).
+  std::vector<int> producers_, producerStart_;
 };
 
 } // namespace
@@ -381,17 +398,22 @@ double SegmentCoster::edgeCost(int producer, int producerFactor, int consumer,
   return total;
 }
 
-std::vector<int> SegmentCoster::producersOf(int localOp) const {
-  std::vector<int> producers;
-  for (int v : graph_.ops[segment_.ops[localOp]].operands) {
-    auto it = local_.find(graph_.values[v].producer);
-    if (it != local_.end())
-      producers.push_back(it->second);
+void SegmentCoster::findProducers() {
+  producerStart_.reserve(segment_.ops.size() + 1);
+  for (int op : segment_.ops) {
+    producerStart_.push_back(static_cast<int>(producers_.size()));
+    const size_t begin = producers_.size();
+    for (int v : graph_.ops[op].operands) {
+      int producer = graph_.values[v].producer;
+      int local = producer >= 0 ? localIndex(producer) : -1;
+      if (local >= 0)
+        producers_.push_back(local);
+    }
+    std::sort(producers_.begin() + begin, producers_.end());
+    producers_.erase(std::unique(producers_.begin() + begin, producers_.end()),
+                     producers_.end());
   }
-  std::sort(producers.begin(), producers.end());
-  producers.erase(std::unique(producers.begin(), producers.end()),
-                  producers.end());
-  return producers;
+  producerStart_.push_back(static_cast<int>(producers_.size()));
 }
 
 SegmentSolution SegmentCoster::solve() {
@@ -400,8 +422,9 @@ SegmentSolution SegmentCoster::solve() {
   for (const std::vector<int> &s : strategies_)
     domains.push_back(static_cast<int>(s.size()));
   MinSumSolver solver(domains);
+  std::vector<double> costs;
   for (int i = 0; i < numOps; ++i) {
-    std::vector<double> costs;
+    costs.clear();
     for (int factor : strategies_[i])
       costs.push_back(unaryCost(i, factor, nullptr));
     solver.addUnary(i, costs);
@@ -409,12 +432,13 @@ SegmentSolution SegmentCoster::solve() {
   // One pairwise table per producer -> consumer pair.
   for (int c = 0; c < numOps; ++c) {
     for (int p : producersOf(c)) {
-      std::vector<double> costs;
+      std::vector<double> pairCosts;
+      pairCosts.reserve(strategies_[p].size() * strategies_[c].size());
       for (int pf : strategies_[p])
         for (int cf : strategies_[c])
-          costs.push_back(edgeCost(segment_.ops[p], pf, segment_.ops[c], cf,
-                                   nullptr));
-      solver.addPairwise(p, c, costs);
+          pairCosts.push_back(edgeCost(segment_.ops[p], pf, segment_.ops[c],
+                                       cf, nullptr));
+      solver.addPairwise(p, c, std::move(pairCosts));
     }
   }
   SegmentSolution solution;

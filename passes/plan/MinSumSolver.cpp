@@ -9,16 +9,26 @@
 using namespace bm::plan;
 
 MinSumSolver::MinSumSolver(std::vector<int> domainSizes)
-    : domain_(std::move(domainSizes)) {}
-
-void MinSumSolver::addUnary(int var, const std::vector<double> &costs) {
-  tables_.push_back({{var}, costs});
+    : domain_(std::move(domainSizes)) {
+  unaryStart_.reserve(domain_.size() + 1);
+  int offset = 0;
+  for (int size : domain_) {
+    unaryStart_.push_back(offset);
+    offset += size;
+  }
+  unaryStart_.push_back(offset);
+  unary_.assign(offset, 0.0);
 }
 
-void MinSumSolver::addPairwise(int varA, int varB,
-                               const std::vector<double> &costs) {
+void MinSumSolver::addUnary(int var, const std::vector<double> &costs) {
+  double *own = unary_.data() + unaryStart_[var];
+  for (int value = 0; value < domain_[var]; ++value)
+    own[value] += costs[value];
+}
+
+void MinSumSolver::addPairwise(int varA, int varB, std::vector<double> costs) {
   if (varA < varB) {
-    tables_.push_back({{varA, varB}, costs});
+    tables_.push_back({{varA, varB}, std::move(costs)});
     return;
   }
   // Store with ascending variables: transpose.
@@ -29,14 +39,6 @@ void MinSumSolver::addPairwise(int varA, int varB,
       transposed[b * sizeA + a] = costs[a * sizeB + b];
   tables_.push_back({{varB, varA}, std::move(transposed)});
 }
-
-namespace {
-struct Step {
-  int var;
-  std::vector<int> scope;
-  std::vector<int> argmin;
-};
-} // namespace
 
 /// Row-major index of the current assignment in a table over `vars`.
 static size_t tableIndex(const std::vector<int> &vars,
@@ -50,34 +52,51 @@ static size_t tableIndex(const std::vector<int> &vars,
 
 std::vector<int> MinSumSolver::solve(double *minimum) const {
   const int numVars = static_cast<int>(domain_.size());
-  std::vector<Table> tables = tables_;
-  std::vector<char> alive(tables.size(), 1);
+  const int numGiven = static_cast<int>(tables_.size());
+  // Tables built by elimination come after the given ones; given tables
+  // are read in place.
+  std::vector<Table> built;
+  auto table = [&](int t) -> const Table & {
+    return t < numGiven ? tables_[t] : built[t - numGiven];
+  };
+  std::vector<double> unary = unary_;
+  std::vector<char> alive(tables_.size(), 1);
   // Tables that mention each variable (dead ones are skipped).
   std::vector<std::vector<int>> varTables(numVars);
-  for (size_t t = 0; t < tables.size(); ++t)
-    for (int v : tables[t].vars)
-      varTables[v].push_back(static_cast<int>(t));
+  for (int t = 0; t < numGiven; ++t)
+    for (int v : tables_[t].vars)
+      varTables[v].push_back(t);
   std::vector<char> eliminated(numVars, 0);
   std::vector<int> stamp(numVars, -1);
-  std::vector<Step> steps;
-  steps.reserve(numVars);
   std::vector<int> assignment(numVars, 0);
   int stampCounter = 0;
+  double constant = 0;
+
+  // What back-substitution needs of each elimination: the eliminated
+  // variable, the variables it was minimised against (its scope), and its
+  // best value for each assignment of the scope, in flat pools.
+  struct Step {
+    int var, scopeBegin, scopeEnd, argminBegin;
+  };
+  std::vector<Step> steps;
+  steps.reserve(numVars);
+  std::vector<int> scopePool, argminPool;
+  std::vector<int> scope, involved;
 
   // Variables and size of the table eliminating `x` would build.
-  auto scopeOf = [&](int x, std::vector<int> *scope) {
+  auto scopeOf = [&](int x, std::vector<int> *out) {
     ++stampCounter;
     double size = 1;
     for (int t : varTables[x]) {
       if (!alive[t])
         continue;
-      for (int v : tables[t].vars) {
+      for (int v : table(t).vars) {
         if (v == x || stamp[v] == stampCounter)
           continue;
         stamp[v] = stampCounter;
         size *= domain_[v];
-        if (scope)
-          scope->push_back(v);
+        if (out)
+          out->push_back(v);
       }
     }
     return size;
@@ -99,22 +118,34 @@ std::vector<int> MinSumSolver::solve(double *minimum) const {
           break;
       }
     }
-    std::vector<int> scope;
+    scope.clear();
     scopeOf(x, &scope);
     std::sort(scope.begin(), scope.end());
     eliminated[x] = 1;
-    std::vector<int> involved;
+    involved.clear();
     for (int t : varTables[x])
       if (alive[t]) {
         involved.push_back(t);
         alive[t] = 0;
       }
-    Table reduced;
-    reduced.vars = scope;
-    Step step{x, scope, {}};
-    size_t size = static_cast<size_t>(bestSize);
-    reduced.values.resize(size);
-    step.argmin.resize(size);
+    const Step step{x, static_cast<int>(scopePool.size()),
+                    static_cast<int>(scopePool.size() + scope.size()),
+                    static_cast<int>(argminPool.size())};
+    scopePool.insert(scopePool.end(), scope.begin(), scope.end());
+    const size_t size = static_cast<size_t>(bestSize);
+    argminPool.resize(argminPool.size() + size);
+    // The message to the scope: a constant, a unary cost of its one
+    // variable, or a new table.
+    Table message;
+    double *target = nullptr;
+    if (scope.size() == 1) {
+      target = unary.data() + unaryStart_[scope[0]];
+    } else if (scope.size() > 1) {
+      message.vars = scope;
+      message.values.resize(size);
+      target = message.values.data();
+    }
+    const double *own = unary.data() + unaryStart_[x];
     for (int v : scope)
       assignment[v] = 0;
     for (size_t index = 0; index < size; ++index) {
@@ -122,17 +153,21 @@ std::vector<int> MinSumSolver::solve(double *minimum) const {
       int bestChoice = 0;
       for (int choice = 0; choice < domain_[x]; ++choice) {
         assignment[x] = choice;
-        double sum = 0;
-        for (int t : involved)
-          sum += tables[t].values[tableIndex(tables[t].vars, domain_,
-                                             assignment)];
+        double sum = own[choice];
+        for (int t : involved) {
+          const Table &in = table(t);
+          sum += in.values[tableIndex(in.vars, domain_, assignment)];
+        }
         if (sum < bestValue) {
           bestValue = sum;
           bestChoice = choice;
         }
       }
-      reduced.values[index] = bestValue;
-      step.argmin[index] = bestChoice;
+      if (target)
+        target[index] += bestValue;
+      else
+        constant += bestValue;
+      argminPool[step.argminBegin + index] = bestChoice;
       for (int k = static_cast<int>(scope.size()) - 1; k >= 0; --k) {
         int v = scope[k];
         if (++assignment[v] < domain_[v])
@@ -140,22 +175,23 @@ std::vector<int> MinSumSolver::solve(double *minimum) const {
         assignment[v] = 0;
       }
     }
-    int id = static_cast<int>(tables.size());
-    for (int v : scope)
-      varTables[v].push_back(id);
-    tables.push_back(std::move(reduced));
-    alive.push_back(1);
-    steps.push_back(std::move(step));
+    if (scope.size() > 1) {
+      int id = numGiven + static_cast<int>(built.size());
+      for (int v : scope)
+        varTables[v].push_back(id);
+      built.push_back(std::move(message));
+      alive.push_back(1);
+    }
+    steps.push_back(step);
   }
 
-  double total = 0;
-  for (size_t t = 0; t < tables.size(); ++t)
-    if (alive[t] && !tables[t].values.empty())
-      total += tables[t].values[0];
   if (minimum)
-    *minimum = total;
-  for (auto it = steps.rbegin(); it != steps.rend(); ++it)
-    assignment[it->var] =
-        it->argmin[tableIndex(it->scope, domain_, assignment)];
+    *minimum = constant;
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    size_t index = 0;
+    for (int k = it->scopeBegin; k < it->scopeEnd; ++k)
+      index = index * domain_[scopePool[k]] + assignment[scopePool[k]];
+    assignment[it->var] = argminPool[it->argminBegin + index];
+  }
   return assignment;
 }

@@ -100,4 +100,17 @@ TEST(MinSumSolverTest, PairwiseArgumentOrderDoesNotMatter) {
   EXPECT_EQ(backward.solve(), (std::vector<int>{1, 0}));
 }
 
+// Variables without pairwise tables, and unary costs given twice (they add
+// up): the minimum is the sum of the per-variable minima.
+TEST(MinSumSolverTest, UnaryCostsAddUpAndIsolatedVariablesSolve) {
+  MinSumSolver solver({3, 2, 1});
+  solver.addUnary(0, {5, 1, 4});
+  solver.addUnary(0, {0, 3, 0}); // now {5, 4, 4}: ties go to the lower value
+  solver.addUnary(1, {2, -1});
+  solver.addUnary(2, {7});
+  double minimum = 0;
+  EXPECT_EQ(solver.solve(&minimum), (std::vector<int>{1, 1, 0}));
+  EXPECT_DOUBLE_EQ(minimum, 4 - 1 + 7);
+}
+
 } // namespace
