@@ -295,7 +295,11 @@ std::vector<StageGroup> bm::plan::partitionStagesWithLimits(
 
 std::vector<StageStats> bm::plan::expandStages(
     const std::vector<StageGroup> &groups) {
+  size_t total = 0;
+  for (const StageGroup &group : groups)
+    total += std::max(group.numStages, 0);
   std::vector<StageStats> stages;
+  stages.reserve(total);
   for (const StageGroup &group : groups)
     for (int i = 0; i < group.numStages; ++i)
       stages.push_back(group.stats);
