@@ -45,7 +45,9 @@ static Cluster alpaV100() {
   c.gpuName = "V100-SXM2-16GB";
   c.gpusPerNode = 8;
   // NVIDIA V100 datasheet: 125 TFLOP/s fp16 tensor core, 15.7 fp32, 900 GB/s.
+  // Volta has no bf16: mixed precision there is fp16 with loss scaling.
   c.peakFlops16 = 125 * kTera;
+  c.peakFlopsBf16 = 0;
   c.peakFlops32 = 15.7 * kTera;
   c.memoryBytes = 16 * kGiB;
   c.memoryBandwidth = 900 * kGB;
@@ -72,6 +74,7 @@ static Cluster dgxA100() {
   c.gpusPerNode = 8;
   // NVIDIA A100 datasheet: 312 TFLOP/s dense bf16, 19.5 fp32, 2039 GB/s.
   c.peakFlops16 = 312 * kTera;
+  c.peakFlopsBf16 = 312 * kTera;
   c.peakFlops32 = 19.5 * kTera;
   c.memoryBytes = 80 * kGiB;
   c.memoryBandwidth = 2039 * kGB;
@@ -99,6 +102,7 @@ static Cluster dgxH100() {
   c.gpusPerNode = 8;
   // NVIDIA H100 datasheet: 989 TFLOP/s dense bf16, 67 fp32, 3.35 TB/s.
   c.peakFlops16 = 989 * kTera;
+  c.peakFlopsBf16 = 989 * kTera;
   c.peakFlops32 = 67 * kTera;
   c.memoryBytes = 80 * kGiB;
   c.memoryBandwidth = 3350 * kGB;
@@ -181,7 +185,10 @@ static const KeySpec kClusterKeys[] = {
     {"memory_gib", KeyType::Number, true, "device memory, GiB"},
     {"name", KeyType::String, false, "cluster name"},
     {"peak_tflops_16bit", KeyType::Number, true,
-     "dense bf16/fp16 tensor-core peak per GPU, TFLOP/s"},
+     "dense fp16 tensor-core peak per GPU, TFLOP/s"},
+    {"peak_tflops_bf16", KeyType::Number, false,
+     "dense bf16 peak per GPU, TFLOP/s; 0 = no bf16 (default: "
+     "peak_tflops_16bit)"},
     {"peak_tflops_fp32", KeyType::Number, true, "fp32 peak per GPU, TFLOP/s"},
     {"reserved_gib", KeyType::Number, false,
      "memory held by the framework (context, workspaces), GiB"},
@@ -329,6 +336,8 @@ static Expected<Cluster> buildCluster(const EntryMap &entries,
   c.gpusPerNode = static_cast<int>(number("gpus_per_node", 0));
   c.maxNodes = static_cast<int>(number("max_nodes", 0));
   c.peakFlops16 = number("peak_tflops_16bit", 0) * kTera;
+  c.peakFlopsBf16 =
+      number("peak_tflops_bf16", number("peak_tflops_16bit", 0)) * kTera;
   c.peakFlops32 = number("peak_tflops_fp32", 0) * kTera;
   c.memoryBytes = number("memory_gib", 0) * kGiB;
   c.memoryBandwidth = number("hbm_gbps", 0) * kGB;

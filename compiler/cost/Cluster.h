@@ -38,8 +38,10 @@ struct Cluster {
   int gpusPerNode = 0;
   /// Largest number of nodes available; 0 when unlimited.
   int maxNodes = 0;
-  /// Dense tensor-core peak for 16-bit (bf16 / fp16) inputs, FLOP/s per GPU.
+  /// Dense tensor-core peak for fp16 inputs, FLOP/s per GPU.
   double peakFlops16 = 0;
+  /// The same for bf16; 0 when the GPU has no bf16 (V100).
+  double peakFlopsBf16 = 0;
   /// fp32 peak, FLOP/s per GPU (used when training in fp32).
   double peakFlops32 = 0;
   /// Device memory, bytes.
@@ -56,6 +58,7 @@ struct Cluster {
   LinkSpec intraNode;
   LinkSpec interNode;
 
+  bool hasBf16() const { return peakFlopsBf16 > 0; }
   /// Network bandwidth that one GPU can use: its share of the node's NICs.
   double interNodeBandwidthPerGpu() const {
     return interNode.busBandwidth / gpusPerNode;

@@ -8,7 +8,27 @@
 using namespace bm::cost;
 
 const char *bm::cost::toString(Precision precision) {
-  return precision == Precision::Fp32 ? "fp32" : "bf16";
+  switch (precision) {
+  case Precision::Bf16Mixed:
+    return "bf16";
+  case Precision::Fp16Mixed:
+    return "fp16";
+  case Precision::Fp32:
+    return "fp32";
+  }
+  return "bf16";
+}
+
+std::optional<Precision> bm::cost::parsePrecision(llvm::StringRef text) {
+  for (Precision p :
+       {Precision::Bf16Mixed, Precision::Fp16Mixed, Precision::Fp32})
+    if (text == toString(p))
+      return p;
+  return std::nullopt;
+}
+
+Precision bm::cost::defaultPrecision(const Cluster &cluster) {
+  return cluster.hasBf16() ? Precision::Bf16Mixed : Precision::Fp16Mixed;
 }
 
 const char *bm::cost::toString(Optimizer optimizer) {
@@ -80,8 +100,15 @@ CostModel::CostModel(const Cluster &cluster, Precision precision)
     : cluster_(cluster), precision_(precision) {}
 
 double CostModel::peakFlops() const {
-  return precision_ == Precision::Fp32 ? cluster_.peakFlops32
-                                       : cluster_.peakFlops16;
+  switch (precision_) {
+  case Precision::Fp32:
+    return cluster_.peakFlops32;
+  case Precision::Bf16Mixed:
+    return cluster_.peakFlopsBf16;
+  case Precision::Fp16Mixed:
+    return cluster_.peakFlops16;
+  }
+  return cluster_.peakFlops16;
 }
 
 // Small or skinny GEMMs run below the large-GEMM efficiency: dimensions
@@ -161,14 +188,14 @@ double CostModel::sendRecvTime(double bytes, bool crossesNodes) const {
          bytes / cluster_.interNodeBandwidthPerGpu();
 }
 
-// Mixed-precision Adam keeps 2 (bf16 weights) + 2 (bf16 gradients) + 12
+// Mixed-precision Adam keeps 2 (16-bit weights) + 2 (16-bit gradients) + 12
 // (fp32 master weights, momentum, variance) = 16 bytes per parameter
 // (Rajbhandari et al. 2020, "ZeRO", section 3.1). SGD with momentum keeps an
 // fp32 master copy and the momentum (8). In fp32 there is no master copy.
 ModelStateBytes bm::cost::modelStateBytesPerParam(Precision precision,
                                                   Optimizer optimizer) {
   ModelStateBytes bytes;
-  if (precision == Precision::Bf16Mixed) {
+  if (precision != Precision::Fp32) {
     bytes.params = 2;
     bytes.grads = 2;
     bytes.optimizer = optimizer == Optimizer::Adam ? 12 : 8;

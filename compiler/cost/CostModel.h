@@ -11,11 +11,14 @@
 
 #include "compiler/cost/Cluster.h"
 
+#include <optional>
 #include <string>
 
 namespace bm::cost {
 
-enum class Precision { Bf16Mixed, Fp32 };
+/// Mixed precision keeps fp32 master weights and computes in 16 bits: bf16
+/// where the GPU has it (Ampere on), else fp16 with loss scaling (V100).
+enum class Precision { Bf16Mixed, Fp16Mixed, Fp32 };
 enum class Optimizer { Adam, Sgd };
 enum class PipelineSchedule { None, GPipe, OneFOneB, Interleaved };
 enum class CollectiveKind { AllGather, AllReduce, AllToAll, ReduceScatter,
@@ -23,6 +26,10 @@ enum class CollectiveKind { AllGather, AllReduce, AllToAll, ReduceScatter,
 enum class LinkClass { IntraNode, InterNode };
 
 const char *toString(Precision precision);
+/// "bf16", "fp16" or "fp32"; nullopt for anything else.
+std::optional<Precision> parsePrecision(llvm::StringRef text);
+/// bf16 where the cluster's GPUs have it, else fp16.
+Precision defaultPrecision(const Cluster &cluster);
 const char *toString(Optimizer optimizer);
 const char *toString(PipelineSchedule schedule);
 const char *toString(CollectiveKind kind);

@@ -74,6 +74,8 @@ bm::plan::exportMegatronArguments(const Plan &plan) {
     args.push_back("--use-distributed-optimizer");
   if (plan.precision == Precision::Bf16Mixed)
     args.push_back("--bf16");
+  else if (plan.precision == Precision::Fp16Mixed)
+    args.push_back("--fp16");
   add("--optimizer", plan.optimizer == Optimizer::Sgd ? "sgd" : "adam");
   return llvm::join(args, " ");
 }

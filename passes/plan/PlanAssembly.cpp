@@ -58,7 +58,7 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
   plan.gpus = config_.gpus;
   plan.globalBatch = globalBatch_;
   plan.sequenceLength = analysis_.tokensPerSample();
-  plan.precision = config_.precision;
+  plan.precision = precision_;
   plan.optimizer = config_.optimizer;
   plan.config = config;
   plan.numLayers = graph_.numLayers();

@@ -370,12 +370,10 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
   r.string("precision", precision);
   r.string("optimizer", optimizer);
   if (r.ok()) {
-    if (precision == "bf16")
-      plan.precision = Precision::Bf16Mixed;
-    else if (precision == "fp32")
-      plan.precision = Precision::Fp32;
+    if (std::optional<Precision> parsed = bm::cost::parsePrecision(precision))
+      plan.precision = *parsed;
     else
-      r.fail("'precision' must be bf16 or fp32");
+      r.fail("'precision' must be bf16, fp16 or fp32");
     if (optimizer == "adam")
       plan.optimizer = Optimizer::Adam;
     else if (optimizer == "sgd")

@@ -109,9 +109,10 @@ class Planner {
 public:
   Planner(const ModelGraph &graph, const cost::Cluster &cluster,
           const TrainingConfig &config)
-      : graph_(graph), cluster_(cluster), config_(config), analysis_(graph, config.fold),
-        model_(cluster, config.precision),
-        perParam_(cost::modelStateBytesPerParam(config.precision,
+      : graph_(graph), cluster_(cluster), config_(config),
+        precision_(config.precision.value_or(cost::defaultPrecision(cluster))),
+        analysis_(graph, config.fold), model_(cluster, precision_),
+        perParam_(cost::modelStateBytesPerParam(precision_,
                                                 config.optimizer)),
         segments_(analysis_.segments()) {
     globalBatch_ = config.globalBatch > 0 ? config.globalBatch : config.gpus;
@@ -196,6 +197,8 @@ private:
   const ModelGraph &graph_;
   const cost::Cluster &cluster_;
   const TrainingConfig &config_;
+  /// The training precision: config_.precision or the cluster's default.
+  const cost::Precision precision_;
   GraphAnalysis analysis_;
   cost::CostModel model_;
   /// Bytes of parameters, gradients and optimizer state per parameter.

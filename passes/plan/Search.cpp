@@ -66,6 +66,11 @@ llvm::Error Planner::validate() const {
     return planError(llvm::formatv(
         "--gpus {0} exceeds cluster {1}: {2} nodes of {3} GPUs", gpus,
         cluster_.name, cluster_.maxNodes, perNode));
+  if (precision_ == cost::Precision::Bf16Mixed && !cluster_.hasBf16())
+    return planError(llvm::formatv(
+        "--precision bf16: the {0} GPUs of cluster {1} have no bf16; use "
+        "--precision fp16 (mixed, with loss scaling) or fp32",
+        cluster_.gpuName, cluster_.name));
   if (config_.globalBatch < 0)
     return planError("--global-batch must be positive");
   const FixedChoices &fixed = config_.fixed;

@@ -259,10 +259,10 @@ cost::ModelStateBytes Planner::modelState(const StageStats &stats,
                                           const ParallelConfig &config) const {
   const int ep = std::max(config.ep, 1);
   cost::ModelStateBytes dense = cost::modelStateMemory(
-      stats.params - stats.expertParams, config_.precision, config_.optimizer,
+      stats.params - stats.expertParams, precision_, config_.optimizer,
       config.zeroStage, config.dp);
   cost::ModelStateBytes experts = cost::modelStateMemory(
-      stats.expertParams / ep, config_.precision, config_.optimizer,
+      stats.expertParams / ep, precision_, config_.optimizer,
       config.zeroStage, std::max(config.dp / ep, 1));
   dense.params += experts.params;
   dense.grads += experts.grads;
@@ -455,7 +455,7 @@ Evaluation Planner::score(const ParallelConfig &config,
                        : denseParams + expertParams;
   double optimizerStep = model_.memoryTime(
       updated *
-      cost::optimizerStepBytesPerParam(config_.precision, config_.optimizer));
+      cost::optimizerStepBytesPerParam(precision_, config_.optimizer));
   e.step = m * slowest + bubble + dpSync + expertSync +
            critical->stats.stepComm + optimizerStep;
 

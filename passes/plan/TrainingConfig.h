@@ -59,7 +59,8 @@ struct TrainingConfig {
   int gpus = 0;
   /// Samples per optimizer step; 0 means one per GPU.
   int64_t globalBatch = 0;
-  Precision precision = Precision::Bf16Mixed;
+  /// Unset: bf16 mixed precision where the GPUs have bf16, else fp16.
+  std::optional<Precision> precision;
   Optimizer optimizer = Optimizer::Adam;
   FixedChoices fixed;
   /// Search each block class once (TAP-style folding). Off: every layer is

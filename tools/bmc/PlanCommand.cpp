@@ -36,7 +36,8 @@ OPTIONS:
   --global-batch N      samples per optimizer step (default: one per GPU)
   --seq N               sequence length (binds the model's 'seq' dimension)
   --dim NAME=VALUE      bind a symbolic dimension (repeatable)
-  --precision P         bf16 (mixed precision, default) or fp32
+  --precision P         bf16 or fp16 (mixed precision; default bf16, or
+                        fp16 on GPUs without bf16) or fp32
   --optimizer O         adam (default) or sgd
   --fix K=V,...         pin choices and evaluate them with the same cost
                         model: dp, tp, pp, mb, zero (0-3), recompute
@@ -151,12 +152,9 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
                                  : error);
       out.import.dims[name.str()] = *n;
     } else if (matched == "--precision") {
-      if (v == "bf16")
-        out.training.precision = bm::plan::Precision::Bf16Mixed;
-      else if (v == "fp32")
-        out.training.precision = bm::plan::Precision::Fp32;
-      else
-        return fail("--precision must be bf16 or fp32, got '" + v + "'");
+      out.training.precision = bm::cost::parsePrecision(v);
+      if (!out.training.precision)
+        return fail("--precision must be bf16, fp16 or fp32, got '" + v + "'");
     } else if (matched == "--optimizer") {
       if (v == "adam")
         out.training.optimizer = bm::plan::Optimizer::Adam;

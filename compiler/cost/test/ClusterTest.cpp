@@ -50,6 +50,29 @@ TEST(ClusterTest, DgxA100NumbersFromTheDatasheet) {
   EXPECT_GT(c.intraNode.busBandwidth, c.interNodeBandwidthPerGpu());
 }
 
+// Volta has fp16 tensor cores and no bf16; Ampere and Hopper have both at
+// the same peak.
+TEST(ClusterTest, Bf16OnlyWhereTheGpuHasIt) {
+  Cluster v100 = cantFail(getClusterPreset("alpa-v100"));
+  EXPECT_FALSE(v100.hasBf16());
+  EXPECT_DOUBLE_EQ(v100.peakFlops16, 125e12);
+  for (const char *name : {"dgx-a100-80g", "dgx-h100-80g"}) {
+    Cluster c = cantFail(getClusterPreset(name));
+    EXPECT_TRUE(c.hasBf16()) << name;
+    EXPECT_DOUBLE_EQ(c.peakFlopsBf16, c.peakFlops16) << name;
+  }
+  // In a file, bf16 defaults to the 16-bit peak; 0 says there is none.
+  Cluster fromFile = cantFail(parseCluster(kValidYaml, true, "lab.yaml"));
+  EXPECT_DOUBLE_EQ(fromFile.peakFlopsBf16, 312e12);
+  std::string volta = std::string(kValidYaml) + "peak_tflops_bf16: 0\n";
+  Cluster noBf16 = cantFail(parseCluster(volta, true, "volta.yaml"));
+  EXPECT_FALSE(noBf16.hasBf16());
+  EXPECT_DOUBLE_EQ(noBf16.peakFlops16, 312e12);
+  std::string negative = std::string(kValidYaml) + "peak_tflops_bf16: -1\n";
+  EXPECT_EQ(errorOf(parseCluster(negative, true, "lab.yaml")),
+            "lab.yaml: key 'peak_tflops_bf16' must not be negative, got -1");
+}
+
 TEST(ClusterTest, UnknownPreset) {
   std::string error = errorOf(loadCluster("dgx-z9000"));
   EXPECT_NE(error.find("unknown cluster preset 'dgx-z9000'"), std::string::npos)

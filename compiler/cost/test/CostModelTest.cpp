@@ -19,6 +19,23 @@ TEST(CostModelTest, GemmEfficiencyPenalisesSkinnyShapes) {
   EXPECT_LT(model.gemmEfficiency(16, 8192, 8192), large / 3);
 }
 
+TEST(CostModelTest, PrecisionsByName) {
+  for (Precision p :
+       {Precision::Bf16Mixed, Precision::Fp16Mixed, Precision::Fp32})
+    EXPECT_EQ(parsePrecision(toString(p)), p);
+  EXPECT_EQ(parsePrecision("fp8"), std::nullopt);
+  Cluster v100 = llvm::cantFail(getClusterPreset("alpa-v100"));
+  EXPECT_EQ(defaultPrecision(v100), Precision::Fp16Mixed);
+  EXPECT_EQ(defaultPrecision(a100()), Precision::Bf16Mixed);
+  // fp16 runs at the fp16 tensor-core peak and keeps the same model state
+  // as bf16: 16-bit weights and gradients, fp32 master weights and moments.
+  EXPECT_DOUBLE_EQ(CostModel(v100, Precision::Fp16Mixed).peakFlops(), 125e12);
+  EXPECT_EQ(CostModel(v100, Precision::Fp16Mixed).activationBytes(), 2);
+  EXPECT_EQ(modelStateBytesPerParam(Precision::Fp16Mixed, Optimizer::Adam)
+                .total(),
+            16);
+}
+
 TEST(CostModelTest, CollectiveBusFactors) {
   Cluster cluster = a100();
   CostModel model(cluster, Precision::Bf16Mixed);

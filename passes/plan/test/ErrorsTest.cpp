@@ -38,6 +38,17 @@ TEST(ErrorsTest, ZeroGpus) {
   EXPECT_EQ(searchError(smallGpt(), config), "--gpus must be at least 1, got 0");
 }
 
+TEST(ErrorsTest, Bf16OnGpusWithoutIt) {
+  TrainingConfig config = trainingConfig(8, 8);
+  config.precision = Precision::Bf16Mixed;
+  EXPECT_EQ(searchError(smallGpt(), config, nullptr, "alpa-v100"),
+            "--precision bf16: the V100-SXM2-16GB GPUs of cluster alpa-v100 "
+            "have no bf16; use --precision fp16 (mixed, with loss scaling) "
+            "or fp32");
+  config.precision = Precision::Fp16Mixed;
+  EXPECT_EQ(searchError(smallGpt(), config, nullptr, "alpa-v100"), "");
+}
+
 TEST(ErrorsTest, GpuCountTheNodesCannotHold) {
   TrainingConfig config = trainingConfig(12, 24);
   EXPECT_EQ(searchError(smallGpt(), config),

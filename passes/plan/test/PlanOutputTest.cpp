@@ -51,6 +51,10 @@ TEST(PlanJsonTest, RoundTrips) {
   llvm::Expected<Plan> readSplit = parsePlanJson(planToJson(split));
   ASSERT_TRUE(!!readSplit) << llvm::toString(readSplit.takeError());
   EXPECT_EQ(readSplit->config, split.config);
+  split.precision = Precision::Fp16Mixed;
+  llvm::Expected<Plan> readFp16 = parsePlanJson(planToJson(split));
+  ASSERT_TRUE(!!readFp16) << llvm::toString(readFp16.takeError());
+  EXPECT_EQ(readFp16->precision, Precision::Fp16Mixed);
 }
 
 TEST(PlanJsonTest, ReaderErrors) {
@@ -95,6 +99,18 @@ TEST(MegatronExportTest, PaperStyleArguments) {
             "--recompute-granularity full --recompute-method uniform "
             "--recompute-num-layers 1 --use-distributed-optimizer --bf16 "
             "--optimizer adam");
+}
+
+TEST(MegatronExportTest, Fp16AndFp32) {
+  Plan plan = makePlan("dp=2,tp=4,pp=2,mb=2,zero=1,stream=replicated");
+  plan.precision = Precision::Fp16Mixed;
+  std::string args = llvm::cantFail(exportMegatronArguments(plan));
+  EXPECT_NE(args.find("--fp16"), std::string::npos) << args;
+  EXPECT_EQ(args.find("--bf16"), std::string::npos) << args;
+  plan.precision = Precision::Fp32;
+  args = llvm::cantFail(exportMegatronArguments(plan));
+  EXPECT_EQ(args.find("--fp16"), std::string::npos) << args;
+  EXPECT_EQ(args.find("--bf16"), std::string::npos) << args;
 }
 
 TEST(MegatronExportTest, RefusesWhatMegatronCannotRun) {

@@ -208,6 +208,8 @@ TEST(SearchTest, SmallClusterFromV100Preset) {
   EXPECT_LE(p.memory.total(), p.deviceMemoryBytes);
   // 25 Gb/s between nodes: keep the chatty axes inside a node.
   EXPECT_LE(p.config.tp, 8);
+  // V100s have no bf16: mixed precision there is fp16.
+  EXPECT_EQ(p.precision, Precision::Fp16Mixed);
 }
 
 } // namespace
