@@ -22,6 +22,7 @@
 #include "llvm/Support/Path.h"
 
 #include <queue>
+#include <set>
 
 using namespace bm::import;
 using namespace mlir;
@@ -31,6 +32,16 @@ namespace {
 
 llvm::Error makeError(const Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
+}
+
+/// "its symbolic dimensions: batch, seq", for messages about --dim / --seq.
+std::string symbolicDimsText(const std::set<std::string> &names) {
+  if (names.empty())
+    return "its inputs have no symbolic dimension";
+  std::string text = "its symbolic dimensions: ";
+  for (const std::string &name : names)
+    text += (&name == &*names.begin() ? "" : ", ") + name;
+  return text;
 }
 
 /// External data must stay inside the model's folder: an attacker-supplied
@@ -124,10 +135,24 @@ LogicalResult GraphImporter::bindDims() {
       dims[key.str()] = value;
     }
   }
+  // The symbolic dimensions of the model's inputs: a name given that is
+  // none of them is a typo that would otherwise be ignored.
+  std::set<std::string> symbolic;
+  for (const onnx::ValueInfoProto &input : graph.input())
+    if (!initializerNames.contains(input.name()))
+      for (const auto &dim : input.type().tensor_type().shape().dim())
+        if (dim.has_dim_param())
+          symbolic.insert(dim.dim_param());
   for (const auto &[name, value] : options.dims) {
     if (value < 0)
       return fail("dimension '" + name + "' = " + Twine(value) +
                   " must not be negative");
+    // `--seq` names "seq" in case the model calls it that; it binds by
+    // position otherwise (below).
+    bool bySequenceFlag = name == "seq" && options.sequenceLength;
+    if (!symbolic.count(name) && !bySequenceFlag)
+      return fail("--dim " + name + ": the model has no symbolic dimension '" +
+                  name + "' (" + symbolicDimsText(symbolic) + ")");
     dims[name] = value;
   }
   // The batch and sequence dims by position, for callers that do not know
@@ -136,24 +161,41 @@ LogicalResult GraphImporter::bindDims() {
                             int64_t value) {
     const onnx::TensorShapeProto &shape = input.type().tensor_type().shape();
     if (shape.dim_size() <= position)
-      return;
+      return false;
     const onnx::TensorShapeProto::Dimension &dim = shape.dim(position);
-    if (dim.has_dim_param() && !options.dims.count(dim.dim_param()))
+    if (!dim.has_dim_param())
+      return false;
+    if (!options.dims.count(dim.dim_param()))
       dims[dim.dim_param()] = value;
+    return true;
   };
+  bool boundSequence = symbolic.count("seq") > 0;
   for (const onnx::ValueInfoProto &input : graph.input()) {
     if (initializerNames.contains(input.name()) ||
         !input.type().has_tensor_type())
       continue;
-    if (options.batchSize)
+    if (options.batchSize) {
+      const onnx::TensorShapeProto &shape = input.type().tensor_type().shape();
+      if (shape.dim_size() > 0 && shape.dim(0).has_dim_param() &&
+          options.dims.count(shape.dim(0).dim_param()))
+        return fail("--dim " + shape.dim(0).dim_param() +
+                    " binds the batch dimension of graph input '" +
+                    input.name() +
+                    "', which the planner sets itself (use --global-batch)");
       bindByPosition(input, 0, *options.batchSize);
+    }
     int32_t elem = input.type().tensor_type().elem_type();
     bool integer =
         elem == onnx::TensorProto::INT64 || elem == onnx::TensorProto::INT32;
     if (options.sequenceLength && integer &&
         input.type().tensor_type().shape().dim_size() == 2)
-      bindByPosition(input, 1, *options.sequenceLength);
+      boundSequence |= bindByPosition(input, 1, *options.sequenceLength);
   }
+  if (options.sequenceLength && !boundSequence)
+    return fail("--seq: the model has no sequence dimension to bind (no "
+                "symbolic dimension 'seq' and no [batch, sequence] integer "
+                "input with a symbolic sequence; " +
+                symbolicDimsText(symbolic) + ")");
   return success();
 }
 

@@ -16,6 +16,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <cstdint>
 
 using namespace bmc;
 using llvm::StringRef;
@@ -68,9 +69,13 @@ struct PlanArgs {
   std::optional<std::string> jsonFile, mlirFile, exportFormat;
 };
 
-/// Parses a positive integer flag value; `what` names it in the error.
+/// Counts the planner holds in an int (GPUs, alternatives) stop here.
+constexpr int64_t kLargestCount = int64_t{1} << 24;
+
+/// Parses an integer flag value in [min, max]; `what` names it in the error.
 std::optional<int64_t> parseCount(StringRef text, StringRef what,
-                                  std::string &error, int64_t min = 1) {
+                                  std::string &error, int64_t min = 1,
+                                  int64_t max = INT64_MAX) {
   int64_t value;
   if (text.getAsInteger(10, value)) {
     error = what.str() + " expects an integer, got '" + text.str() + "'";
@@ -78,6 +83,11 @@ std::optional<int64_t> parseCount(StringRef text, StringRef what,
   }
   if (value < min) {
     error = what.str() + " must be at least " + std::to_string(min) +
+            ", got " + text.str();
+    return std::nullopt;
+  }
+  if (value > max) {
+    error = what.str() + " must be at most " + std::to_string(max) +
             ", got " + text.str();
     return std::nullopt;
   }
@@ -168,7 +178,7 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
         return fail(llvm::toString(fixed.takeError()));
       out.training.fixed = *fixed;
     } else if (matched == "--alternatives") {
-      auto n = parseCount(v, "--alternatives", error, 0);
+      auto n = parseCount(v, "--alternatives", error, 0, kLargestCount);
       if (!n)
         return fail(error);
       out.training.numAlternatives = static_cast<int>(*n);
@@ -187,7 +197,7 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
   if (!gpus)
     return fail("bmc plan needs --gpus N; see 'bmc plan --help'");
   std::string error;
-  auto n = parseCount(*gpus, "--gpus", error);
+  auto n = parseCount(*gpus, "--gpus", error, 1, kLargestCount);
   if (!n)
     return fail(error);
   out.training.gpus = static_cast<int>(*n);
