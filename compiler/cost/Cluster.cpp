@@ -15,6 +15,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 
 using namespace bm::cost;
 using llvm::Expected;
@@ -196,11 +197,42 @@ static const KeySpec kClusterKeys[] = {
 
 using EntryMap = std::map<std::string, Entry>;
 
+/// Integer keys (GPUs per node, nodes) are held in an int.
+static constexpr int64_t kLargestInteger = int64_t{1} << 24;
+
 static std::optional<double> parseNumber(StringRef text) {
   double value;
   if (text.trim().getAsDouble(value))
     return std::nullopt;
   return value;
+}
+
+/// The first key that the top-level object of valid JSON `text` repeats.
+/// JSON is YAML's flow syntax, and the YAML parser, unlike llvm::json,
+/// visits every key as written.
+static std::optional<std::string> repeatedJsonKey(StringRef text) {
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.setDiagHandler([](const llvm::SMDiagnostic &, void *) {});
+  llvm::yaml::Stream stream(text, sourceMgr);
+  llvm::yaml::document_iterator document = stream.begin();
+  if (document == stream.end())
+    return std::nullopt;
+  auto *mapping =
+      llvm::dyn_cast_or_null<llvm::yaml::MappingNode>(document->getRoot());
+  if (!mapping)
+    return std::nullopt;
+  std::set<std::string> seen;
+  for (llvm::yaml::KeyValueNode &pair : *mapping) {
+    auto *key = llvm::dyn_cast_or_null<llvm::yaml::ScalarNode>(pair.getKey());
+    if (!key)
+      return std::nullopt;
+    llvm::SmallString<32> storage;
+    std::string name = key->getValue(storage).str();
+    if (!seen.insert(name).second)
+      return name;
+    pair.skip();
+  }
+  return std::nullopt;
 }
 
 static Expected<EntryMap> readJson(StringRef text, StringRef source) {
@@ -211,6 +243,10 @@ static Expected<EntryMap> readJson(StringRef text, StringRef source) {
   const llvm::json::Object *object = parsed->getAsObject();
   if (!object)
     return makeError(source + ": expected a JSON object of key: value");
+  // llvm::json keeps the last of repeated keys; a repeated key is a mistake
+  // in the file, so look for one in the text.
+  if (std::optional<std::string> repeated = repeatedJsonKey(text))
+    return makeError(source + ": key '" + *repeated + "' is given twice");
   EntryMap entries;
   for (const auto &[key, value] : *object) {
     Entry entry;
@@ -267,7 +303,8 @@ static Expected<EntryMap> readYaml(StringRef text, StringRef source) {
       if (!value->getRawValue().starts_with("\"") &&
           !value->getRawValue().starts_with("'"))
         entry.number = parseNumber(entry.text);
-      entries[keyText.str()] = entry;
+      if (!entries.emplace(keyText.str(), entry).second)
+        return makeError(source + ": key '" + keyText + "' is given twice");
     }
   }
   if (stream.failed() || !diagnostic.empty())
@@ -302,6 +339,9 @@ static Expected<Cluster> buildCluster(const EntryMap &entries,
         *entry.number != std::floor(*entry.number))
       return makeError(source + ": key '" + key +
                        "' must be an integer, got " + entry.text);
+    if (spec->type == KeyType::Integer && *entry.number > kLargestInteger)
+      return makeError(source + ": key '" + key + "' must be at most " +
+                       llvm::Twine(kLargestInteger) + ", got " + entry.text);
   }
   for (const KeySpec &spec : kClusterKeys)
     if (spec.required && !entries.count(spec.name))

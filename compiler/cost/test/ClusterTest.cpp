@@ -145,6 +145,32 @@ TEST(ClusterTest, NotANumber) {
             "lab.yaml: key 'gpus_per_node' must be an integer, got 4.5");
 }
 
+TEST(ClusterTest, RepeatedKey) {
+  std::string yaml = std::string(kValidYaml) + "gpus_per_node: 8\n";
+  EXPECT_EQ(errorOf(parseCluster(yaml, true, "lab.yaml")),
+            "lab.yaml: key 'gpus_per_node' is given twice");
+  const char *json = R"({"gpus_per_node": 2, "peak_tflops_16bit": 100,
+    "peak_tflops_fp32": 10, "memory_gib": 24, "hbm_gbps": 900,
+    "intra_node_gbps": 50, "inter_node_gbps": 10, "memory_gib": 80})";
+  EXPECT_EQ(errorOf(parseCluster(json, false, "small.json")),
+            "small.json: key 'memory_gib' is given twice");
+  // Equal keys inside a string value are not keys.
+  const char *named = R"({"gpus_per_node": 2, "peak_tflops_16bit": 100,
+    "peak_tflops_fp32": 10, "memory_gib": 24, "hbm_gbps": 900,
+    "intra_node_gbps": 50, "inter_node_gbps": 10,
+    "name": "memory_gib: 24"})";
+  EXPECT_EQ(errorOf(parseCluster(named, false, "named.json")), "");
+}
+
+TEST(ClusterTest, IntegerTooLarge) {
+  std::string yaml = kValidYaml;
+  yaml.replace(yaml.find("gpus_per_node: 4"), 16,
+               "gpus_per_node: 99999999999");
+  EXPECT_EQ(errorOf(parseCluster(yaml, true, "lab.yaml")),
+            "lab.yaml: key 'gpus_per_node' must be at most 16777216, got "
+            "99999999999");
+}
+
 TEST(ClusterTest, LoadsFilesByExtension) {
   llvm::SmallString<128> path;
   ASSERT_FALSE(
