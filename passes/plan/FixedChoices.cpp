@@ -139,6 +139,10 @@ llvm::Expected<FixedChoices> bm::plan::parseFixedChoices(StringRef text) {
   if (fixed.pp && *fixed.pp == 1 && fixed.schedule &&
       *fixed.schedule != PipelineSchedule::None)
     return fixError("pp=1 has no pipeline schedule");
+  if (fixed.pp && *fixed.pp > 1 && fixed.schedule &&
+      *fixed.schedule == PipelineSchedule::None)
+    return fixError("schedule=none needs pp=1, got pp=" +
+                    llvm::Twine(*fixed.pp));
   return fixed;
 }
 

@@ -216,6 +216,9 @@ private:
   std::unordered_map<uint64_t, double> work_;
   std::vector<char> sideInputSources_; // per segment, see makesSideInputs
 
+  /// (mesh, micro-batch, recomputation, stream) candidates before the
+  /// schedules; the configurations scored.
+  int64_t meshCandidates_ = 0;
   int64_t evaluated_ = 0;
   bool haveBest_ = false;
   Evaluation best_;

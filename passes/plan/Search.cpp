@@ -38,16 +38,27 @@ static std::vector<int> divisors(int64_t n, int64_t limit) {
   return result;
 }
 
+/// The chunks per device the search tries for the interleaved schedule
+/// unless --fix gives v.
+static constexpr int kInterleaveChunks[] = {2, 3, 4, 6, 8};
+
 /// The chunks per device Megatron's interleaved schedule can use: the
 /// layers must split evenly into pp x v chunks and the micro-batches into
-/// groups of pp. Ascending; empty without a pipeline.
+/// groups of pp. `fixedChunks`, when set, is the only v tried. Ascending;
+/// empty without a pipeline.
 static std::vector<int> interleavedChunks(int layers, int pp,
-                                          int64_t microBatches) {
+                                          int64_t microBatches,
+                                          std::optional<int> fixedChunks) {
   std::vector<int> chunks;
-  if (pp > 1 && microBatches % pp == 0)
-    for (int v : {2, 3, 4, 6, 8})
-      if (layers % (pp * v) == 0)
-        chunks.push_back(v);
+  if (pp <= 1 || microBatches % pp != 0)
+    return chunks;
+  std::vector<int> tried(std::begin(kInterleaveChunks),
+                         std::end(kInterleaveChunks));
+  if (fixedChunks)
+    tried = {*fixedChunks};
+  for (int v : tried)
+    if (v > 1 && layers % (pp * v) == 0)
+      chunks.push_back(v);
   return chunks;
 }
 
@@ -236,7 +247,7 @@ void Planner::run() {
             continue;
           // Pipeline: m T + (sum of stage loads - T) / v is smallest for an
           // even split T = W / pp, with the most chunks allowed.
-          std::vector<int> interleave = interleavedChunks(layers, pp, m);
+          std::vector<int> interleave = interleavedChunks(layers, pp, m, fixed.chunks);
           int chunks = interleave.empty() ? 1 : interleave.back();
           for (const StreamOption &stream : streams) {
             double work = workPerMicroBatch(tp, mb, stream.dim, recompute);
@@ -253,6 +264,7 @@ void Planner::run() {
   // 2. Best first: once the bound exceeds the best plan by more than the
   // slack, nothing later can win (branch and bound, exact for the best
   // plan; runner-ups within the slack are exact too).
+  meshCandidates_ = static_cast<int64_t>(combos.size());
   std::stable_sort(combos.begin(), combos.end(),
                    [](const Combo &a, const Combo &b) {
                      return a.lowerBound < b.lowerBound;
@@ -273,7 +285,7 @@ void Planner::run() {
       // asked for.
       if (fixed.schedule == PipelineSchedule::GPipe)
         schedules.push_back({PipelineSchedule::GPipe, 1});
-      for (int v : interleavedChunks(layers, c.pp, c.m))
+      for (int v : interleavedChunks(layers, c.pp, c.m, fixed.chunks))
         schedules.push_back({PipelineSchedule::Interleaved, v});
     }
     for (auto [schedule, chunks] : schedules) {
@@ -356,6 +368,33 @@ std::string Planner::suggestion() const {
 }
 
 llvm::Expected<Plan> Planner::result(bool suggest) {
+  // Meshes and micro-batches exist, but no pipeline schedule --fix allows
+  // runs on any of them.
+  if (evaluated_ == 0 && meshCandidates_ > 0 && config_.fixed.schedule) {
+    std::string why;
+    switch (*config_.fixed.schedule) {
+    case PipelineSchedule::Interleaved:
+      why = llvm::formatv("interleaving needs the model's {0} layers to split "
+                          "into pp x v chunks (v = {1}) and the micro-batches "
+                          "of a step to be a multiple of pp",
+                          graph_.numLayers(),
+                          config_.fixed.chunks
+                              ? std::to_string(*config_.fixed.chunks)
+                              : std::string("2, 3, 4, 6 or 8"));
+      break;
+    case PipelineSchedule::None:
+      why = llvm::formatv("without a pipeline, no data-parallel degree "
+                          "divides --global-batch {0}",
+                          globalBatch_);
+      break;
+    default:
+      why = llvm::formatv("it needs pp > 1, and the model's {0} layers allow "
+                          "no pipeline here",
+                          graph_.numLayers());
+    }
+    return planError("--fix " + formatFixedChoices(config_.fixed) +
+                     ": no configuration runs this schedule: " + why);
+  }
   if (evaluated_ == 0)
     return planError(llvm::formatv(
         "no configuration of {0} GPUs{1} divides --global-batch {2} into "
