@@ -324,6 +324,48 @@ bool GraphAnalysis::inAttentionCore(int op) const {
          llvm::any_of(info.results, square);
 }
 
+int GraphAnalysis::countAttentions(llvm::ArrayRef<int> ops) const {
+  // Whether `value` is a weight: a parameter, possibly through views.
+  auto isWeight = [&](int value) {
+    for (int step = 0; step < 8; ++step) {
+      const ValueInfo &info = graph_.values[value];
+      if (info.kind == ValueKind::Parameter)
+        return true;
+      if (info.producer < 0 || !isView_[info.producer] ||
+          graph_.ops[info.producer].operands.empty())
+        return false;
+      value = graph_.ops[info.producer].operands.front();
+    }
+    return false;
+  };
+  // An attention is a softmax over the product of two activations (Q K^T,
+  // maybe scaled and masked on the way); a router's softmax reads the
+  // product of the tokens and a weight.
+  auto isAttentionSoftmax = [&](int op) {
+    const OpInfo &softmax = graph_.ops[op];
+    if (softmax.opName != "bm.softmax" || softmax.operands.empty())
+      return false;
+    int value = softmax.operands.front();
+    for (int step = 0; step < 8; ++step) {
+      int producer = graph_.values[value].producer;
+      if (producer < 0 || !searched_[producer])
+        return false;
+      const OpInfo &info = graph_.ops[producer];
+      if (info.isContraction)
+        return info.operands.size() == 2 &&
+               llvm::none_of(info.operands, isWeight);
+      if (info.operands.empty())
+        return false;
+      // Follow the scores, the largest operand, past scales and masks.
+      value = *llvm::max_element(info.operands, [&](int a, int b) {
+        return graph_.values[a].numElements() < graph_.values[b].numElements();
+      });
+    }
+    return false;
+  };
+  return static_cast<int>(llvm::count_if(ops, isAttentionSoftmax));
+}
+
 std::vector<Segment> GraphAnalysis::segments() const {
   std::vector<Segment> result;
   // Prologue, epilogue and interludes: ops outside the layers, searched as

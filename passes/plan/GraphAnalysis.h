@@ -69,6 +69,9 @@ public:
   /// Whether searched op `op` reads or writes a sequence x sequence tensor:
   /// the attention core, what selective recomputation repeats.
   bool inAttentionCore(int op) const;
+  /// Attention layers among searched `ops`: softmaxes over the product of
+  /// two activations (the scores Q K^T), one per attention.
+  int countAttentions(llvm::ArrayRef<int> ops) const;
   /// Whether dimension `dim` of `value` runs along a sequence (known for
   /// the values the searched ops read and write).
   bool isTokenDim(int value, int dim) const {

@@ -6,7 +6,12 @@
 
 #include "passes/plan/PlanOutput.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <functional>
 
 using namespace bm::plan;
 
@@ -35,12 +40,64 @@ bm::plan::megatronMismatch(std::optional<int> zeroStage,
   return std::nullopt;
 }
 
+std::optional<std::string>
+bm::plan::megatronModelMismatch(int numLayers, int numBlockClasses,
+                                int attentionsPerBlock) {
+  if (numLayers == 0)
+    return std::string("no repeated layers were found in the model; "
+                       "Megatron-LM runs a stack of identical transformer "
+                       "layers");
+  if (numBlockClasses > 1)
+    return llvm::formatv("the model's layers are of {0} kinds; these "
+                         "arguments describe one stack of identical "
+                         "transformer layers",
+                         numBlockClasses)
+        .str();
+  if (attentionsPerBlock == 0)
+    return std::string("the model's repeated block has no attention; "
+                       "Megatron-LM trains transformer layers");
+  return std::nullopt;
+}
+
+/// "6, 7, 7, 4".
+static std::string listText(const std::vector<int> &numbers) {
+  return llvm::join(
+      llvm::map_range(numbers, [](int n) { return std::to_string(n); }), ", ");
+}
+
+/// Megatron-LM's first / last stage arguments for `layers` per pipeline
+/// stage (in Megatron's layers), or an error when the stages between the
+/// first and the last differ.
+static llvm::Error addStageLayout(const std::vector<int> &layers,
+                                  std::vector<std::string> &args) {
+  if (layers.size() < 2 ||
+      std::all_of(layers.begin(), layers.end(),
+                  [&](int n) { return n == layers.front(); }))
+    return llvm::Error::success();
+  for (size_t stage = 2; stage + 1 < layers.size(); ++stage)
+    if (layers[stage] != layers[1])
+      return exportError(
+          "Megatron-LM gives every pipeline stage but the first and the last "
+          "the same number of layers; this plan's stages hold " +
+          listText(layers));
+  args.push_back("--decoder-first-pipeline-num-layers " +
+                 std::to_string(layers.front()));
+  args.push_back("--decoder-last-pipeline-num-layers " +
+                 std::to_string(layers.back()));
+  return llvm::Error::success();
+}
+
 llvm::Expected<std::string>
 bm::plan::exportMegatronArguments(const Plan &plan) {
   const ParallelConfig &c = plan.config;
   if (std::optional<MegatronMismatch> mismatch =
           megatronMismatch(c.zeroStage, c.schedule, c.stream))
     return exportError(mismatch->reason + "; re-plan with " + mismatch->fix);
+  if (std::optional<std::string> why = megatronModelMismatch(
+          plan.numLayers, plan.numBlockClasses, plan.attentionsPerBlock))
+    return exportError(*why);
+  // Megatron counts attention layers; a block may hold several.
+  const int perBlock = plan.attentionsPerBlock;
   std::vector<std::string> args;
   auto add = [&](const std::string &name, const llvm::Twine &value) {
     args.push_back(name + " " + value.str());
@@ -49,10 +106,22 @@ bm::plan::exportMegatronArguments(const Plan &plan) {
   add("--pipeline-model-parallel-size", llvm::Twine(c.pp));
   if (c.ep > 1)
     add("--expert-model-parallel-size", llvm::Twine(c.ep));
-  if (c.schedule == PipelineSchedule::Interleaved && c.chunks > 1)
+  std::vector<int> stageLayers;
+  for (int layers : plan.layersPerStage)
+    stageLayers.push_back(layers * perBlock);
+  if (c.schedule == PipelineSchedule::Interleaved && c.chunks > 1) {
+    if (std::adjacent_find(stageLayers.begin(), stageLayers.end(),
+                           std::not_equal_to<int>()) != stageLayers.end())
+      return exportError("Megatron-LM's interleaved schedule gives every "
+                         "virtual stage the same number of layers; this "
+                         "plan's hold " +
+                         listText(stageLayers));
     add("--num-layers-per-virtual-pipeline-stage",
-        llvm::Twine(plan.numLayers / (c.pp * c.chunks)));
-  add("--num-layers", llvm::Twine(plan.numLayers));
+        llvm::Twine(plan.numLayers * perBlock / (c.pp * c.chunks)));
+  } else if (llvm::Error error = addStageLayout(stageLayers, args)) {
+    return std::move(error);
+  }
+  add("--num-layers", llvm::Twine(plan.numLayers * perBlock));
   add("--micro-batch-size", llvm::Twine(c.microBatch));
   add("--global-batch-size", llvm::Twine(plan.globalBatch));
   add("--seq-length", llvm::Twine(plan.sequenceLength));

@@ -127,6 +127,47 @@ int64_t greedyStages(const std::vector<ItemRun> &runs, double bottleneck,
 
 } // namespace
 
+namespace {
+
+/// Items of the shape prologue?, layers, epilogue? (the folded shape of a
+/// model with one block class and nothing between its layers). With
+/// `mergeEqual`, layer runs in a row that cost the same (the layers of
+/// --no-fold) count as one.
+struct ChainShape {
+  std::optional<StageStats> prologue, epilogue;
+  StageStats layer;
+  int64_t count = 0;
+};
+
+std::optional<ChainShape> chainShape(const std::vector<ItemRun> &runs,
+                                     bool mergeEqual) {
+  ChainShape shape;
+  for (const ItemRun &run : runs) {
+    if (run.count == 0)
+      continue;
+    if (run.each.layers > 0) {
+      if (shape.epilogue ||
+          (shape.count > 0 &&
+           (!mergeEqual || run.each.time() != shape.layer.time() ||
+            run.each.layers != shape.layer.layers)))
+        return std::nullopt;
+      shape.layer = run.each;
+      shape.count += run.count;
+    } else if (run.count == 1 && shape.count == 0 && !shape.prologue) {
+      shape.prologue = run.each;
+    } else if (run.count == 1 && shape.count > 0 && !shape.epilogue) {
+      shape.epilogue = run.each;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (shape.count == 0)
+    return std::nullopt;
+  return shape;
+}
+
+} // namespace
+
 /// The optimal bottleneck when the items are a prologue, n identical layers
 /// and an epilogue (the folded shape of most models), without bisection:
 /// stage 0 holds the prologue and a layers, the last stage b layers and the
@@ -135,28 +176,13 @@ int64_t greedyStages(const std::vector<ItemRun> &runs, double bottleneck,
 /// integer, so a binary search over [0, n] finds its smallest feasible value.
 static std::optional<double> foldedBottleneck(const std::vector<ItemRun> &runs,
                                               int numStages) {
-  const ItemRun *prologue = nullptr, *layers = nullptr, *epilogue = nullptr;
-  for (const ItemRun &run : runs) {
-    if (run.count == 0)
-      continue;
-    if (run.each.layers > 0) {
-      if (layers)
-        return std::nullopt;
-      layers = &run;
-    } else if (run.count == 1 && !layers && !prologue) {
-      prologue = &run;
-    } else if (run.count == 1 && layers && !epilogue) {
-      epilogue = &run;
-    } else {
-      return std::nullopt;
-    }
-  }
-  if (!layers || numStages < 2 || layers->each.time() <= 0)
+  std::optional<ChainShape> shape = chainShape(runs, /*mergeEqual=*/false);
+  if (!shape || numStages < 2 || shape->layer.time() <= 0)
     return std::nullopt;
-  const double tL = layers->each.time();
-  const double tP = prologue ? prologue->each.time() : 0;
-  const double tE = epilogue ? epilogue->each.time() : 0;
-  const int64_t n = layers->count;
+  const double tL = shape->layer.time();
+  const double tP = shape->prologue ? shape->prologue->time() : 0;
+  const double tE = shape->epilogue ? shape->epilogue->time() : 0;
+  const int64_t n = shape->count;
   auto fit = [&](double room) -> int64_t {
     if (room < 0)
       return -1;
@@ -291,6 +317,84 @@ std::vector<StageGroup> bm::plan::partitionStagesWithLimits(
   std::vector<StageGroup> groups;
   greedyWithLimits(runs, maxLayers, high, &groups);
   return groups;
+}
+
+std::vector<StageGroup> bm::plan::partitionStagesMegatron(
+    const std::vector<ItemRun> &runs, int numStages, bool evenOnly,
+    const std::vector<int64_t> &maxLayers) {
+  std::optional<ChainShape> shape = chainShape(runs, /*mergeEqual=*/true);
+  const int64_t n = shape ? shape->count : 0;
+  if (!shape || numStages < 1 || n < numStages)
+    return {};
+  const StageStats &layer = shape->layer;
+  const StageStats prologue = shape->prologue.value_or(StageStats());
+  const StageStats epilogue = shape->epilogue.value_or(StageStats());
+  auto limit = [&](int stage) {
+    return maxLayers.empty() ? n : maxLayers[stage];
+  };
+  // Stages of first, middle (each) and last layers.
+  auto build = [&](int64_t first, int64_t middle, int64_t last) {
+    std::vector<StageGroup> groups;
+    StageStats head = prologue;
+    head += layer.scaled(first);
+    if (numStages == 1) {
+      head += epilogue;
+      return std::vector<StageGroup>{{1, head}};
+    }
+    groups.push_back({1, head});
+    if (numStages > 2)
+      groups.push_back({numStages - 2, layer.scaled(middle)});
+    StageStats tail = layer.scaled(last);
+    tail += epilogue;
+    groups.push_back({1, tail});
+    return groups;
+  };
+  if (evenOnly || numStages == 1) {
+    const int64_t each = n / numStages;
+    if (n % numStages != 0)
+      return {};
+    for (int stage = 0; stage < numStages; ++stage)
+      if (each > limit(stage))
+        return {};
+    return build(each, each, each);
+  }
+  const double tL = layer.time(), tP = prologue.time(), tE = epilogue.time();
+  int64_t middleLimit = n;
+  for (int stage = 1; stage + 1 < numStages; ++stage)
+    middleLimit = std::min(middleLimit, limit(stage));
+  const int middles = numStages - 2;
+  double best = std::numeric_limits<double>::infinity();
+  int64_t bestFirst = 0, bestMiddle = 0;
+  // Middle stages of k layers leave r for the first and the last stage;
+  // the first takes about half of r, shifted by the difference of the
+  // prologue and the epilogue.
+  const int64_t largestMiddle =
+      middles > 0 ? std::min(middleLimit, (n - 2) / middles) : 0;
+  for (int64_t k = middles > 0 ? 1 : 0; k <= largestMiddle; ++k) {
+    const int64_t r = n - middles * k;
+    const int64_t low = std::max<int64_t>(1, r - limit(numStages - 1));
+    const int64_t high = std::min(r - 1, limit(0));
+    if (low > high)
+      continue;
+    double ideal = tL > 0 ? (tE - tP + r * tL) / (2 * tL) : 0.5 * r;
+    int64_t around = static_cast<int64_t>(std::floor(ideal));
+    for (int64_t first : {around, around + 1}) {
+      first = std::clamp(first, low, high);
+      double bottleneck = std::max({tP + first * tL, k * tL,
+                                    tE + (r - first) * tL});
+      // Ties go to the more even layout, then to fewer layers first.
+      bool even = first == k && r - first == k;
+      if (bottleneck < best * (1 - 1e-12) ||
+          (bottleneck <= best * (1 + 1e-12) && even)) {
+        best = bottleneck;
+        bestFirst = first;
+        bestMiddle = k;
+      }
+    }
+  }
+  if (!std::isfinite(best))
+    return {};
+  return build(bestFirst, bestMiddle, n - middles * bestMiddle - bestFirst);
 }
 
 std::vector<StageStats> bm::plan::expandStages(

@@ -75,6 +75,21 @@ std::vector<StageGroup>
 partitionStagesWithLimits(const std::vector<ItemRun> &runs,
                           const std::vector<int64_t> &maxLayers);
 
+/// The balanced partition among those Megatron-LM can lay out
+/// (megatron/core/transformer/transformer_config.py,
+/// num_layers_in_first_pipeline_stage / num_layers_in_last_pipeline_stage):
+/// the items must be an optional prologue, one run of identical layers and
+/// an optional epilogue, and every stage holds at least one layer. With
+/// `evenOnly` (the interleaved schedule) every stage holds the same number
+/// of layers; otherwise the first and the last stage may hold their own
+/// counts and the stages between share the rest evenly. Stage i holds at
+/// most maxLayers[i] layers when `maxLayers` is given. Empty when no such
+/// partition exists. O(layers / stages).
+std::vector<StageGroup>
+partitionStagesMegatron(const std::vector<ItemRun> &runs, int numStages,
+                        bool evenOnly,
+                        const std::vector<int64_t> &maxLayers = {});
+
 /// Expands groups to one entry per stage.
 std::vector<StageStats> expandStages(const std::vector<StageGroup> &groups);
 

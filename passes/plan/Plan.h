@@ -130,6 +130,10 @@ struct Plan {
   /// Fold: numLayers layers in numBlockClasses unique blocks.
   int numLayers = 0;
   int numBlockClasses = 0;
+  /// Attention layers in one block (0 without attention, or with several
+  /// block classes): what Megatron-LM counts as layers per block (an MoE
+  /// model that alternates dense and expert layers folds them in pairs).
+  int attentionsPerBlock = 0;
   std::vector<BlockSharding> blocks;
 
   std::vector<CollectiveSummary> collectives;

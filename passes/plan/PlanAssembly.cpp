@@ -64,6 +64,9 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
   plan.numLayers = graph_.numLayers();
   plan.numBlockClasses = static_cast<int>(
       std::set<int>(graph_.layerClass.begin(), graph_.layerClass.end()).size());
+  if (plan.numBlockClasses == 1)
+    plan.attentionsPerBlock =
+        analysis_.countAttentions(segments_[firstLayerSegment_].ops);
 
   const PartitionEntry &entry =
       chosen.ownPartition

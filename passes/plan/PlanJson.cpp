@@ -82,6 +82,7 @@ void bm::plan::printPlanJson(const Plan &plan, llvm::raw_ostream &os) {
     j.attributeObject("fold", [&] {
       j.attribute("layers", plan.numLayers);
       j.attribute("unique_blocks", plan.numBlockClasses);
+      j.attribute("attentions_per_block", plan.attentionsPerBlock);
     });
     j.attributeArray("blocks", [&] {
       for (const BlockSharding &block : plan.blocks)
@@ -392,6 +393,7 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
   Reader fold = r.object("fold");
   fold.integer("layers", plan.numLayers);
   fold.integer("unique_blocks", plan.numBlockClasses);
+  fold.optionalInteger("attentions_per_block", plan.attentionsPerBlock);
   if (const llvm::json::Array *blocks = r.array("blocks"))
     for (size_t b = 0; b < blocks->size() && r.ok(); ++b) {
       Reader br = r.element((*blocks)[b], b);

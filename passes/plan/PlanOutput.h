@@ -30,8 +30,12 @@ std::string planToJson(const Plan &plan);
 llvm::Expected<Plan> parsePlanJson(llvm::StringRef text);
 
 /// Megatron-LM command-line arguments (pretrain_gpt.py) for the plan's
-/// configuration, one string, arguments separated by spaces; an error for
-/// what Megatron-LM cannot run (see megatronMismatch).
+/// configuration, one string, arguments separated by spaces: parallelism,
+/// batch, layer count and stage layout, recomputation, precision. The
+/// model's shape (--hidden-size, --num-attention-heads, --num-experts, ...)
+/// is the user's. An error for what Megatron-LM cannot run (see
+/// megatronMismatch, megatronModelMismatch) or cannot lay out (stages other
+/// than first / even middle / last).
 llvm::Expected<std::string> exportMegatronArguments(const Plan &plan);
 
 /// Why Megatron-LM cannot run these choices (ZeRO stage 2 or 3, the GPipe
@@ -45,6 +49,13 @@ std::optional<MegatronMismatch>
 megatronMismatch(std::optional<int> zeroStage,
                  std::optional<PipelineSchedule> schedule,
                  std::optional<StreamLayout> stream);
+
+/// Why Megatron-LM's arguments cannot describe the model: no repeated
+/// layers, layers of several kinds, or a block without attention; nullopt
+/// when they can.
+std::optional<std::string> megatronModelMismatch(int numLayers,
+                                                 int numBlockClasses,
+                                                 int attentionsPerBlock);
 
 } // namespace bm::plan
 

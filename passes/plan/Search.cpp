@@ -15,6 +15,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <set>
 #include <unordered_set>
 
 using namespace bm;
@@ -132,11 +133,27 @@ llvm::Error Planner::validate() const {
   if (fixed.schedule && *fixed.schedule == PipelineSchedule::Interleaved &&
       fixed.chunks && *fixed.chunks < 2)
     return planError("--fix schedule=interleaved needs v >= 2");
-  if (config_.megatronOnly)
+  if (config_.megatronOnly) {
     if (std::optional<MegatronMismatch> mismatch =
             megatronMismatch(fixed.zeroStage, fixed.schedule, fixed.stream))
       return planError("--export megatron: " + mismatch->reason + "; use " +
                        mismatch->fix);
+    std::set<int> classes(graph_.layerClass.begin(), graph_.layerClass.end());
+    int attentions = firstLayerSegment_ >= 0
+                         ? analysis_.countAttentions(
+                               segments_[firstLayerSegment_].ops)
+                         : 0;
+    if (std::optional<std::string> why = megatronModelMismatch(
+            graph_.numLayers(), static_cast<int>(classes.size()), attentions))
+      return planError("--export megatron: " + *why);
+    if (std::any_of(segments_.begin(), segments_.end(),
+                    [](const Segment &segment) {
+                      return segment.kind == SegmentKind::Interlude;
+                    }))
+      return planError("--export megatron: ops run between the model's "
+                       "layers; Megatron-LM runs one unbroken stack of "
+                       "transformer layers");
+  }
   if (fixed.stream && *fixed.stream != StreamLayout::Replicated) {
     const char *layout = toString(*fixed.stream);
     std::vector<int> splitting;

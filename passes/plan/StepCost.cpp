@@ -143,7 +143,10 @@ const PartitionEntry &Planner::partition(const ParallelConfig &config) {
   std::vector<ItemRun> runs =
       itemRuns(tp, microBatch, stream, config.recompute);
   PartitionEntry entry;
-  entry.stages = partitionStages(runs, pp * chunks);
+  // Under --export megatron, only the layouts Megatron-LM can express.
+  entry.stages = config_.megatronOnly
+                     ? partitionStagesMegatron(runs, pp * chunks, chunks > 1)
+                     : partitionStages(runs, pp * chunks);
   entry.boundaryBytes = boundaryBytes(tp, microBatch, stream);
   if (firstLayerSegment_ >= 0)
     entry.layerParams =
@@ -349,7 +352,10 @@ Planner::memoryBalancedPartition(const ParallelConfig &config,
     maxLayers[stage] =
         room <= 0 ? 0 : static_cast<int64_t>(std::floor(room / perLayer));
   }
-  std::vector<StageGroup> stages = partitionStagesWithLimits(runs, maxLayers);
+  std::vector<StageGroup> stages =
+      config_.megatronOnly
+          ? partitionStagesMegatron(runs, pp, /*evenOnly=*/false, maxLayers)
+          : partitionStagesWithLimits(runs, maxLayers);
   if (stages.empty())
     return nullptr;
   auto rebalanced = std::make_shared<PartitionEntry>();

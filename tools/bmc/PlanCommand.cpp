@@ -201,6 +201,9 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
   if (!n)
     return fail(error);
   out.training.gpus = static_cast<int>(*n);
+  if (out.json && out.exportFormat)
+    return fail("--json and --export both print to standard output; write "
+                "the JSON plan with -o FILE");
   // Search only the plans Megatron-LM can run.
   out.training.megatronOnly = out.exportFormat.has_value();
   return std::nullopt;

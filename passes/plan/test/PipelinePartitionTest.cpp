@@ -132,4 +132,96 @@ TEST(PipelinePartitionTest, LayerLimitsHoldForFoldedAndUnfoldedRuns) {
   }
 }
 
+/// The best bottleneck among Megatron-LM's layouts (first F, middle k
+/// each, last La; every stage at least one layer), by enumeration.
+double bestMegatronBottleneck(double prologue, double epilogue, int64_t n,
+                              int stages) {
+  double best = 1e300;
+  if (stages == 1)
+    return prologue + n + epilogue;
+  for (int64_t first = 1; first < n; ++first)
+    for (int64_t k = stages > 2 ? 1 : 0; k <= n; ++k) {
+      int64_t last = n - first - (stages - 2) * k;
+      if (last < 1)
+        break;
+      best = std::min(best, std::max({prologue + first, double(k),
+                                      epilogue + last}));
+    }
+  return best;
+}
+
+TEST(PipelinePartitionTest, MegatronLayoutIsTheBestOfItsForm) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> cost(0, 6);
+  for (int trial = 0; trial < 300; ++trial) {
+    int stages = 2 + static_cast<int>(rng() % 6);
+    int64_t n = stages + static_cast<int64_t>(rng() % 30);
+    double prologue = cost(rng), epilogue = cost(rng);
+    std::vector<ItemRun> runs = {
+        {item(prologue, 0), 1}, {item(1), n}, {item(epilogue, 0), 1}};
+    std::vector<StageStats> got =
+        expandStages(partitionStagesMegatron(runs, stages, false));
+    ASSERT_EQ(got.size(), static_cast<size_t>(stages));
+    int64_t layers = 0;
+    double worst = 0;
+    for (int s = 0; s < stages; ++s) {
+      EXPECT_GE(got[s].layers, 1);
+      layers += got[s].layers;
+      worst = std::max(worst, got[s].time());
+      if (s > 1 && s + 1 < stages)
+        EXPECT_EQ(got[s].layers, got[1].layers) << "middle stages differ";
+    }
+    EXPECT_EQ(layers, n);
+    EXPECT_NEAR(worst, bestMegatronBottleneck(prologue, epilogue, n, stages),
+                1e-9)
+        << "stages " << stages << " layers " << n;
+  }
+}
+
+TEST(PipelinePartitionTest, MegatronInterleavingSplitsEvenly) {
+  std::vector<ItemRun> runs = {{item(2, 0), 1}, {item(1), 24}, {item(3, 0), 1}};
+  std::vector<StageStats> stages =
+      expandStages(partitionStagesMegatron(runs, 8, /*evenOnly=*/true));
+  ASSERT_EQ(stages.size(), 8u);
+  for (const StageStats &s : stages)
+    EXPECT_EQ(s.layers, 3);
+  EXPECT_DOUBLE_EQ(stages.front().time(), 5);
+  EXPECT_DOUBLE_EQ(stages.back().time(), 6);
+  // 24 layers do not split evenly into 5 stages.
+  EXPECT_TRUE(partitionStagesMegatron(runs, 5, true).empty());
+}
+
+TEST(PipelinePartitionTest, MegatronLayoutKeepsToLayerLimits) {
+  // A heavy epilogue wants a short last stage; memory caps the first.
+  std::vector<ItemRun> runs = {{item(0, 0), 1}, {item(1), 20}, {item(4, 0), 1}};
+  std::vector<int64_t> limits = {4, 8, 8, 8};
+  std::vector<StageStats> stages =
+      expandStages(partitionStagesMegatron(runs, 4, false, limits));
+  ASSERT_EQ(stages.size(), 4u);
+  int64_t layers = 0;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    EXPECT_LE(stages[s].layers, limits[s]) << "stage " << s;
+    layers += stages[s].layers;
+  }
+  EXPECT_EQ(layers, 20);
+  EXPECT_EQ(stages[1].layers, stages[2].layers);
+  // Limits that hold fewer layers than the model has: no layout.
+  EXPECT_TRUE(partitionStagesMegatron(runs, 4, false, {4, 5, 5, 5}).empty());
+}
+
+TEST(PipelinePartitionTest, MegatronLayoutNeedsOneStackOfLayers) {
+  // Two kinds of layers, or an item between layers: Megatron-LM has no
+  // layout for them. Equal layers given one by one (--no-fold) are one
+  // stack.
+  std::vector<ItemRun> twoKinds = {{item(1), 8}, {item(2), 8}};
+  EXPECT_TRUE(partitionStagesMegatron(twoKinds, 4, false).empty());
+  std::vector<ItemRun> interlude = {{item(1), 8}, {item(1, 0), 1}, {item(1), 8}};
+  EXPECT_TRUE(partitionStagesMegatron(interlude, 4, false).empty());
+  std::vector<ItemRun> oneByOne(16, ItemRun{item(1), 1});
+  EXPECT_EQ(expandStages(partitionStagesMegatron(oneByOne, 4, false))[0].layers,
+            4);
+  // Fewer layers than stages.
+  EXPECT_TRUE(partitionStagesMegatron({{item(1), 3}}, 4, false).empty());
+}
+
 } // namespace

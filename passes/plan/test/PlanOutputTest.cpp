@@ -136,4 +136,105 @@ TEST(MegatronExportTest, SequenceParallelStream) {
   EXPECT_NE(args.find(" --sequence-parallel "), std::string::npos) << args;
 }
 
+TEST(MegatronExportTest, FirstAndLastStagesOfTheirOwn) {
+  Plan plan = makePlan("dp=4,tp=1,pp=4,mb=1,zero=1,stream=replicated");
+  plan.layersPerStage = {1, 3, 3, 1};
+  std::string args = llvm::cantFail(exportMegatronArguments(plan));
+  EXPECT_NE(args.find("--pipeline-model-parallel-size 4 "
+                      "--decoder-first-pipeline-num-layers 1 "
+                      "--decoder-last-pipeline-num-layers 1 --num-layers 8 "),
+            std::string::npos)
+      << args;
+  plan.layersPerStage = {2, 2, 2, 2};
+  args = llvm::cantFail(exportMegatronArguments(plan));
+  EXPECT_EQ(args.find("--decoder-first"), std::string::npos) << args;
+  // Middle stages that differ have no Megatron-LM arguments.
+  plan.layersPerStage = {1, 3, 2, 2};
+  llvm::Expected<std::string> uneven = exportMegatronArguments(plan);
+  ASSERT_FALSE(!!uneven);
+  EXPECT_EQ(llvm::toString(uneven.takeError()),
+            "--export megatron: Megatron-LM gives every pipeline stage but "
+            "the first and the last the same number of layers; this plan's "
+            "stages hold 1, 3, 2, 2");
+}
+
+TEST(MegatronExportTest, InterleavedStagesMustBeEven) {
+  Plan plan = makePlan("dp=2,tp=4,pp=2,mb=2,zero=1,schedule=interleaved,v=2,"
+                       "stream=replicated");
+  plan.layersPerStage = {1, 3, 2, 2};
+  llvm::Expected<std::string> args = exportMegatronArguments(plan);
+  ASSERT_FALSE(!!args);
+  EXPECT_EQ(llvm::toString(args.takeError()),
+            "--export megatron: Megatron-LM's interleaved schedule gives every "
+            "virtual stage the same number of layers; this plan's hold 1, 3, "
+            "2, 2");
+}
+
+TEST(MegatronExportTest, CountsAttentionLayersNotBlocks) {
+  // An MoE model folded in (dense, expert) pairs: Megatron-LM counts two
+  // layers per block.
+  Plan plan = makePlan("dp=2,tp=4,pp=2,mb=2,zero=1,schedule=interleaved,v=2,"
+                       "stream=replicated");
+  ASSERT_EQ(plan.attentionsPerBlock, 1);
+  plan.attentionsPerBlock = 2;
+  std::string args = llvm::cantFail(exportMegatronArguments(plan));
+  EXPECT_NE(args.find("--num-layers-per-virtual-pipeline-stage 4 "
+                      "--num-layers 16 "),
+            std::string::npos)
+      << args;
+}
+
+TEST(MegatronExportTest, RefusesModelsWithoutOneStackOfLayers) {
+  EXPECT_EQ(megatronModelMismatch(0, 0, 0),
+            "no repeated layers were found in the model; Megatron-LM runs a "
+            "stack of identical transformer layers");
+  EXPECT_EQ(megatronModelMismatch(48, 2, 0),
+            "the model's layers are of 2 kinds; these arguments describe one "
+            "stack of identical transformer layers");
+  EXPECT_EQ(megatronModelMismatch(12, 1, 0),
+            "the model's repeated block has no attention; Megatron-LM trains "
+            "transformer layers");
+  EXPECT_EQ(megatronModelMismatch(12, 1, 1), std::nullopt);
+  Plan plan = makePlan("dp=4,tp=4,pp=1,mb=1,zero=1,stream=replicated");
+  plan.numBlockClasses = 2;
+  plan.attentionsPerBlock = 0;
+  llvm::Expected<std::string> args = exportMegatronArguments(plan);
+  ASSERT_FALSE(!!args);
+  EXPECT_EQ(llvm::toString(args.takeError()),
+            "--export megatron: the model's layers are of 2 kinds; these "
+            "arguments describe one stack of identical transformer layers");
+}
+
+TEST(MegatronExportTest, SearchKeepsToMegatronLayouts) {
+  // A vocabulary large enough that the balanced stages are uneven: under
+  // --export megatron the search keeps to first / even middle / last, and
+  // the export describes exactly the stages it priced.
+  GptDims dims;
+  dims.layers = 16;
+  dims.hidden = 1024;
+  dims.heads = 16;
+  dims.sequence = 512;
+  dims.vocab = 65536;
+  ModelGraph graph = buildGpt(dims);
+  TrainingConfig config = trainingConfig(32, 128);
+  config.fixed = llvm::cantFail(parseFixedChoices("pp=8,schedule=1f1b"));
+  Plan free = llvm::cantFail(searchPlan(graph, a100(), config));
+  config.megatronOnly = true;
+  Plan megatron = llvm::cantFail(searchPlan(graph, a100(), config));
+  const std::vector<int> &stages = megatron.layersPerStage;
+  ASSERT_EQ(stages.size(), 8u);
+  for (size_t s = 2; s + 1 < stages.size(); ++s)
+    EXPECT_EQ(stages[s], stages[1]);
+  EXPECT_NE(stages.front(), stages.back()) << "the LM head lightens the last";
+  std::string args = llvm::cantFail(exportMegatronArguments(megatron));
+  EXPECT_NE(args.find("--decoder-first-pipeline-num-layers " +
+                      std::to_string(stages.front()) +
+                      " --decoder-last-pipeline-num-layers " +
+                      std::to_string(stages.back())),
+            std::string::npos)
+      << args;
+  // Megatron's layouts are a subset: never faster than the free search.
+  EXPECT_GE(megatron.stepSeconds, free.stepSeconds * (1 - 1e-12));
+}
+
 } // namespace
