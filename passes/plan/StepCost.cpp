@@ -127,6 +127,46 @@ oneStagePerDevice(const std::vector<StageGroup> &stages) {
   return devices;
 }
 
+/// The devices of the interleaved schedule: device d runs virtual stages
+/// d, d + pp, ..., one per chunk. Only where a group of identical virtual
+/// stages starts can two neighbouring devices differ, so devices are summed
+/// per run between those points (O(groups x chunks), not O(pp x chunks)),
+/// and neighbours with the same load and memory are grouped.
+static std::vector<DeviceGroup>
+interleavedDevices(const std::vector<StageGroup> &stages, int pp, int chunks) {
+  std::vector<int> groupStart; // first virtual stage of each group
+  std::vector<int> cuts = {0, pp};
+  int start = 0;
+  for (const StageGroup &group : stages) {
+    groupStart.push_back(start);
+    cuts.push_back(start % pp);
+    start += group.numStages;
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  auto groupOf = [&](int virtualStage) {
+    return std::upper_bound(groupStart.begin(), groupStart.end(),
+                            virtualStage) -
+           groupStart.begin() - 1;
+  };
+  std::vector<DeviceGroup> devices;
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    const int first = cuts[i], count = cuts[i + 1] - cuts[i];
+    StageStats stats;
+    for (int chunk = 0; chunk < chunks; ++chunk)
+      stats += stages[groupOf(chunk * pp + first)].stats;
+    DeviceGroup *last = devices.empty() ? nullptr : &devices.back();
+    if (last && last->stats.time() == stats.time() &&
+        last->stats.params == stats.params &&
+        last->stats.stored == stats.stored) {
+      last->numDevices += count;
+      continue;
+    }
+    devices.push_back({first, count, stats});
+  }
+  return devices;
+}
+
 const PartitionEntry &Planner::partition(const ParallelConfig &config) {
   const int tp = config.tp, microBatch = config.microBatch;
   const int pp = config.pp, chunks = config.chunks;
@@ -151,24 +191,8 @@ const PartitionEntry &Planner::partition(const ParallelConfig &config) {
   if (firstLayerSegment_ >= 0)
     entry.layerParams =
         solution(firstLayerSegment_, tp, microBatch, stream).paramsPerGpu;
-  if (chunks == 1) {
-    entry.devices = oneStagePerDevice(entry.stages);
-  } else {
-    std::vector<StageStats> virtualStages = expandStages(entry.stages);
-    for (int device = 0; device < pp; ++device) {
-      StageStats stats;
-      for (int chunk = 0; chunk < chunks; ++chunk)
-        stats += virtualStages[chunk * pp + device];
-      DeviceGroup *last = entry.devices.empty() ? nullptr : &entry.devices.back();
-      if (last && last->stats.time() == stats.time() &&
-          last->stats.params == stats.params &&
-          last->stats.stored == stats.stored) {
-        ++last->numDevices;
-        continue;
-      }
-      entry.devices.push_back({device, 1, stats});
-    }
-  }
+  entry.devices = chunks == 1 ? oneStagePerDevice(entry.stages)
+                              : interleavedDevices(entry.stages, pp, chunks);
   return partitions_.emplace(key, std::move(entry)).first->second;
 }
 
