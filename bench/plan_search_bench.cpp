@@ -2,11 +2,11 @@
 //
 // A plain timing program (no Google Benchmark needed): plans GPT models and
 // prints the wall-clock time of the whole search (import excluded) and the
-// ratios the planner promises:
+// ratios the planner promises, each with "ok" or "MISSED":
 //  - GPT-3 175B (96 layers) on 1024 A100s: well under 2 s;
 //  - 960 layers vs 96 layers: less than 2x (folding makes per-layer work
 //    O(1));
-//  - 48 layers folded vs no-fold: folded at least 50x faster.
+//  - 48 layers folded vs no-fold: folded at least 50x faster, same plan.
 // Usage: plan_search_bench [repetitions]
 //
 //===----------------------------------------------------------------------===//
@@ -56,10 +56,12 @@ int main(int argc, char **argv) {
   ModelGraph graph96 = test::buildGpt(gpt3);
   Plan plan;
   double t96 = timeSearch(graph96, config, cluster, repetitions, &plan);
+  auto verdict = [](bool met) { return met ? "ok" : "MISSED"; };
   llvm::outs() << llvm::formatv(
       "gpt3-175b   96 layers, 1024 GPUs: {0,8:F4} s  ({1}, {2} configurations, "
-      "{3:F1}% MFU)\n",
-      t96, plan.config.str(), plan.configurationsEvaluated, 100 * plan.mfu);
+      "{3:F1}% MFU) (must be < 2 s): {4}\n",
+      t96, plan.config.str(), plan.configurationsEvaluated, 100 * plan.mfu,
+      verdict(t96 < 2));
 
   gpt3.layers = 960;
   ModelGraph graph960 = test::buildGpt(gpt3);
@@ -68,20 +70,26 @@ int main(int argc, char **argv) {
       "gpt3-width 960 layers, 1024 GPUs: {0,8:F4} s  ({1}, {2} "
       "configurations)\n",
       t960, plan.config.str(), plan.configurationsEvaluated);
-  llvm::outs() << llvm::formatv("ratio 960 / 96 layers: {0:F2} (must be < 2)\n",
-                                t960 / t96);
+  llvm::outs() << llvm::formatv(
+      "ratio 960 / 96 layers: {0:F2} (must be < 2): {1}\n", t960 / t96,
+      verdict(t960 < 2 * t96));
 
   test::GptDims medium = test::megatron39B();
   ModelGraph graph48 = test::buildGpt(medium);
   TrainingConfig small;
   small.gpus = 512;
   small.globalBatch = 1536;
-  double folded = timeSearch(graph48, small, cluster, repetitions);
+  Plan foldedPlan, unfoldedPlan;
+  double folded = timeSearch(graph48, small, cluster, repetitions, &foldedPlan);
   small.fold = false;
-  double unfolded = timeSearch(graph48, small, cluster, repetitions);
+  double unfolded =
+      timeSearch(graph48, small, cluster, repetitions, &unfoldedPlan);
+  bool same = foldedPlan.config.str() == unfoldedPlan.config.str() &&
+              foldedPlan.stepSeconds == unfoldedPlan.stepSeconds;
   llvm::outs() << llvm::formatv(
       "megatron-39b 48 layers, 512 GPUs: folded {0:F4} s, no-fold {1:F4} s, "
-      "ratio {2:F1} (must be >= 50)\n",
-      folded, unfolded, unfolded / folded);
+      "ratio {2:F1} (must be >= 50), same plan: {3}: {4}\n",
+      folded, unfolded, unfolded / folded, same ? "yes" : "NO",
+      verdict(same && unfolded >= 50 * folded));
   return 0;
 }
