@@ -60,6 +60,21 @@ SmallVector<int64_t> intsOr(NodeContext &nc, StringRef name, size_t n,
   return SmallVector<int64_t>(n, fallback);
 }
 
+/// The strides and dilations of a window op (conv, pooling) over `n`
+/// spatial dims: one entry >= 1 per dim each, 1 when absent.
+LogicalResult windowSteps(NodeContext &nc, size_t n,
+                          SmallVector<int64_t> &strides,
+                          SmallVector<int64_t> &dilations) {
+  strides = intsOr(nc, "strides", n, 1);
+  dilations = intsOr(nc, "dilations", n, 1);
+  auto belowOne = [](int64_t step) { return step < 1; };
+  if (strides.size() != n || dilations.size() != n ||
+      llvm::any_of(strides, belowOne) || llvm::any_of(dilations, belowOne))
+    return nc.error("strides and dilations need one entry >= 1 per spatial "
+                    "dim");
+  return success();
+}
+
 /// Softmax and LogSoftmax. Before opset 13 they coerce the input to 2-D at
 /// `axis` (default 1); from 13 they work on one axis (default -1).
 LogicalResult softmax(NodeContext &nc, StringRef op) {
@@ -102,13 +117,11 @@ LogicalResult pool(NodeContext &nc, StringRef op) {
   auto kernel = nc.getInts("kernel_shape");
   if (!kernel || kernel->size() != n)
     return nc.error("kernel_shape must have one entry per spatial dim");
-  SmallVector<int64_t> strides = intsOr(nc, "strides", n, 1);
-  SmallVector<int64_t> dilations = intsOr(nc, "dilations", n, 1);
+  SmallVector<int64_t> strides, dilations;
+  if (failed(windowSteps(nc, n, strides, dilations)))
+    return failure();
   if (llvm::any_of(dilations, [](int64_t d) { return d != 1; }))
     return nc.error("pooling with dilations is not supported");
-  if (strides.size() != n ||
-      llvm::any_of(strides, [](int64_t s) { return s < 1; }))
-    return nc.error("strides must be >= 1, one per spatial dim");
   ArrayRef<int64_t> spatial = type.getShape().drop_front(2);
   FailureOr<SmallVector<int64_t>> pads =
       explicitPads(nc, spatial, *kernel, strides, dilations);
@@ -167,13 +180,9 @@ LogicalResult importConv(NodeContext &nc) {
   if (type.getRank() < 3 || weight.getRank() != type.getRank())
     return nc.error("conv needs input and weight of one rank >= 3");
   size_t n = type.getRank() - 2;
-  SmallVector<int64_t> strides = intsOr(nc, "strides", n, 1);
-  SmallVector<int64_t> dilations = intsOr(nc, "dilations", n, 1);
-  if (strides.size() != n || dilations.size() != n ||
-      llvm::any_of(strides, [](int64_t s) { return s < 1; }) ||
-      llvm::any_of(dilations, [](int64_t d) { return d < 1; }))
-    return nc.error("strides and dilations need one entry >= 1 per spatial "
-                    "dim");
+  SmallVector<int64_t> strides, dilations;
+  if (failed(windowSteps(nc, n, strides, dilations)))
+    return failure();
   FailureOr<SmallVector<int64_t>> pads =
       explicitPads(nc, type.getShape().drop_front(2),
                    weight.getShape().drop_front(2), strides, dilations);

@@ -87,6 +87,47 @@ TEST(OnnxImporterTest, UnboundDimIsAnError) {
             "pass --dim batch=N");
 }
 
+TEST(OnnxImporterTest, PoolingStepsNeedOneEntryPerSpatialDim) {
+  // A 2-D MaxPool with one dilation: before, SAME padding read past the end
+  // of the dilations.
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(17);
+  onnx::GraphProto *graph = model.mutable_graph();
+  auto *tensor = graph->add_input();
+  tensor->set_name("x");
+  auto *type = tensor->mutable_type()->mutable_tensor_type();
+  type->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t dim : {1, 2, 8, 8})
+    type->mutable_shape()->add_dim()->set_dim_value(dim);
+  onnx::NodeProto *pool = graph->add_node();
+  pool->set_name("pool");
+  pool->set_op_type("MaxPool");
+  pool->add_input("x");
+  pool->add_output("y");
+  auto addInts = [&](const char *name, std::initializer_list<int64_t> ints) {
+    onnx::AttributeProto *attribute = pool->add_attribute();
+    attribute->set_name(name);
+    attribute->set_type(onnx::AttributeProto::INTS);
+    for (int64_t i : ints)
+      attribute->add_ints(i);
+  };
+  addInts("kernel_shape", {3, 3});
+  addInts("dilations", {1});
+  onnx::AttributeProto *autoPad = pool->add_attribute();
+  autoPad->set_name("auto_pad");
+  autoPad->set_type(onnx::AttributeProto::STRING);
+  autoPad->set_s("SAME_UPPER");
+  graph->add_output()->set_name("y");
+  mlir::MLIRContext context;
+  auto module = bm::importOnnxModel(context, model, "pool.onnx", {});
+  ASSERT_FALSE(static_cast<bool>(module));
+  EXPECT_NE(llvm::toString(module.takeError())
+                .find("strides and dilations need one entry >= 1 per spatial "
+                      "dim"),
+            std::string::npos);
+}
+
 TEST(OnnxImporterTest, ExternalDataMustStayInTheModelFolder) {
   for (const char *location :
        {"../w.bin", "/etc/passwd", "a/../../w.bin", "..\\w.bin"}) {
