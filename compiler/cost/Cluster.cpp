@@ -197,9 +197,6 @@ static const KeySpec kClusterKeys[] = {
 
 using EntryMap = std::map<std::string, Entry>;
 
-/// Integer keys (GPUs per node, nodes) are held in an int.
-static constexpr int64_t kLargestInteger = int64_t{1} << 24;
-
 static std::optional<double> parseNumber(StringRef text) {
   double value;
   if (text.trim().getAsDouble(value))
@@ -339,9 +336,9 @@ static Expected<Cluster> buildCluster(const EntryMap &entries,
         *entry.number != std::floor(*entry.number))
       return makeError(source + ": key '" + key +
                        "' must be an integer, got " + entry.text);
-    if (spec->type == KeyType::Integer && *entry.number > kLargestInteger)
+    if (spec->type == KeyType::Integer && *entry.number > kLargestCount)
       return makeError(source + ": key '" + key + "' must be at most " +
-                       llvm::Twine(kLargestInteger) + ", got " + entry.text);
+                       llvm::Twine(kLargestCount) + ", got " + entry.text);
   }
   for (const KeySpec &spec : kClusterKeys)
     if (spec.required && !entries.count(spec.name))

@@ -22,6 +22,11 @@
 
 namespace bm::cost {
 
+/// The largest count the planner takes (GPUs, GPUs per node, nodes, the
+/// degrees of --fix): counts are held in an int, and a product of a few of
+/// them must stay in an int64.
+inline constexpr int kLargestCount = 1 << 24;
+
 /// One class of link, as an NCCL collective sees it.
 struct LinkSpec {
   /// Bus bandwidth in bytes/s as nccl-tests reports it ("busbw"), i.e. the

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Path.h"
 
@@ -38,10 +39,7 @@ llvm::Error makeError(const Twine &message) {
 std::string symbolicDimsText(const std::set<std::string> &names) {
   if (names.empty())
     return "its inputs have no symbolic dimension";
-  std::string text = "its symbolic dimensions: ";
-  for (const std::string &name : names)
-    text += (&name == &*names.begin() ? "" : ", ") + name;
-  return text;
+  return "its symbolic dimensions: " + llvm::join(names, ", ");
 }
 
 /// External data must stay inside the model's folder: an attacker-supplied

@@ -1,5 +1,6 @@
 //===- FixedChoices.cpp - the --fix parser and configuration printing -----===//
 
+#include "compiler/cost/Cluster.h"
 #include "passes/plan/Plan.h"
 #include "passes/plan/TrainingConfig.h"
 
@@ -69,17 +70,16 @@ llvm::Expected<FixedChoices> bm::plan::parseFixedChoices(StringRef text) {
       slot = *parsed;
       return llvm::Error::success();
     };
-    constexpr int kLarge = 1 << 24;
     llvm::Error error = llvm::Error::success();
     // Keys alphabetical.
     if (key == "dp") {
-      error = count(fixed.dp, 1, kLarge);
+      error = count(fixed.dp, 1, bm::cost::kLargestCount);
     } else if (key == "ep") {
-      error = count(fixed.ep, 1, kLarge);
+      error = count(fixed.ep, 1, bm::cost::kLargestCount);
     } else if (key == "mb") {
-      error = count(fixed.microBatch, 1, kLarge);
+      error = count(fixed.microBatch, 1, bm::cost::kLargestCount);
     } else if (key == "pp") {
-      error = count(fixed.pp, 1, kLarge);
+      error = count(fixed.pp, 1, bm::cost::kLargestCount);
     } else if (key == "recompute") {
       if (value == "none")
         fixed.recompute = Recompute::None;
@@ -103,7 +103,7 @@ llvm::Expected<FixedChoices> bm::plan::parseFixedChoices(StringRef text) {
         error = fixError("schedule must be gpipe, 1f1b or interleaved, got '" +
                          value + "'");
     } else if (key == "tp") {
-      error = count(fixed.tp, 1, kLarge);
+      error = count(fixed.tp, 1, bm::cost::kLargestCount);
     } else if (key == "stream") {
       std::optional<StreamLayout> layout;
       for (StreamLayout l : {StreamLayout::Replicated, StreamLayout::Sequence,
@@ -118,7 +118,7 @@ llvm::Expected<FixedChoices> bm::plan::parseFixedChoices(StringRef text) {
       else
         fixed.stream = layout;
     } else if (key == "v") {
-      error = count(fixed.chunks, 1, kLarge);
+      error = count(fixed.chunks, 1, bm::cost::kLargestCount);
     } else if (key == "zero") {
       error = count(fixed.zeroStage, 0, 3);
     } else {

@@ -11,7 +11,6 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
-#include <set>
 
 using namespace bm;
 using namespace bm::plan;
@@ -62,11 +61,8 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
   plan.optimizer = config_.optimizer;
   plan.config = config;
   plan.numLayers = graph_.numLayers();
-  plan.numBlockClasses = static_cast<int>(
-      std::set<int>(graph_.layerClass.begin(), graph_.layerClass.end()).size());
-  if (plan.numBlockClasses == 1)
-    plan.attentionsPerBlock =
-        analysis_.countAttentions(segments_[firstLayerSegment_].ops);
+  plan.numBlockClasses = numBlockClasses();
+  plan.attentionsPerBlock = attentionsPerBlock();
 
   const PartitionEntry &entry =
       chosen.ownPartition

@@ -193,6 +193,11 @@ private:
   /// Whether `segment` produces side inputs of some layer class.
   bool makesSideInputs(int segment);
   std::string suggestion() const;
+  /// Kinds of layers (block classes), and the attention layers in one
+  /// block when there is one kind (else 0): what Megatron-LM's arguments
+  /// need to describe the model.
+  int numBlockClasses() const;
+  int attentionsPerBlock() const;
 
   const ModelGraph &graph_;
   const cost::Cluster &cluster_;

@@ -138,13 +138,8 @@ llvm::Error Planner::validate() const {
             megatronMismatch(fixed.zeroStage, fixed.schedule, fixed.stream))
       return planError("--export megatron: " + mismatch->reason + "; use " +
                        mismatch->fix);
-    std::set<int> classes(graph_.layerClass.begin(), graph_.layerClass.end());
-    int attentions = firstLayerSegment_ >= 0
-                         ? analysis_.countAttentions(
-                               segments_[firstLayerSegment_].ops)
-                         : 0;
     if (std::optional<std::string> why = megatronModelMismatch(
-            graph_.numLayers(), static_cast<int>(classes.size()), attentions))
+            graph_.numLayers(), numBlockClasses(), attentionsPerBlock()))
       return planError("--export megatron: " + *why);
     if (std::any_of(segments_.begin(), segments_.end(),
                     [](const Segment &segment) {
@@ -173,6 +168,17 @@ llvm::Error Planner::validate() const {
                    : "2 to " + std::to_string(splitting.back())));
   }
   return llvm::Error::success();
+}
+
+int Planner::numBlockClasses() const {
+  return static_cast<int>(
+      std::set<int>(graph_.layerClass.begin(), graph_.layerClass.end()).size());
+}
+
+int Planner::attentionsPerBlock() const {
+  if (numBlockClasses() != 1)
+    return 0;
+  return analysis_.countAttentions(segments_[firstLayerSegment_].ops);
 }
 
 std::vector<int> Planner::tpOptions() const {

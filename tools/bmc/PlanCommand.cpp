@@ -69,9 +69,6 @@ struct PlanArgs {
   std::optional<std::string> jsonFile, mlirFile, exportFormat;
 };
 
-/// Counts the planner holds in an int (GPUs, alternatives) stop here.
-constexpr int64_t kLargestCount = int64_t{1} << 24;
-
 /// Parses an integer flag value in [min, max]; `what` names it in the error.
 std::optional<int64_t> parseCount(StringRef text, StringRef what,
                                   std::string &error, int64_t min = 1,
@@ -178,7 +175,8 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
         return fail(llvm::toString(fixed.takeError()));
       out.training.fixed = *fixed;
     } else if (matched == "--alternatives") {
-      auto n = parseCount(v, "--alternatives", error, 0, kLargestCount);
+      auto n = parseCount(v, "--alternatives", error, 0,
+                            bm::cost::kLargestCount);
       if (!n)
         return fail(error);
       out.training.numAlternatives = static_cast<int>(*n);
@@ -197,7 +195,7 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
   if (!gpus)
     return fail("bmc plan needs --gpus N; see 'bmc plan --help'");
   std::string error;
-  auto n = parseCount(*gpus, "--gpus", error, 1, kLargestCount);
+  auto n = parseCount(*gpus, "--gpus", error, 1, bm::cost::kLargestCount);
   if (!n)
     return fail(error);
   out.training.gpus = static_cast<int>(*n);
