@@ -44,7 +44,7 @@ const llvm::fltSemantics *smallFloatSemantics(int32_t dtype) {
   }
 }
 
-/// Bits of one element as stored in raw_data; 0 for unsupported types.
+/// Bytes of one element as stored in raw_data; 0 for unsupported types.
 int64_t byteWidth(int32_t dtype) {
   switch (dtype) {
   case TensorProto::BOOL:

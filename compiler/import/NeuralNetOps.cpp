@@ -27,9 +27,8 @@ FailureOr<SmallVector<int64_t>> explicitPads(NodeContext &nc,
   if (autoPad == "NOTSET") {
     if (auto p = nc.getInts("pads")) {
       if (p->size() != 2 * n) {
-        (void)nc.error("pads has " + Twine(p->size()) + " entries for " +
-                       Twine(n) + " spatial dims");
-        return failure();
+        return nc.error("pads has " + Twine(p->size()) + " entries for " +
+                        Twine(n) + " spatial dims");
       }
       pads.assign(p->begin(), p->end());
     }
@@ -38,8 +37,7 @@ FailureOr<SmallVector<int64_t>> explicitPads(NodeContext &nc,
   if (autoPad == "VALID")
     return pads;
   if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER") {
-    (void)nc.error("unknown auto_pad '" + autoPad + "'");
-    return failure();
+    return nc.error("unknown auto_pad '" + autoPad + "'");
   }
   for (size_t i = 0; i < n; ++i) {
     int64_t out = (inSpatial[i] + strides[i] - 1) / strides[i];

@@ -25,7 +25,7 @@ namespace bm {
 llvm::Expected<std::unique_ptr<onnx::ModelProto>>
 loadOnnxModel(llvm::StringRef path);
 
-/// Parses a ModelProto from memory (the benchmark and tests use it).
+/// Parses a ModelProto from memory (what loadOnnxModel does after reading).
 llvm::Expected<std::unique_ptr<onnx::ModelProto>>
 parseOnnxModel(llvm::StringRef bytes, llvm::StringRef nameForErrors);
 

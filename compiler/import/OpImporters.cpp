@@ -141,10 +141,8 @@ LogicalResult importCast(NodeContext &nc) {
 }
 
 LogicalResult importCastLike(NodeContext &nc) {
-  RankedTensorType like = nc.type(1);
-  if (!like)
-    return nc.error("input 1 is missing");
-  return castTo(nc, dtypeOf(like.getElementType()));
+  // importNode has checked that both inputs are there.
+  return castTo(nc, dtypeOf(nc.type(1).getElementType()));
 }
 
 LogicalResult importClip(NodeContext &nc) {
@@ -183,8 +181,6 @@ LogicalResult importConcat(NodeContext &nc) {
       return failure();
     inputs.push_back(*v);
   }
-  if (inputs.empty())
-    return nc.error("concat needs at least one input");
   FailureOr<int64_t> axis =
       nc.axis(nc.getInt("axis", 0), typeOf(inputs[0]).getRank());
   if (failed(axis))
@@ -277,7 +273,7 @@ LogicalResult importDropout(NodeContext &nc) {
   // Inference form: the identity; the mask, if asked for, is all true.
   if (failed(passThrough(nc)))
     return failure();
-  if (nc.hasOutput(1) && nc.type(0)) {
+  if (nc.hasOutput(1)) {
     HostTensor mask = HostTensor::zeros(onnx::TensorProto::BOOL,
                                         nc.type(0).getShape(), /*splat=*/true);
     mask.setInt(0, 1);
@@ -303,10 +299,9 @@ FailureOr<std::string> explicitEinsum(NodeContext &nc, StringRef equation,
   SmallVector<StringRef> terms;
   StringRef(lhs).split(terms, ',');
   if (terms.size() != ranks.size()) {
-    (void)nc.error("einsum equation '" + equation + "' has " +
-                   Twine(terms.size()) + " terms for " + Twine(ranks.size()) +
-                   " inputs");
-    return failure();
+    return nc.error("einsum equation '" + equation + "' has " +
+                    Twine(terms.size()) + " terms for " + Twine(ranks.size()) +
+                    " inputs");
   }
   int64_t ellipsisRank = 0;
   SmallVector<int64_t> ellipsisDims;
@@ -315,9 +310,8 @@ FailureOr<std::string> explicitEinsum(NodeContext &nc, StringRef equation,
     int64_t dims =
         dots == StringRef::npos ? 0 : rank - (int64_t(term.size()) - 3);
     if (dims < 0) {
-      (void)nc.error("einsum term '" + term + "' has more letters than rank " +
-                     Twine(rank));
-      return failure();
+      return nc.error("einsum term '" + term + "' has more letters than rank " +
+                      Twine(rank));
     }
     ellipsisDims.push_back(dims);
     ellipsisRank = std::max(ellipsisRank, dims);
@@ -327,8 +321,7 @@ FailureOr<std::string> explicitEinsum(NodeContext &nc, StringRef equation,
     if (text.find(c) == std::string::npos)
       fresh.push_back(c);
   if ((int64_t)fresh.size() < ellipsisRank) {
-    (void)nc.error("einsum ellipsis needs more free letters");
-    return failure();
+    return nc.error("einsum ellipsis needs more free letters");
   }
   std::string out;
   SmallVector<std::string> expanded;
@@ -660,8 +653,6 @@ LogicalResult importReshape(NodeContext &nc) {
 }
 
 LogicalResult importShape(NodeContext &nc) {
-  if (!nc.type(0))
-    return nc.error("input 0 is missing");
   ArrayRef<int64_t> shape = nc.type(0).getShape();
   int64_t rank = shape.size();
   auto clamp = [rank](int64_t v) {
@@ -682,8 +673,6 @@ LogicalResult importSigmoid(NodeContext &nc) { return unary(nc, "bm.sigmoid"); }
 LogicalResult importSin(NodeContext &nc) { return unary(nc, "bm.sin"); }
 
 LogicalResult importSize(NodeContext &nc) {
-  if (!nc.type(0))
-    return nc.error("input 0 is missing");
   nc.setOutput(0, HostTensor::fromInts({nc.type(0).getNumElements()}, {}));
   return success();
 }

@@ -40,43 +40,37 @@ FailureOr<SmallVector<int64_t>> reshapeTarget(NodeContext &nc,
     int64_t d = target[i];
     if (d == 0 && !allowZero) {
       if (i >= inShape.size()) {
-        (void)nc.error("reshape target " + shapeText(target) + " copies dim " +
-                       llvm::Twine(i) + " of a rank-" +
-                       llvm::Twine(inShape.size()) + " input");
-        return failure();
+        return nc.error("reshape target " + shapeText(target) + " copies dim " +
+                        llvm::Twine(i) + " of a rank-" +
+                        llvm::Twine(inShape.size()) + " input");
       }
       d = inShape[i];
     }
     if (d == -1) {
       if (inferred >= 0) {
-        (void)nc.error("reshape target " + shapeText(target) +
-                       " has more than one -1");
-        return failure();
+        return nc.error("reshape target " + shapeText(target) +
+                        " has more than one -1");
       }
       inferred = i;
     } else if (d < 0) {
-      (void)nc.error("reshape target " + shapeText(target) +
-                     " has a negative dim");
-      return failure();
+      return nc.error("reshape target " + shapeText(target) +
+                      " has a negative dim");
     } else if (llvm::MulOverflow(known, d, known)) {
-      (void)nc.error("reshape target " + shapeText(target) +
-                     " overflows int64");
-      return failure();
+      return nc.error("reshape target " + shapeText(target) +
+                      " overflows int64");
     }
     shape.push_back(d);
   }
   int64_t total = *checkedNumElements(inShape);
   if (inferred >= 0) {
     if (known == 0 || total % known != 0) {
-      (void)nc.error("cannot reshape " + shapeText(inShape) + " into " +
-                     shapeText(target));
-      return failure();
+      return nc.error("cannot reshape " + shapeText(inShape) + " into " +
+                      shapeText(target));
     }
     shape[inferred] = total / known;
   } else if (known != total) {
-    (void)nc.error("cannot reshape " + shapeText(inShape) + " (" +
-                   llvm::Twine(total) + " elements) into " + shapeText(shape));
-    return failure();
+    return nc.error("cannot reshape " + shapeText(inShape) + " (" +
+                    llvm::Twine(total) + " elements) into " + shapeText(shape));
   }
   return shape;
 }
@@ -86,15 +80,13 @@ FailureOr<SmallVector<int64_t>> expandTarget(NodeContext &nc,
                                              ArrayRef<int64_t> target) {
   for (int64_t d : target)
     if (d < 0) {
-      (void)nc.error("expand target " + shapeText(target) +
-                     " has a negative dim");
-      return failure();
+      return nc.error("expand target " + shapeText(target) +
+                      " has a negative dim");
     }
   auto shape = broadcastShapes(inShape, target);
   if (!shape || !checkedNumElements(*shape)) {
-    (void)nc.error("cannot expand " + shapeText(inShape) + " to " +
-                   shapeText(target));
-    return failure();
+    return nc.error("cannot expand " + shapeText(inShape) + " to " +
+                    shapeText(target));
   }
   return SmallVector<int64_t>(shape->begin(), shape->end());
 }
@@ -135,8 +127,7 @@ FailureOr<SliceBounds> sliceBounds(NodeContext &nc, ArrayRef<int64_t> shape) {
     steps.assign(starts.size(), 1);
   if (ends.size() != starts.size() || axes.size() != starts.size() ||
       steps.size() != starts.size()) {
-    (void)nc.error("slice starts, ends, axes and steps differ in length");
-    return failure();
+    return nc.error("slice starts, ends, axes and steps differ in length");
   }
   SliceBounds b;
   b.starts.assign(rank, 0);
@@ -148,14 +139,12 @@ FailureOr<SliceBounds> sliceBounds(NodeContext &nc, ArrayRef<int64_t> shape) {
     if (failed(axis))
       return failure();
     if (seen[*axis]) {
-      (void)nc.error("slice axis " + llvm::Twine(*axis) + " is repeated");
-      return failure();
+      return nc.error("slice axis " + llvm::Twine(*axis) + " is repeated");
     }
     seen[*axis] = true;
     int64_t dim = shape[*axis], step = steps[i];
     if (step == 0) {
-      (void)nc.error("slice step is 0");
-      return failure();
+      return nc.error("slice step is 0");
     }
     if (step < 0) {
       // ONNX clamps start into [0, dim - 1] and end into [-1, dim - 1].
@@ -230,8 +219,7 @@ FailureOr<SmallVector<int64_t>> unsqueezeAxes(NodeContext &nc, int64_t inRank) {
     return failure();
   llvm::sort(*axes);
   if (std::adjacent_find(axes->begin(), axes->end()) != axes->end()) {
-    (void)nc.error("unsqueeze axes are repeated");
-    return failure();
+    return nc.error("unsqueeze axes are repeated");
   }
   return axes;
 }
@@ -371,9 +359,8 @@ FailureOr<bool> foldCast(NodeContext &nc) {
 }
 
 FailureOr<bool> foldConcat(NodeContext &nc) {
+  // Folders run only when every input is on the host.
   const HostTensor *first = nc.host(0);
-  if (!first)
-    return false;
   int64_t rank = first->shape.size();
   FailureOr<int64_t> axis = nc.axis(nc.getInt("axis", 0), rank);
   if (failed(axis))
