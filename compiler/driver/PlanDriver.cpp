@@ -14,15 +14,13 @@
 namespace bm {
 
 /// Runs the passes `build` adds on `module`; a failure is one error, `what`
-/// and the first diagnostic. `verifyAfterPasses` false skips the pass
-/// manager's verification of the module after each pass.
+/// and the first diagnostic.
 static llvm::Error
 runPipeline(mlir::ModuleOp module,
             llvm::function_ref<void(mlir::OpPassManager &)> build,
-            llvm::StringRef what, bool verifyAfterPasses = true) {
+            llvm::StringRef what) {
   mlir::bm::FirstDiagnostic diagnostic(module.getContext());
   mlir::PassManager pm(module.getContext());
-  pm.enableVerifier(verifyAfterPasses);
   build(pm);
   if (mlir::failed(pm.run(module)))
     return llvm::createStringError(what + ": " + diagnostic.message());
@@ -110,15 +108,12 @@ annotateForStep(mlir::MLIRContext &context, llvm::StringRef path,
   if (llvm::Error err = plan::annotatePlan(*step->module, step->main, plan,
                                            &planned, &step->graph))
     return std::move(err);
-  // annotatePlan has just verified the module and bm-verify-annotated only
-  // reads it: verifying again after the pass could not fail.
   if (llvm::Error err = runPipeline(
           *step->module,
           [](mlir::OpPassManager &pm) {
             pm.addPass(mlir::bm::createBmVerifyAnnotatedPass());
           },
-          "the annotated model fails bm-verify-annotated",
-          /*verifyAfterPasses=*/false))
+          "the annotated model fails bm-verify-annotated"))
     return std::move(err);
   return step;
 }

@@ -13,6 +13,7 @@ namespace {
 struct PrintShardingRulesPass
     : impl::BmPrintShardingRulesPassBase<PrintShardingRulesPass> {
   void runOnOperation() override {
+    markAllAnalysesPreserved(); // it only reads the IR
     getOperation().walk([](ShardingRuleOpInterface op) {
       auto cost = dyn_cast<CostOpInterface>(op.getOperation());
       op->emitRemark() << "rule " << op.getShardingRule().str()

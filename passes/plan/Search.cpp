@@ -295,6 +295,16 @@ void Planner::run() {
   // Dominance: more recomputation and a higher ZeRO stage (from 1 on) only
   // add time, so once a variant fits, its heavier forms are skipped.
   std::unordered_set<uint64_t> fitting;
+  // ZeRO-3 first: it needs the least memory, so when it does not fit, no
+  // lower stage does either. Then 0, 1, 2; once a stage >= 1 fits, the
+  // higher ones are only slower. (Under --export megatron, validate() has
+  // refused GPipe, so only the ZeRO stage can be what Megatron lacks.)
+  std::vector<int> zeroStages;
+  for (int zero : {3, 0, 1, 2})
+    if ((!fixed.zeroStage || *fixed.zeroStage == zero) &&
+        !(config_.megatronOnly &&
+          megatronMismatch(zero, std::nullopt, std::nullopt)))
+      zeroStages.push_back(zero);
   for (const Combo &c : combos) {
     if (haveBest_ && c.lowerBound > best_.step * kAlternativeSlack)
       break;
@@ -316,18 +326,10 @@ void Planner::run() {
         continue;
       if (fixed.chunks && *fixed.chunks != chunks)
         continue;
-      // ZeRO-3 first: it needs the least memory, so when it does not fit,
-      // no lower stage does either. Then 0, 1, 2; once a stage >= 1 fits,
-      // the higher ones are only slower.
       bool lowerZeroFits = false, leanestFails = false;
-      for (int zero : {3, 0, 1, 2}) {
-        if (fixed.zeroStage && *fixed.zeroStage != zero)
-          continue;
+      for (int zero : zeroStages) {
         if (zero > 0 && c.dp == 1)
           continue; // nothing to shard over
-        if (config_.megatronOnly &&
-            megatronMismatch(zero, schedule, std::nullopt))
-          continue;
         uint64_t variant = packKey({{c.tp, 10},
                                     {c.pp, 14},
                                     {c.ep, 14},

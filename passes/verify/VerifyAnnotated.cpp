@@ -18,6 +18,9 @@ namespace {
 struct VerifyAnnotatedPass
     : impl::BmVerifyAnnotatedPassBase<VerifyAnnotatedPass> {
   void runOnOperation() override {
+    // A verifier only reads the IR: the pass manager need not verify the
+    // module again after it.
+    markAllAnalysesPreserved();
     ModuleOp module = getOperation();
     auto func = module.lookupSymbol<func::FuncOp>("main");
     if (!func)

@@ -18,6 +18,9 @@ namespace {
 
 struct VerifyFoldedPass : impl::BmVerifyFoldedPassBase<VerifyFoldedPass> {
   void runOnOperation() override {
+    // A verifier only reads the IR: the pass manager need not verify the
+    // module again after it.
+    markAllAnalysesPreserved();
     auto func = getOperation().lookupSymbol<func::FuncOp>("main");
     if (!func)
       return;

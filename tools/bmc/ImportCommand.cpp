@@ -56,15 +56,8 @@ int bmc::runImport(llvm::ArrayRef<StringRef> args) {
     if (cursor.takeFlag("--dim", value) || cursor.takeFlag("-dim", value)) {
       if (cursor.error)
         return fail(*cursor.error);
-      StringRef name, number;
-      std::tie(name, number) = StringRef(*value).split('=');
-      int64_t size;
-      if (name.empty() || number.getAsInteger(10, size))
-        return fail("--dim expects NAME=VALUE with an integer VALUE, got '" +
-                    *value + "'");
-      if (size < 0)
-        return fail("--dim " + name + " must not be negative, got " + number);
-      options.dims[name.str()] = size;
+      if (std::optional<std::string> error = parseDim(*value, options.dims))
+        return fail(*error);
       continue;
     }
     if (cursor.takeFlag("-o", value) || cursor.takeFlag("--output", value)) {

@@ -151,13 +151,8 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
       out.import.dims["seq"] = *n;
       out.import.sequenceLength = *n;
     } else if (matched == "--dim") {
-      auto [name, number] = v.split('=');
-      auto n = parseCount(number, "--dim " + name.str(), error, 0);
-      if (name.empty() || !n)
-        return fail(name.empty() ? "--dim expects NAME=VALUE, got '" +
-                                       v.str() + "'"
-                                 : error);
-      out.import.dims[name.str()] = *n;
+      if (std::optional<std::string> dimError = parseDim(v, out.import.dims))
+        return fail(*dimError);
     } else if (matched == "--precision") {
       out.training.precision = bm::cost::parsePrecision(v);
       if (!out.training.precision)

@@ -15,6 +15,8 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -44,6 +46,10 @@ int fail(const llvm::Twine &message);
 /// 0, or fail()'s 1 with "cannot write 'PATH': REASON" if it cannot open.
 int writeFile(llvm::StringRef path,
               llvm::function_ref<void(llvm::raw_ostream &)> write);
+
+/// Reads a `--dim NAME=VALUE` value into `dims`; the error line otherwise.
+std::optional<std::string> parseDim(llvm::StringRef text,
+                                    std::map<std::string, int64_t> &dims);
 
 /// Walks a subcommand's arguments: flags with values (`--dim X`, `--dim=X`,
 /// `-o X`), `--help`, positionals, and one clear error for anything else.

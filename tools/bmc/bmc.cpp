@@ -53,6 +53,20 @@ int bmc::fail(const llvm::Twine &message) {
   return 1;
 }
 
+std::optional<std::string>
+bmc::parseDim(StringRef text, std::map<std::string, int64_t> &dims) {
+  auto [name, number] = text.split('=');
+  int64_t size;
+  if (name.empty() || number.getAsInteger(10, size))
+    return "--dim expects NAME=VALUE with an integer VALUE, got '" +
+           text.str() + "'";
+  if (size < 0)
+    return "--dim " + name.str() + " must not be negative, got " +
+           number.str();
+  dims[name.str()] = size;
+  return std::nullopt;
+}
+
 int bmc::writeFile(StringRef path,
                    llvm::function_ref<void(llvm::raw_ostream &)> write) {
   std::error_code ec;
