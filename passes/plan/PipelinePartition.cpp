@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <tuple>
 
 using namespace bm::plan;
 
@@ -23,6 +24,16 @@ StageStats &StageStats::operator+=(const StageStats &other) {
   exchanges += other.exchanges;
   layers += other.layers;
   return *this;
+}
+
+bool StageStats::operator==(const StageStats &other) const {
+  auto fields = [](const StageStats &s) {
+    return std::make_tuple(s.compute, s.comm, s.stepComm, s.params, s.stored,
+                           s.workingSet, s.expertParams, s.exchangeBytes,
+                           s.exchanges, s.sideInputBytes, s.sideInputSource,
+                           s.layers);
+  };
+  return fields(*this) == fields(other);
 }
 
 StageStats StageStats::scaled(int64_t count) const {

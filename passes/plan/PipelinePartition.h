@@ -46,6 +46,7 @@ struct StageStats {
   }
 
   double time() const { return compute + comm; }
+  bool operator==(const StageStats &other) const;
   StageStats &operator+=(const StageStats &other);
   StageStats scaled(int64_t count) const;
 };

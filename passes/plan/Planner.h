@@ -193,6 +193,9 @@ private:
   /// Whether `segment` produces side inputs of some layer class.
   bool makesSideInputs(int segment);
   std::string suggestion() const;
+  /// Why --fix leaves no configuration to score when candidates exist: no
+  /// schedule it allows runs on them, or its ZeRO stage needs dp > 1.
+  std::string whyFixedChoicesExcludeAll() const;
   /// Kinds of layers (block classes), and the attention layers in one
   /// block when there is one kind (else 0): what Megatron-LM's arguments
   /// need to describe the model.
@@ -221,9 +224,10 @@ private:
   std::unordered_map<uint64_t, double> work_;
   std::vector<char> sideInputSources_; // per segment, see makesSideInputs
 
-  /// (mesh, micro-batch, recomputation, stream) candidates before the
-  /// schedules; the configurations scored.
-  int64_t meshCandidates_ = 0;
+  /// How far the search got: some (mesh, micro-batch, recomputation,
+  /// stream) was a candidate, some schedule of one passed --fix, and the
+  /// configurations scored.
+  bool hadCandidates_ = false, passedSchedule_ = false;
   int64_t evaluated_ = 0;
   bool haveBest_ = false;
   Evaluation best_;

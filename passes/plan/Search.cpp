@@ -12,6 +12,7 @@
 #include "passes/plan/PlanOutput.h"
 #include "passes/plan/Planner.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -287,7 +288,7 @@ void Planner::run() {
   // 2. Best first: once the bound exceeds the best plan by more than the
   // slack, nothing later can win (branch and bound, exact for the best
   // plan; runner-ups within the slack are exact too).
-  meshCandidates_ = static_cast<int64_t>(combos.size());
+  hadCandidates_ = !combos.empty();
   std::stable_sort(combos.begin(), combos.end(),
                    [](const Combo &a, const Combo &b) {
                      return a.lowerBound < b.lowerBound;
@@ -326,6 +327,7 @@ void Planner::run() {
         continue;
       if (fixed.chunks && *fixed.chunks != chunks)
         continue;
+      passedSchedule_ = true;
       bool lowerZeroFits = false, leanestFails = false;
       for (int zero : zeroStages) {
         if (zero > 0 && c.dp == 1)
@@ -392,34 +394,42 @@ std::string Planner::suggestion() const {
       .str();
 }
 
-llvm::Expected<Plan> Planner::result(bool suggest) {
-  // Meshes and micro-batches exist, but no pipeline schedule --fix allows
-  // runs on any of them.
-  if (evaluated_ == 0 && meshCandidates_ > 0 && config_.fixed.schedule) {
-    std::string why;
-    switch (*config_.fixed.schedule) {
-    case PipelineSchedule::Interleaved:
-      why = llvm::formatv("interleaving needs the model's {0} layers to split "
-                          "into pp x v chunks (v = {1}) and the micro-batches "
-                          "of a step to be a multiple of pp",
-                          graph_.numLayers(),
-                          config_.fixed.chunks
-                              ? std::to_string(*config_.fixed.chunks)
-                              : std::string("2, 3, 4, 6 or 8"));
-      break;
-    case PipelineSchedule::None:
-      why = llvm::formatv("without a pipeline, no data-parallel degree "
-                          "divides --global-batch {0}",
-                          globalBatch_);
-      break;
-    default:
-      why = llvm::formatv("it needs pp > 1, and the model's {0} layers allow "
-                          "no pipeline here",
-                          graph_.numLayers());
-    }
-    return planError("--fix " + formatFixedChoices(config_.fixed) +
-                     ": no configuration runs this schedule: " + why);
+std::string Planner::whyFixedChoicesExcludeAll() const {
+  const FixedChoices &fixed = config_.fixed;
+  if (passedSchedule_) // then only the ZeRO stage can exclude them all
+    return llvm::formatv("ZeRO stage {0} shards over data parallelism and "
+                         "needs dp > 1",
+                         fixed.zeroStage.value_or(1));
+  if (fixed.schedule == PipelineSchedule::None)
+    return llvm::formatv("without a pipeline, no data-parallel degree divides "
+                         "--global-batch {0}",
+                         globalBatch_);
+  if (fixed.schedule == PipelineSchedule::Interleaved ||
+      (fixed.chunks && *fixed.chunks > 1)) {
+    std::vector<std::string> tried;
+    for (int v : kInterleaveChunks)
+      tried.push_back(std::to_string(v));
+    std::string chunks = fixed.chunks
+                             ? std::to_string(*fixed.chunks)
+                             : llvm::join(llvm::drop_end(tried), ", ") +
+                                   " or " + tried.back();
+    return llvm::formatv("interleaving needs the model's {0} layers to split "
+                         "into pp x v chunks (v = {1}) and the micro-batches "
+                         "of a step to be a multiple of pp",
+                         graph_.numLayers(), chunks);
   }
+  return llvm::formatv("schedule={0} needs pp > 1, and the model's {1} layers "
+                       "allow no pipeline here",
+                       toString(*fixed.schedule), graph_.numLayers());
+}
+
+llvm::Expected<Plan> Planner::result(bool suggest) {
+  // Meshes and micro-batches exist, but --fix excludes every schedule or
+  // ZeRO stage they could run.
+  if (evaluated_ == 0 && hadCandidates_)
+    return planError("--fix " + formatFixedChoices(config_.fixed) +
+                     ": no configuration runs it: " +
+                     whyFixedChoicesExcludeAll());
   if (evaluated_ == 0)
     return planError(llvm::formatv(
         "no configuration of {0} GPUs{1} divides --global-batch {2} into "

@@ -10,6 +10,7 @@
 #include "passes/plan/Planner.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <unordered_set>
 
@@ -155,11 +156,8 @@ interleavedDevices(const std::vector<StageGroup> &stages, int pp, int chunks) {
     StageStats stats;
     for (int chunk = 0; chunk < chunks; ++chunk)
       stats += stages[groupOf(chunk * pp + first)].stats;
-    DeviceGroup *last = devices.empty() ? nullptr : &devices.back();
-    if (last && last->stats.time() == stats.time() &&
-        last->stats.params == stats.params &&
-        last->stats.stored == stats.stored) {
-      last->numDevices += count;
+    if (!devices.empty() && devices.back().stats == stats) {
+      devices.back().numDevices += count;
       continue;
     }
     devices.push_back({first, count, stats});
@@ -259,6 +257,8 @@ double Planner::boundaryBytes(int tp, int microBatch, int stream) {
 Evaluation Planner::evaluate(const ParallelConfig &config) {
   ++evaluated_;
   const PartitionEntry &entry = partition(config);
+  assert(!entry.devices.empty() &&
+         "validate() admits only models the partitioner can split");
   Evaluation e = score(config, entry);
   if (e.fits || config.pp == 1 || config.chunks != 1)
     return e;
