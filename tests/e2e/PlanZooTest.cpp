@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/driver/PlanDriver.h"
+#include "passes/plan/test/GraphBuilder.h"
 #include "passes/plan/test/PlanTestSupport.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -40,6 +41,7 @@ using plan::test::trainingConfig;
 /// in Megatron-LM's examples/sc21 scripts) and its measured TFLOP/s per GPU.
 struct MegatronRow {
   const char *model;
+  plan::test::GptDims dims; // the paper's, for its FLOP formula
   int gpus;
   int64_t batch;
   const char *paperConfig;
@@ -52,16 +54,20 @@ TEST_P(MegatronFromOnnxTest, PlanBeatsThePaperAndPredictsItsThroughput) {
   const MegatronRow &row = GetParam();
   mlir::MLIRContext context;
   plan::ModelGraph graph = load(context, row.model);
-  ASSERT_EQ(graph.layerClass.size() > 0, true) << "the model did not fold";
+  ASSERT_FALSE(graph.layerClass.empty()) << "the model did not fold";
 
   llvm::Expected<plan::Plan> paper = planModel(
       graph, a100(), trainingConfig(row.gpus, row.batch, row.paperConfig));
   ASSERT_TRUE(!!paper) << llvm::toString(paper.takeError());
   EXPECT_LE(paper->memory.total(), paper->deviceMemoryBytes)
       << "the paper ran this configuration on 80 GB GPUs";
-  // The planner counts recomputation FLOPs as the paper does.
-  EXPECT_NEAR(paper->hardwareTflopsPerGpu, row.paperTflops,
-              0.2 * row.paperTflops);
+  // Throughput by the paper's own FLOP formula (recomputation included),
+  // so an error in the planner's FLOP count cannot hide here; the planner's
+  // count must agree with it too.
+  double tflops = plan::test::megatronFlops(row.dims, row.batch) /
+                  (paper->stepSeconds * row.gpus) / 1e12;
+  EXPECT_NEAR(tflops, row.paperTflops, 0.2 * row.paperTflops);
+  EXPECT_NEAR(paper->hardwareTflopsPerGpu, tflops, 0.03 * tflops);
 
   llvm::Expected<plan::Plan> best =
       planModel(graph, a100(), trainingConfig(row.gpus, row.batch));
@@ -74,14 +80,14 @@ TEST_P(MegatronFromOnnxTest, PlanBeatsThePaperAndPredictsItsThroughput) {
 INSTANTIATE_TEST_SUITE_P(
     Table1, MegatronFromOnnxTest,
     ::testing::Values(
-        MegatronRow{"gpt3-1.7b", 32, 512,
+        MegatronRow{"gpt3-1.7b", plan::test::megatron1_7B(), 32, 512,
                     "dp=32,tp=1,pp=1,mb=16,zero=0,recompute=full", 137},
         // Megatron-LM keeps the values between layers replicated over tp.
-        MegatronRow{"gpt3-18b", 256, 1024,
+        MegatronRow{"gpt3-18b", plan::test::megatron18B(), 256, 1024,
                     "dp=32,tp=8,pp=1,mb=8,zero=0,recompute=full,"
                     "stream=replicated",
                     135},
-        MegatronRow{"gpt3-39b", 512, 1536,
+        MegatronRow{"gpt3-39b", plan::test::megatron39B(), 512, 1536,
                     "dp=32,tp=8,pp=2,mb=4,zero=0,recompute=full,"
                     "schedule=1f1b,stream=replicated",
                     138}),
@@ -140,12 +146,32 @@ TEST(PlanZooTest, EveryFullSizeModelPlans) {
         planModel(graph, a100(), trainingConfig(c.gpus, c.batch));
     ASSERT_TRUE(!!plan) << c.model << ": " << llvm::toString(plan.takeError());
     EXPECT_LE(plan->memory.total(), plan->deviceMemoryBytes) << c.model;
-    EXPECT_GT(plan->mfu, 0.0) << c.model;
-    EXPECT_EQ(plan->config.dp * plan->config.tp * plan->config.pp, c.gpus)
-        << c.model;
+    EXPECT_GT(plan->mfu, 0.05) << c.model;
+    // No plan beats the GEMM efficiency (0.8 of peak). MoE models do today:
+    // see DISABLED_MoeExpertGemmsScaleWithTheMicroBatch.
+    if (std::string(c.model).rfind("moe-", 0) != 0)
+      EXPECT_LT(plan->mfu, 0.8) << c.model;
   }
 }
 
+
+// Known bug, left open: at the planning import batch GShard's token-group
+// dim has size 1, so it gets no factor and the expert GEMMs (wi, wo) carry
+// no batch factor: they are priced for one import batch whatever the
+// micro-batch, and moe-10b's plan predicts 103% MFU. Fixing it needs the
+// extractor to follow a batch-derived dim of size 1 (or to import at twice
+// the granularity and carry fractional per-sample group counts).
+TEST(PlanZooTest, DISABLED_MoeExpertGemmsScaleWithTheMicroBatch) {
+  mlir::MLIRContext context;
+  plan::ModelGraph graph = load(context, "moe-10b");
+  for (const plan::OpInfo &op : graph.ops)
+    if (op.isContraction && op.layer >= 0)
+      EXPECT_GE(op.batchFactor, 0) << op.label << " has no batch factor";
+  llvm::Expected<plan::Plan> plan =
+      planModel(graph, a100(), trainingConfig(64, 512));
+  ASSERT_TRUE(!!plan) << llvm::toString(plan.takeError());
+  EXPECT_LT(plan->mfu, 0.8);
+}
 
 TEST(PlanZooTest, GptLayerHasMegatronsTwoAllReducesEachWay) {
   // Megatron-LM (Shoeybi et al. 2019, figure 3): with the attention and the
@@ -164,8 +190,15 @@ TEST(PlanZooTest, GptLayerHasMegatronsTwoAllReducesEachWay) {
                      plan->config.numMicroBatches;
   int64_t forward = 0, backward = 0;
   for (const plan::CollectiveSummary &c : plan->collectives) {
-    if (c.axis != "tp" || c.kind != "all_reduce")
+    if (c.axis != "tp")
       continue;
+    if (c.kind != "all_reduce") {
+      // Outside the layers only: the vocabulary-parallel embedding and LM
+      // head gather their slices.
+      EXPECT_TRUE(c.where == "embed" || c.where == "lm_head")
+          << c.kind << " at " << c.where;
+      continue;
+    }
     (c.phase == "forward" ? forward : backward) += c.countPerStep;
   }
   EXPECT_EQ(forward, expected);

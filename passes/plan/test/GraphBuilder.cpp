@@ -460,3 +460,8 @@ GptDims bm::plan::test::megatron39B() {
 GptDims bm::plan::test::gpt3_175B() {
   return {"gpt3-175b", 96, 12288, 96, 2048, 51200, false};
 }
+
+double bm::plan::test::megatronFlops(const GptDims &d, int64_t batch) {
+  double s = d.sequence, l = d.layers, h = d.hidden, v = d.vocab;
+  return 96.0 * batch * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h));
+}

@@ -105,6 +105,13 @@ GptDims megatron39B();
 /// GPT-3 175B (Brown et al. 2020): 96 layers, hidden 12288, 96 heads.
 GptDims gpt3_175B();
 
+/// Megatron's FLOP count per iteration of `batch` samples, recomputation
+/// included (Narayanan et al. 2021, section 5.1):
+/// 96 B s l h^2 (1 + s/6h + V/16lh). The tests divide it by a predicted step
+/// time to compare with the paper's TFLOP/s independently of the planner's
+/// own FLOP count.
+double megatronFlops(const GptDims &dims, int64_t batch);
+
 } // namespace bm::plan::test
 
 #endif // BM_PLAN_TEST_GRAPHBUILDER_H

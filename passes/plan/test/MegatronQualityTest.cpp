@@ -28,14 +28,6 @@ struct Row {
   double paperTflops;
 };
 
-/// Megatron's FLOP count per iteration, recomputation included
-/// (Narayanan et al. 2021, section 5.1): 96 B s l h^2 (1 + s/6h + V/16lh).
-double megatronFlops(const GptDims &d, int64_t batch) {
-  double s = d.sequence, l = d.layers, h = d.hidden, v = d.vocab;
-  return 96.0 * batch * s * l * h * h *
-         (1 + s / (6 * h) + v / (16 * l * h));
-}
-
 class MegatronQualityTest : public ::testing::TestWithParam<Row> {};
 
 TEST_P(MegatronQualityTest, PlansAtLeastAsFastAsThePaper) {

@@ -51,6 +51,7 @@ TEST(SearchTest, PlanIsConsistent) {
   EXPECT_EQ(p.numLayers, 16);
   EXPECT_EQ(p.numBlockClasses, 1);
   EXPECT_EQ(p.sequenceLength, 1024);
+  ASSERT_FALSE(p.alternatives.empty());
   for (const Alternative &a : p.alternatives) {
     EXPECT_FALSE(a.reason.empty());
     if (a.fits) {
