@@ -27,45 +27,14 @@ runPipeline(mlir::ModuleOp module,
   return llvm::Error::success();
 }
 
-llvm::Expected<ModelForPlanning>
-loadModelForPlanning(mlir::MLIRContext &context, llvm::StringRef path,
-                     ImportOptions options) {
-  // The planning batch: kPlanningImportBatch, or the smallest power of two
-  // above it the model imports at (GShard groups tokens of several samples).
-  int granularity = 1;
-  auto module = [&]() -> llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> {
-    if (options.batchSize)
-      return importOnnxFile(context, path, options);
-    llvm::Error first = llvm::Error::success();
-    for (int64_t batch = kPlanningImportBatch; batch <= kLargestImportBatch;
-         batch *= 2) {
-      options.batchSize = batch;
-      auto imported = importOnnxFile(context, path, options);
-      if (imported) {
-        llvm::consumeError(std::move(first));
-        granularity = static_cast<int>(batch);
-        return imported;
-      }
-      if (batch == kPlanningImportBatch)
-        first = imported.takeError();
-      else
-        llvm::consumeError(imported.takeError());
-    }
-    return std::move(first);
-  }();
+/// Imports `path` at `options.batchSize`, folds it and extracts its graph
+/// in batch units of `granularity` samples.
+static llvm::Expected<ModelForPlanning>
+importFoldExtract(mlir::MLIRContext &context, llvm::StringRef path,
+                  const ImportOptions &options, int granularity) {
+  auto module = importOnnxFile(context, path, options);
   if (!module)
     return module.takeError();
-  // Whether one sample is enough: probe batch 1 when 2 worked.
-  if (granularity == kPlanningImportBatch) {
-    ImportOptions single = options;
-    single.batchSize = 1;
-    mlir::MLIRContext probeContext;
-    auto probe = importOnnxFile(probeContext, path, single);
-    if (probe)
-      granularity = 1;
-    else
-      llvm::consumeError(probe.takeError());
-  }
   ModelForPlanning model;
   model.module = std::move(*module);
   model.main = model.module->lookupSymbol<mlir::func::FuncOp>("main");
@@ -77,13 +46,56 @@ loadModelForPlanning(mlir::MLIRContext &context, llvm::StringRef path,
     return std::move(err);
 
   llvm::Expected<plan::ModelGraph> graph =
-      plan::extractModelGraph(model.main, *options.batchSize);
+      plan::extractModelGraph(model.main, *options.batchSize, granularity);
   if (!graph)
     return graph.takeError();
   model.graph = std::move(*graph);
-  model.graph.batchGranularity = granularity;
   model.graph.name = llvm::sys::path::stem(path).str();
   return std::move(model);
+}
+
+/// The fewest samples (a power of two up to kLargestImportBatch) the model
+/// imports at: 1 for most models; more for GShard, whose expert groups hold
+/// the tokens of several samples. The error is that of batch 1.
+static llvm::Expected<int> findBatchGranularity(llvm::StringRef path,
+                                                ImportOptions options) {
+  mlir::MLIRContext probeContext;
+  llvm::Error first = llvm::Error::success();
+  for (int64_t batch = 1; batch <= kLargestImportBatch; batch *= 2) {
+    options.batchSize = batch;
+    auto probe = importOnnxFile(probeContext, path, options);
+    if (probe) {
+      llvm::consumeError(std::move(first));
+      return static_cast<int>(batch);
+    }
+    if (batch == 1)
+      first = probe.takeError();
+    else
+      llvm::consumeError(probe.takeError());
+  }
+  return std::move(first);
+}
+
+llvm::Expected<ModelForPlanning>
+loadModelForPlanning(mlir::MLIRContext &context, llvm::StringRef path,
+                     ImportOptions options) {
+  if (options.batchSize)
+    return importFoldExtract(context, path, options, 1);
+  llvm::Expected<int> granularity = findBatchGranularity(path, options);
+  if (!granularity)
+    return granularity.takeError();
+  // Two units, so that every batch-derived dim (the batch, GShard's groups)
+  // is longer than 1 and shows up in the sharding rules.
+  options.batchSize = kPlanningImportUnits * *granularity;
+  llvm::Expected<ModelForPlanning> model =
+      importFoldExtract(context, path, options, *granularity);
+  if (!model)
+    return llvm::createStringError(
+        "the model imports at batch " + std::to_string(*granularity) +
+        " but not at batch " + std::to_string(*options.batchSize) +
+        " (the planner needs a batch it can vary): " +
+        llvm::toString(model.takeError()));
+  return model;
 }
 
 llvm::Expected<plan::Plan> planModel(const plan::ModelGraph &graph,
@@ -102,7 +114,7 @@ annotateForStep(mlir::MLIRContext &context, llvm::StringRef path,
   options.batchSize =
       static_cast<int64_t>(plan.config.dp) * plan.config.microBatch;
   llvm::Expected<ModelForPlanning> step =
-      loadModelForPlanning(context, path, options);
+      importFoldExtract(context, path, options, planned.batchGranularity);
   if (!step)
     return step.takeError();
   if (llvm::Error err = plan::annotatePlan(*step->module, step->main, plan,

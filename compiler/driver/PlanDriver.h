@@ -23,10 +23,12 @@
 
 namespace bm {
 
-/// The batch dimension is bound to this during import so that it shows up
-/// in every op's sharding rule; the ModelGraph is normalised to one sample.
-inline constexpr int64_t kPlanningImportBatch = 2;
-/// The largest batch tried for models that need whole multi-sample groups.
+/// The batch dimension is bound to this many batch units (ModelGraph) during
+/// import so that it shows up in every op's sharding rule; the ModelGraph is
+/// normalised to one unit.
+inline constexpr int64_t kPlanningImportUnits = 2;
+/// The largest batch granularity tried, for models that need whole
+/// multi-sample groups.
 inline constexpr int64_t kLargestImportBatch = 64;
 
 struct ModelForPlanning {
@@ -35,11 +37,11 @@ struct ModelForPlanning {
   plan::ModelGraph graph;
 };
 
-/// Imports `path` (batch bound by position to kPlanningImportBatch unless
-/// `options` sets it), folds it and extracts its ModelGraph, named after the
-/// file. Without a batch in `options`, it also finds the model's batch
-/// granularity: 1 if it imports at batch 1, else the smallest power of two
-/// it imports at.
+/// Imports `path`, folds it and extracts its ModelGraph, named after the
+/// file. Without a batch in `options`, it first finds the model's batch
+/// granularity (the smallest power of two it imports at: 1 for most models)
+/// and imports at kPlanningImportUnits of those; with one, the graph's unit
+/// is one sample.
 llvm::Expected<ModelForPlanning>
 loadModelForPlanning(mlir::MLIRContext &context, llvm::StringRef path,
                      ImportOptions options);

@@ -32,7 +32,10 @@ namespace {
 /// Builds a ModelGraph value by value and op by op.
 class Extractor {
 public:
-  Extractor(func::FuncOp func, int64_t batch) : func(func), batch(batch) {}
+  Extractor(func::FuncOp func, int64_t batch, int granularity)
+      : func(func), batch(batch), units(batch / granularity) {
+    graph.batchGranularity = granularity;
+  }
 
   llvm::Expected<ModelGraph> run() {
     graph.name = func.getSymName().str();
@@ -81,12 +84,12 @@ private:
   }
 
   /// Fills shape, element bytes and kind; `batchDim` (or -1) is divided by
-  /// the imported batch so the shape is per sample.
+  /// the imported batch units so the shape is per unit.
   ValueInfo describe(RankedTensorType type, int batchDim) {
     ValueInfo info;
     info.shape.assign(type.getShape().begin(), type.getShape().end());
-    if (batchDim >= 0 && info.shape[batchDim] % batch == 0)
-      info.shape[batchDim] /= batch;
+    if (batchDim >= 0 && info.shape[batchDim] % units == 0)
+      info.shape[batchDim] /= units;
     info.batchDim = batchDim;
     info.elementBytes = elementBytes(type.getElementType());
     info.isFloat = isa<FloatType>(type.getElementType());
@@ -121,8 +124,9 @@ private:
 
   /// The factors of `rule` that carry the batch: in the batch dim of each
   /// batch-carrying operand, the factors from the major end until their
-  /// product is a multiple of the batch ({b, s} gives b; a merged b*s gives
-  /// itself; MoE token groups {G, 2} of a batch 2G give both).
+  /// product is a multiple of the imported units ({b, s} gives b; a merged
+  /// b*s gives itself; GShard's reshape of a batch b into groups {G, 2}, one
+  /// group per unit of two samples, gives G).
   llvm::SmallVector<bool> findBatchFactors(Operation &op,
                                            const ShardingRule &rule) {
     llvm::SmallVector<bool> carries(rule.numFactors(), false);
@@ -137,7 +141,7 @@ private:
       for (int f : dims[info.batchDim]) {
         carries[f] = true;
         product *= rule.factorSizes[f];
-        if (product % batch == 0)
+        if (product % units == 0)
           break;
       }
     }
@@ -145,10 +149,10 @@ private:
   }
 
   /// The factor that scales with the batch: the first batch-carrying factor
-  /// whose size is a multiple of the batch, or -1.
+  /// whose size is a multiple of the imported units, or -1.
   int findBatchFactor(const ShardingRule &rule, ArrayRef<bool> carries) {
     for (int f = 0; f < rule.numFactors(); ++f)
-      if (carries[f] && rule.factorSizes[f] % batch == 0)
+      if (carries[f] && rule.factorSizes[f] % units == 0)
         return f;
     return -1;
   }
@@ -185,8 +189,8 @@ private:
     llvm::SmallVector<bool> carries = findBatchFactors(op, info.rule);
     info.batchFactor = findBatchFactor(info.rule, carries);
     if (info.batchFactor >= 0) {
-      info.rule.factorSizes[info.batchFactor] /= batch;
-      info.flops /= static_cast<double>(batch);
+      info.rule.factorSizes[info.batchFactor] /= units;
+      info.flops /= static_cast<double>(units);
     }
     int opIndex = static_cast<int>(graph.ops.size());
     for (auto [r, result] : llvm::enumerate(op.getResults())) {
@@ -214,17 +218,24 @@ private:
 
   func::FuncOp func;
   int64_t batch;
+  /// Batch units in the imported batch: what batch-derived sizes divide by.
+  int64_t units;
   ModelGraph graph;
   llvm::DenseMap<Value, int> valueIndex;
 };
 } // namespace
 
 llvm::Expected<ModelGraph> extractModelGraph(func::FuncOp func,
-                                             int64_t importedBatch) {
-  if (importedBatch < 1)
-    return llvm::createStringError("the imported batch must be at least 1, "
-                                   "got " + std::to_string(importedBatch));
-  return Extractor(func, importedBatch).run();
+                                             int64_t importedBatch,
+                                             int batchGranularity) {
+  if (batchGranularity < 1 || importedBatch < batchGranularity ||
+      importedBatch % batchGranularity != 0)
+    return llvm::createStringError(
+        "the imported batch must be a positive multiple of the batch "
+        "granularity " +
+        std::to_string(batchGranularity) + ", got " +
+        std::to_string(importedBatch));
+  return Extractor(func, importedBatch, batchGranularity).run();
 }
 
 } // namespace bm::plan

@@ -12,15 +12,17 @@ namespace bm::plan {
 
 /// Builds the planner's view of `func`, which bm-fold has annotated.
 ///
-/// The model was imported with its batch dimension bound to `importedBatch`.
-/// Planning needs it > 1, so that the batch is visible in every sharding
-/// rule (a dim of size 1 has no factor); at 1, only the inputs' batch dims
-/// are known. The batch
+/// The model was imported with its batch dimension bound to `importedBatch`,
+/// a multiple of `batchGranularity` samples (ModelGraph's batch unit).
+/// Planning needs at least two units, so that every batch-derived dim is
+/// larger than 1 and visible in the sharding rules (a dim of size 1 has no
+/// factor); with one, only the inputs' batch dims are known. The batch
 /// enters through dim 0 of the function's inputs (arguments that are not
 /// parameters) of that size and is followed through each op's sharding
-/// rule; the result is normalised to one sample as ModelGraph documents.
+/// rule; the result is normalised to one unit as ModelGraph documents.
 llvm::Expected<ModelGraph> extractModelGraph(mlir::func::FuncOp func,
-                                             int64_t importedBatch);
+                                             int64_t importedBatch,
+                                             int batchGranularity = 1);
 
 } // namespace bm::plan
 

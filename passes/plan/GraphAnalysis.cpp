@@ -137,7 +137,7 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
       needsGradient_[v] = value.isFloat;
       numParameters_ += value.numElements();
     } else if (value.kind == ValueKind::Input && !value.isFloat) {
-      tokensPerSample_ = std::max(tokensPerSample_, value.numElements());
+      tokensPerUnit_ = std::max(tokensPerUnit_, value.numElements());
     }
   }
   // Gradients flow from the parameters forward through every op they reach.
@@ -307,8 +307,8 @@ void GraphAnalysis::propagateTokens(int o) {
     std::vector<char> &dims = tokenDim[op.results[r]];
     const std::vector<int64_t> &shape = graph_.values[op.results[r]].shape;
     dims.assign(shape.size(), 0);
-    // Shapes hold one sample, so a batch dim longer than 1 has tokens
-    // folded in ([b * s, h] before a 2-D GEMM): it runs along the sequence.
+    // A dim longer than 1 with a token factor runs along the sequence, also
+    // a batch dim with the tokens folded in ([b * s, h] before a 2-D GEMM).
     for (size_t d = 0; d < dims.size() && d < rule.resultFactors[r].size();
          ++d)
       for (int f : rule.resultFactors[r][d])

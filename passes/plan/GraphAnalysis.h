@@ -96,7 +96,9 @@ public:
   /// and the token ids have none, so no backward collective moves them.
   bool needsGradient(int value) const { return needsGradient_[value]; }
   /// Tokens per sample: the largest integer model input (the token ids).
-  int64_t tokensPerSample() const { return tokensPerSample_; }
+  int64_t tokensPerSample() const {
+    return tokensPerUnit_ / graph_.batchGranularity;
+  }
   /// The expert factor of a mixture-of-experts op, or -1: a parallel
   /// factor of a contraction that indexes the leading dimension of a
   /// parameter of rank >= 3 (a stack of per-expert weights [E, ...]) and
@@ -114,9 +116,13 @@ public:
   /// Parameter elements of the whole model.
   int64_t numParameters() const { return numParameters_; }
   /// Forward FLOPs of the whole model for one sample.
-  double forwardFlopsPerSample() const { return forwardFlops_; }
+  double forwardFlopsPerSample() const {
+    return forwardFlops_ / graph_.batchGranularity;
+  }
   /// Forward FLOPs of the layer instances only, for one sample.
-  double layerFlopsPerSample() const { return layerFlops_; }
+  double layerFlopsPerSample() const {
+    return layerFlops_ / graph_.batchGranularity;
+  }
 
   /// Prologue (if any), the layer segments, epilogue (if any). Folded: one
   /// segment per block class (represented by its first instance), otherwise
@@ -177,7 +183,7 @@ private:
   std::vector<char> needsGradient_;
   std::map<int, std::vector<int>> sideInputs_;
   std::vector<int> findSideInputs(int blockClass) const;
-  int64_t tokensPerSample_ = 1;
+  int64_t tokensPerUnit_ = 1;
   int64_t numParameters_ = 0;
   double forwardFlops_ = 0;
   double layerFlops_ = 0;

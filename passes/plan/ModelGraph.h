@@ -7,9 +7,12 @@
 // build it by hand.
 //
 // Conventions:
-//  - The graph is the forward pass for ONE sample (batch dimension bound to
-//    1). A micro-batch of b samples scales every op's batch factor (and every
-//    activation's batch dimension) by b. Parameters do not scale.
+//  - The graph is the forward pass for ONE batch unit: one sample for most
+//    models, `batchGranularity` samples for models that group tokens across
+//    samples (GShard's expert groups), whose group dim would otherwise be
+//    half a group per sample. A micro-batch of b samples scales every op's
+//    batch factor (and every activation's batch dimension) by
+//    b / batchGranularity (`unitsOf`). Parameters do not scale.
 //  - Ops are in topological order.
 //  - Folding: ops that belong to a repeated layer carry the layer index;
 //    layers carry their block class. All layers of one class are isomorphic:
@@ -32,7 +35,7 @@ enum class ValueKind { Input, Parameter, Activation };
 
 struct ValueInfo {
   std::string name;            // parameter / input name, or producer's name
-  std::vector<int64_t> shape;  // static, per sample (batch dim = 1)
+  std::vector<int64_t> shape;  // static, per batch unit
   int elementBytes = 4;        // bytes per element as stored in the model
   bool isFloat = true;         // false for token ids, masks, indices
   ValueKind kind = ValueKind::Activation;
@@ -57,7 +60,7 @@ struct OpInfo {
   ShardingRule rule;
   /// Factor that carries the batch, or -1 (e.g. ops on parameters only).
   int batchFactor = -1;
-  /// Forward FLOPs for one sample (multiply-add = 2 FLOPs).
+  /// Forward FLOPs for one batch unit (multiply-add = 2 FLOPs).
   double flops = 0;
   /// Contraction ops (matmul, gemm, einsum, conv) run on tensor cores and
   /// follow the GEMM efficiency curve; the others are memory-bound.
@@ -75,12 +78,14 @@ struct ModelGraph {
   /// Index of the loss value (scalar) or of the model output when the model
   /// has no loss; the planner adds a loss of negligible cost.
   int output = -1;
-  /// Micro-batches must hold a multiple of this many samples: a model that
-  /// groups tokens across samples (GShard's expert groups of S tokens, with
-  /// sequences shorter than S) only has whole groups at such batch sizes.
+  /// Samples in one batch unit; micro-batches must hold whole units. A model
+  /// that groups tokens across samples (GShard's expert groups of S tokens,
+  /// with sequences shorter than S) only has whole groups at such batches.
   int batchGranularity = 1;
 
   int numLayers() const { return static_cast<int>(layerClass.size()); }
+  /// Batch units in `samples` samples (a multiple of batchGranularity).
+  int64_t unitsOf(int64_t samples) const { return samples / batchGranularity; }
 };
 
 } // namespace bm::plan

@@ -189,13 +189,14 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
     recomputeFlops = analysis_.layerFlopsPerSample() * samples;
   } else if (config.recompute == Recompute::Selective) {
     // The attention cores of every layer instance (each searched segment
-    // stands for `count` of them).
+    // stands for `count` of them); op FLOPs are per batch unit.
+    const double units = static_cast<double>(graph_.unitsOf(globalBatch_));
     for (auto [segment, count] : analysis_.sequence())
       if (segments_[segment].kind == SegmentKind::Layer)
         for (int op : segments_[segment].ops)
           if (analysis_.inAttentionCore(op))
-            recomputeFlops += graph_.ops[op].flops * samples *
-                              static_cast<double>(count);
+            recomputeFlops +=
+                graph_.ops[op].flops * units * static_cast<double>(count);
   }
   const double gpuSeconds = chosen.step * config_.gpus;
   plan.mfu = plan.modelFlopsPerStep / (gpuSeconds * model_.peakFlops());

@@ -37,8 +37,9 @@ const SegmentSolution &Planner::solution(int segment, int tp, int microBatch,
       (static_cast<double>(config_.gpus) * microBatch);
   double stepWeight = 1.0 / std::max(1.0, fewestMicroBatches);
   return solutions_
-      .emplace(key, solveSegment(analysis_, segments_[segment], model_, group,
-                                 microBatch, stream, stepWeight))
+      .emplace(key,
+               solveSegment(analysis_, segments_[segment], model_, group,
+                            graph_.unitsOf(microBatch), stream, stepWeight))
       .first->second;
 }
 
@@ -243,7 +244,8 @@ double Planner::sideInputBytes(int segment, int microBatch) {
   for (int v : analysis_.sideInputs(segments_[segment].blockClass)) {
     const ValueInfo &value = graph_.values[v];
     bytes += static_cast<double>(value.numElements()) *
-             (value.batchDim >= 0 ? microBatch : 1) * model_.activationBytes();
+             (value.batchDim >= 0 ? graph_.unitsOf(microBatch) : 1) *
+             model_.activationBytes();
   }
   return bytes;
 }

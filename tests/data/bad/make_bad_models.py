@@ -81,6 +81,12 @@ def main():
         [helper.make_node("Add", ["a", "b"], ["y"], name="residual")],
         inputs=[helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3]),
                 helper.make_tensor_value_info("b", TensorProto.FLOAT, [4])]))
+    # Imports at batch 1 only: a Reshape to a shape written for one sample.
+    save("batch_one_only.onnx", vector_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="flatten")],
+        inputs=[helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 2, 2])],
+        outputs=[helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        initializers=[helper.make_tensor("shape", TensorProto.INT64, [2], [1, 4])]))
     save("external_escape.onnx", external_weight("../../etc/passwd"))
     save("external_absolute.onnx", external_weight("/etc/passwd"))
     save("opset_too_new.onnx", vector_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")]))
