@@ -47,7 +47,8 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
   parameterOwner_.assign(numValues, -1);
   isView_.assign(numOps, 0);
   tokenFactor_.assign(numOps, {});
-  tokenDims_.assign(numValues, 0);
+  attentionSoftmax_.assign(numOps, 0);
+  attentionCoreValue_.assign(numValues, 0);
   materialized_.assign(numValues, 0);
   searched_.assign(numOps, 0);
   positionInLayer_.assign(numOps, -1);
@@ -168,8 +169,6 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
     if (!searched_[o])
       continue;
     for (int v : graph.ops[o].results) {
-      tokenDims_[v] = static_cast<int>(
-          std::count(tokenDim_[v].begin(), tokenDim_[v].end(), 1));
       llvm::ArrayRef<int> users = consumers(v);
       // Fusion stays inside a layer: a block boundary is a kernel (and maybe
       // a pipeline-stage) boundary, and every instance of a class must cost
@@ -186,8 +185,6 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
       int producer = graph.values[v].producer;
       if (producer >= 0 && searched_[producer])
         continue;
-      tokenDims_[v] = static_cast<int>(
-          std::count(tokenDim_[v].begin(), tokenDim_[v].end(), 1));
       // A value from an instance that is not searched: written to memory
       // exactly when its counterpart in the class's first instance is (a
       // block's output is never fused across the block boundary), and with
@@ -204,6 +201,13 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
   for (size_t o = 0; o < numOps; ++o)
     if (searched_[o])
       searchedOps.push_back(static_cast<int>(o));
+  for (int o : searchedOps) {
+    int scores = attentionScores(o);
+    if (scores >= 0) {
+      attentionSoftmax_[o] = 1;
+      markAttentionCore(o, scores);
+    }
+  }
   findSavedValues(searchedOps);
   // Side inputs once per block class: the search asks for them on every
   // stage it scores.
@@ -317,53 +321,87 @@ void GraphAnalysis::propagateTokens(int o) {
   }
 }
 
+// Whether `value` is a weight: a parameter, possibly through views.
+bool GraphAnalysis::isWeight(int value) const {
+  for (int step = 0; step < 8; ++step) {
+    const ValueInfo &info = graph_.values[value];
+    if (info.kind == ValueKind::Parameter)
+      return true;
+    if (info.producer < 0 || !isView_[info.producer] ||
+        graph_.ops[info.producer].operands.empty())
+      return false;
+    value = graph_.ops[info.producer].operands.front();
+  }
+  return false;
+}
+
+/// The operand a walk from the softmax back to the scores follows: the
+/// largest, the scores rather than a mask or a scale.
+static int largestOperand(const ModelGraph &graph, const OpInfo &op) {
+  return *llvm::max_element(op.operands, [&](int a, int b) {
+    return graph.values[a].numElements() < graph.values[b].numElements();
+  });
+}
+
+int GraphAnalysis::attentionScores(int op) const {
+  const OpInfo &softmax = graph_.ops[op];
+  if (softmax.opName != "bm.softmax" || softmax.operands.empty())
+    return -1;
+  int value = softmax.operands.front();
+  for (int step = 0; step < 8; ++step) {
+    int producer = graph_.values[value].producer;
+    if (producer < 0 || !searched_[producer])
+      return -1;
+    const OpInfo &info = graph_.ops[producer];
+    if (info.isContraction)
+      return info.operands.size() == 2 &&
+                     llvm::none_of(info.operands,
+                                   [&](int v) { return isWeight(v); })
+                 ? producer
+                 : -1;
+    if (info.operands.empty())
+      return -1;
+    value = largestOperand(graph_, info);
+  }
+  return -1;
+}
+
+void GraphAnalysis::markAttentionCore(int softmax, int scores) {
+  // Back from the softmax to the scores, along the walk that found them.
+  int value = graph_.ops[softmax].operands.front();
+  for (;;) {
+    attentionCoreValue_[value] = 1;
+    int producer = graph_.values[value].producer;
+    if (producer == scores)
+      break;
+    value = largestOperand(graph_, graph_.ops[producer]);
+  }
+  // Forward from the probabilities through dropout, casts and views to the
+  // contractions with V (not their results).
+  std::vector<int> pending(graph_.ops[softmax].results.begin(),
+                           graph_.ops[softmax].results.end());
+  for (int budget = 64; budget > 0 && !pending.empty(); --budget) {
+    int v = pending.back();
+    pending.pop_back();
+    if (attentionCoreValue_[v])
+      continue;
+    attentionCoreValue_[v] = 1;
+    for (int user : consumers(v))
+      if (searched_[user] && !graph_.ops[user].isContraction)
+        pending.insert(pending.end(), graph_.ops[user].results.begin(),
+                       graph_.ops[user].results.end());
+  }
+}
+
 bool GraphAnalysis::inAttentionCore(int op) const {
   const OpInfo &info = graph_.ops[op];
-  auto square = [&](int v) { return tokenDims_[v] >= 2; };
-  return llvm::any_of(info.operands, square) ||
-         llvm::any_of(info.results, square);
+  auto core = [&](int v) { return attentionCoreValue_[v] != 0; };
+  return llvm::any_of(info.operands, core) || llvm::any_of(info.results, core);
 }
 
 int GraphAnalysis::countAttentions(llvm::ArrayRef<int> ops) const {
-  // Whether `value` is a weight: a parameter, possibly through views.
-  auto isWeight = [&](int value) {
-    for (int step = 0; step < 8; ++step) {
-      const ValueInfo &info = graph_.values[value];
-      if (info.kind == ValueKind::Parameter)
-        return true;
-      if (info.producer < 0 || !isView_[info.producer] ||
-          graph_.ops[info.producer].operands.empty())
-        return false;
-      value = graph_.ops[info.producer].operands.front();
-    }
-    return false;
-  };
-  // An attention is a softmax over the product of two activations (Q K^T,
-  // maybe scaled and masked on the way); a router's softmax reads the
-  // product of the tokens and a weight.
-  auto isAttentionSoftmax = [&](int op) {
-    const OpInfo &softmax = graph_.ops[op];
-    if (softmax.opName != "bm.softmax" || softmax.operands.empty())
-      return false;
-    int value = softmax.operands.front();
-    for (int step = 0; step < 8; ++step) {
-      int producer = graph_.values[value].producer;
-      if (producer < 0 || !searched_[producer])
-        return false;
-      const OpInfo &info = graph_.ops[producer];
-      if (info.isContraction)
-        return info.operands.size() == 2 &&
-               llvm::none_of(info.operands, isWeight);
-      if (info.operands.empty())
-        return false;
-      // Follow the scores, the largest operand, past scales and masks.
-      value = *llvm::max_element(info.operands, [&](int a, int b) {
-        return graph_.values[a].numElements() < graph_.values[b].numElements();
-      });
-    }
-    return false;
-  };
-  return static_cast<int>(llvm::count_if(ops, isAttentionSoftmax));
+  return static_cast<int>(
+      llvm::count_if(ops, [&](int op) { return attentionSoftmax_[op] != 0; }));
 }
 
 std::vector<Segment> GraphAnalysis::segments() const {

@@ -63,11 +63,16 @@ public:
   bool isTokenFactor(int op, int factor) const {
     return tokenFactor_[op][factor];
   }
-  /// Number of dimensions of `value` that run along a sequence; 2 for the
-  /// attention scores.
-  int tokenDims(int value) const { return tokenDims_[value]; }
-  /// Whether searched op `op` reads or writes a sequence x sequence tensor:
-  /// the attention core, what selective recomputation repeats.
+  /// Whether `value`, written by a searched op, is part of an attention's
+  /// core: from the scores Q K^T through the scale, mask and softmax to the
+  /// probabilities (maybe dropped out) that multiply V. These are what
+  /// selective recomputation drops and recomputes (Korthikanti et al. 2022,
+  /// section 4.2).
+  bool isAttentionCoreValue(int value) const {
+    return attentionCoreValue_[value];
+  }
+  /// Whether searched op `op` reads or writes an attention-core value: the
+  /// ops selective recomputation repeats (Q K^T to the product with V).
   bool inAttentionCore(int op) const;
   /// Attention layers among searched `ops`: softmaxes over the product of
   /// two activations (the scores Q K^T), one per attention.
@@ -149,6 +154,12 @@ private:
   int representativeValue(int value) const;
   void propagateTokens(int op);
   void findExpertFactor(int op);
+  bool isWeight(int value) const;
+  /// The contraction of two activations (Q K^T) whose product softmax `op`
+  /// normalises, past scales and masks; -1 when `op` is not such a softmax
+  /// (a router's softmax reads the tokens times a weight).
+  int attentionScores(int op) const;
+  void markAttentionCore(int softmax, int scores);
   void findSavedValues(const std::vector<int> &searchedOps);
 
   const ModelGraph &graph_;
@@ -174,7 +185,8 @@ private:
   std::vector<int> consumerList_;
   std::vector<char> isView_;
   std::vector<std::vector<char>> tokenFactor_;
-  std::vector<int> tokenDims_;
+  std::vector<char> attentionSoftmax_;   // per op
+  std::vector<char> attentionCoreValue_; // per value
   /// Per value, which dimensions run along a sequence (empty when unknown).
   std::vector<std::vector<char>> tokenDim_;
   std::vector<char> materialized_;

@@ -482,7 +482,7 @@ void SegmentCoster::account(const std::vector<int> &choice,
       if (v == graph_.output) // the loss keeps fp32 logits and their grads
         bytes += bytes * 4.0 / model_.activationBytes();
       solution.storedBytes += bytes;
-      if (analysis_.tokenDims(v) < 2)
+      if (!analysis_.isAttentionCoreValue(v))
         solution.storedBytesSelective += bytes;
     }
     for (size_t o = 0; o < info.operands.size(); ++o) {

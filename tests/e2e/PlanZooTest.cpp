@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/driver/PlanDriver.h"
+#include "passes/plan/GraphAnalysis.h"
 #include "passes/plan/test/GraphBuilder.h"
 #include "passes/plan/test/PlanTestSupport.h"
 
@@ -195,6 +196,53 @@ TEST(PlanZooTest, MoeExpertGemmsScaleWithTheMicroBatch) {
   const double perToken =
       8 * (attention + dense) + 8 * (attention + moe) + 2 * h * 32000;
   EXPECT_NEAR(plan->modelFlopsPerStep / (3 * perToken * 512 * seq), 1.0, 0.01);
+}
+
+TEST(PlanZooTest, AttentionCoresAreFoundWithAndWithoutTokenIds) {
+  // The attention core (what selective recomputation repeats) runs from the
+  // scores Q K^T to the product with V, in language models and in ViT, whose
+  // tokens are image patches; an MoE router's softmax is not an attention.
+  struct Case {
+    const char *model;
+    int attentionsPerBlock;
+    const char *attentionScope; // every core op's label holds this
+  };
+  mlir::MLIRContext context;
+  for (Case c : {Case{"gpt3-tiny", 1, "/attn/"}, Case{"vit-tiny", 1, "/attn/"},
+                 Case{"moe-380m", 2, "/attention/"},
+                 Case{"llama2-tiny", 1, "/self_attn/"}}) {
+    plan::ModelGraph graph = load(context, c.model);
+    plan::GraphAnalysis analysis(graph, /*fold=*/true);
+    for (const plan::Segment &segment : analysis.segments()) {
+      if (segment.kind != plan::SegmentKind::Layer)
+        continue;
+      EXPECT_EQ(analysis.countAttentions(segment.ops), c.attentionsPerBlock)
+          << c.model;
+      int coreOps = 0;
+      for (int op : segment.ops) {
+        if (!analysis.inAttentionCore(op))
+          continue;
+        ++coreOps;
+        EXPECT_NE(graph.ops[op].label.find(c.attentionScope), std::string::npos)
+            << c.model << ": " << graph.ops[op].label;
+      }
+      // Q K^T, the softmax and the product with V at least, per attention.
+      EXPECT_GE(coreOps, 3 * c.attentionsPerBlock) << c.model;
+    }
+  }
+  // In ViT, selective recomputation now trades compute for memory.
+  plan::ModelGraph vit = load(context, "vit-h14");
+  auto evaluate = [&](const char *recompute) {
+    std::string fix =
+        std::string("dp=8,tp=1,pp=1,mb=4,zero=1,recompute=") + recompute;
+    llvm::Expected<plan::Plan> plan =
+        planModel(vit, a100(), trainingConfig(8, 64, fix.c_str()));
+    EXPECT_TRUE(!!plan) << llvm::toString(plan.takeError());
+    return plan ? *plan : plan::Plan();
+  };
+  plan::Plan none = evaluate("none"), selective = evaluate("selective");
+  EXPECT_LT(selective.memory.activations, none.memory.activations);
+  EXPECT_GT(selective.time.compute, none.time.compute);
 }
 
 TEST(PlanZooTest, GptLayerHasMegatronsTwoAllReducesEachWay) {
