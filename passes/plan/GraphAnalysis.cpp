@@ -404,6 +404,43 @@ int GraphAnalysis::countAttentions(llvm::ArrayRef<int> ops) const {
       llvm::count_if(ops, [&](int op) { return attentionSoftmax_[op] != 0; }));
 }
 
+std::vector<bool> GraphAnalysis::expertLayers(llvm::ArrayRef<int> ops) const {
+  std::vector<bool> layers(countAttentions(ops), false);
+  if (layers.empty())
+    return layers;
+  int current = static_cast<int>(layers.size()) - 1; // before the first
+  bool first = true;
+  for (int op : ops) {
+    if (attentionSoftmax_[op]) {
+      current = first ? 0 : current + 1;
+      first = false;
+    }
+    if (expertFactor(op) >= 0)
+      layers[current] = true;
+  }
+  return layers;
+}
+
+int GraphAnalysis::routerTopK(llvm::ArrayRef<int> ops) const {
+  if (numExperts_ == 0)
+    return 0;
+  for (int op : ops) {
+    const OpInfo &info = graph_.ops[op];
+    if (info.opName != "bm.top_k" || info.operands.empty() ||
+        info.results.empty())
+      continue;
+    const std::vector<int64_t> &scores =
+        graph_.values[info.operands.front()].shape;
+    const std::vector<int64_t> &picked =
+        graph_.values[info.results.front()].shape;
+    // The top-k axis is the dim that shrinks from the experts to k.
+    for (size_t d = 0; d < scores.size() && d < picked.size(); ++d)
+      if (scores[d] == numExperts_ && picked[d] < scores[d])
+        return static_cast<int>(picked[d]);
+  }
+  return 0;
+}
+
 std::vector<Segment> GraphAnalysis::segments() const {
   std::vector<Segment> result;
   // Prologue, epilogue and interludes: ops outside the layers, searched as

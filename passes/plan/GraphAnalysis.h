@@ -77,6 +77,14 @@ public:
   /// Attention layers among searched `ops`: softmaxes over the product of
   /// two activations (the scores Q K^T), one per attention.
   int countAttentions(llvm::ArrayRef<int> ops) const;
+  /// For each attention among searched `ops` (a block), in order, whether
+  /// its transformer layer -- from its softmax to the next one -- holds an
+  /// expert op. Ops before the block's first attention belong to its last
+  /// (the block repeats).
+  std::vector<bool> expertLayers(llvm::ArrayRef<int> ops) const;
+  /// The experts a token is routed to: k of the first top-k among searched
+  /// `ops` that picks from the expert count (GShard's top-2 gate); 0 if none.
+  int routerTopK(llvm::ArrayRef<int> ops) const;
   /// Whether dimension `dim` of `value` runs along a sequence (known for
   /// the values the searched ops read and write).
   bool isTokenDim(int value, int dim) const {

@@ -23,7 +23,8 @@ static llvm::Error exportError(const llvm::Twine &message) {
 std::optional<MegatronMismatch>
 bm::plan::megatronMismatch(std::optional<int> zeroStage,
                            std::optional<PipelineSchedule> schedule,
-                           std::optional<StreamLayout> stream) {
+                           std::optional<StreamLayout> stream,
+                           std::optional<int> ep, std::optional<int> tp) {
   if (zeroStage && *zeroStage >= 2)
     return MegatronMismatch{"Megatron-LM has no ZeRO stage " +
                                 std::to_string(*zeroStage) +
@@ -37,6 +38,13 @@ bm::plan::megatronMismatch(std::optional<int> zeroStage,
     return MegatronMismatch{
         "Megatron-LM runs 1F1B or interleaved pipelines, not gpipe",
         "--fix schedule=1f1b"};
+  // Megatron-core's TransformerConfig refuses expert parallelism with
+  // tensor parallelism unless the sequence is split.
+  if (ep && tp && stream && *ep > 1 && *tp > 1 &&
+      *stream != StreamLayout::Sequence)
+    return MegatronMismatch{"Megatron-LM combines expert and tensor "
+                            "parallelism only with sequence parallelism",
+                            "--fix stream=sequence"};
   return std::nullopt;
 }
 
@@ -87,11 +95,40 @@ static llvm::Error addStageLayout(const std::vector<int> &layers,
   return llvm::Error::success();
 }
 
+/// The mixture of experts as Megatron-core describes it: the experts, the
+/// router's top-k, which layers are expert layers (a Python list expression,
+/// quoted for the shell, when not all) and the all-to-all token exchange
+/// that the plan priced.
+static llvm::Error addExperts(const Plan &plan, int perBlock,
+                              std::vector<std::string> &args) {
+  if (plan.routerTopK <= 0)
+    return exportError("the model has experts but its router's top-k "
+                       "(a top_k over the experts) was not found");
+  if (static_cast<int>(plan.expertLayersPerBlock.size()) != perBlock)
+    return exportError(llvm::formatv("the plan marks {0} layers of the block "
+                                     "as expert or dense; the block has {1}",
+                                     plan.expertLayersPerBlock.size(), perBlock)
+                           .str());
+  args.push_back("--num-experts " + std::to_string(plan.numExperts));
+  args.push_back("--moe-router-topk " + std::to_string(plan.routerTopK));
+  if (!llvm::all_of(plan.expertLayersPerBlock, [](bool e) { return e; })) {
+    std::string pattern = llvm::join(
+        llvm::map_range(plan.expertLayersPerBlock,
+                        [](bool expert) { return expert ? "1" : "0"; }),
+        ",");
+    args.push_back(
+        llvm::formatv("--moe-layer-freq '([{0}]*{1})'", pattern, plan.numLayers)
+            .str());
+  }
+  args.push_back("--moe-token-dispatcher-type alltoall");
+  return llvm::Error::success();
+}
+
 llvm::Expected<std::string>
 bm::plan::exportMegatronArguments(const Plan &plan) {
   const ParallelConfig &c = plan.config;
   if (std::optional<MegatronMismatch> mismatch =
-          megatronMismatch(c.zeroStage, c.schedule, c.stream))
+          megatronMismatch(c.zeroStage, c.schedule, c.stream, c.ep, c.tp))
     return exportError(mismatch->reason + "; re-plan with " + mismatch->fix);
   if (std::optional<std::string> why = megatronModelMismatch(
           plan.numLayers, plan.numBlockClasses, plan.attentionsPerBlock))
@@ -122,6 +159,9 @@ bm::plan::exportMegatronArguments(const Plan &plan) {
     return std::move(error);
   }
   add("--num-layers", llvm::Twine(plan.numLayers * perBlock));
+  if (plan.numExperts > 0)
+    if (llvm::Error error = addExperts(plan, perBlock, args))
+      return std::move(error);
   add("--micro-batch-size", llvm::Twine(c.microBatch));
   add("--global-batch-size", llvm::Twine(plan.globalBatch));
   add("--seq-length", llvm::Twine(plan.sequenceLength));

@@ -134,6 +134,13 @@ struct Plan {
   /// block classes): what Megatron-LM counts as layers per block (an MoE
   /// model that alternates dense and expert layers folds them in pairs).
   int attentionsPerBlock = 0;
+  /// Mixture of experts (numExperts 0 without): the experts of each expert
+  /// layer, how many a token is routed to (0 if not found), and for each
+  /// attention layer of the block, in order, whether its feed-forward is a
+  /// mixture of experts (empty with several block classes).
+  int numExperts = 0;
+  int routerTopK = 0;
+  std::vector<bool> expertLayersPerBlock;
   std::vector<BlockSharding> blocks;
 
   std::vector<CollectiveSummary> collectives;

@@ -84,6 +84,15 @@ void bm::plan::printPlanJson(const Plan &plan, llvm::raw_ostream &os) {
       j.attribute("unique_blocks", plan.numBlockClasses);
       j.attribute("attentions_per_block", plan.attentionsPerBlock);
     });
+    if (plan.numExperts > 0)
+      j.attributeObject("experts", [&] {
+        j.attribute("count", plan.numExperts);
+        j.attribute("router_top_k", plan.routerTopK);
+        j.attributeArray("layers_per_block", [&] {
+          for (bool expert : plan.expertLayersPerBlock)
+            j.value(expert);
+        });
+      });
     j.attributeArray("blocks", [&] {
       for (const BlockSharding &block : plan.blocks)
         j.object([&] {
@@ -394,6 +403,18 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
   fold.integer("layers", plan.numLayers);
   fold.integer("unique_blocks", plan.numBlockClasses);
   fold.optionalInteger("attentions_per_block", plan.attentionsPerBlock);
+  if (root->get("experts")) {
+    Reader experts = r.object("experts");
+    experts.integer("count", plan.numExperts);
+    experts.integer("router_top_k", plan.routerTopK);
+    if (const llvm::json::Array *layers = experts.array("layers_per_block"))
+      for (const llvm::json::Value &v : *layers) {
+        if (std::optional<bool> expert = v.getAsBoolean())
+          plan.expertLayersPerBlock.push_back(*expert);
+        else
+          r.fail("'experts.layers_per_block' must hold booleans");
+      }
+  }
   if (const llvm::json::Array *blocks = r.array("blocks"))
     for (size_t b = 0; b < blocks->size() && r.ok(); ++b) {
       Reader br = r.element((*blocks)[b], b);

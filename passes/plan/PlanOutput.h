@@ -39,16 +39,17 @@ llvm::Expected<Plan> parsePlanJson(llvm::StringRef text);
 llvm::Expected<std::string> exportMegatronArguments(const Plan &plan);
 
 /// Why Megatron-LM cannot run these choices (ZeRO stage 2 or 3, the GPipe
-/// schedule, a stream split along hidden), and the --fix it can run
-/// instead; nullopt when it can. Unset choices pass.
+/// schedule, a stream split along hidden, expert and tensor parallelism
+/// without sequence parallelism), and the --fix it can run instead; nullopt
+/// when it can. Unset choices pass.
 struct MegatronMismatch {
   std::string reason;
   std::string fix;
 };
-std::optional<MegatronMismatch>
-megatronMismatch(std::optional<int> zeroStage,
-                 std::optional<PipelineSchedule> schedule,
-                 std::optional<StreamLayout> stream);
+std::optional<MegatronMismatch> megatronMismatch(
+    std::optional<int> zeroStage, std::optional<PipelineSchedule> schedule,
+    std::optional<StreamLayout> stream, std::optional<int> ep = std::nullopt,
+    std::optional<int> tp = std::nullopt);
 
 /// Why Megatron-LM's arguments cannot describe the model: no repeated
 /// layers, layers of several kinds, or a block without attention; nullopt

@@ -135,8 +135,8 @@ llvm::Error Planner::validate() const {
       fixed.chunks && *fixed.chunks < 2)
     return planError("--fix schedule=interleaved needs v >= 2");
   if (config_.megatronOnly) {
-    if (std::optional<MegatronMismatch> mismatch =
-            megatronMismatch(fixed.zeroStage, fixed.schedule, fixed.stream))
+    if (std::optional<MegatronMismatch> mismatch = megatronMismatch(
+            fixed.zeroStage, fixed.schedule, fixed.stream, fixed.ep, fixed.tp))
       return planError("--export megatron: " + mismatch->reason + "; use " +
                        mismatch->fix);
     if (std::optional<std::string> why = megatronModelMismatch(
@@ -278,8 +278,11 @@ void Planner::run() {
             double bound = m * work / pp + (work - work / pp) / chunks +
                            syncLowerBound;
             for (int ep : epOptions)
-              combos.push_back(
-                  {bound, tp, pp, dp, ep, mb, m, stream, recompute});
+              if (!(config_.megatronOnly &&
+                    megatronMismatch(std::nullopt, std::nullopt, stream.layout,
+                                     ep, tp)))
+                combos.push_back(
+                    {bound, tp, pp, dp, ep, mb, m, stream, recompute});
           }
         }
       }

@@ -55,6 +55,17 @@ TEST(PlanJsonTest, RoundTrips) {
   llvm::Expected<Plan> readFp16 = parsePlanJson(planToJson(split));
   ASSERT_TRUE(!!readFp16) << llvm::toString(readFp16.takeError());
   EXPECT_EQ(readFp16->precision, Precision::Fp16Mixed);
+  // Experts, written only for models that have them.
+  EXPECT_EQ(json.find("\"experts\""), std::string::npos);
+  plan.numExperts = 8;
+  plan.routerTopK = 2;
+  plan.expertLayersPerBlock = {true, false};
+  llvm::Expected<Plan> readExperts = parsePlanJson(planToJson(plan));
+  ASSERT_TRUE(!!readExperts) << llvm::toString(readExperts.takeError());
+  EXPECT_EQ(readExperts->numExperts, 8);
+  EXPECT_EQ(readExperts->routerTopK, 2);
+  EXPECT_EQ(readExperts->expertLayersPerBlock, plan.expertLayersPerBlock);
+  EXPECT_EQ(planToJson(*readExperts), planToJson(plan));
 }
 
 TEST(PlanJsonTest, ReaderErrors) {
@@ -73,6 +84,16 @@ TEST(PlanJsonTest, ReaderErrors) {
   json.replace(at, 7, "\"tp\": \"x\"");
   EXPECT_EQ(errorOf(json).rfind("plan: 'config.tp' must be an integer", 0), 0u)
       << errorOf(json);
+  Plan moe = makePlan();
+  moe.numExperts = 8;
+  moe.routerTopK = 2;
+  moe.expertLayersPerBlock = {true};
+  json = planToJson(moe);
+  at = json.find("true", json.find("\"layers_per_block\""));
+  ASSERT_NE(at, std::string::npos);
+  json.replace(at, 4, "1");
+  EXPECT_EQ(errorOf(json),
+            "plan: 'experts.layers_per_block' must hold booleans");
 }
 
 TEST(PlanTextTest, ReportHasEverySection) {
@@ -182,6 +203,50 @@ TEST(MegatronExportTest, CountsAttentionLayersNotBlocks) {
                       "--num-layers 16 "),
             std::string::npos)
       << args;
+}
+
+TEST(MegatronExportTest, DescribesTheExperts) {
+  // GShard's pattern: blocks of (expert, dense) layers, top-2 routing.
+  Plan plan = makePlan("dp=8,tp=2,pp=1,mb=1,zero=1,stream=sequence");
+  plan.config.ep = 4;
+  plan.attentionsPerBlock = 2;
+  plan.numExperts = 8;
+  plan.routerTopK = 2;
+  plan.expertLayersPerBlock = {true, false};
+  std::string args = llvm::cantFail(exportMegatronArguments(plan));
+  EXPECT_NE(args.find("--expert-model-parallel-size 4 "), std::string::npos)
+      << args;
+  EXPECT_NE(args.find("--num-layers 16 --num-experts 8 --moe-router-topk 2 "
+                      "--moe-layer-freq '([1,0]*8)' "
+                      "--moe-token-dispatcher-type alltoall "),
+            std::string::npos)
+      << args;
+  // Every layer an expert layer: Megatron's default frequency.
+  plan.expertLayersPerBlock = {true, true};
+  args = llvm::cantFail(exportMegatronArguments(plan));
+  EXPECT_EQ(args.find("--moe-layer-freq"), std::string::npos) << args;
+
+  auto errorOf = [](const Plan &p) {
+    llvm::Expected<std::string> result = exportMegatronArguments(p);
+    return result ? std::string("no error")
+                  : llvm::toString(result.takeError());
+  };
+  Plan noTopK = plan;
+  noTopK.routerTopK = 0;
+  EXPECT_EQ(errorOf(noTopK),
+            "--export megatron: the model has experts but its router's top-k "
+            "(a top_k over the experts) was not found");
+  Plan shortPattern = plan;
+  shortPattern.expertLayersPerBlock = {true};
+  EXPECT_EQ(errorOf(shortPattern),
+            "--export megatron: the plan marks 1 layers of the block as "
+            "expert or dense; the block has 2");
+  Plan replicated = plan;
+  replicated.config.stream = StreamLayout::Replicated;
+  EXPECT_EQ(errorOf(replicated),
+            "--export megatron: Megatron-LM combines expert and tensor "
+            "parallelism only with sequence parallelism; re-plan with --fix "
+            "stream=sequence");
 }
 
 TEST(MegatronExportTest, RefusesModelsWithoutOneStackOfLayers) {
