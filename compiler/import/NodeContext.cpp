@@ -136,6 +136,13 @@ std::optional<std::vector<int64_t>> NodeContext::getInts(StringRef name) const {
   return std::vector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
+LogicalResult NodeContext::gatherIndexError(int64_t index, int64_t axis,
+                                            int64_t dim) {
+  return error("gather index " + Twine(index) + " is out of range for '" +
+               node.input(0) + "', whose dim " + Twine(axis) + " holds " +
+               Twine(dim));
+}
+
 std::string NodeContext::describe() const {
   std::string op = node.op_type();
   if (!node.domain().empty() && node.domain() != "ai.onnx")

@@ -128,6 +128,10 @@ public:
       llvm::function_ref<mlir::LogicalResult(int64_t given, int64_t axis)>
           check = nullptr);
   std::string describe() const;
+  /// Gather's error for an index outside the data's `axis` (of size `dim`),
+  /// naming the data: a position table shorter than --seq shows up here.
+  mlir::LogicalResult gatherIndexError(int64_t index, int64_t axis,
+                                       int64_t dim);
 
 private:
   GraphState &graph;

@@ -428,8 +428,7 @@ LogicalResult importGather(NodeContext &nc) {
          i < n; ++i) {
       int64_t index = normalised.ints[i];
       if (index < -dim || index >= dim)
-        return nc.error("gather index " + Twine(index) +
-                        " is out of range for a dim of size " + Twine(dim));
+        return nc.gatherIndexError(index, *axis, dim);
       if (index < 0)
         normalised.ints[i] = index + dim;
     }

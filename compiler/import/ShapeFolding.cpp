@@ -466,9 +466,7 @@ FailureOr<bool> foldGather(NodeContext &nc) {
       if (index < 0)
         index += dim;
       if (index < 0 || index >= dim)
-        return nc.error("gather index " + llvm::Twine(indices->getInt(k)) +
-                        " is out of range for a dim of size " +
-                        llvm::Twine(dim));
+        return nc.gatherIndexError(indices->getInt(k), *axis, dim);
       for (int64_t i = 0; i < inner; ++i, ++at) {
         int64_t from = (o * dim + index) * inner + i;
         out.copyElement(at, *data, from);

@@ -128,6 +128,56 @@ TEST(OnnxImporterTest, PoolingStepsNeedOneEntryPerSpatialDim) {
             std::string::npos);
 }
 
+TEST(OnnxImporterTest, GatherOutOfRangeNamesTheData) {
+  // Folded on the host (both inputs constant) and imported (a weight table
+  // with constant positions): the error names the table and its size.
+  for (bool folded : {true, false}) {
+    onnx::ModelProto model;
+    model.set_ir_version(8);
+    model.add_opset_import()->set_version(17);
+    onnx::GraphProto *graph = model.mutable_graph();
+    auto addConstant = [&](const char *name, std::vector<int64_t> values) {
+      onnx::NodeProto *node = graph->add_node();
+      node->set_op_type("Constant");
+      node->add_output(name);
+      onnx::AttributeProto *value = node->add_attribute();
+      value->set_name("value");
+      value->set_type(onnx::AttributeProto::TENSOR);
+      onnx::TensorProto *tensor = value->mutable_t();
+      tensor->set_data_type(onnx::TensorProto::INT64);
+      tensor->add_dims(static_cast<int64_t>(values.size()));
+      for (int64_t v : values)
+        tensor->add_int64_data(v);
+    };
+    if (folded) {
+      addConstant("table", {7, 8, 9});
+    } else {
+      onnx::TensorProto *table = graph->add_initializer();
+      table->set_name("table");
+      table->set_data_type(onnx::TensorProto::FLOAT);
+      table->add_dims(3);
+      table->add_dims(2);
+      for (int i = 0; i < 6; ++i)
+        table->add_float_data(static_cast<float>(i));
+    }
+    addConstant("positions", {0, 3});
+    onnx::NodeProto *gather = graph->add_node();
+    gather->set_name("wpe");
+    gather->set_op_type("Gather");
+    gather->add_input("table");
+    gather->add_input("positions");
+    gather->add_output("y");
+    graph->add_output()->set_name("y");
+    mlir::MLIRContext context;
+    auto module = bm::importOnnxModel(context, model, "gather.onnx", {});
+    ASSERT_FALSE(static_cast<bool>(module));
+    EXPECT_EQ(llvm::toString(module.takeError()),
+              "node 'wpe' (Gather): gather index 3 is out of range for "
+              "'table', whose dim 0 holds 3")
+        << (folded ? "folded" : "imported");
+  }
+}
+
 TEST(OnnxImporterTest, ExternalDataMustStayInTheModelFolder) {
   for (const char *location :
        {"../w.bin", "/etc/passwd", "a/../../w.bin", "..\\w.bin"}) {
