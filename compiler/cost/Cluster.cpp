@@ -21,7 +21,6 @@ using namespace bm::cost;
 using llvm::Expected;
 using llvm::StringRef;
 
-static constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 static constexpr double kGB = 1e9;
 static constexpr double kTera = 1e12;
 static constexpr double kMicro = 1e-6;

@@ -27,6 +27,8 @@ namespace bm::cost {
 /// them must stay in an int64.
 inline constexpr int kLargestCount = 1 << 24;
 
+inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
 /// One class of link, as an NCCL collective sees it.
 struct LinkSpec {
   /// Bus bandwidth in bytes/s as nccl-tests reports it ("busbw"), i.e. the

@@ -2,6 +2,8 @@
 
 #include "passes/plan/PlanOutput.h"
 
+#include "compiler/cost/Cluster.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -9,7 +11,7 @@
 
 using namespace bm::plan;
 
-static constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+using bm::cost::kGiB;
 
 static std::string formatBytes(double bytes) {
   if (bytes >= kGiB)

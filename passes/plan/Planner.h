@@ -30,7 +30,7 @@
 
 namespace bm::plan::detail {
 
-inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+using cost::kGiB;
 inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
 /// The search proves the best plan optimal, and the runner-ups within this
 /// factor of it (branch and bound prunes the rest).
