@@ -15,6 +15,23 @@ using llvm::Twine;
 namespace bm::import {
 namespace {
 
+/// What LayerNormalization and RMSNormalization share: the input, the scale
+/// and the first normalised axis (the attribute, -1 by default).
+struct NormInputs {
+  Value x, scale;
+  int64_t axis;
+};
+FailureOr<NormInputs> normInputs(NodeContext &nc) {
+  FailureOr<Value> x = nc.value(0), scale = nc.value(1);
+  if (failed(x) || failed(scale))
+    return failure();
+  FailureOr<int64_t> axis =
+      nc.axis(nc.getInt("axis", -1), typeOf(*x).getRank());
+  if (failed(axis))
+    return failure();
+  return NormInputs{*x, *scale, *axis};
+}
+
 /// Explicit pads for Conv and pooling from pads / auto_pad.
 FailureOr<SmallVector<int64_t>> explicitPads(NodeContext &nc,
                                              ArrayRef<int64_t> inSpatial,
@@ -205,32 +222,28 @@ LogicalResult importGlobalAveragePool(NodeContext &nc) {
 }
 
 LogicalResult importLayerNormalization(NodeContext &nc) {
-  FailureOr<Value> x = nc.value(0), scale = nc.value(1);
-  if (failed(x) || failed(scale))
+  FailureOr<NormInputs> in = normInputs(nc);
+  if (failed(in))
     return failure();
-  FailureOr<int64_t> axis =
-      nc.axis(nc.getInt("axis", -1), typeOf(*x).getRank());
-  if (failed(axis))
-    return failure();
-  SmallVector<Value> operands = {*x, *scale};
+  SmallVector<Value> operands = {in->x, in->scale};
   if (failed(nc.appendIfGiven(2, operands)))
     return failure();
   float epsilon = nc.getFloat("epsilon", 1e-5f);
   if (failed(setResult(nc, nc.build("bm.layer_norm", operands,
-                                    {nc.named("axis", i64(nc, *axis)),
+                                    {nc.named("axis", i64(nc, in->axis)),
                                      nc.named("epsilon", f32(nc, epsilon))}))))
     return failure();
   if (!nc.hasOutput(1) && !nc.hasOutput(2))
     return success();
   // The optional Mean and InvStdDev outputs, spelled out in bm ops.
   SmallVector<int64_t> axes;
-  for (int64_t d = *axis, rank = typeOf(*x).getRank(); d < rank; ++d)
+  for (int64_t d = in->axis, rank = typeOf(in->x).getRank(); d < rank; ++d)
     axes.push_back(d);
-  FailureOr<Value> mu = reduceOf(nc, "bm.reduce_mean", *x, axes, true);
+  FailureOr<Value> mu = reduceOf(nc, "bm.reduce_mean", in->x, axes, true);
   if (failed(setResult(nc, mu, 1)))
     return failure();
   FailureOr<CenteredDeviation> moments =
-      centeredDeviation(nc, *x, *mu, axes, epsilon);
+      centeredDeviation(nc, in->x, *mu, axes, epsilon);
   if (failed(moments))
     return failure();
   return setResult(nc, unaryOf(nc, "bm.reciprocal", moments->deviation), 2);
@@ -245,17 +258,13 @@ LogicalResult importMaxPool(NodeContext &nc) { return pool(nc, "bm.max_pool"); }
 /// RMSNormalization (opset 23) and onnxruntime's
 /// SimplifiedLayerNormalization: x / rms(x) * scale.
 LogicalResult importRmsNorm(NodeContext &nc) {
-  FailureOr<Value> x = nc.value(0), scale = nc.value(1);
-  if (failed(x) || failed(scale))
-    return failure();
-  FailureOr<int64_t> axis =
-      nc.axis(nc.getInt("axis", -1), typeOf(*x).getRank());
-  if (failed(axis))
+  FailureOr<NormInputs> in = normInputs(nc);
+  if (failed(in))
     return failure();
   return setResult(
       nc,
-      nc.build("bm.rms_norm", {*x, *scale},
-               {nc.named("axis", i64(nc, *axis)),
+      nc.build("bm.rms_norm", {in->x, in->scale},
+               {nc.named("axis", i64(nc, in->axis)),
                 nc.named("epsilon", f32(nc, nc.getFloat("epsilon", 1e-5f)))}));
 }
 
