@@ -208,6 +208,7 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
       markAttentionCore(o, scores);
     }
   }
+  routerTopK_ = findRouterTopK(searchedOps);
   findSavedValues(searchedOps);
   // Side inputs once per block class: the search asks for them on every
   // stage it scores.
@@ -421,7 +422,7 @@ std::vector<bool> GraphAnalysis::expertLayers(llvm::ArrayRef<int> ops) const {
   return layers;
 }
 
-int GraphAnalysis::routerTopK(llvm::ArrayRef<int> ops) const {
+int GraphAnalysis::findRouterTopK(llvm::ArrayRef<int> ops) const {
   if (numExperts_ == 0)
     return 0;
   for (int op : ops) {

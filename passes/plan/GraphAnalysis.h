@@ -82,9 +82,9 @@ public:
   /// expert op. Ops before the block's first attention belong to its last
   /// (the block repeats).
   std::vector<bool> expertLayers(llvm::ArrayRef<int> ops) const;
-  /// The experts a token is routed to: k of the first top-k among searched
-  /// `ops` that picks from the expert count (GShard's top-2 gate); 0 if none.
-  int routerTopK(llvm::ArrayRef<int> ops) const;
+  /// The experts a token is routed to: k of the first searched top-k that
+  /// picks from the expert count (GShard's top-2 gate); 0 if none.
+  int routerTopK() const { return routerTopK_; }
   /// Whether dimension `dim` of `value` runs along a sequence (known for
   /// the values the searched ops read and write).
   bool isTokenDim(int value, int dim) const {
@@ -168,6 +168,7 @@ private:
   /// (a router's softmax reads the tokens times a weight).
   int attentionScores(int op) const;
   void markAttentionCore(int softmax, int scores);
+  int findRouterTopK(llvm::ArrayRef<int> searchedOps) const;
   void findSavedValues(const std::vector<int> &searchedOps);
 
   const ModelGraph &graph_;
@@ -187,6 +188,7 @@ private:
   std::vector<std::pair<int, std::vector<int>>> interludes_;
   std::map<int, int> expertFactor_;      // op -> factor
   int64_t numExperts_ = 0;
+  int routerTopK_ = 0;
   // Consumers in compressed rows: those of value v are
   // consumerList_[consumerStart_[v] .. consumerStart_[v + 1]).
   std::vector<int> consumerStart_;

@@ -64,9 +64,7 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
   plan.numBlockClasses = numBlockClasses();
   plan.attentionsPerBlock = attentionsPerBlock();
   plan.numExperts = static_cast<int>(analysis_.numExperts());
-  for (const Segment &segment : segments_)
-    if (plan.numExperts > 0 && plan.routerTopK == 0)
-      plan.routerTopK = analysis_.routerTopK(segment.ops);
+  plan.routerTopK = analysis_.routerTopK();
   if (plan.numExperts > 0 && numBlockClasses() == 1)
     plan.expertLayersPerBlock =
         analysis_.expertLayers(segments_[firstLayerSegment_].ops);
