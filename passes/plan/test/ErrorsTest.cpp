@@ -17,11 +17,8 @@ std::string searchError(const ModelGraph &graph, TrainingConfig config,
                         const char *cluster = "dgx-a100-80g") {
   if (fix)
     config.fixed = llvm::cantFail(parseFixedChoices(fix));
-  llvm::Expected<Plan> plan = searchPlan(
-      graph, llvm::cantFail(cost::getClusterPreset(cluster)), config);
-  if (plan)
-    return "";
-  std::string message = llvm::toString(plan.takeError());
+  std::string message = errorText(searchPlan(
+      graph, llvm::cantFail(cost::getClusterPreset(cluster)), config));
   EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   return message;
 }

@@ -1,6 +1,7 @@
 //===- FixedChoicesTest.cpp - the --fix parser ----------------------------===//
 
 #include "passes/plan/TrainingConfig.h"
+#include "passes/plan/test/PlanTestSupport.h"
 
 #include "gtest/gtest.h"
 
@@ -9,10 +10,7 @@ using namespace bm::plan;
 namespace {
 
 std::string errorOf(llvm::StringRef text) {
-  llvm::Expected<FixedChoices> fixed = parseFixedChoices(text);
-  if (fixed)
-    return "";
-  return llvm::toString(fixed.takeError());
+  return test::errorText(parseFixedChoices(text));
 }
 
 TEST(FixedChoicesTest, ParsesEveryKey) {

@@ -15,6 +15,9 @@
 #include "passes/plan/TrainingConfig.h"
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
 
 namespace bm::plan::test {
 
@@ -30,6 +33,11 @@ TrainingConfig trainingConfig(int gpus, int64_t globalBatch,
 /// and gives an empty Plan.
 Plan evaluateFixed(const ModelGraph &graph, int gpus, int64_t globalBatch,
                    llvm::StringRef fix);
+
+/// The message of `result`'s error, or "" when it holds a value.
+template <typename T> std::string errorText(llvm::Expected<T> result) {
+  return result ? std::string() : llvm::toString(result.takeError());
+}
 
 } // namespace bm::plan::test
 

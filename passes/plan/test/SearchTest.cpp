@@ -112,9 +112,7 @@ TEST(SearchTest, StreamLayoutIsSearchedAndCanBePinned) {
   oddDims.heads = 12;
   ModelGraph odd = buildGpt(oddDims);
   auto errorOf = [&](const ModelGraph &model, const char *fix) {
-    llvm::Expected<Plan> p =
-        searchPlan(model, a100(), trainingConfig(16, 128, fix));
-    return p ? std::string() : llvm::toString(p.takeError());
+    return errorText(searchPlan(model, a100(), trainingConfig(16, 128, fix)));
   };
   EXPECT_EQ(errorOf(graph, "tp=1,stream=sequence"),
             "--fix stream=sequence needs tp > 1");
