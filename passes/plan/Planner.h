@@ -18,6 +18,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -115,7 +116,11 @@ public:
         perParam_(cost::modelStateBytesPerParam(precision_,
                                                 config.optimizer)),
         segments_(analysis_.segments()) {
-    globalBatch_ = config.globalBatch > 0 ? config.globalBatch : config.gpus;
+    // The default: one sample per GPU, rounded up to whole token groups.
+    const int64_t unit = graph.batchGranularity;
+    globalBatch_ = config.globalBatch > 0
+                       ? config.globalBatch
+                       : (std::max(config.gpus, 1) + unit - 1) / unit * unit;
     // Everything between the prologue and the epilogue, in order: runs of
     // layers and the interludes between them.
     for (auto [segment, count] : analysis_.sequence()) {

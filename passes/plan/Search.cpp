@@ -116,6 +116,11 @@ llvm::Error Planner::validate() const {
     return planError(llvm::formatv(
         "--global-batch {0} is not divisible by dp x mb = {1} x {2}",
         globalBatch_, *dp, *fixed.microBatch));
+  if (globalBatch_ % graph_.batchGranularity != 0)
+    return planError(llvm::formatv(
+        "--global-batch {0} is not a multiple of {1}: the model groups tokens "
+        "of {1} samples together (a step must hold whole groups)",
+        globalBatch_, graph_.batchGranularity));
   if (fixed.microBatch && *fixed.microBatch % graph_.batchGranularity != 0)
     return planError(llvm::formatv(
         "--fix mb={0} is not a multiple of {1}: the model groups tokens of "
@@ -372,29 +377,101 @@ void Planner::run() {
   }
 }
 
+namespace {
+
+/// What one planner run at another size says: whether the size can be laid
+/// out and searched at all, whether a plan fits, and the smallest memory
+/// per GPU any plan needs there.
+struct SizeProbe {
+  bool searched = false;
+  bool fits = false;
+  double smallestNeed = 0;
+};
+
+/// More GPUs stop helping when the smallest need falls by less than 2% in
+/// each of three doublings in a row: every degree is at its limit and what
+/// is left, the activations of one micro-batch, does not shrink.
+constexpr double kNoProgress = 0.98;
+constexpr int kStalledDoublings = 3;
+/// The largest count the suggestion tries (a 64K-GPU cluster).
+constexpr int kMostSuggestedGpus = 1 << 16;
+
+} // namespace
+
 std::string Planner::suggestion() const {
   if (config_.gpus <= 0)
     return "";
-  for (int factor : {2, 4, 8, 16}) {
-    TrainingConfig bigger = config_;
-    bigger.gpus = config_.gpus * factor;
-    bigger.fixed.dp.reset();
-    bigger.numAlternatives = 0;
-    Planner planner(graph_, cluster_, bigger);
+  auto probe = [&](int gpus, int64_t globalBatch) {
+    TrainingConfig other = config_;
+    other.gpus = gpus;
+    other.globalBatch = globalBatch;
+    if (gpus != config_.gpus)
+      other.fixed.dp.reset(); // the data-parallel degree follows the size
+    other.numAlternatives = 0;
+    Planner planner(graph_, cluster_, other);
+    SizeProbe result;
     if (llvm::Error invalid = planner.validate()) {
       llvm::consumeError(std::move(invalid)); // this size cannot be laid out
-      continue;
+      return result;
     }
     planner.run();
-    if (planner.haveBest_)
-      return llvm::formatv("use >= {0} GPUs or a smaller --global-batch",
-                           bigger.gpus)
-          .str();
+    result.searched = planner.evaluated_ > 0;
+    result.fits = planner.haveBest_;
+    result.smallestNeed = planner.smallestMemory_.memory.total();
+    return result;
+  };
+
+  // The fewest GPUs that fit, by doubling (rounded up to whole nodes). A
+  // user-given global batch stays; the default one grows with the GPUs.
+  const int perNode = cluster_.gpusPerNode;
+  int mostGpus = kMostSuggestedGpus;
+  if (cluster_.maxNodes > 0)
+    mostGpus = std::min<int64_t>(
+        mostGpus, static_cast<int64_t>(cluster_.maxNodes) * perNode);
+  std::string moreGpus;
+  double lowestNeed = smallestMemory_.memory.total();
+  int tooFew = config_.gpus, stalled = 0;
+  for (int gpus = config_.gpus * 2; gpus <= mostGpus; gpus *= 2) {
+    if (gpus > perNode && gpus % perNode != 0)
+      gpus = (gpus / perNode + 1) * perNode;
+    SizeProbe size = probe(gpus, config_.globalBatch);
+    if (!size.searched)
+      continue;
+    if (size.fits) {
+      moreGpus = llvm::formatv("a plan fits on {0} GPUs ({1} are too few)",
+                               gpus, tooFew);
+      break;
+    }
+    tooFew = gpus;
+    stalled = size.smallestNeed > lowestNeed * kNoProgress ? stalled + 1 : 0;
+    lowestNeed = std::min(lowestNeed, size.smallestNeed);
+    if (stalled == kStalledDoublings)
+      break;
   }
-  return llvm::formatv("it does not fit on {0} GPUs either; use a device "
-                       "with more memory",
-                       config_.gpus * 16)
-      .str();
+
+  // A smaller global batch on these GPUs: fewer micro-batches in flight in
+  // a pipeline, or a degree the batch used to forbid.
+  std::string smallerBatch;
+  for (int64_t batch = globalBatch_ / 2; batch >= 1; batch /= 2)
+    if (probe(config_.gpus, batch).fits) {
+      smallerBatch = llvm::formatv("--global-batch {0} fits on these {1} GPUs",
+                                   batch, config_.gpus);
+      break;
+    }
+
+  if (!moreGpus.empty() && !smallerBatch.empty())
+    return moreGpus + ", and " + smallerBatch;
+  if (!moreGpus.empty() || !smallerBatch.empty())
+    return moreGpus + smallerBatch;
+  std::string limit =
+      stalled == kStalledDoublings
+          ? llvm::formatv("more GPUs stop helping (the smallest need is "
+                          "still {0:F1} GiB per GPU on {1} GPUs)",
+                          lowestNeed / kGiB, tooFew)
+                .str()
+          : llvm::formatv("it does not fit on {0} GPUs either", tooFew).str();
+  return limit + " and no smaller --global-batch fits; use a device with "
+                 "more memory";
 }
 
 std::string Planner::whyFixedChoicesExcludeAll() const {

@@ -34,7 +34,8 @@ OPTIONS:
   --gpus N              number of GPUs (required)
   --cluster NAME|FILE   a preset (dgx-a100-80g, dgx-h100-80g, alpa-v100) or a
                         JSON / YAML cluster file (default: dgx-a100-80g)
-  --global-batch N      samples per optimizer step (default: one per GPU)
+  --global-batch N      samples per optimizer step (default: one per GPU,
+                        rounded up to the model's token groups, if any)
   --seq N               sequence length (binds the model's 'seq' dimension)
   --dim NAME=VALUE      bind a symbolic dimension (repeatable)
   --precision P         bf16 or fp16 (mixed precision; default bf16, or

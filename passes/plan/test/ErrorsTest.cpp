@@ -6,6 +6,8 @@
 
 #include "gtest/gtest.h"
 
+#include <cstdlib>
+
 using namespace bm;
 using namespace bm::plan;
 using namespace bm::plan::test;
@@ -88,6 +90,20 @@ TEST(ErrorsTest, GlobalBatchNotDivisibleByFixedDp) {
             "--global-batch 100 is not divisible by dp=8");
 }
 
+TEST(ErrorsTest, GlobalBatchOfPartTokenGroups) {
+  // A model that groups the tokens of two samples (GShard's dispatch) plans
+  // whole groups; the default batch, one per GPU, rounds up to one group.
+  ModelGraph graph = smallGpt();
+  graph.batchGranularity = 2;
+  EXPECT_EQ(searchError(graph, trainingConfig(8, 9)),
+            "--global-batch 9 is not a multiple of 2: the model groups "
+            "tokens of 2 samples together (a step must hold whole groups)");
+  llvm::Expected<Plan> plan =
+      searchPlan(graph, a100(), trainingConfig(1, /*globalBatch=*/0));
+  ASSERT_TRUE(!!plan) << llvm::toString(plan.takeError());
+  EXPECT_EQ(plan->globalBatch, 2);
+}
+
 TEST(ErrorsTest, NoConfigurationDividesTheBatch) {
   TrainingConfig config = trainingConfig(8, 7);
   std::string message = searchError(smallGpt(), config, "tp=1");
@@ -97,18 +113,74 @@ TEST(ErrorsTest, NoConfigurationDividesTheBatch) {
       << message;
 }
 
-TEST(ErrorsTest, NoFeasiblePlanSaysWhatWouldFit) {
-  // GPT-3 175B on one DGX: 175e9 x 16 bytes cannot fit in 8 x 80 GiB.
+/// The number after `prefix` in `message`, or -1.
+int64_t numberAfter(const std::string &message, const std::string &prefix) {
+  size_t at = message.find(prefix);
+  if (at == std::string::npos)
+    return -1;
+  return std::strtoll(message.c_str() + at + prefix.size(), nullptr, 10);
+}
+
+TEST(ErrorsTest, NoFeasiblePlanSaysHowManyGpusFit) {
+  // GPT-3 175B on one DGX: 175e9 x 16 bytes cannot fit in 8 x 80 GiB. The
+  // suggested count must fit and the count named too few must not.
   ModelGraph graph = buildGpt(gpt3_175B());
   TrainingConfig config = trainingConfig(8, 64);
   std::string message = searchError(graph, config);
-  EXPECT_NE(message.find("no plan fits in memory: the smallest needs "),
-            std::string::npos)
+  EXPECT_EQ(message.rfind("no plan fits in memory: the smallest needs ", 0), 0u)
       << message;
   EXPECT_NE(message.find("GiB per GPU"), std::string::npos) << message;
-  EXPECT_NE(message.find("the device has 80 GiB: use >= "), std::string::npos)
+  int64_t enough =
+      numberAfter(message, "the device has 80 GiB: a plan fits on ");
+  int64_t tooFew = numberAfter(message, "GPUs (");
+  ASSERT_GT(enough, 8) << message;
+  EXPECT_EQ(tooFew * 2, enough) << message;
+  EXPECT_NE(message.find(" are too few)"), std::string::npos) << message;
+  EXPECT_EQ(searchError(graph, trainingConfig(enough, 64)), "");
+  EXPECT_NE(searchError(graph, trainingConfig(tooFew, 64)), "");
+}
+
+TEST(ErrorsTest, NoFeasiblePlanNamesASmallerBatchThatFits) {
+  // GPipe keeps every micro-batch of the step in flight: with dp fixed at
+  // 1, a smaller global batch holds fewer, and more GPUs split the batch
+  // over more data-parallel replicas.
+  GptDims dims;
+  dims.layers = 8;
+  dims.hidden = 1024;
+  dims.heads = 16;
+  dims.sequence = 2048;
+  ModelGraph graph = buildGpt(dims);
+  TrainingConfig config = trainingConfig(8, 8192);
+  std::string message = searchError(
+      graph, config, "dp=1,tp=1,pp=8,mb=1,schedule=gpipe,recompute=none");
+  int64_t batch = numberAfter(message, "--global-batch ");
+  ASSERT_GT(batch, 0) << message;
+  EXPECT_NE(message.find(" fits on these 8 GPUs"), std::string::npos)
       << message;
-  EXPECT_NE(message.find("GPUs or a smaller --global-batch"),
+  EXPECT_EQ(searchError(graph, trainingConfig(8, batch),
+                        "dp=1,tp=1,pp=8,mb=1,schedule=gpipe,recompute=none"),
+            "");
+  EXPECT_NE(searchError(graph, trainingConfig(8, batch * 2),
+                        "dp=1,tp=1,pp=8,mb=1,schedule=gpipe,recompute=none"),
+            "");
+}
+
+TEST(ErrorsTest, NoFeasiblePlanWhenMoreGpusStopHelping) {
+  // One head's attention scores at a 256K sequence are 128 GiB in bf16:
+  // no degree splits them, so no count of GPUs and no batch fits.
+  GptDims dims;
+  dims.layers = 2;
+  dims.hidden = 64;
+  dims.heads = 1;
+  dims.sequence = 256 * 1024;
+  ModelGraph graph = buildGpt(dims);
+  std::string message = searchError(graph, trainingConfig(8, 8));
+  EXPECT_NE(message.find(": more GPUs stop helping (the smallest need is "
+                         "still "),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find(" and no smaller --global-batch fits; use a device "
+                         "with more memory"),
             std::string::npos)
       << message;
 }
