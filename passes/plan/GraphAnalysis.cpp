@@ -205,6 +205,7 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
     int scores = attentionScores(o);
     if (scores >= 0) {
       attentionSoftmax_[o] = 1;
+      hasAttentionCore_ = true;
       markAttentionCore(o, scores);
     }
   }

@@ -71,6 +71,9 @@ public:
   bool isAttentionCoreValue(int value) const {
     return attentionCoreValue_[value];
   }
+  /// Whether the model has an attention core, i.e. whether selective
+  /// recomputation differs from none.
+  bool hasAttentionCore() const { return hasAttentionCore_; }
   /// Whether searched op `op` reads or writes an attention-core value: the
   /// ops selective recomputation repeats (Q K^T to the product with V).
   bool inAttentionCore(int op) const;
@@ -197,6 +200,7 @@ private:
   std::vector<std::vector<char>> tokenFactor_;
   std::vector<char> attentionSoftmax_;   // per op
   std::vector<char> attentionCoreValue_; // per value
+  bool hasAttentionCore_ = false;
   /// Per value, which dimensions run along a sequence (empty when unknown).
   std::vector<std::vector<char>> tokenDim_;
   std::vector<char> materialized_;

@@ -126,6 +126,18 @@ llvm::Error Planner::validate() const {
         "--fix mb={0} is not a multiple of {1}: the model groups tokens of "
         "{1} samples together (its micro-batches must hold whole groups)",
         *fixed.microBatch, graph_.batchGranularity));
+  if (fixed.recompute && *fixed.recompute != Recompute::None &&
+      graph_.numLayers() == 0)
+    return planError(llvm::formatv(
+        "--fix recompute={0}: the model has no repeated layers, and "
+        "recomputation works layer by layer (nothing would be recomputed); "
+        "use recompute=none",
+        toString(*fixed.recompute)));
+  if (fixed.recompute == Recompute::Selective && !analysis_.hasAttentionCore())
+    return planError("--fix recompute=selective: the model has no attention "
+                     "(no softmax over a product of two activations), so "
+                     "selective recomputation drops nothing; use "
+                     "recompute=none or recompute=full");
   if (fixed.ep && *fixed.ep > 1 && !analysis_.hasExperts())
     return planError(llvm::formatv(
         "--fix ep={0} needs a mixture-of-experts model (no op of this one "
@@ -273,6 +285,12 @@ void Planner::run() {
         for (Recompute recompute :
              {Recompute::None, Recompute::Selective, Recompute::Full}) {
           if (fixed.recompute && *fixed.recompute != recompute)
+            continue;
+          // Recomputation works on layers, selective on their attention
+          // cores: without them it is none under another name.
+          if (recompute != Recompute::None &&
+              (layers == 0 || (recompute == Recompute::Selective &&
+                               !analysis_.hasAttentionCore())))
             continue;
           // Pipeline: m T + (sum of stage loads - T) / v is smallest for an
           // even split T = W / pp, with the most chunks allowed.

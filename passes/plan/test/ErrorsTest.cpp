@@ -185,6 +185,73 @@ TEST(ErrorsTest, NoFeasiblePlanWhenMoreGpusStopHelping) {
       << message;
 }
 
+/// Four layers of a two-GEMM MLP: no attention anywhere. Without
+/// `repeated`, no layer is marked (what the fold finds in a model with no
+/// repeated block).
+ModelGraph attentionFreeMlp(bool repeated = true) {
+  GraphBuilder g("mlp");
+  const int64_t h = 256;
+  int x = g.input("x", {1, 64, h}, true, 0);
+  for (int layer = 0; layer < 4; ++layer) {
+    std::string p = "layer" + std::to_string(layer) + ".";
+    if (repeated)
+      g.beginLayer(0);
+    int up = g.matmul(p + "up", x, g.parameter(p + "up.weight", {h, 4 * h}));
+    int act = g.unary("bm.gelu", p + "gelu", up);
+    int down =
+        g.matmul(p + "down", act, g.parameter(p + "down.weight", {4 * h, h}));
+    x = g.binary("bm.add", p + "residual", x, down);
+    if (repeated)
+      g.endLayer();
+  }
+  g.setOutput(x);
+  return g.take();
+}
+
+TEST(ErrorsTest, SelectiveRecomputeWithoutAttention) {
+  // Selective recomputation drops the attention core: a model without one
+  // has nothing to drop, so --fix refuses it and the search never offers
+  // it (it would be "none" under another name).
+  ModelGraph graph = attentionFreeMlp();
+  EXPECT_EQ(searchError(graph, trainingConfig(8, 64), "recompute=selective"),
+            "--fix recompute=selective: the model has no attention (no "
+            "softmax over a product of two activations), so selective "
+            "recomputation drops nothing; use recompute=none or "
+            "recompute=full");
+  TrainingConfig config = trainingConfig(8, 64);
+  config.numAlternatives = 50;
+  Plan plan = llvm::cantFail(searchPlan(graph, a100(), config));
+  EXPECT_NE(plan.config.recompute, Recompute::Selective);
+  ASSERT_FALSE(plan.alternatives.empty());
+  for (const Alternative &alternative : plan.alternatives)
+    EXPECT_NE(alternative.config.recompute, Recompute::Selective)
+        << alternative.config.str();
+  // A GPT has attention: selective is searched there.
+  EXPECT_EQ(
+      searchError(smallGpt(), trainingConfig(8, 64), "recompute=selective"),
+      "");
+}
+
+TEST(ErrorsTest, RecomputeWithoutLayers) {
+  // Recomputation drops and repeats whole layers (or their attention
+  // cores): with no layer found, both are none under another name.
+  ModelGraph graph = attentionFreeMlp(/*repeated=*/false);
+  for (const char *recompute : {"full", "selective"})
+    EXPECT_EQ(searchError(graph, trainingConfig(8, 64),
+                          (std::string("recompute=") + recompute).c_str()),
+              std::string("--fix recompute=") + recompute +
+                  ": the model has no repeated layers, and recomputation "
+                  "works layer by layer (nothing would be recomputed); use "
+                  "recompute=none");
+  TrainingConfig config = trainingConfig(8, 64);
+  config.numAlternatives = 50;
+  Plan plan = llvm::cantFail(searchPlan(graph, a100(), config));
+  EXPECT_EQ(plan.config.recompute, Recompute::None);
+  for (const Alternative &alternative : plan.alternatives)
+    EXPECT_EQ(alternative.config.recompute, Recompute::None)
+        << alternative.config.str();
+}
+
 TEST(ErrorsTest, EvaluateNeedsAMesh) {
   TrainingConfig config = trainingConfig(8, 8);
   config.fixed = llvm::cantFail(parseFixedChoices("mb=1"));
