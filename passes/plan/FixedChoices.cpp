@@ -60,11 +60,13 @@ llvm::Expected<FixedChoices> bm::plan::parseFixedChoices(StringRef text) {
     value = value.trim();
     if (value.empty())
       return fixError("expected key=value, got '" + item.trim() + "'");
-    auto count = [&](std::optional<int> &slot, int min,
-                     int max) -> llvm::Error {
+    auto count = [&](std::optional<int> &slot, int min, int max,
+                     llvm::StringRef text = {},
+                     llvm::StringRef what = {}) -> llvm::Error {
       if (slot)
         return fixError(key + " is given twice");
-      llvm::Expected<int> parsed = parseCount(key, value, min, max);
+      llvm::Expected<int> parsed = parseCount(
+          what.empty() ? key : what, text.empty() ? value : text, min, max);
       if (!parsed)
         return parsed.takeError();
       slot = *parsed;
@@ -105,17 +107,26 @@ llvm::Expected<FixedChoices> bm::plan::parseFixedChoices(StringRef text) {
     } else if (key == "tp") {
       error = count(fixed.tp, 1, bm::cost::kLargestCount);
     } else if (key == "stream") {
+      auto [name, dim] = value.split(':');
       std::optional<StreamLayout> layout;
       for (StreamLayout l : {StreamLayout::Replicated, StreamLayout::Sequence,
                              StreamLayout::Hidden})
-        if (value == toString(l))
+        if (name == toString(l))
           layout = l;
       if (fixed.stream)
         error = fixError("stream is given twice");
       else if (!layout)
-        error = fixError("stream must be replicated, sequence or hidden, got '" +
+        error = fixError("stream must be replicated, sequence or hidden "
+                         "(the split ones optionally with a dimension, as "
+                         "in hidden:1), got '" +
                          value + "'");
-      else
+      else if (value.contains(':') && *layout == StreamLayout::Replicated)
+        error = fixError("stream=replicated splits no dimension, got '" +
+                         value + "'");
+      else if (value.contains(':'))
+        error = count(fixed.streamDim, 0, bm::cost::kLargestCount, dim,
+                      "stream dimension");
+      if (!error && layout)
         fixed.stream = layout;
     } else if (key == "v") {
       error = count(fixed.chunks, 1, bm::cost::kLargestCount);
@@ -165,7 +176,9 @@ std::string bm::plan::formatFixedChoices(const FixedChoices &fixed) {
                     bm::cost::toString(*fixed.schedule));
   add("v", fixed.chunks);
   if (fixed.stream)
-    parts.push_back(std::string("stream=") + toString(*fixed.stream));
+    parts.push_back(
+        std::string("stream=") + toString(*fixed.stream) +
+        (fixed.streamDim ? ":" + std::to_string(*fixed.streamDim) : ""));
   return llvm::join(parts, ",");
 }
 
@@ -183,6 +196,10 @@ std::string ParallelConfig::str() const {
   fixed.chunks = chunks;
   if (tp > 1)
     fixed.stream = stream;
+  // A model may have several feature dimensions to split (a conv net's
+  // channels, height and width); its sequence dimension is one.
+  if (tp > 1 && stream == StreamLayout::Hidden)
+    fixed.streamDim = streamDim;
   return formatFixedChoices(fixed);
 }
 

@@ -106,7 +106,7 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
                           c.streamDim);
       break;
     case StreamLayout::Hidden:
-      os << llvm::formatv("split along dim {0} (hidden) over tp\n",
+      os << llvm::formatv("split along dim {0} over tp (stream=hidden:{0})\n",
                           c.streamDim);
       break;
     }

@@ -168,7 +168,9 @@ llvm::Error Planner::validate() const {
                        "transformer layers");
   }
   if (fixed.stream && *fixed.stream != StreamLayout::Replicated) {
-    const char *layout = toString(*fixed.stream);
+    std::string layout = toString(*fixed.stream);
+    if (fixed.streamDim)
+      layout += ":" + std::to_string(*fixed.streamDim);
     std::vector<int> splitting;
     for (int tp : tpOptions())
       if (tp > 1)
@@ -180,8 +182,9 @@ llvm::Error Planner::validate() const {
                     [&](int tp) { return streamOptions(tp).empty(); }))
       return planError(llvm::formatv(
           "--fix stream={0}: the values between the model's blocks have no "
-          "{0} dimension that splits {1} ways",
-          layout,
+          "{1} dimension{2} that splits {3} ways",
+          layout, toString(*fixed.stream),
+          fixed.streamDim ? " " + std::to_string(*fixed.streamDim) : "",
           fixed.tp ? std::to_string(*fixed.tp)
                    : "2 to " + std::to_string(splitting.back())));
   }

@@ -74,6 +74,7 @@ std::vector<Planner::StreamOption> Planner::streamOptions(int tp) const {
   std::vector<StreamOption> allowed;
   for (const StreamOption &option : all)
     if ((!config_.fixed.stream || *config_.fixed.stream == option.layout) &&
+        (!config_.fixed.streamDim || *config_.fixed.streamDim == option.dim) &&
         !(config_.megatronOnly &&
           megatronMismatch(std::nullopt, std::nullopt, option.layout)))
       allowed.push_back(option);

@@ -39,6 +39,9 @@ struct FixedChoices {
   std::optional<Recompute> recompute;
   std::optional<PipelineSchedule> schedule;
   std::optional<StreamLayout> stream;
+  /// The dimension of the stream values that tp splits (`stream=hidden:1`):
+  /// a conv net has several feature dimensions (channels, height, width).
+  std::optional<int> streamDim;
 
   bool empty() const {
     return !dp && !tp && !pp && !ep && !microBatch && !zeroStage && !chunks &&
@@ -49,7 +52,8 @@ struct FixedChoices {
 /// Parses `dp=4,tp=8,pp=2,mb=1,zero=1,recompute=full,schedule=1f1b,v=2`.
 /// Keys: dp, ep (expert parallelism, divides dp), tp, pp, mb, zero (0-3),
 /// recompute (none|selective|full), schedule (gpipe|1f1b|interleaved), v
-/// (chunks per device, interleaved), stream (replicated|sequence|hidden).
+/// (chunks per device, interleaved), stream (replicated|sequence|hidden,
+/// the split ones optionally with the dimension: hidden:1).
 llvm::Expected<FixedChoices> parseFixedChoices(llvm::StringRef text);
 
 /// Prints the choices back in the form parseFixedChoices reads.

@@ -45,8 +45,8 @@ OPTIONS:
                         model: dp, tp, pp, mb, zero (0-3), recompute
                         (none|selective|full), schedule (gpipe|1f1b|
                         interleaved), v (chunks per device), stream
-                        (replicated|sequence|hidden: how the values between
-                        blocks lie over tp)
+                        (replicated|sequence|hidden[:DIM]: how the values
+                        between blocks lie over tp)
   --no-fold             search every layer on its own (same result, slower)
   --explain             also print per-op shardings, collectives and why the
                         alternatives lost

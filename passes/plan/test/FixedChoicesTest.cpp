@@ -28,6 +28,27 @@ TEST(FixedChoicesTest, ParsesEveryKey) {
                                    "selective,schedule=interleaved,v=3");
 }
 
+TEST(FixedChoicesTest, StreamWithAndWithoutItsDimension) {
+  FixedChoices any = llvm::cantFail(parseFixedChoices("stream=hidden"));
+  EXPECT_EQ(*any.stream, StreamLayout::Hidden);
+  EXPECT_FALSE(any.streamDim.has_value());
+  FixedChoices one = llvm::cantFail(parseFixedChoices("tp=4,stream=hidden:2"));
+  EXPECT_EQ(*one.stream, StreamLayout::Hidden);
+  EXPECT_EQ(*one.streamDim, 2);
+  EXPECT_EQ(formatFixedChoices(one), "tp=4,stream=hidden:2");
+  // A plan names the dimension of a split along features (a conv net has
+  // several), not of the one sequence dimension.
+  ParallelConfig config;
+  config.tp = 4;
+  config.stream = StreamLayout::Hidden;
+  config.streamDim = 3;
+  EXPECT_NE(config.str().find(",stream=hidden:3"), std::string::npos)
+      << config.str();
+  config.stream = StreamLayout::Sequence;
+  config.streamDim = 1;
+  EXPECT_EQ(config.str().substr(config.str().rfind(',')), ",stream=sequence");
+}
+
 TEST(FixedChoicesTest, PartialFixLeavesTheRestOpen) {
   FixedChoices f = llvm::cantFail(parseFixedChoices(" tp=8 , recompute=full"));
   EXPECT_EQ(*f.tp, 8);
@@ -45,8 +66,15 @@ TEST(FixedChoicesTest, OneLineErrors) {
   EXPECT_EQ(errorOf("sp=2"), "--fix: unknown key 'sp' (keys: dp, ep, mb, pp, "
                              "recompute, schedule, stream, tp, v, zero)");
   EXPECT_EQ(errorOf("stream=diagonal"),
-            "--fix: stream must be replicated, sequence or hidden, got "
+            "--fix: stream must be replicated, sequence or hidden (the split "
+            "ones optionally with a dimension, as in hidden:1), got "
             "'diagonal'");
+  EXPECT_EQ(errorOf("stream=replicated:1"),
+            "--fix: stream=replicated splits no dimension, got "
+            "'replicated:1'");
+  EXPECT_EQ(errorOf("stream=hidden:c"),
+            "--fix: stream dimension must be an integer in [0, 16777216], "
+            "got 'c'");
   EXPECT_EQ(errorOf("stream=hidden,stream=replicated"),
             "--fix: stream is given twice");
   EXPECT_EQ(errorOf("dp=4,ep=3"), "--fix: ep=3 must divide dp=4");
