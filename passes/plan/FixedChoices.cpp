@@ -196,9 +196,10 @@ std::string ParallelConfig::str() const {
   fixed.chunks = chunks;
   if (tp > 1)
     fixed.stream = stream;
-  // A model may have several feature dimensions to split (a conv net's
-  // channels, height and width); its sequence dimension is one.
-  if (tp > 1 && stream == StreamLayout::Hidden)
+  // A model may have several dimensions of one kind to split the stream
+  // along (a conv net's channels, height and width; a grid of tokens):
+  // the dimension makes the choice one that --fix reads back exactly.
+  if (tp > 1 && stream != StreamLayout::Replicated)
     fixed.streamDim = streamDim;
   return formatFixedChoices(fixed);
 }

@@ -6,11 +6,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/plan/PlanOutput.h"
 #include "passes/plan/Planner.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace bm;
 using namespace bm::plan;
@@ -19,7 +21,9 @@ using cost::CollectiveKind;
 using cost::MeshPlacement;
 
 static std::string percent(double fraction) {
-  return llvm::formatv("{0:F1}%", 100 * fraction).str();
+  // Near-ties keep their digits: "0.012%", not "0.0%".
+  return llvm::formatv(fraction < 0.001 ? "{0:F3}%" : "{0:F1}%", 100 * fraction)
+      .str();
 }
 
 /// Why `alternative` lost against `best`.
@@ -36,12 +40,20 @@ static std::string lossReason(const Evaluation &alternative,
       {"network communication", alternative.time.network - best.time.network},
       {"pipeline bubble", alternative.time.bubble - best.time.bubble},
   };
+  // Equal times (as `better` compares them): the chosen plan won on memory,
+  // or, with that equal too, by being scored first.
+  if (std::abs(alternative.step - best.step) <= 1e-9 * best.step) {
+    double more = alternative.memory.total() - best.memory.total();
+    return more > 1 ? "as fast, but needs " + formatBytes(more) +
+                          " more memory per GPU"
+                    : std::string("as fast and as large: an equal choice");
+  }
   auto largest = std::max_element(
       std::begin(parts), std::end(parts),
       [](const auto &a, const auto &b) { return a.second < b.second; });
-  return llvm::formatv("slower by {0} because {1} takes {2:F3} s more",
+  return llvm::formatv("slower by {0} because {1} takes {2} more",
                        percent(alternative.step / best.step - 1),
-                       largest->first, largest->second)
+                       largest->first, formatSeconds(largest->second))
       .str();
 }
 

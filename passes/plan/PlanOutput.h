@@ -14,6 +14,11 @@
 
 namespace bm::plan {
 
+/// "19.095 s", or "2.55 ms" under a second: how plans print durations.
+std::string formatSeconds(double seconds);
+/// "66.27 GiB", "4.8 MiB", ...: how plans print sizes.
+std::string formatBytes(double bytes);
+
 /// The readable report of `bmc plan`. With `explain`, also the per-op
 /// sharding of every unique block, every collective, how much was searched
 /// and why each alternative lost.

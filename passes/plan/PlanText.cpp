@@ -13,7 +13,7 @@ using namespace bm::plan;
 
 using bm::cost::kGiB;
 
-static std::string formatBytes(double bytes) {
+std::string bm::plan::formatBytes(double bytes) {
   if (bytes >= kGiB)
     return llvm::formatv("{0:F2} GiB", bytes / kGiB).str();
   if (bytes >= 1024.0 * 1024.0)
@@ -23,7 +23,7 @@ static std::string formatBytes(double bytes) {
   return llvm::formatv("{0:F0} B", bytes).str();
 }
 
-static std::string formatSeconds(double seconds) {
+std::string bm::plan::formatSeconds(double seconds) {
   if (seconds >= 1)
     return llvm::formatv("{0:F3} s", seconds).str();
   return llvm::formatv("{0:F2} ms", seconds * 1e3).str();

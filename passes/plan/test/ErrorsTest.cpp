@@ -190,23 +190,9 @@ TEST(ErrorsTest, NoFeasiblePlanWhenMoreGpusStopHelping) {
 /// `repeated`, no layer is marked (what the fold finds in a model with no
 /// repeated block).
 ModelGraph attentionFreeMlp(bool repeated = true) {
-  GraphBuilder g("mlp");
-  const int64_t h = 256;
-  int x = g.input("x", {1, 64, h}, true, 0);
-  for (int layer = 0; layer < 4; ++layer) {
-    std::string p = "layer" + std::to_string(layer) + ".";
-    if (repeated)
-      g.beginLayer(0);
-    int up = g.matmul(p + "up", x, g.parameter(p + "up.weight", {h, 4 * h}));
-    int act = g.unary("bm.gelu", p + "gelu", up);
-    int down =
-        g.matmul(p + "down", act, g.parameter(p + "down.weight", {4 * h, h}));
-    x = g.binary("bm.add", p + "residual", x, down);
-    if (repeated)
-      g.endLayer();
-  }
-  g.setOutput(x);
-  return g.take();
+  MlpStackDims dims;
+  dims.repeated = repeated;
+  return buildMlpStack(dims);
 }
 
 /// The recomputation of the plan and of up to 50 alternatives on 8 GPUs.

@@ -36,17 +36,19 @@ TEST(FixedChoicesTest, StreamWithAndWithoutItsDimension) {
   EXPECT_EQ(*one.stream, StreamLayout::Hidden);
   EXPECT_EQ(*one.streamDim, 2);
   EXPECT_EQ(formatFixedChoices(one), "tp=4,stream=hidden:2");
-  // A plan names the dimension of a split along features (a conv net has
-  // several), not of the one sequence dimension.
+  // A plan names the dimension of a split stream (a conv net has several
+  // feature dimensions, a grid of tokens two sequence ones).
   ParallelConfig config;
   config.tp = 4;
   config.stream = StreamLayout::Hidden;
   config.streamDim = 3;
-  EXPECT_NE(config.str().find(",stream=hidden:3"), std::string::npos)
-      << config.str();
+  EXPECT_EQ(config.str().substr(config.str().rfind(',')), ",stream=hidden:3");
   config.stream = StreamLayout::Sequence;
   config.streamDim = 1;
-  EXPECT_EQ(config.str().substr(config.str().rfind(',')), ",stream=sequence");
+  EXPECT_EQ(config.str().substr(config.str().rfind(',')), ",stream=sequence:1");
+  config.stream = StreamLayout::Replicated;
+  config.streamDim = -1;
+  EXPECT_EQ(config.str().substr(config.str().rfind(',')), ",stream=replicated");
 }
 
 TEST(FixedChoicesTest, PartialFixLeavesTheRestOpen) {

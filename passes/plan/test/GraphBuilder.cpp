@@ -448,6 +448,31 @@ ModelGraph bm::plan::test::buildGpt(const GptDims &dims) {
   return g.take();
 }
 
+ModelGraph bm::plan::test::buildMlpStack(const MlpStackDims &dims) {
+  GraphBuilder g("mlp");
+  const int64_t h = dims.features;
+  std::vector<int64_t> shape = {1};
+  shape.insert(shape.end(), dims.positions.begin(), dims.positions.end());
+  shape.push_back(16);
+  int pixels = g.input("x", shape, true, 0);
+  // The stem's weight gives the values between blocks a gradient.
+  int x = g.matmul("stem", pixels, g.parameter("stem.weight", {16, h}));
+  for (int layer = 0; layer < dims.layers; ++layer) {
+    std::string p = "layer" + std::to_string(layer) + ".";
+    if (dims.repeated)
+      g.beginLayer(0);
+    int up = g.matmul(p + "up", x, g.parameter(p + "up.weight", {h, 4 * h}));
+    int act = g.unary("bm.gelu", p + "gelu", up);
+    int down =
+        g.matmul(p + "down", act, g.parameter(p + "down.weight", {4 * h, h}));
+    x = g.binary("bm.add", p + "residual", x, down);
+    if (dims.repeated)
+      g.endLayer();
+  }
+  g.setOutput(x);
+  return g.take();
+}
+
 GptDims bm::plan::test::megatron1_7B() {
   return {"megatron-1.7b", 24, 2304, 24, 2048, 51200, false};
 }

@@ -98,6 +98,19 @@ struct GptDims {
 /// an LM head [h, vocab]. Output: the logits.
 ModelGraph buildGpt(const GptDims &dims);
 
+/// A stack of residual MLP blocks, x + W2 gelu(W1 x), over per-sample
+/// values [1, positions..., features] after a linear stem from 16 input
+/// features: a model without attention.
+struct MlpStackDims {
+  std::vector<int64_t> positions = {64};
+  int64_t features = 256;
+  int layers = 4;
+  /// Whether the blocks are marked as layers of one class (what the fold
+  /// finds); without, the model has no repeated layer.
+  bool repeated = true;
+};
+ModelGraph buildMlpStack(const MlpStackDims &dims);
+
 /// Megatron-LM Table 1 rows (Narayanan et al. 2021): seq 2048, vocab 51200.
 GptDims megatron1_7B();
 GptDims megatron18B();

@@ -109,6 +109,40 @@ TEST(PlanTextTest, ReportHasEverySection) {
     EXPECT_NE(text.find(section), std::string::npos) << section;
 }
 
+TEST(PlanTextTest, AlternativesThatTieSaySo) {
+  // Blocks over a square grid of tokens: splitting the stream along the
+  // rows or along the columns costs the same, so one of the two is chosen
+  // and the other is listed as an equal choice, not "slower by 0.0%". (The
+  // features, 260, do not split 8 ways.)
+  MlpStackDims dims;
+  dims.positions = {32, 32};
+  dims.features = 260;
+  ModelGraph graph = buildMlpStack(dims);
+  TrainingConfig config = trainingConfig(8, 8);
+  config.fixed =
+      llvm::cantFail(parseFixedChoices("dp=1,tp=8,pp=1,stream=sequence"));
+  config.numAlternatives = 20;
+  llvm::Expected<Plan> searched = searchPlan(graph, a100(), config);
+  ASSERT_TRUE(!!searched) << llvm::toString(searched.takeError());
+  const Plan &plan = *searched;
+  ASSERT_EQ(plan.config.stream, StreamLayout::Sequence) << plan.config.str();
+  const int other = plan.config.streamDim == 1 ? 2 : 1;
+  ASSERT_TRUE(plan.config.streamDim == 1 || plan.config.streamDim == 2)
+      << plan.config.str();
+  bool found = false;
+  for (const Alternative &alternative : plan.alternatives)
+    if (alternative.config.stream == StreamLayout::Sequence &&
+        alternative.config.streamDim == other &&
+        alternative.config.microBatch == plan.config.microBatch &&
+        alternative.config.recompute == plan.config.recompute &&
+        alternative.config.zeroStage == plan.config.zeroStage) {
+      found = true;
+      EXPECT_EQ(alternative.stepSeconds, plan.stepSeconds);
+      EXPECT_EQ(alternative.reason, "as fast and as large: an equal choice");
+    }
+  EXPECT_TRUE(found) << "no alternative splits dim " << other;
+}
+
 TEST(MegatronExportTest, PaperStyleArguments) {
   Plan plan = makePlan("dp=2,tp=4,pp=2,mb=2,zero=1,recompute=full,"
                        "schedule=interleaved,v=2,stream=replicated");
