@@ -60,13 +60,11 @@ llvm::Expected<FixedChoices> bm::plan::parseFixedChoices(StringRef text) {
     value = value.trim();
     if (value.empty())
       return fixError("expected key=value, got '" + item.trim() + "'");
-    auto count = [&](std::optional<int> &slot, int min, int max,
-                     llvm::StringRef text = {},
-                     llvm::StringRef what = {}) -> llvm::Error {
+    auto count = [&](std::optional<int> &slot, int min,
+                     int max) -> llvm::Error {
       if (slot)
         return fixError(key + " is given twice");
-      llvm::Expected<int> parsed = parseCount(
-          what.empty() ? key : what, text.empty() ? value : text, min, max);
+      llvm::Expected<int> parsed = parseCount(key, value, min, max);
       if (!parsed)
         return parsed.takeError();
       slot = *parsed;
@@ -123,9 +121,14 @@ llvm::Expected<FixedChoices> bm::plan::parseFixedChoices(StringRef text) {
       else if (value.contains(':') && *layout == StreamLayout::Replicated)
         error = fixError("stream=replicated splits no dimension, got '" +
                          value + "'");
-      else if (value.contains(':'))
-        error = count(fixed.streamDim, 0, bm::cost::kLargestCount, dim,
-                      "stream dimension");
+      else if (value.contains(':')) {
+        llvm::Expected<int> parsed =
+            parseCount("stream dimension", dim, 0, bm::cost::kLargestCount);
+        if (parsed)
+          fixed.streamDim = *parsed;
+        else
+          error = parsed.takeError();
+      }
       if (!error && layout)
         fixed.stream = layout;
     } else if (key == "v") {
@@ -176,10 +179,14 @@ std::string bm::plan::formatFixedChoices(const FixedChoices &fixed) {
                     bm::cost::toString(*fixed.schedule));
   add("v", fixed.chunks);
   if (fixed.stream)
-    parts.push_back(
-        std::string("stream=") + toString(*fixed.stream) +
-        (fixed.streamDim ? ":" + std::to_string(*fixed.streamDim) : ""));
+    parts.push_back("stream=" + formatStream(*fixed.stream, fixed.streamDim));
   return llvm::join(parts, ",");
+}
+
+std::string bm::plan::formatStream(StreamLayout layout,
+                                   std::optional<int> dim) {
+  return std::string(toString(layout)) +
+         (dim ? ":" + std::to_string(*dim) : "");
 }
 
 std::string ParallelConfig::str() const {

@@ -12,7 +12,6 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
-#include <cmath>
 
 using namespace bm;
 using namespace bm::plan;
@@ -40,9 +39,9 @@ static std::string lossReason(const Evaluation &alternative,
       {"network communication", alternative.time.network - best.time.network},
       {"pipeline bubble", alternative.time.bubble - best.time.bubble},
   };
-  // Equal times (as `better` compares them): the chosen plan won on memory,
-  // or, with that equal too, by being scored first.
-  if (std::abs(alternative.step - best.step) <= 1e-9 * best.step) {
+  // Equal times: the chosen plan won on memory (`better`), or, with that
+  // equal too, by being scored first.
+  if (sameStepTime(alternative.step, best.step)) {
     double more = alternative.memory.total() - best.memory.total();
     return more > 1 ? "as fast, but needs " + formatBytes(more) +
                           " more memory per GPU"

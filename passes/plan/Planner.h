@@ -95,13 +95,16 @@ struct PartitionEntry {
   double layerParams = 0;         // parameters per GPU of one layer
 };
 
+/// Whether two step times are equal to rounding.
+inline bool sameStepTime(double a, double b) {
+  return std::isfinite(a) && std::isfinite(b) &&
+         std::abs(a - b) <= 1e-9 * std::max(a, b);
+}
+
 /// Orders evaluations: faster first; equal times (to rounding) prefer less
 /// memory, so ties never depend on the enumeration order alone.
 inline bool better(const Evaluation &a, const Evaluation &b) {
-  if (!std::isfinite(a.step) || !std::isfinite(b.step))
-    return a.step < b.step;
-  double scale = std::max(a.step, b.step);
-  if (std::abs(a.step - b.step) > 1e-9 * scale)
+  if (!sameStepTime(a.step, b.step))
     return a.step < b.step;
   return a.memory.total() < b.memory.total() - 1;
 }

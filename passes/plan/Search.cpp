@@ -168,9 +168,7 @@ llvm::Error Planner::validate() const {
                        "transformer layers");
   }
   if (fixed.stream && *fixed.stream != StreamLayout::Replicated) {
-    std::string layout = toString(*fixed.stream);
-    if (fixed.streamDim)
-      layout += ":" + std::to_string(*fixed.streamDim);
+    const std::string layout = formatStream(*fixed.stream, fixed.streamDim);
     std::vector<int> splitting;
     for (int tp : tpOptions())
       if (tp > 1)

@@ -58,6 +58,8 @@ llvm::Expected<FixedChoices> parseFixedChoices(llvm::StringRef text);
 
 /// Prints the choices back in the form parseFixedChoices reads.
 std::string formatFixedChoices(const FixedChoices &fixed);
+/// A stream choice as --fix reads it: "hidden", or "hidden:2" with `dim`.
+std::string formatStream(StreamLayout layout, std::optional<int> dim);
 
 struct TrainingConfig {
   int gpus = 0;
