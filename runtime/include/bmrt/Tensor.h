@@ -1,0 +1,56 @@
+//===- Tensor.h - element types, shapes and tensor views -------*- C++ -*-===//
+//
+// bmrt (the runtime) knows tensors only as a pointer into device memory, an
+// element type and a static shape: the step program fixes every shape when
+// it is compiled, and kernels work on local (per-rank) shapes. Row-major,
+// contiguous, no strides. No MLIR in here (DESIGN.md section 6).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMRT_TENSOR_H
+#define BMRT_TENSOR_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bmrt {
+
+/// Element types the step program uses. Compute is fp32 on the CPU; ids and
+/// indices are i64 (ONNX's default), masks i1 stored as one byte per element.
+enum class DType : uint8_t { F32, I64, I32, Bool };
+
+/// Bytes per element.
+size_t sizeOf(DType type);
+/// "f32", "i64", "i32", "i1".
+const char *nameOf(DType type);
+/// The inverse of nameOf; false for an unknown name.
+bool parseDType(const std::string &name, DType &type);
+
+using Shape = std::vector<int64_t>;
+
+/// Number of elements (1 for a scalar, rank 0).
+int64_t numElements(const Shape &shape);
+/// "[2,16,64]".
+std::string formatShape(const Shape &shape);
+
+/// A tensor in device memory: the runtime's only tensor type. Cheap to copy;
+/// it does not own its memory.
+struct TensorView {
+  void *data = nullptr;
+  DType dtype = DType::F32;
+  Shape shape;
+
+  int64_t size() const { return numElements(shape); }
+  size_t bytes() const { return size() * sizeOf(dtype); }
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  float *f32() const { return static_cast<float *>(data); }
+  int64_t *i64() const { return static_cast<int64_t *>(data); }
+  int32_t *i32() const { return static_cast<int32_t *>(data); }
+  uint8_t *boolean() const { return static_cast<uint8_t *>(data); }
+};
+
+} // namespace bmrt
+
+#endif // BMRT_TENSOR_H
