@@ -20,7 +20,8 @@ namespace mlir::bm {
 /// the phase's verifier.
 void buildFoldPhase(OpPassManager &pm);
 void buildAnnotatePhase(OpPassManager &pm, StringRef planFile);
-/// Registers bm-fold-phase and bm-annotate-phase with bmc-opt.
+void buildAutodiffPhase(OpPassManager &pm);
+/// Registers every phase pipeline (bm-fold-phase, ...) with bmc-opt.
 void registerPhasePipelines();
 
 } // namespace mlir::bm

@@ -81,4 +81,40 @@ def BmVerifyAnnotatedPass : Pass<"bm-verify-annotated", "::mlir::ModuleOp"> {
   }];
 }
 
+def BmAutodiffPass : Pass<"bm-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Builds the training step: forward, loss and backward";
+  let description = [{
+    Phase 5. From the forward model @main it builds @train_step, which takes
+    @main's arguments (plus the labels when it appends a loss) and returns
+    the loss followed by the gradient of every parameter, in argument
+    order (result attribute `bm.grad_of` names the parameter).
+
+    The loss: a model whose output is a scalar trains on it as it is; a
+    model whose output is logits [..., C] gets a mean cross-entropy against
+    integer labels of the leading shape, a new argument with `bm.kind =
+    "label"` (next-token labels for a language model, classes for a
+    classifier: the trainer fills them).
+
+    Backward walks the forward ops in reverse and asks each op's gradient
+    rule (GradientOpInterface) for its operands' gradients, summing where a
+    value feeds several ops; an op with no rule is an error naming it.
+    Parameters no gradient reaches get zeros. The optimizer update is the
+    runtime's (one fused kernel per parameter tensor), not IR.
+  }];
+  let dependentDialects = ["::mlir::bm::BmDialect"];
+}
+
+def BmVerifyTrainingStepPass : Pass<"bm-verify-training-step",
+                                    "::mlir::ModuleOp"> {
+  let summary = "Phase 5's verifier: @train_step returns the loss and one "
+                "gradient per parameter";
+  let description = [{
+    Ends the autodiff phase (`bm-autodiff-phase`). Checks that @train_step
+    exists, that its first result is a scalar float loss, that each other
+    result is the gradient of one parameter argument (`bm.grad_of`, with
+    the parameter's type), that every float parameter has one, and that no
+    collective is there yet.
+  }];
+}
+
 #endif // BM_PASSES_TD

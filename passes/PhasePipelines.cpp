@@ -32,6 +32,11 @@ void buildAnnotatePhase(OpPassManager &pm, StringRef planFile) {
   pm.addPass(createBmVerifyAnnotatedPass());
 }
 
+void buildAutodiffPhase(OpPassManager &pm) {
+  pm.addPass(createBmAutodiffPass());
+  pm.addPass(createBmVerifyTrainingStepPass());
+}
+
 void registerPhasePipelines() {
   PassPipelineRegistration<>(
       "bm-fold-phase",
@@ -44,6 +49,11 @@ void registerPhasePipelines() {
       [](OpPassManager &pm, const AnnotatePhaseOptions &options) {
         buildAnnotatePhase(pm, options.plan);
       });
+  PassPipelineRegistration<>(
+      "bm-autodiff-phase",
+      "Phase 5: build the training step (bm-autodiff), then "
+      "bm-verify-training-step",
+      buildAutodiffPhase);
 }
 
 } // namespace mlir::bm

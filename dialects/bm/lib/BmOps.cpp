@@ -323,6 +323,15 @@ LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *,
 // Reductions, top-k, one-hot
 //===----------------------------------------------------------------------===//
 
+LogicalResult CrossEntropyOp::verify() {
+  auto logits = getLogits().getType(), labels = getLabels().getType();
+  if (logits.getRank() != 2 || labels.getRank() != 1 ||
+      logits.getDimSize(0) != labels.getDimSize(0))
+    return emitOpError("needs logits [N, C] and labels [N], got ")
+           << logits << " and " << labels;
+  return success();
+}
+
 LogicalResult CumSumOp::verify() {
   return verifyAxis(*this, getAxis(), getInput().getType().getRank());
 }

@@ -37,4 +37,27 @@ def Bm_CostOpInterface : OpInterface<"CostOpInterface"> {
   ];
 }
 
+def Bm_GradientOpInterface : OpInterface<"GradientOpInterface"> {
+  let cppNamespace = "::mlir::bm";
+  let description = [{
+    The op's gradient rule, for autodiff (passes/autodiff): given the
+    gradient of each result (null where none flows), builds the ops that
+    compute the gradient of each operand at the builder's insertion point
+    (null where the operand is not differentiable: integers, masks, or a
+    result that does not depend on it). The rules of all ops live in one
+    alphabetical registry (GradientRules.cpp); the default implementation
+    looks the op up there and fails, naming the op, when it has no rule.
+  }];
+  let methods = [
+    InterfaceMethod<"Builds the operands' gradients.", "::llvm::LogicalResult",
+      "buildGradients", (ins "::mlir::OpBuilder &":$builder,
+                             "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
+                             "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads),
+      [{}], [{
+        return ::mlir::bm::buildGradientsFromRegistry(
+            $_op.getOperation(), builder, resultGrads, operandGrads);
+      }]>,
+  ];
+}
+
 #endif // BM_INTERFACES_TD

@@ -21,6 +21,12 @@ namespace mlir::bm {
 /// (ShardingRules.cpp and Costs.cpp, both alphabetical by op).
 ::bm::ShardingRule lookupShardingRule(Operation *op);
 double lookupFlops(Operation *op);
+/// The gradient rule registry behind GradientOpInterface (GradientRules.cpp,
+/// alphabetical by op): fails with an error on `op` naming it when it has no
+/// rule.
+LogicalResult buildGradientsFromRegistry(Operation *op, OpBuilder &builder,
+                                         ArrayRef<Value> resultGrads,
+                                         SmallVectorImpl<Value> &operandGrads);
 
 /// What a broadcasting binary op produces.
 enum class BroadcastResult {

@@ -58,11 +58,13 @@ def Bm_InferTypeOpAdaptor : TraitList<[
 // Traits every compute op has: no side effects, a sharding rule, a cost.
 defvar Bm_ComputeTraits = [Pure,
   DeclareOpInterfaceMethods<Bm_ShardingRuleOpInterface>,
-  DeclareOpInterfaceMethods<Bm_CostOpInterface>];
+  DeclareOpInterfaceMethods<Bm_CostOpInterface>,
+  DeclareOpInterfaceMethods<Bm_GradientOpInterface>];
 // Contractions run on tensor cores and say so through the cost interface.
 defvar Bm_ContractionTraits = [Pure,
   DeclareOpInterfaceMethods<Bm_ShardingRuleOpInterface>,
   DeclareOpInterfaceMethods<Bm_CostOpInterface, ["isContraction"]>,
+  DeclareOpInterfaceMethods<Bm_GradientOpInterface>,
   Bm_InferTypeOpAdaptor];
 
 //===----------------------------------------------------------------------===//
@@ -455,6 +457,174 @@ def Bm_GlobalAvgPoolOp : Bm_Op<"global_avg_pool", Bm_ComputeTraits #
   let arguments = (ins Bm_FloatTensor:$input);
   let results = (outs Bm_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
+// Training: loss and backward (built by autodiff)
+//
+// Gradient rules compose forward ops where that costs nothing extra; these
+// ops are the rest: derivatives that would take several passes over memory
+// (normalisations, softmax, convolution, pooling, scatters) or several ops
+// (elementwise derivatives). They carry no sharding rule or cost yet: the
+// planner prices backward as a multiple of forward, and partitioning gives
+// each the sharding of its forward op.
+//===----------------------------------------------------------------------===//
+
+class Bm_GradOp<string mnemonic, list<Trait> traits = []>
+    : Bm_Op<mnemonic, [Pure] # traits>;
+
+def Bm_UnaryGradOp : Bm_GradOp<"unary_grad", [SameOperandsAndResultType]> {
+  let summary = "dx = dy * f'(x) for the elementwise op `op`";
+  let arguments = (ins Bm_FloatTensor:$input, Bm_FloatTensor:$result_grad,
+                       StrAttr:$op,
+                       DefaultValuedAttr<BoolAttr, "false">:$tanh_approximation);
+  let results = (outs Bm_FloatTensor:$input_grad);
+  let assemblyFormat = "$input `,` $result_grad attr-dict `:` type($input)";
+}
+
+def Bm_SoftmaxGradOp : Bm_GradOp<"softmax_grad", [SameOperandsAndResultType]> {
+  let summary = "dx = y * (dy - sum_axis(dy * y)) from the softmax output y";
+  let arguments = (ins Bm_FloatTensor:$output, Bm_FloatTensor:$result_grad,
+                       I64Attr:$axis);
+  let results = (outs Bm_FloatTensor:$input_grad);
+  let assemblyFormat = "$output `,` $result_grad attr-dict `:` type($output)";
+}
+
+def Bm_LogSoftmaxGradOp : Bm_GradOp<"log_softmax_grad",
+    [SameOperandsAndResultType]> {
+  let summary = "dx = dy - exp(y) * sum_axis(dy) from the log-softmax output";
+  let arguments = (ins Bm_FloatTensor:$output, Bm_FloatTensor:$result_grad,
+                       I64Attr:$axis);
+  let results = (outs Bm_FloatTensor:$input_grad);
+  let assemblyFormat = "$output `,` $result_grad attr-dict `:` type($output)";
+}
+
+def Bm_LayerNormGradOp : Bm_GradOp<"layer_norm_grad"> {
+  let summary = "gradients of layer_norm: input, scale and (optional) bias";
+  let arguments = (ins Bm_FloatTensor:$input, Bm_FloatTensor:$scale,
+                       Bm_FloatTensor:$result_grad, I64Attr:$axis,
+                       F32Attr:$epsilon);
+  let results = (outs Variadic<Bm_FloatTensor>:$grads);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $result_grad attr-dict `:` type($input) `,`
+    type($scale) `,` type($result_grad) `->` type($grads)
+  }];
+}
+
+def Bm_RmsNormGradOp : Bm_GradOp<"rms_norm_grad", [
+    AllTypesMatch<["input", "input_grad"]>,
+    AllTypesMatch<["scale", "scale_grad"]>]> {
+  let summary = "gradients of rms_norm: input and scale";
+  let arguments = (ins Bm_FloatTensor:$input, Bm_FloatTensor:$scale,
+                       Bm_FloatTensor:$result_grad, I64Attr:$axis,
+                       F32Attr:$epsilon);
+  let results = (outs Bm_FloatTensor:$input_grad, Bm_FloatTensor:$scale_grad);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $result_grad attr-dict `:` type($input) `,`
+    type($scale) `,` type($result_grad)
+  }];
+}
+
+def Bm_BatchNormGradOp : Bm_GradOp<"batch_norm_grad", [
+    AllTypesMatch<["input", "input_grad", "result_grad"]>,
+    AllTypesMatch<["scale", "scale_grad", "bias_grad"]>]> {
+  let summary = "gradients of batch_norm (inference form): input, scale, bias";
+  let arguments = (ins Bm_FloatTensor:$input, Bm_FloatTensor:$scale,
+                       Bm_FloatTensor:$mean, Bm_FloatTensor:$variance,
+                       Bm_FloatTensor:$result_grad, F32Attr:$epsilon);
+  let results = (outs Bm_FloatTensor:$input_grad, Bm_FloatTensor:$scale_grad,
+                      Bm_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $mean `,` $variance `,` $result_grad attr-dict `:`
+    type($input) `,` type($scale) `,` type($mean) `,` type($variance)
+  }];
+}
+
+class Bm_ConvGradOp<string mnemonic, string what>
+    : Bm_GradOp<mnemonic> {
+  let summary = "the gradient of conv with respect to its " # what;
+  let arguments = (ins Bm_FloatTensor:$result_grad, Bm_FloatTensor:$other,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group);
+  let results = (outs Bm_FloatTensor:$grad);
+  let assemblyFormat = [{
+    $result_grad `,` $other attr-dict `:` type($result_grad) `,` type($other)
+    `->` type($grad)
+  }];
+}
+// `other` is the weight.
+def Bm_ConvGradInputOp : Bm_ConvGradOp<"conv_grad_input", "input">;
+// `other` is the input.
+def Bm_ConvGradWeightOp : Bm_ConvGradOp<"conv_grad_weight", "weight">;
+
+def Bm_GatherGradOp : Bm_GradOp<"gather_grad"> {
+  let summary = "scatter-adds dy into zeros of the data's shape";
+  let arguments = (ins Bm_FloatTensor:$result_grad, Bm_IntTensor:$indices,
+                       I64Attr:$axis);
+  let results = (outs Bm_FloatTensor:$data_grad);
+  let assemblyFormat = [{
+    $result_grad `,` $indices attr-dict `:` type($result_grad) `,`
+    type($indices) `->` type($data_grad)
+  }];
+}
+
+def Bm_SliceGradOp : Bm_GradOp<"slice_grad"> {
+  let summary = "dy placed at the slice's elements of zeros of the input's "
+                "shape";
+  let arguments = (ins Bm_Tensor:$result_grad, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$strides);
+  let results = (outs Bm_Tensor:$input_grad);
+  let assemblyFormat = [{
+    $result_grad attr-dict `:` type($result_grad) `->` type($input_grad)
+  }];
+}
+
+def Bm_MaxPoolGradOp : Bm_GradOp<"max_pool_grad", [
+    AllTypesMatch<["input", "input_grad"]>]> {
+  let summary = "routes dy to the first maximum of each window";
+  let arguments = (ins Bm_FloatTensor:$input, Bm_FloatTensor:$result_grad,
+                       DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads);
+  let results = (outs Bm_FloatTensor:$input_grad);
+  let assemblyFormat = [{
+    $input `,` $result_grad attr-dict `:` type($input) `,` type($result_grad)
+  }];
+}
+
+def Bm_AvgPoolGradOp : Bm_GradOp<"avg_pool_grad"> {
+  let summary = "spreads dy evenly over each window's elements";
+  let arguments = (ins Bm_FloatTensor:$result_grad,
+                       DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads);
+  let results = (outs Bm_FloatTensor:$input_grad);
+  let assemblyFormat = [{
+    $result_grad attr-dict `:` type($result_grad) `->` type($input_grad)
+  }];
+}
+
+def Bm_CrossEntropyOp : Bm_GradOp<"cross_entropy"> {
+  let summary = "mean softmax cross-entropy of logits [N, C] against labels "
+                "[N] (label -100 ignored)";
+  let arguments = (ins Bm_FloatTensor:$logits, Bm_I64Tensor:$labels);
+  let results = (outs 0DTensorOf<[F32]>:$loss);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->`
+    type($loss)
+  }];
+  let hasVerifier = 1;
+}
+
+def Bm_CrossEntropyGradOp : Bm_GradOp<"cross_entropy_grad", [
+    AllTypesMatch<["logits", "logits_grad"]>]> {
+  let summary = "dlogits = dloss * (softmax(logits) - onehot(labels)) / N";
+  let arguments = (ins Bm_FloatTensor:$logits, Bm_I64Tensor:$labels,
+                       0DTensorOf<[F32]>:$loss_grad);
+  let results = (outs Bm_FloatTensor:$logits_grad);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $loss_grad attr-dict `:` type($logits) `,`
+    type($labels) `,` type($loss_grad)
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,284 @@
+//===- StepProgram.cpp - bm functions -> runtime programs -----------------===//
+
+#include "compiler/codegen/StepProgram.h"
+
+#include "bm/BmOps.h"
+#include "bmrt/Executor.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <cstring>
+
+using namespace mlir;
+using mlir::bm::ConstantOp;
+
+namespace bm {
+namespace {
+
+/// Splat constants above this many elements become a `fill` at run time
+/// instead of their values in the program file (zero gradients of unused
+/// parameters, all-ones masks).
+constexpr int64_t kLargestInlineSplat = 16;
+
+llvm::Error failAt(Operation *op, const llvm::Twine &message) {
+  std::string where;
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    where = " (node '" + name.getName().str() + "')";
+  return llvm::createStringError(
+      "codegen: '" + op->getName().getStringRef().str() + "'" + where + ": " +
+      message.str());
+}
+
+std::optional<bmrt::DType> dtypeOf(Type element) {
+  if (element.isF32())
+    return bmrt::DType::F32;
+  if (element.isInteger(64))
+    return bmrt::DType::I64;
+  if (element.isInteger(32))
+    return bmrt::DType::I32;
+  if (element.isInteger(1))
+    return bmrt::DType::Bool;
+  return std::nullopt;
+}
+
+std::string typeText(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << type;
+  return text;
+}
+
+class Lowering {
+public:
+  Lowering(func::FuncOp func, bmrt::Program &program)
+      : func(func), program(program) {}
+
+  llvm::Error run() {
+    if (auto err = addArguments())
+      return err;
+    Block &body = func.getBody().front();
+    for (Operation &op : body.without_terminator())
+      if (auto err = lowerOp(&op))
+        return err;
+    return lowerResults(cast<func::ReturnOp>(body.getTerminator()));
+  }
+
+private:
+  /// A slot of `type`; `value` (may be null) then maps to it. `where` is
+  /// the op (or null for an argument) an error names.
+  llvm::Expected<int> addSlot(Type type, Value value, bmrt::SlotKind kind,
+                              std::string name, Operation *where) {
+    auto tensor = cast<RankedTensorType>(type);
+    std::optional<bmrt::DType> dtype = dtypeOf(tensor.getElementType());
+    if (!dtype) {
+      std::string problem = "has element type " +
+                            typeText(tensor.getElementType()) +
+                            ", which the runtime does not compute in (fp32, "
+                            "i64, i32, i1)";
+      if (where)
+        return failAt(where, problem);
+      return llvm::createStringError("codegen: argument '" + name + "' " +
+                                     problem);
+    }
+    bmrt::Slot slot;
+    slot.kind = kind;
+    slot.dtype = *dtype;
+    slot.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
+    slot.name = std::move(name);
+    program.slots.push_back(std::move(slot));
+    int index = static_cast<int>(program.slots.size()) - 1;
+    if (value)
+      slots[value] = index;
+    return index;
+  }
+  llvm::Expected<int> addSlot(Value value, bmrt::SlotKind kind,
+                              std::string name, Operation *where) {
+    return addSlot(value.getType(), value, kind, std::move(name), where);
+  }
+
+  llvm::Error addArguments() {
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      auto kindAttr = func.getArgAttrOfType<StringAttr>(i, "bm.kind");
+      auto nameAttr = func.getArgAttrOfType<StringAttr>(i, "bm.name");
+      StringRef kind = kindAttr ? kindAttr.getValue() : "input";
+      bmrt::SlotKind slotKind = kind == "parameter" ? bmrt::SlotKind::Param
+                                : kind == "label"   ? bmrt::SlotKind::Label
+                                                    : bmrt::SlotKind::Input;
+      std::string name = nameAttr ? nameAttr.getValue().str()
+                                  : "arg" + std::to_string(i);
+      if (auto slot = addSlot(func.getArgument(i), slotKind, name, nullptr);
+          !slot)
+        return slot.takeError();
+    }
+    return llvm::Error::success();
+  }
+
+  /// A constant's elements, converted to the slot's dtype.
+  llvm::Error lowerConstant(ConstantOp constant) {
+    auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (!dense)
+      return failAt(constant, "is not a dense constant");
+    auto type = cast<RankedTensorType>(constant.getType());
+    if (dense.isSplat() && type.getNumElements() > kLargestInlineSplat) {
+      auto slot = addSlot(constant.getResult(), bmrt::SlotKind::Value, "",
+                          constant);
+      if (!slot)
+        return slot.takeError();
+      bmrt::Instr fill;
+      fill.op = "fill";
+      fill.results = {*slot};
+      bmrt::Attr value;
+      value.kind = bmrt::Attr::Kind::Float;
+      value.f = isa<FloatType>(type.getElementType())
+                    ? dense.getSplatValue<APFloat>().convertToDouble()
+                    : double(dense.getSplatValue<APInt>().getSExtValue());
+      fill.attrs["value"] = value;
+      fill.comment = commentOf(constant);
+      program.instrs.push_back(std::move(fill));
+      return llvm::Error::success();
+    }
+    auto slot =
+        addSlot(constant.getResult(), bmrt::SlotKind::Const, "", constant);
+    if (!slot)
+      return slot.takeError();
+    bmrt::Slot &s = program.slots[*slot];
+    s.data.resize(s.bytes());
+    int64_t i = 0;
+    if (isa<FloatType>(type.getElementType())) {
+      for (APFloat v : dense.getValues<APFloat>()) {
+        float f = static_cast<float>(v.convertToDouble());
+        std::memcpy(s.data.data() + 4 * i++, &f, 4);
+      }
+      return llvm::Error::success();
+    }
+    for (APInt v : dense.getValues<APInt>()) {
+      int64_t x = v.getBitWidth() == 1 ? v.getZExtValue() : v.getSExtValue();
+      std::memcpy(s.data.data() + i++ * bmrt::sizeOf(s.dtype), &x,
+                  bmrt::sizeOf(s.dtype));
+    }
+    return llvm::Error::success();
+  }
+
+  static std::string commentOf(Operation *op) {
+    if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+      return name.getName().str();
+    return "";
+  }
+
+  /// The attributes the kernels read: integers (and booleans), floats,
+  /// integer arrays and strings. Annotations of earlier phases ("bm.*") are
+  /// not the kernel's business.
+  llvm::Error lowerAttrs(Operation *op, bmrt::Instr &instr) {
+    for (NamedAttribute named : op->getAttrs()) {
+      StringRef key = named.getName();
+      if (key.starts_with("bm."))
+        continue;
+      bmrt::Attr attr;
+      Attribute value = named.getValue();
+      if (auto b = dyn_cast<BoolAttr>(value)) {
+        attr.i = b.getValue();
+      } else if (auto i = dyn_cast<IntegerAttr>(value)) {
+        attr.i = i.getInt();
+      } else if (auto f = dyn_cast<FloatAttr>(value)) {
+        attr.kind = bmrt::Attr::Kind::Float;
+        attr.f = f.getValueAsDouble();
+      } else if (auto ints = dyn_cast<DenseI64ArrayAttr>(value)) {
+        attr.kind = bmrt::Attr::Kind::Ints;
+        attr.ints.assign(ints.asArrayRef().begin(), ints.asArrayRef().end());
+      } else if (auto s = dyn_cast<StringAttr>(value)) {
+        attr.kind = bmrt::Attr::Kind::String;
+        attr.s = s.getValue().str();
+      } else {
+        return failAt(op, "has attribute '" + key +
+                              "' of a kind the runtime cannot read");
+      }
+      instr.attrs[key.str()] = std::move(attr);
+    }
+    return llvm::Error::success();
+  }
+
+  llvm::Error lowerOp(Operation *op) {
+    if (auto constant = dyn_cast<ConstantOp>(op))
+      return lowerConstant(constant);
+    bmrt::Instr instr;
+    instr.op = op->getName().stripDialect().str();
+    if (!bmrt::findKernel(instr.op))
+      return failAt(op, "has no kernel in the runtime");
+    for (Value operand : op->getOperands())
+      instr.operands.push_back(slots.lookup(operand));
+    for (Value result : op->getResults()) {
+      auto slot = addSlot(result, bmrt::SlotKind::Value, "", op);
+      if (!slot)
+        return slot.takeError();
+      instr.results.push_back(*slot);
+    }
+    if (auto err = lowerAttrs(op, instr))
+      return err;
+    instr.comment = commentOf(op);
+    program.instrs.push_back(std::move(instr));
+    return llvm::Error::success();
+  }
+
+  /// A gradient slot for each `bm.grad_of` result: the instruction that
+  /// computes the value writes the gradient buffer directly when nothing
+  /// else claims its slot; otherwise a copy fills it.
+  llvm::Error lowerResults(func::ReturnOp ret) {
+    llvm::DenseMap<int, int> producer; // value slot -> instruction
+    for (size_t t = 0; t < program.instrs.size(); ++t)
+      for (int r : program.instrs[t].results)
+        producer[r] = static_cast<int>(t);
+    llvm::DenseSet<int> claimed;
+    for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+      int slot = slots.lookup(value);
+      auto gradOf = func.getResultAttrOfType<StringAttr>(index, "bm.grad_of");
+      auto kind = func.getResultAttrOfType<StringAttr>(index, "bm.kind");
+      if (!gradOf) {
+        if (kind && kind.getValue() == "loss")
+          program.loss = slot;
+        else
+          program.outputs.push_back(slot);
+        claimed.insert(slot);
+        continue;
+      }
+      bmrt::Slot &from = program.slots[slot];
+      auto it = producer.find(slot);
+      if (from.kind == bmrt::SlotKind::Value && it != producer.end() &&
+          !claimed.contains(slot)) {
+        from.kind = bmrt::SlotKind::Grad;
+        from.name = gradOf.getValue().str();
+        claimed.insert(slot);
+        continue;
+      }
+      auto grad = addSlot(value.getType(), Value(), bmrt::SlotKind::Grad,
+                          gradOf.getValue().str(), ret);
+      if (!grad)
+        return grad.takeError();
+      bmrt::Instr copy;
+      copy.op = "copy";
+      copy.operands = {slot};
+      copy.results = {*grad};
+      copy.comment = "gradient of " + gradOf.getValue().str();
+      program.instrs.push_back(std::move(copy));
+    }
+    return llvm::Error::success();
+  }
+
+  func::FuncOp func;
+  bmrt::Program &program;
+  llvm::DenseMap<Value, int> slots;
+};
+
+} // namespace
+
+llvm::Expected<bmrt::Program> lowerToProgram(func::FuncOp func,
+                                             llvm::StringRef model) {
+  bmrt::Program program;
+  program.model = model.str();
+  Lowering lowering(func, program);
+  if (auto err = lowering.run())
+    return std::move(err);
+  return program;
+}
+
+} // namespace bm

@@ -1,0 +1,81 @@
+//===- Executor.h - runs a step program on a device -------------*- C++ -*-===//
+//
+// Loads a Program onto a Device: parameters and gradients get persistent
+// buffers, constants are copied in once, and every intermediate value gets
+// a place in one activation arena, assigned by liveness (a value's bytes are
+// reused once its last reader has run), so the step allocates nothing.
+// run() enqueues every instruction's kernel on the device's compute stream.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMRT_EXECUTOR_H
+#define BMRT_EXECUTOR_H
+
+#include "bmrt/Device.h"
+#include "bmrt/Program.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace bmrt {
+
+class Executor;
+/// Runs one instruction's kernel.
+using KernelLauncher = void (*)(Executor &executor, const Instr &instr);
+
+/// The launcher of the kernel `op`, or null: the alphabetical table of every
+/// op a step program may name.
+KernelLauncher findKernel(const std::string &op);
+/// Every op name the table knows, sorted.
+std::vector<std::string> kernelNames();
+
+class Executor {
+public:
+  /// Checks that every instruction names a known kernel and places every
+  /// slot in device memory; throws bmrt::Error otherwise.
+  Executor(const Program &program, Device &device);
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  /// Runs every instruction in order, then waits for the device.
+  void run();
+  /// Runs instructions [begin, end) without waiting; for tests and tracing.
+  void runRange(size_t begin, size_t end);
+
+  const Program &program() const { return prog; }
+  Device &device() { return dev; }
+  Stream &stream() { return dev.computeStream(); }
+  /// The tensor of slot `index` in device memory.
+  const TensorView &view(int index) const { return views.at(index); }
+  /// The operand / result views of an instruction (null for an absent
+  /// optional operand).
+  const TensorView &operand(const Instr &instr, size_t i) const;
+  const TensorView *optionalOperand(const Instr &instr, size_t i) const;
+  const TensorView &result(const Instr &instr, size_t i) const;
+  /// Bytes of the activation arena (the liveness plan's peak).
+  size_t arenaBytes() const { return arenaSize; }
+
+private:
+  void placeSlots();
+  void placeValues();
+
+  const Program &prog;
+  Device &dev;
+  std::vector<TensorView> views;
+  void *arena = nullptr;
+  size_t arenaSize = 0;
+  /// Persistent allocations (pointer, bytes, kind) freed at destruction.
+  struct Allocation {
+    void *pointer;
+    size_t bytes;
+    MemoryKind kind;
+  };
+  std::vector<Allocation> owned;
+  std::vector<KernelLauncher> launchers;
+};
+
+} // namespace bmrt
+
+#endif // BMRT_EXECUTOR_H

@@ -1,0 +1,114 @@
+//===- Program.h - the step program a trainer runs --------------*- C++ -*-===//
+//
+// `bmc compile` writes the training step as a program file (step.bmp) that
+// the trainer loads: the compiler's last word and the runtime's only input
+// besides the plan and the weights. It is text, meant to be read:
+//
+//   bmc-step-program 1
+//   model gpt3-tiny
+//   slot %0 input i64[2,16] "input_ids"
+//   slot %1 param f32[512,64] "wte.weight"
+//   slot %2 grad f32[512,64] "wte.weight"
+//   slot %3 const i64[4] = 0 1 2 3
+//   slot %4 value f32[2,16,64]
+//   ...
+//   %4 = gather %1, %0 {axis=0}  # wte (Gather)
+//   ...
+//   loss %40
+//
+// (A forward-only program, for checking the model against a reference, ends
+// with `output %N` lines instead of `loss`.)
+// A slot is one tensor of the step: a graph input or label (filled by the
+// trainer's data), a parameter or its gradient (persistent, owned by the
+// trainer), a constant (its values in the file), or an intermediate value
+// (placed in one activation arena by liveness when the program is loaded).
+// An instruction names a kernel, its operand and result slots, attributes
+// and the ONNX node it came from. Instructions run in order.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMRT_PROGRAM_H
+#define BMRT_PROGRAM_H
+
+#include "bmrt/Tensor.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace bmrt {
+
+enum class SlotKind : uint8_t { Input, Label, Param, Grad, Const, Value };
+const char *nameOf(SlotKind kind);
+
+struct Slot {
+  SlotKind kind = SlotKind::Value;
+  DType dtype = DType::F32;
+  Shape shape;
+  /// The graph input's, label's or parameter's name (a gradient carries its
+  /// parameter's name).
+  std::string name;
+  /// A constant's elements, little-endian, numElements(shape) * sizeOf(dtype)
+  /// bytes.
+  std::vector<uint8_t> data;
+
+  int64_t bytes() const { return numElements(shape) * sizeOf(dtype); }
+};
+
+/// An attribute value: an integer (also booleans), a float, a list of
+/// integers or a string.
+struct Attr {
+  enum class Kind : uint8_t { Int, Float, Ints, String } kind = Kind::Int;
+  int64_t i = 0;
+  double f = 0;
+  std::vector<int64_t> ints;
+  std::string s;
+};
+
+struct Instr {
+  /// The kernel: a bm op's mnemonic ("matmul", "layer_norm_grad").
+  std::string op;
+  /// Slot indices; -1 for an optional operand that is absent.
+  std::vector<int> operands;
+  std::vector<int> results;
+  std::map<std::string, Attr> attrs;
+  /// Where it came from: the ONNX node, or what autodiff made it for.
+  std::string comment;
+
+  /// The attribute `name`; throws bmrt::Error if absent or of another kind.
+  int64_t getInt(const std::string &name) const;
+  double getFloat(const std::string &name) const;
+  const std::vector<int64_t> &getInts(const std::string &name) const;
+  const std::string &getString(const std::string &name) const;
+  int64_t getInt(const std::string &name, int64_t otherwise) const;
+};
+
+struct Program {
+  static constexpr int kVersion = 1;
+  std::string model;
+  std::vector<Slot> slots;
+  std::vector<Instr> instrs;
+  /// The scalar the step minimises; -1 in a forward-only program.
+  int loss = -1;
+  /// What a forward-only program computes (the model's outputs).
+  std::vector<int> outputs;
+
+  /// Slots of one kind, in slot order.
+  std::vector<int> slotsOf(SlotKind kind) const;
+  /// The gradient slot of each parameter slot (by name), or -1.
+  int gradientOf(int param) const;
+};
+
+/// The text form above. Printing then parsing gives the same program.
+std::string printProgram(const Program &program);
+/// Parses and checks a program: every slot defined once, operands defined
+/// before use, shapes of constants consistent. Throws bmrt::Error naming
+/// `source` and the line on anything malformed.
+Program parseProgram(const std::string &text, const std::string &source);
+/// Reads and parses a program file.
+Program loadProgram(const std::string &path);
+
+} // namespace bmrt
+
+#endif // BMRT_PROGRAM_H

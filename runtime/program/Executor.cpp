@@ -1,0 +1,156 @@
+//===- Executor.cpp - placing slots and running instructions --------------===//
+
+#include "bmrt/Executor.h"
+#include "bmrt/Error.h"
+
+#include <algorithm>
+
+namespace bmrt {
+
+static constexpr size_t kAlignment = 64;
+
+static size_t alignUp(size_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+Executor::Executor(const Program &program, Device &device)
+    : prog(program), dev(device) {
+  for (const Instr &instr : prog.instrs) {
+    KernelLauncher launcher = findKernel(instr.op);
+    BMRT_CHECK(launcher, "the step program uses op '" + instr.op +
+                             "', which this runtime has no kernel for");
+    launchers.push_back(launcher);
+  }
+  placeSlots();
+}
+
+Executor::~Executor() {
+  for (const Allocation &a : owned)
+    dev.deallocate(a.pointer, a.bytes, a.kind);
+}
+
+static MemoryKind memoryKindOf(SlotKind kind) {
+  switch (kind) {
+  case SlotKind::Param:
+    return MemoryKind::Parameters;
+  case SlotKind::Grad:
+    return MemoryKind::Gradients;
+  case SlotKind::Input:
+  case SlotKind::Label:
+  case SlotKind::Value:
+    return MemoryKind::Activations;
+  case SlotKind::Const:
+    return MemoryKind::Workspace;
+  }
+  return MemoryKind::Workspace;
+}
+
+void Executor::placeSlots() {
+  views.resize(prog.slots.size());
+  for (size_t i = 0; i < prog.slots.size(); ++i) {
+    const Slot &slot = prog.slots[i];
+    views[i].dtype = slot.dtype;
+    views[i].shape = slot.shape;
+    if (slot.kind == SlotKind::Value)
+      continue;
+    size_t bytes = alignUp(std::max<int64_t>(slot.bytes(), 1));
+    MemoryKind kind = memoryKindOf(slot.kind);
+    views[i].data = dev.allocate(bytes, kind);
+    owned.push_back({views[i].data, bytes, kind});
+    if (slot.kind == SlotKind::Const)
+      dev.copyToDevice(views[i].data, slot.data.data(), slot.bytes(),
+                       dev.computeStream());
+  }
+  placeValues();
+  dev.computeStream().synchronize();
+}
+
+/// Offsets in the arena by liveness: each value lives from the instruction
+/// that computes it to its last reader (the loss to the end); values whose
+/// lives overlap get disjoint bytes. Largest first, at the lowest offset
+/// that fits between the values already placed that overlap it in time.
+void Executor::placeValues() {
+  size_t n = prog.slots.size(), end = prog.instrs.size();
+  std::vector<size_t> first(n, end), last(n, 0);
+  for (size_t t = 0; t < prog.instrs.size(); ++t) {
+    for (int r : prog.instrs[t].results) {
+      first[r] = std::min(first[r], t);
+      last[r] = std::max(last[r], t);
+    }
+    for (int o : prog.instrs[t].operands)
+      if (o >= 0)
+        last[o] = std::max(last[o], t);
+  }
+  if (prog.loss >= 0)
+    last[prog.loss] = end;
+  for (int output : prog.outputs)
+    last[output] = end;
+
+  std::vector<int> values;
+  for (size_t i = 0; i < n; ++i)
+    if (prog.slots[i].kind == SlotKind::Value && first[i] < end)
+      values.push_back(static_cast<int>(i));
+  std::stable_sort(values.begin(), values.end(), [&](int a, int b) {
+    return prog.slots[a].bytes() > prog.slots[b].bytes();
+  });
+
+  struct Placed {
+    size_t offset, bytes, first, last;
+  };
+  std::vector<Placed> placed;
+  std::vector<size_t> offsets(n, 0);
+  for (int v : values) {
+    size_t bytes = alignUp(std::max<int64_t>(prog.slots[v].bytes(), 1));
+    std::vector<std::pair<size_t, size_t>> busy;
+    for (const Placed &p : placed)
+      if (p.first <= last[v] && first[v] <= p.last)
+        busy.push_back({p.offset, p.offset + p.bytes});
+    std::sort(busy.begin(), busy.end());
+    size_t offset = 0;
+    for (auto [lo, hi] : busy) {
+      if (offset + bytes <= lo)
+        break;
+      offset = std::max(offset, hi);
+    }
+    offsets[v] = offset;
+    placed.push_back({offset, bytes, first[v], last[v]});
+    arenaSize = std::max(arenaSize, offset + bytes);
+  }
+  if (arenaSize) {
+    arena = dev.allocate(arenaSize, MemoryKind::Activations);
+    owned.push_back({arena, arenaSize, MemoryKind::Activations});
+  }
+  for (int v : values)
+    views[v].data = static_cast<char *>(arena) + offsets[v];
+}
+
+const TensorView &Executor::operand(const Instr &instr, size_t i) const {
+  BMRT_CHECK(i < instr.operands.size() && instr.operands[i] >= 0,
+             "'" + instr.op + "' needs operand " + std::to_string(i));
+  return views[instr.operands[i]];
+}
+
+const TensorView *Executor::optionalOperand(const Instr &instr,
+                                            size_t i) const {
+  if (i >= instr.operands.size() || instr.operands[i] < 0)
+    return nullptr;
+  return &views[instr.operands[i]];
+}
+
+const TensorView &Executor::result(const Instr &instr, size_t i) const {
+  BMRT_CHECK(i < instr.results.size(),
+             "'" + instr.op + "' needs result " + std::to_string(i));
+  return views[instr.results[i]];
+}
+
+void Executor::runRange(size_t begin, size_t end) {
+  for (size_t t = begin; t < end && t < prog.instrs.size(); ++t)
+    launchers[t](*this, prog.instrs[t]);
+}
+
+void Executor::run() {
+  runRange(0, prog.instrs.size());
+  stream().synchronize();
+}
+
+} // namespace bmrt

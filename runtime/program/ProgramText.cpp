@@ -1,0 +1,573 @@
+//===- ProgramText.cpp - printing and parsing step programs ---------------===//
+//
+// The grammar, one statement per line ('#' starts a comment):
+//
+//   bmc-step-program VERSION
+//   model NAME
+//   slot %N KIND DTYPE[D0,D1,...] ["NAME"] [= V V V ...]
+//   %R[, %R...] = OP [%A|_ [, ...]] [{KEY=VALUE, ...}] [# COMMENT]
+//   loss %N        (or, in a forward-only program: output %N)
+//
+// VALUE is an integer, a float (with '.', 'e', "inf" or "nan"), a list
+// [1,2,3] or a "string". Floats print with 9 significant digits, which
+// round-trips every fp32 value.
+//
+//===----------------------------------------------------------------------===//
+
+#include "bmrt/Error.h"
+#include "bmrt/Program.h"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace bmrt {
+
+const char *nameOf(SlotKind kind) {
+  switch (kind) {
+  case SlotKind::Input:
+    return "input";
+  case SlotKind::Label:
+    return "label";
+  case SlotKind::Param:
+    return "param";
+  case SlotKind::Grad:
+    return "grad";
+  case SlotKind::Const:
+    return "const";
+  case SlotKind::Value:
+    return "value";
+  }
+  return "?";
+}
+
+static bool parseSlotKind(const std::string &name, SlotKind &kind) {
+  for (SlotKind k : {SlotKind::Input, SlotKind::Label, SlotKind::Param,
+                     SlotKind::Grad, SlotKind::Const, SlotKind::Value})
+    if (name == nameOf(k)) {
+      kind = k;
+      return true;
+    }
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// Instr and Program accessors
+//===----------------------------------------------------------------------===//
+
+static const Attr &attrOf(const Instr &instr, const std::string &name,
+                          Attr::Kind kind) {
+  auto it = instr.attrs.find(name);
+  BMRT_CHECK(it != instr.attrs.end(),
+             "'" + instr.op + "' has no attribute '" + name + "'");
+  BMRT_CHECK(it->second.kind == kind,
+             "attribute '" + name + "' of '" + instr.op + "' has another type");
+  return it->second;
+}
+
+int64_t Instr::getInt(const std::string &name) const {
+  return attrOf(*this, name, Attr::Kind::Int).i;
+}
+
+int64_t Instr::getInt(const std::string &name, int64_t otherwise) const {
+  return attrs.count(name) ? getInt(name) : otherwise;
+}
+
+double Instr::getFloat(const std::string &name) const {
+  auto it = attrs.find(name);
+  // An integral float attribute may have been printed as an integer.
+  if (it != attrs.end() && it->second.kind == Attr::Kind::Int)
+    return static_cast<double>(it->second.i);
+  return attrOf(*this, name, Attr::Kind::Float).f;
+}
+
+const std::vector<int64_t> &Instr::getInts(const std::string &name) const {
+  return attrOf(*this, name, Attr::Kind::Ints).ints;
+}
+
+const std::string &Instr::getString(const std::string &name) const {
+  return attrOf(*this, name, Attr::Kind::String).s;
+}
+
+std::vector<int> Program::slotsOf(SlotKind kind) const {
+  std::vector<int> found;
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (slots[i].kind == kind)
+      found.push_back(static_cast<int>(i));
+  return found;
+}
+
+int Program::gradientOf(int param) const {
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (slots[i].kind == SlotKind::Grad && slots[i].name == slots[param].name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+//===----------------------------------------------------------------------===//
+// Printing
+//===----------------------------------------------------------------------===//
+
+static std::string formatFloat(double value) {
+  if (std::isnan(value))
+    return "nan";
+  if (std::isinf(value))
+    return value > 0 ? "inf" : "-inf";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", value);
+  std::string s = text;
+  // Keep floats recognisable as floats.
+  if (s.find_first_of(".e") == std::string::npos)
+    s += ".0";
+  return s;
+}
+
+static std::string quote(const std::string &text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+static std::string formatAttr(const Attr &attr) {
+  switch (attr.kind) {
+  case Attr::Kind::Int:
+    return std::to_string(attr.i);
+  case Attr::Kind::Float:
+    return formatFloat(attr.f);
+  case Attr::Kind::Ints: {
+    std::string text = "[";
+    for (size_t i = 0; i < attr.ints.size(); ++i)
+      text += (i ? "," : "") + std::to_string(attr.ints[i]);
+    return text + "]";
+  }
+  case Attr::Kind::String:
+    return quote(attr.s);
+  }
+  return "";
+}
+
+static void printConstant(std::ostream &os, const Slot &slot) {
+  os << " =";
+  int64_t n = numElements(slot.shape);
+  const uint8_t *data = slot.data.data();
+  for (int64_t i = 0; i < n; ++i) {
+    switch (slot.dtype) {
+    case DType::F32: {
+      float v;
+      std::memcpy(&v, data + 4 * i, 4);
+      os << ' ' << formatFloat(v);
+      break;
+    }
+    case DType::I64: {
+      int64_t v;
+      std::memcpy(&v, data + 8 * i, 8);
+      os << ' ' << v;
+      break;
+    }
+    case DType::I32: {
+      int32_t v;
+      std::memcpy(&v, data + 4 * i, 4);
+      os << ' ' << v;
+      break;
+    }
+    case DType::Bool:
+      os << ' ' << int(data[i] != 0);
+      break;
+    }
+  }
+}
+
+static void printInstr(std::ostream &os, const Instr &instr) {
+  for (size_t i = 0; i < instr.results.size(); ++i)
+    os << (i ? ", %" : "%") << instr.results[i];
+  os << " = " << instr.op;
+  for (size_t i = 0; i < instr.operands.size(); ++i) {
+    os << (i ? ", " : " ");
+    if (instr.operands[i] < 0)
+      os << '_';
+    else
+      os << '%' << instr.operands[i];
+  }
+  if (!instr.attrs.empty()) {
+    os << " {";
+    bool first = true;
+    for (const auto &[key, value] : instr.attrs) {
+      os << (first ? "" : ", ") << key << '=' << formatAttr(value);
+      first = false;
+    }
+    os << '}';
+  }
+  if (!instr.comment.empty())
+    os << "  # " << instr.comment;
+  os << '\n';
+}
+
+std::string printProgram(const Program &program) {
+  std::ostringstream os;
+  os << "bmc-step-program " << Program::kVersion << '\n';
+  os << "model " << quote(program.model) << "\n\n";
+  for (size_t i = 0; i < program.slots.size(); ++i) {
+    const Slot &slot = program.slots[i];
+    os << "slot %" << i << ' ' << nameOf(slot.kind) << ' ' << nameOf(slot.dtype)
+       << formatShape(slot.shape);
+    if (!slot.name.empty())
+      os << ' ' << quote(slot.name);
+    if (slot.kind == SlotKind::Const)
+      printConstant(os, slot);
+    os << '\n';
+  }
+  os << '\n';
+  for (const Instr &instr : program.instrs)
+    printInstr(os, instr);
+  os << '\n';
+  if (program.loss >= 0)
+    os << "loss %" << program.loss << '\n';
+  for (int output : program.outputs)
+    os << "output %" << output << '\n';
+  return os.str();
+}
+
+//===----------------------------------------------------------------------===//
+// Parsing
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A cursor over one line, with errors that name the file and line.
+class LineParser {
+public:
+  LineParser(const std::string &text, const std::string &where)
+      : text(text), where(where) {}
+
+  [[noreturn]] void fail(const std::string &message) const {
+    BMRT_FAIL(where + ": " + message);
+  }
+  void skipSpaces() {
+    while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t'))
+      ++pos;
+  }
+  bool atEnd() {
+    skipSpaces();
+    return pos >= text.size() || text[pos] == '#';
+  }
+  bool consume(char c) {
+    skipSpaces();
+    if (pos < text.size() && text[pos] == c) {
+      ++pos;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c) {
+    if (!consume(c))
+      fail(std::string("expected '") + c + "'");
+  }
+  std::string word() {
+    skipSpaces();
+    size_t start = pos;
+    while (pos < text.size() &&
+           (std::isalnum(static_cast<unsigned char>(text[pos])) ||
+            text[pos] == '_' || text[pos] == '-' || text[pos] == '.' ||
+            text[pos] == '+'))
+      ++pos;
+    if (start == pos)
+      fail("expected a word");
+    return text.substr(start, pos - start);
+  }
+  int64_t integer() {
+    std::string w = word();
+    try {
+      size_t used = 0;
+      long long v = std::stoll(w, &used);
+      if (used != w.size())
+        fail("expected an integer, got '" + w + "'");
+      return v;
+    } catch (const std::logic_error &) {
+      fail("expected an integer, got '" + w + "'");
+    }
+  }
+  double number(bool &isFloat) {
+    std::string w = word();
+    isFloat = w.find_first_of(".eEn") != std::string::npos;
+    try {
+      size_t used = 0;
+      double v = isFloat ? std::stod(w, &used) : double(std::stoll(w, &used));
+      if (used != w.size())
+        fail("expected a number, got '" + w + "'");
+      return v;
+    } catch (const std::logic_error &) {
+      fail("expected a number, got '" + w + "'");
+    }
+  }
+  std::string quoted() {
+    skipSpaces();
+    expect('"');
+    std::string out;
+    while (pos < text.size() && text[pos] != '"') {
+      if (text[pos] == '\\' && pos + 1 < text.size())
+        ++pos;
+      out += text[pos++];
+    }
+    expect('"');
+    return out;
+  }
+  bool peekIs(char c) {
+    skipSpaces();
+    return pos < text.size() && text[pos] == c;
+  }
+  /// "%N" or, where `allowAbsent`, "_" (-1).
+  int slotRef(bool allowAbsent = false) {
+    if (allowAbsent && consume('_'))
+      return -1;
+    expect('%');
+    int64_t n = integer();
+    if (n < 0 || n > (1 << 30))
+      fail("slot %" + std::to_string(n) + " is out of range");
+    return static_cast<int>(n);
+  }
+  std::string rest() {
+    skipSpaces();
+    return pos < text.size() ? text.substr(pos) : "";
+  }
+
+private:
+  const std::string &text;
+  std::string where;
+  size_t pos = 0;
+};
+
+void parseTypedShape(LineParser &p, Slot &slot) {
+  std::string type = p.word();
+  if (!parseDType(type, slot.dtype))
+    p.fail("unknown element type '" + type + "'");
+  p.expect('[');
+  if (!p.consume(']')) {
+    do {
+      int64_t d = p.integer();
+      if (d < 0 || d > (int64_t(1) << 40))
+        p.fail("dimension " + std::to_string(d) + " is out of range");
+      slot.shape.push_back(d);
+    } while (p.consume(','));
+    p.expect(']');
+  }
+  // Refuse shapes whose element count or bytes would overflow.
+  double elements = 1;
+  for (int64_t d : slot.shape)
+    elements *= static_cast<double>(d);
+  if (elements * sizeOf(slot.dtype) > double(int64_t(1) << 50))
+    p.fail("tensor of " + formatShape(slot.shape) + " is too large");
+}
+
+void parseConstantValues(LineParser &p, Slot &slot) {
+  int64_t n = numElements(slot.shape);
+  slot.data.resize(n * sizeOf(slot.dtype));
+  for (int64_t i = 0; i < n; ++i) {
+    if (p.atEnd())
+      p.fail("constant has " + std::to_string(i) + " values, its shape " +
+             formatShape(slot.shape) + " needs " + std::to_string(n));
+    bool isFloat = false;
+    double v = p.number(isFloat);
+    uint8_t *at = slot.data.data() + i * sizeOf(slot.dtype);
+    switch (slot.dtype) {
+    case DType::F32: {
+      float f = static_cast<float>(v);
+      std::memcpy(at, &f, 4);
+      break;
+    }
+    case DType::I64: {
+      int64_t x = static_cast<int64_t>(v);
+      std::memcpy(at, &x, 8);
+      break;
+    }
+    case DType::I32: {
+      int32_t x = static_cast<int32_t>(v);
+      std::memcpy(at, &x, 4);
+      break;
+    }
+    case DType::Bool:
+      *at = v != 0;
+      break;
+    }
+  }
+  if (!p.atEnd())
+    p.fail("constant has more values than its shape " +
+           formatShape(slot.shape) + " holds");
+}
+
+void parseSlot(LineParser &p, Program &program) {
+  int index = p.slotRef();
+  if (index != static_cast<int>(program.slots.size()))
+    p.fail("slot %" + std::to_string(index) + " is out of order (expected %" +
+           std::to_string(program.slots.size()) + ")");
+  Slot slot;
+  std::string kind = p.word();
+  if (!parseSlotKind(kind, slot.kind))
+    p.fail("unknown slot kind '" + kind + "'");
+  parseTypedShape(p, slot);
+  if (p.peekIs('"'))
+    slot.name = p.quoted();
+  if (slot.kind == SlotKind::Const) {
+    p.expect('=');
+    parseConstantValues(p, slot);
+  }
+  if (!p.atEnd())
+    p.fail("unexpected text after the slot");
+  program.slots.push_back(std::move(slot));
+}
+
+Attr parseAttrValue(LineParser &p) {
+  Attr attr;
+  if (p.peekIs('"')) {
+    attr.kind = Attr::Kind::String;
+    attr.s = p.quoted();
+  } else if (p.consume('[')) {
+    attr.kind = Attr::Kind::Ints;
+    if (!p.consume(']')) {
+      do
+        attr.ints.push_back(p.integer());
+      while (p.consume(','));
+      p.expect(']');
+    }
+  } else {
+    bool isFloat = false;
+    double v = p.number(isFloat);
+    attr.kind = isFloat ? Attr::Kind::Float : Attr::Kind::Int;
+    if (isFloat)
+      attr.f = v;
+    else
+      attr.i = static_cast<int64_t>(v);
+  }
+  return attr;
+}
+
+void parseInstr(LineParser &p, Program &program, std::vector<bool> &defined) {
+  Instr instr;
+  do
+    instr.results.push_back(p.slotRef());
+  while (p.consume(','));
+  p.expect('=');
+  instr.op = p.word();
+  auto checkSlot = [&](int slot, const char *role) {
+    if (slot >= static_cast<int>(program.slots.size()))
+      p.fail(std::string(role) + " %" + std::to_string(slot) +
+             " is not a declared slot");
+  };
+  if (p.peekIs('%') || p.peekIs('_')) {
+    do {
+      int operand = p.slotRef(/*allowAbsent=*/true);
+      if (operand >= 0) {
+        checkSlot(operand, "operand");
+        if (!defined[operand])
+          p.fail("operand %" + std::to_string(operand) +
+                 " is used before it is computed");
+      }
+      instr.operands.push_back(operand);
+    } while (p.consume(','));
+  }
+  if (p.consume('{')) {
+    do {
+      std::string key = p.word();
+      p.expect('=');
+      instr.attrs[key] = parseAttrValue(p);
+    } while (p.consume(','));
+    p.expect('}');
+  }
+  if (p.consume('#'))
+    instr.comment = p.rest();
+  else if (!p.atEnd())
+    p.fail("unexpected text after the instruction");
+  for (int result : instr.results) {
+    checkSlot(result, "result");
+    SlotKind kind = program.slots[result].kind;
+    if (kind != SlotKind::Value && kind != SlotKind::Grad)
+      p.fail("result %" + std::to_string(result) + " is a " + nameOf(kind) +
+             " slot; only values and gradients are computed");
+    if (defined[result])
+      p.fail("slot %" + std::to_string(result) + " is computed twice");
+    defined[result] = true;
+  }
+  program.instrs.push_back(std::move(instr));
+}
+
+} // namespace
+
+Program parseProgram(const std::string &text, const std::string &source) {
+  Program program;
+  std::istringstream lines(text);
+  std::string line;
+  int number = 0;
+  bool sawHeader = false, sawLoss = false;
+  std::vector<bool> defined;
+  while (std::getline(lines, line)) {
+    ++number;
+    LineParser p(line, source + ":" + std::to_string(number));
+    if (p.atEnd())
+      continue;
+    if (!sawHeader) {
+      if (p.word() != "bmc-step-program")
+        p.fail("not a bmc step program (it must start with "
+               "'bmc-step-program VERSION')");
+      int64_t version = p.integer();
+      if (version != Program::kVersion)
+        p.fail("step program version " + std::to_string(version) +
+               " is not supported (this trainer reads version " +
+               std::to_string(Program::kVersion) + ")");
+      sawHeader = true;
+      continue;
+    }
+    if (p.peekIs('%')) {
+      if (defined.size() != program.slots.size()) {
+        defined.assign(program.slots.size(), false);
+        for (size_t i = 0; i < program.slots.size(); ++i)
+          defined[i] = program.slots[i].kind != SlotKind::Value &&
+                       program.slots[i].kind != SlotKind::Grad;
+      }
+      parseInstr(p, program, defined);
+      continue;
+    }
+    std::string keyword = p.word();
+    if (keyword == "model") {
+      program.model = p.quoted();
+    } else if (keyword == "slot") {
+      if (!program.instrs.empty())
+        p.fail("slots must come before the instructions");
+      parseSlot(p, program);
+    } else if (keyword == "loss" || keyword == "output") {
+      int slot = p.slotRef();
+      if (slot >= static_cast<int>(program.slots.size()))
+        p.fail(keyword + " %" + std::to_string(slot) + " is not a slot");
+      if (keyword == "loss")
+        program.loss = slot;
+      else
+        program.outputs.push_back(slot);
+      sawLoss = true;
+    } else {
+      p.fail("unknown statement '" + keyword + "'");
+    }
+  }
+  BMRT_CHECK(sawHeader, source + ": empty step program");
+  BMRT_CHECK(sawLoss,
+             source + ": the step program names no loss and no output");
+  for (size_t i = 0; i < program.slots.size(); ++i)
+    BMRT_CHECK(program.slots[i].kind != SlotKind::Grad ||
+                   (i < defined.size() && defined[i]),
+               source + ": gradient %" + std::to_string(i) + " of '" +
+                   program.slots[i].name + "' is never computed");
+  return program;
+}
+
+Program loadProgram(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  BMRT_CHECK(in, "cannot read the step program '" + path +
+                     "': " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parseProgram(text.str(), path);
+}
+
+} // namespace bmrt
