@@ -98,7 +98,8 @@ def BmAutodiffPass : Pass<"bm-autodiff", "::mlir::ModuleOp"> {
     Backward walks the forward ops in reverse and asks each op's gradient
     rule (GradientOpInterface) for its operands' gradients, summing where a
     value feeds several ops; an op with no rule is an error naming it.
-    Parameters no gradient reaches get zeros. The optimizer update is the
+    Parameters no gradient reaches (batch norm's running statistics) get
+    `bm.trainable = false` and no gradient result. The optimizer update is the
     runtime's (one fused kernel per parameter tensor), not IR.
   }];
   let dependentDialects = ["::mlir::bm::BmDialect"];
@@ -112,7 +113,8 @@ def BmVerifyTrainingStepPass : Pass<"bm-verify-training-step",
     Ends the autodiff phase (`bm-autodiff-phase`). Checks that @train_step
     exists, that its first result is a scalar float loss, that each other
     result is the gradient of one parameter argument (`bm.grad_of`, with
-    the parameter's type), that every float parameter has one, and that no
+    the parameter's type), that every float parameter not marked
+    `bm.trainable = false` has one, and that no
     collective is there yet.
   }];
 }

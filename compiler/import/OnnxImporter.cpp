@@ -42,31 +42,6 @@ std::string symbolicDimsText(const std::set<std::string> &names) {
   return "its symbolic dimensions: " + llvm::join(names, ", ");
 }
 
-/// External data must stay inside the model's folder: an attacker-supplied
-/// model must not make `bmc compile` read /etc/passwd. The location is
-/// checked as written (no absolute path, no ".." component) and after
-/// normalisation against the folder.
-bool externalLocationIsSafe(StringRef location, StringRef modelPath) {
-  if (location.empty() || location.starts_with("/") ||
-      location.starts_with("\\") || (location.size() > 1 && location[1] == ':'))
-    return false;
-  std::string slashed = location.str();
-  std::replace(slashed.begin(), slashed.end(), '\\', '/');
-  SmallVector<StringRef> parts;
-  StringRef(slashed).split(parts, '/');
-  for (StringRef part : parts)
-    if (part == "..")
-      return false;
-  SmallString<256> folder = llvm::sys::path::parent_path(modelPath);
-  if (folder.empty())
-    folder = ".";
-  SmallString<256> joined = folder;
-  llvm::sys::path::append(joined, location);
-  llvm::sys::path::remove_dots(joined, /*remove_dot_dot=*/true);
-  llvm::sys::path::remove_dots(folder, /*remove_dot_dot=*/true);
-  return StringRef(joined).starts_with(folder);
-}
-
 class GraphImporter {
 public:
   GraphImporter(MLIRContext &context, const onnx::ModelProto &model,
@@ -107,6 +82,31 @@ private:
 };
 
 } // namespace
+
+/// External data must stay inside the model's folder: an attacker-supplied
+/// model must not make `bmc compile` read /etc/passwd. The location is
+/// checked as written (no absolute path, no ".." component) and after
+/// normalisation against the folder.
+bool ::bm::externalLocationIsSafe(StringRef location, StringRef modelPath) {
+  if (location.empty() || location.starts_with("/") ||
+      location.starts_with("\\") || (location.size() > 1 && location[1] == ':'))
+    return false;
+  std::string slashed = location.str();
+  std::replace(slashed.begin(), slashed.end(), '\\', '/');
+  SmallVector<StringRef> parts;
+  StringRef(slashed).split(parts, '/');
+  for (StringRef part : parts)
+    if (part == "..")
+      return false;
+  SmallString<256> folder = llvm::sys::path::parent_path(modelPath);
+  if (folder.empty())
+    folder = ".";
+  SmallString<256> joined = folder;
+  llvm::sys::path::append(joined, location);
+  llvm::sys::path::remove_dots(joined, /*remove_dot_dot=*/true);
+  llvm::sys::path::remove_dots(folder, /*remove_dot_dot=*/true);
+  return StringRef(joined).starts_with(folder);
+}
 
 LogicalResult GraphImporter::readOpset() {
   for (const onnx::OperatorSetIdProto &id : model.opset_import())
@@ -294,7 +294,7 @@ GraphImporter::addParameters(SmallVectorImpl<Type> &argTypes,
           return fail(what + " has an invalid external data " + entry.key() +
                       " '" + entry.value() + "'");
       }
-      if (!externalLocationIsSafe(location, path))
+      if (!::bm::externalLocationIsSafe(location, path))
         return fail(what + " has external data location '" + location +
                     "' outside the model's folder; refusing to read it");
       attrs.push_back(

@@ -55,6 +55,12 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importOnnxModel(mlir::MLIRContext &context, const onnx::ModelProto &model,
                 llvm::StringRef path, const ImportOptions &options);
 
+/// Whether an initializer's external data `location` stays inside the
+/// folder of the model at `modelPath` (no absolute path, no ".." part): an
+/// untrusted model must not make bmc read outside its folder.
+bool externalLocationIsSafe(llvm::StringRef location,
+                            llvm::StringRef modelPath);
+
 /// The ONNX op types the importer lowers, sorted.
 std::vector<std::string> supportedOnnxOps();
 /// The ONNX op types the importer can evaluate on the host when all their

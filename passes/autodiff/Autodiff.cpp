@@ -189,14 +189,13 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main) {
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     if (!isParameter(step, i))
       continue;
-    Value param = step.getArgument(i);
-    Value grad = backward.gradientOf(param);
-    if (!grad)
-      grad = ConstantOp::create(
-          b, param.getLoc(),
-          DenseElementsAttr::get(typeOf(param),
-                                 b.getFloatAttr(typeOf(param).getElementType(),
-                                                0.0)));
+    Value grad = backward.gradientOf(step.getArgument(i));
+    if (!grad) {
+      // No gradient reaches it (batch norm's running statistics, an unused
+      // table): it is not trained, and the optimizer must not decay it.
+      step.setArgAttr(i, "bm.trainable", b.getBoolAttr(false));
+      continue;
+    }
     results.push_back(grad);
     resultAttrs.push_back(b.getDictionaryAttr(
         {b.getNamedAttr("bm.grad_of",

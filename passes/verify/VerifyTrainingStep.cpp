@@ -37,8 +37,10 @@ struct VerifyTrainingStepPass
       auto kind = step.getArgAttrOfType<StringAttr>(i, "bm.kind");
       auto name = step.getArgAttrOfType<StringAttr>(i, "bm.name");
       auto type = dyn_cast<RankedTensorType>(step.getArgument(i).getType());
+      auto trainable = step.getArgAttrOfType<BoolAttr>(i, "bm.trainable");
       if (kind && kind.getValue() == "parameter" && name && type &&
-          isa<FloatType>(type.getElementType()))
+          isa<FloatType>(type.getElementType()) &&
+          (!trainable || trainable.getValue()))
         params[name.getValue()] = type;
     }
     return params;
