@@ -1,1 +1,568 @@
-// Placeholder: filled in by the kernels work.
+//===- DataMovementKernels.cpp - transpose, gather, concat, slice, ... ----===//
+//
+// Kernels that move elements without looking inside them work on any dtype
+// through one instantiation per element width (Broadcast.h's
+// withElementWidth). Whole rows move with memcpy wherever the layout allows;
+// transposes that reorder the innermost dim go through cache-sized tiles.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Broadcast.h"
+
+#include "bmrt/Error.h"
+#include "bmrt/Kernels.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <type_traits>
+
+namespace bmrt::cpu {
+
+using namespace detail;
+
+namespace {
+
+/// An element's bytes at `index` of a tensor's storage.
+char *bytesAt(const TensorView &t, int64_t index) {
+  return static_cast<char *>(t.data) + index * sizeOf(t.dtype);
+}
+
+//===----------------------------------------------------------------------===//
+// Transpose
+//===----------------------------------------------------------------------===//
+
+/// A transpose on fewer dims: size-1 dims dropped, and input dims that stay
+/// adjacent and in order in the output merged into one. [B, T, H, D] ->
+/// [B, H, T, D] stays 4-D, but [B, T, H, D] -> [B, T, D, H] becomes a
+/// batched 2-D transpose [B*T, H, D] -> [B*T, D, H].
+struct TransposePlan {
+  Ints inDims; // the merged input dims
+  Ints perm;   // output dim i is merged input dim perm[i]
+};
+
+TransposePlan simplifyTranspose(const Shape &in, const Ints &perm) {
+  // Output order of the input dims that are not 1.
+  Ints order;
+  for (int64_t d : perm)
+    if (in[d] != 1)
+      order.push_back(d);
+  // Runs of consecutive input dims, in output order: [first, last].
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (int64_t d : order) {
+    if (!runs.empty() && runs.back().second + 1 == d)
+      runs.back().second = d;
+    else
+      runs.push_back({d, d});
+  }
+  // Number the runs in input order; the runs partition the non-1 dims.
+  std::vector<size_t> byInput(runs.size());
+  std::iota(byInput.begin(), byInput.end(), 0);
+  std::sort(byInput.begin(), byInput.end(),
+            [&](size_t a, size_t b) { return runs[a].first < runs[b].first; });
+  TransposePlan plan;
+  plan.perm.resize(runs.size());
+  for (size_t merged = 0; merged < byInput.size(); ++merged) {
+    auto [first, last] = runs[byInput[merged]];
+    int64_t size = 1;
+    for (int64_t d = first; d <= last; ++d)
+      size *= in[d];
+    plan.inDims.push_back(size);
+    plan.perm[byInput[merged]] = static_cast<int64_t>(merged);
+  }
+  return plan;
+}
+
+/// Each output row (the last output dim) is a contiguous run of the input.
+template <typename E>
+void transposeRows(const E *in, E *out, const Ints &outDims,
+                   const Ints &inStrideOfOut) {
+  int64_t rank = static_cast<int64_t>(outDims.size());
+  int64_t length = outDims.back();
+  int64_t rows = numElements(outDims) / length;
+#pragma omp parallel for schedule(static) if (rows * length > kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t offset = 0;
+    for (int64_t d = rank - 2, rest = r; d >= 0; --d) {
+      offset += (rest % outDims[d]) * inStrideOfOut[d];
+      rest /= outDims[d];
+    }
+    std::memcpy(out + r * length, in + offset, length * sizeof(E));
+  }
+}
+
+/// The input's contiguous dim lands at output dim p, not last: copy through
+/// kTile x kTile tiles of (output dim p, output's last dim), so that the
+/// strided side of the copy reuses each cache line it touches kTile times.
+template <typename E>
+void transposeTiled(const E *in, E *out, const Ints &outDims,
+                    const Ints &inStrideOfOut, int64_t p) {
+  constexpr int64_t kTile = 32;
+  int64_t rank = static_cast<int64_t>(outDims.size());
+  Ints outStrides = contiguousStrides(outDims);
+  // The other output dims index batches of independent 2-D transposes.
+  Ints batchDims, batchIn, batchOut;
+  for (int64_t d = 0; d < rank - 1; ++d)
+    if (d != p) {
+      batchDims.push_back(outDims[d]);
+      batchIn.push_back(inStrideOfOut[d]);
+      batchOut.push_back(outStrides[d]);
+    }
+  int64_t rowsP = outDims[p], cols = outDims[rank - 1];
+  int64_t outStrideP = outStrides[p], inStrideCol = inStrideOfOut[rank - 1];
+  int64_t tilesP = (rowsP + kTile - 1) / kTile;
+  int64_t tilesCol = (cols + kTile - 1) / kTile;
+  int64_t batches = numElements(batchDims);
+  int64_t tasks = batches * tilesP * tilesCol;
+  int64_t nb = static_cast<int64_t>(batchDims.size());
+#pragma omp parallel for schedule(static) if (batches * rowsP * cols >         \
+                                              kParallelGrain)
+  for (int64_t t = 0; t < tasks; ++t) {
+    int64_t tileCol = t % tilesCol, tileP = (t / tilesCol) % tilesP;
+    int64_t batch = t / (tilesCol * tilesP);
+    int64_t inBase = 0, outBase = 0;
+    for (int64_t d = nb - 1, rest = batch; d >= 0; --d) {
+      int64_t i = rest % batchDims[d];
+      rest /= batchDims[d];
+      inBase += i * batchIn[d];
+      outBase += i * batchOut[d];
+    }
+    int64_t i0 = tileP * kTile, i1 = std::min(rowsP, i0 + kTile);
+    int64_t j0 = tileCol * kTile, j1 = std::min(cols, j0 + kTile);
+    for (int64_t i = i0; i < i1; ++i) {
+      E *to = out + outBase + i * outStrideP;
+      const E *from = in + inBase + i;
+      for (int64_t j = j0; j < j1; ++j)
+        to[j] = from[j * inStrideCol];
+    }
+  }
+}
+
+template <typename E>
+void transposeTyped(const TensorView &x, const TensorView &y,
+                    const Ints &perm) {
+  if (x.size() == 0)
+    return;
+  TransposePlan plan = simplifyTranspose(x.shape, perm);
+  int64_t rank = static_cast<int64_t>(plan.perm.size());
+  const E *in = static_cast<const E *>(x.data);
+  E *out = static_cast<E *>(y.data);
+  // Nothing moves relative to anything else: the bytes are already right.
+  if (rank <= 1) {
+    std::memcpy(out, in, x.bytes());
+    return;
+  }
+  Ints inStrides = contiguousStrides(plan.inDims);
+  Ints outDims(rank), inStrideOfOut(rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    outDims[d] = plan.inDims[plan.perm[d]];
+    inStrideOfOut[d] = inStrides[plan.perm[d]];
+  }
+  if (plan.perm.back() == rank - 1)
+    return transposeRows(in, out, outDims, inStrideOfOut);
+  int64_t p = std::find(plan.perm.begin(), plan.perm.end(), rank - 1) -
+              plan.perm.begin();
+  transposeTiled(in, out, outDims, inStrideOfOut, p);
+}
+
+//===----------------------------------------------------------------------===//
+// Gather
+//===----------------------------------------------------------------------===//
+
+/// The indices as non-negative positions in a dim of size `dim`, checked
+/// here on one thread so that a bad one throws before any parallel work.
+Ints gatherPositions(const TensorView &indices, int64_t dim) {
+  Ints positions(indices.size());
+  auto load = [&](const auto *values) {
+    for (int64_t k = 0; k < indices.size(); ++k) {
+      int64_t value = static_cast<int64_t>(values[k]);
+      int64_t position = value < 0 ? value + dim : value;
+      if (position < 0 || position >= dim)
+        BMRT_FAIL("gather index " + std::to_string(value) +
+                  " is out of range for a dim of size " + std::to_string(dim));
+      positions[k] = position;
+    }
+  };
+  switch (indices.dtype) {
+  case DType::I64:
+    load(indices.i64());
+    break;
+  case DType::I32:
+    load(indices.i32());
+    break;
+  default:
+    BMRT_FAIL(std::string("gather indices must be i64 or i32, not ") +
+              nameOf(indices.dtype));
+  }
+  return positions;
+}
+
+/// Gathers single elements (axis is the last dim): one typed load each,
+/// not a memcpy call.
+template <typename E>
+void gatherElements(const TensorView &data, const Ints &positions,
+                    const TensorView &out, const AxisSplit &s) {
+  const E *in = static_cast<const E *>(data.data);
+  E *to = static_cast<E *>(out.data);
+  int64_t count = static_cast<int64_t>(positions.size());
+  int64_t total = s.outer * count;
+#pragma omp parallel for schedule(static) if (total > kParallelGrain)
+  for (int64_t t = 0; t < total; ++t)
+    to[t] = in[(t / count) * s.dim + positions[t % count]];
+}
+
+} // namespace
+
+void transpose(Stream &, const TensorView &x, const TensorView &y,
+               const Ints &perm) {
+  withElementWidth(x.dtype, [&](auto element) {
+    transposeTyped<decltype(element)>(x, y, perm);
+  });
+}
+
+void gather(Stream &, const TensorView &data, const TensorView &indices,
+            const TensorView &out, int64_t axis) {
+  AxisSplit s = splitAt(data.shape, axis);
+  Ints positions = gatherPositions(indices, s.dim);
+  if (s.inner == 1)
+    return withElementWidth(data.dtype, [&](auto element) {
+      gatherElements<decltype(element)>(data, positions, out, s);
+    });
+  int64_t count = static_cast<int64_t>(positions.size());
+  int64_t tasks = s.outer * count;
+  size_t rowBytes = s.inner * sizeOf(data.dtype);
+#pragma omp parallel for schedule(static) if (tasks * s.inner > kParallelGrain)
+  for (int64_t t = 0; t < tasks; ++t) {
+    int64_t o = t / count;
+    std::memcpy(bytesAt(out, t * s.inner),
+                bytesAt(data, (o * s.dim + positions[t % count]) * s.inner),
+                rowBytes);
+  }
+}
+
+void gatherGrad(Stream &, const TensorView &dy, const TensorView &indices,
+                const TensorView &ddata, int64_t axis) {
+  AxisSplit s = splitAt(ddata.shape, axis);
+  Ints positions = gatherPositions(indices, s.dim);
+  if (ddata.size() == 0)
+    return;
+  int64_t count = static_cast<int64_t>(positions.size());
+  // Each task owns one outer slice and one block of columns of ddata, so
+  // repeated indices accumulate without atomics and in a fixed order (the
+  // result does not depend on the thread count). An embedding's gradient
+  // (outer = 1) is split by columns alone.
+  int64_t threads = omp_get_max_threads();
+  int64_t blocks = std::clamp<int64_t>((threads + s.outer - 1) / s.outer, 1,
+                                       (s.inner + 15) / 16);
+  int64_t blockLength = (s.inner + blocks - 1) / blocks;
+  int64_t tasks = s.outer * blocks;
+  const float *g = dy.f32();
+  float *dd = ddata.f32();
+  int64_t work = s.outer * std::max(count, s.dim) * s.inner;
+#pragma omp parallel for schedule(static) if (work > kParallelGrain)
+  for (int64_t t = 0; t < tasks; ++t) {
+    int64_t o = t / blocks;
+    int64_t j0 = (t % blocks) * blockLength;
+    int64_t j1 = std::min(s.inner, j0 + blockLength);
+    if (j0 >= j1)
+      continue;
+    for (int64_t d = 0; d < s.dim; ++d)
+      std::fill(dd + (o * s.dim + d) * s.inner + j0,
+                dd + (o * s.dim + d) * s.inner + j1, 0.f);
+    for (int64_t n = 0; n < count; ++n) {
+      const float *from = g + (o * count + n) * s.inner;
+      float *to = dd + (o * s.dim + positions[n]) * s.inner;
+      for (int64_t j = j0; j < j1; ++j)
+        to[j] += from[j];
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Concat and split
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Concat and split move the same bytes in opposite directions: `whole` is
+/// the concatenation of `parts` along `axis`.
+void joinOrSplit(const TensorView &whole, const std::vector<TensorView> &parts,
+                 int64_t axis, bool join) {
+  AxisSplit s = splitAt(whole.shape, axis);
+  size_t element = sizeOf(whole.dtype);
+  int64_t k = static_cast<int64_t>(parts.size());
+  // Per part: its bytes per outer index, and where they sit in whole's.
+  std::vector<size_t> partBytes(k), partOffset(k);
+  size_t wholeRow = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    partOffset[i] = wholeRow;
+    partBytes[i] = parts[i].shape[axis] * s.inner * element;
+    wholeRow += partBytes[i];
+  }
+  int64_t tasks = s.outer * k;
+  char *base = static_cast<char *>(whole.data);
+#pragma omp parallel for schedule(static) if (whole.size() > kParallelGrain)
+  for (int64_t t = 0; t < tasks; ++t) {
+    int64_t o = t / k, i = t % k;
+    char *slot = base + o * wholeRow + partOffset[i];
+    char *part = static_cast<char *>(parts[i].data) + o * partBytes[i];
+    if (join)
+      std::memcpy(slot, part, partBytes[i]);
+    else
+      std::memcpy(part, slot, partBytes[i]);
+  }
+}
+
+} // namespace
+
+void concat(Stream &, const std::vector<TensorView> &inputs,
+            const TensorView &out, int64_t axis) {
+  joinOrSplit(out, inputs, axis, /*join=*/true);
+}
+
+void split(Stream &, const TensorView &x,
+           const std::vector<TensorView> &outputs, int64_t axis) {
+  joinOrSplit(x, outputs, axis, /*join=*/false);
+}
+
+//===----------------------------------------------------------------------===//
+// Slice and expand
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Moves between the strided window big[starts + i * strides] and the
+/// contiguous `small` (slice: into small; sliceGrad: into big).
+template <typename E>
+void sliceWindow(const TensorView &big, const TensorView &small,
+                 const Ints &starts, const Ints &strides, bool intoBig) {
+  E *b = static_cast<E *>(big.data);
+  E *s = static_cast<E *>(small.data);
+  int64_t rank = big.rank();
+  if (small.size() == 0)
+    return;
+  if (rank == 0) {
+    if (intoBig)
+      *b = *s;
+    else
+      *s = *b;
+    return;
+  }
+  Ints bigStrides = contiguousStrides(big.shape);
+  int64_t base = 0;
+  for (int64_t d = 0; d < rank; ++d)
+    base += starts[d] * bigStrides[d];
+  int64_t length = small.shape.back(), step = strides.back();
+  int64_t rows = small.size() / length;
+#pragma omp parallel for schedule(static) if (small.size() > kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t offset = base;
+    for (int64_t d = rank - 2, rest = r; d >= 0; --d) {
+      offset += (rest % small.shape[d]) * strides[d] * bigStrides[d];
+      rest /= small.shape[d];
+    }
+    E *window = b + offset;
+    E *row = s + r * length;
+    if (step == 1)
+      std::memcpy(intoBig ? window : row, intoBig ? row : window,
+                  length * sizeof(E));
+    else if (intoBig)
+      for (int64_t j = 0; j < length; ++j)
+        window[j * step] = row[j];
+    else
+      for (int64_t j = 0; j < length; ++j)
+        row[j] = window[j * step];
+  }
+}
+
+template <typename E>
+void expandTyped(const TensorView &x, const TensorView &y) {
+  BroadcastPlan<1> plan = planBroadcast<1>(y.shape, {&x.shape});
+  const E *in = static_cast<const E *>(x.data);
+  E *out = static_cast<E *>(y.data);
+  bool steps = plan.steps(0);
+  forEachPiece(plan, [&](int64_t o, const std::array<int64_t, 1> &offsets,
+                         int64_t count) {
+    if (steps)
+      std::memcpy(out + o, in + offsets[0], count * sizeof(E));
+    else
+      std::fill_n(out + o, count, in[offsets[0]]);
+  });
+}
+
+} // namespace
+
+void slice(Stream &, const TensorView &x, const TensorView &y,
+           const Ints &starts, const Ints &strides) {
+  withElementWidth(x.dtype, [&](auto element) {
+    sliceWindow<decltype(element)>(x, y, starts, strides, /*intoBig=*/false);
+  });
+}
+
+void sliceGrad(Stream &stream, const TensorView &dy, const TensorView &dx,
+               const Ints &starts, const Ints &strides) {
+  fill(stream, dx, 0.0);
+  withElementWidth(dx.dtype, [&](auto element) {
+    sliceWindow<decltype(element)>(dx, dy, starts, strides, /*intoBig=*/true);
+  });
+}
+
+void expand(Stream &, const TensorView &x, const TensorView &y) {
+  withElementWidth(x.dtype,
+                   [&](auto element) { expandTyped<decltype(element)>(x, y); });
+}
+
+//===----------------------------------------------------------------------===//
+// Trilu, iota, one-hot
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+template <typename E>
+void triluTyped(const TensorView &x, const TensorView &y, int64_t k,
+                bool upper) {
+  int64_t rank = x.rank();
+  int64_t m = x.shape[rank - 2], n = x.shape[rank - 1];
+  if (x.size() == 0)
+    return;
+  int64_t rows = x.size() / n;
+  // A diagonal beyond the matrix keeps all or nothing; clamping k first
+  // keeps i + k from overflowing.
+  k = std::clamp(k, -(m + 1), n + 1);
+  const E *in = static_cast<const E *>(x.data);
+  E *out = static_cast<E *>(y.data);
+#pragma omp parallel for schedule(static) if (x.size() > kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t i = r % m;
+    // Row i keeps columns [first, end).
+    int64_t first = upper ? std::clamp(i + k, int64_t(0), n) : 0;
+    int64_t end = upper ? n : std::clamp(i + k + 1, int64_t(0), n);
+    const E *from = in + r * n;
+    E *to = out + r * n;
+    std::fill(to, to + first, E(0));
+    if (end > first)
+      std::memcpy(to + first, from + first, (end - first) * sizeof(E));
+    std::fill(to + std::max(first, end), to + n, E(0));
+  }
+}
+
+/// `value` as a T: Bool is value != 0.
+template <typename T> T valueAs(double value) {
+  if constexpr (std::is_same_v<T, uint8_t>)
+    return value != 0;
+  else
+    return static_cast<T>(value);
+}
+
+/// Each index as a position in [0, depth), or -1 (a row of off_value) for
+/// one outside [-depth, depth).
+Ints oneHotPositions(const TensorView &indices, int64_t depth) {
+  Ints positions(indices.size());
+  auto load = [&](const auto *values) {
+    for (int64_t k = 0; k < indices.size(); ++k) {
+      // Float indices truncate, as ONNX casts them.
+      int64_t v = static_cast<int64_t>(values[k]);
+      positions[k] = v < -depth || v >= depth ? -1 : (v < 0 ? v + depth : v);
+    }
+  };
+  switch (indices.dtype) {
+  case DType::I64:
+    load(indices.i64());
+    break;
+  case DType::I32:
+    load(indices.i32());
+    break;
+  case DType::F32:
+    load(indices.f32());
+    break;
+  case DType::Bool:
+    load(indices.boolean());
+    break;
+  }
+  return positions;
+}
+
+template <typename T>
+void oneHotTyped(const Ints &positions, const TensorView &out, int64_t depth,
+                 int64_t inner, double onValue, double offValue) {
+  T on = valueAs<T>(onValue), off = valueAs<T>(offValue);
+  T *to = static_cast<T *>(out.data);
+  int64_t rows = out.size() / std::max<int64_t>(inner, 1);
+  // Output row (o, d) holds, for each inner position i, whether index
+  // (o, i) is d: written in output order, one pass.
+#pragma omp parallel for schedule(static) if (out.size() > kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t o = r / depth, d = r % depth;
+    const int64_t *p = positions.data() + o * inner;
+    T *row = to + r * inner;
+    for (int64_t i = 0; i < inner; ++i)
+      row[i] = p[i] == d ? on : off;
+  }
+}
+
+} // namespace
+
+void trilu(Stream &, const TensorView &x, const TensorView &y, int64_t k,
+           bool upper) {
+  BMRT_CHECK(x.rank() >= 2, "trilu needs a tensor of rank 2 or more, not " +
+                                formatShape(x.shape));
+  withElementWidth(x.dtype, [&](auto element) {
+    triluTyped<decltype(element)>(x, y, k, upper);
+  });
+}
+
+void iota(Stream &, const TensorView &out, double start, double delta) {
+  auto run = [&](auto *to, auto at) {
+    forEachChunk(out.size(), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        to[i] = at(i);
+    });
+  };
+  switch (out.dtype) {
+  case DType::F32:
+    // In double, so that start + i * delta rounds once.
+    return run(out.f32(),
+               [&](int64_t i) { return float(start + double(i) * delta); });
+  case DType::I64: {
+    // Integer arithmetic: exact for every i.
+    int64_t s = static_cast<int64_t>(start), d = static_cast<int64_t>(delta);
+    return run(out.i64(), [=](int64_t i) { return s + i * d; });
+  }
+  case DType::I32: {
+    int64_t s = static_cast<int64_t>(start), d = static_cast<int64_t>(delta);
+    return run(out.i32(), [=](int64_t i) { return int32_t(s + i * d); });
+  }
+  case DType::Bool:
+    break;
+  }
+  BMRT_FAIL(std::string("iota cannot fill ") + nameOf(out.dtype));
+}
+
+void oneHot(Stream &, const TensorView &indices, const TensorView &out,
+            int64_t depth, int64_t axis, double onValue, double offValue) {
+  Ints positions = oneHotPositions(indices, depth);
+  // Indices [outer..., inner...] split at axis; out is [outer, depth, inner].
+  int64_t inner = 1;
+  for (int64_t d = axis; d < indices.rank(); ++d)
+    inner *= indices.shape[d];
+  if (out.size() == 0)
+    return;
+  switch (out.dtype) {
+  case DType::F32:
+    return oneHotTyped<float>(positions, out, depth, inner, onValue, offValue);
+  case DType::I64:
+    return oneHotTyped<int64_t>(positions, out, depth, inner, onValue,
+                                offValue);
+  case DType::I32:
+    return oneHotTyped<int32_t>(positions, out, depth, inner, onValue,
+                                offValue);
+  case DType::Bool:
+    return oneHotTyped<uint8_t>(positions, out, depth, inner, onValue,
+                                offValue);
+  }
+}
+
+} // namespace bmrt::cpu
