@@ -13,9 +13,7 @@
 
 namespace bm {
 
-/// Runs the passes `build` adds on `module`; a failure is one error, `what`
-/// and the first diagnostic.
-static llvm::Error
+llvm::Error
 runPipeline(mlir::ModuleOp module,
             llvm::function_ref<void(mlir::OpPassManager &)> build,
             llvm::StringRef what) {

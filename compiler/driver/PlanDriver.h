@@ -17,6 +17,7 @@
 #include "passes/plan/TrainingConfig.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
@@ -45,6 +46,12 @@ struct ModelForPlanning {
 llvm::Expected<ModelForPlanning>
 loadModelForPlanning(mlir::MLIRContext &context, llvm::StringRef path,
                      ImportOptions options);
+
+/// Runs the passes `build` adds on `module`; a failure is one error: `what`
+/// and the first diagnostic.
+llvm::Error runPipeline(mlir::ModuleOp module,
+                        llvm::function_ref<void(mlir::OpPassManager &)> build,
+                        llvm::StringRef what);
 
 /// Searches the best plan; when dp, tp and pp are all fixed, evaluates that
 /// configuration instead (and returns it even if it does not fit, so users

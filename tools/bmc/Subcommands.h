@@ -36,6 +36,7 @@ struct Subcommand {
   SubcommandFn run;
 };
 
+int runCompile(llvm::ArrayRef<llvm::StringRef> args);
 int runImport(llvm::ArrayRef<llvm::StringRef> args);
 int runPlan(llvm::ArrayRef<llvm::StringRef> args);
 

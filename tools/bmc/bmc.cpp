@@ -24,6 +24,8 @@ namespace {
 
 // Alphabetical.
 const Subcommand kSubcommands[] = {
+    {"compile", "plan, differentiate and build a trainer (OUT/trainer)",
+     runCompile},
     {"import", "ONNX model -> bm dialect MLIR, for inspection", runImport},
     {"plan", "search the parallel training plan for N GPUs", runPlan},
 };

@@ -1,0 +1,124 @@
+//===- CompileDriver.cpp - phases 1 to 7 for `bmc compile` ----------------===//
+
+#include "compiler/driver/CompileDriver.h"
+
+#include "compiler/codegen/StepProgram.h"
+#include "passes/Passes.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SHA256.h"
+
+namespace bm {
+
+const char *nameOf(TrainingTask task) {
+  switch (task) {
+  case TrainingTask::LanguageModel:
+    return "language-model";
+  case TrainingTask::Classifier:
+    return "classifier";
+  case TrainingTask::OwnLoss:
+    return "own-loss";
+  }
+  return "?";
+}
+
+namespace {
+
+llvm::Expected<std::string> hashFile(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return llvm::createStringError("cannot read '" + path +
+                                   "': " + buffer.getError().message());
+  llvm::SHA256 hasher;
+  hasher.update(llvm::arrayRefFromStringRef((*buffer)->getBuffer()));
+  return llvm::toHex(hasher.final(), /*LowerCase=*/true);
+}
+
+/// Language model when an integer input has the labels' shape (the labels
+/// are that stream's next tokens), classifier otherwise.
+TrainingTask taskOf(mlir::func::FuncOp step) {
+  mlir::Type labels;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto kind = step.getArgAttrOfType<mlir::StringAttr>(i, "bm.kind");
+    if (kind && kind.getValue() == "label")
+      labels = step.getArgument(i).getType();
+  }
+  if (!labels)
+    return TrainingTask::OwnLoss;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto kind = step.getArgAttrOfType<mlir::StringAttr>(i, "bm.kind");
+    if (kind && kind.getValue() == "input" &&
+        step.getArgument(i).getType() == labels)
+      return TrainingTask::LanguageModel;
+  }
+  return TrainingTask::Classifier;
+}
+
+llvm::Expected<plan::Plan> planOneDevice(mlir::MLIRContext &context,
+                                         const CompileOptions &options) {
+  if (options.training.gpus != 1)
+    return llvm::createStringError(
+        "bmc compile runs on one device for now; --gpus " +
+        std::to_string(options.training.gpus) +
+        " needs the parallel compiler (partitioning and MPI), which is not "
+        "built yet");
+  auto cluster = cost::loadCluster(options.cluster);
+  if (!cluster)
+    return cluster.takeError();
+  auto planning = loadModelForPlanning(context, options.model, options.import);
+  if (!planning)
+    return planning.takeError();
+  return planModel(planning->graph, *cluster, options.training);
+}
+
+} // namespace
+
+llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
+                                           const CompileOptions &options) {
+  CompiledModel compiled;
+  auto plan = planOneDevice(context, options);
+  if (!plan)
+    return plan.takeError();
+  compiled.plan = std::move(*plan);
+
+  ImportOptions importOptions = options.import;
+  importOptions.batchSize = compiled.plan.config.microBatch;
+  auto module = importOnnxFile(context, options.model, importOptions);
+  if (!module)
+    return module.takeError();
+  auto main = (*module)->lookupSymbol<mlir::func::FuncOp>("main");
+
+  if (options.initSeed) {
+    compiled.parameters = initialiseParameters(main, *options.initSeed);
+  } else {
+    auto params = readParameters(options.model, main);
+    if (!params)
+      return params.takeError();
+    compiled.parameters = std::move(*params);
+  }
+
+  if (llvm::Error err =
+          runPipeline(**module, mlir::bm::buildAutodiffPhase, "autodiff"))
+    return std::move(err);
+  auto step = (*module)->lookupSymbol<mlir::func::FuncOp>("train_step");
+  compiled.task = taskOf(step);
+  std::string name = compiled.plan.modelName;
+  auto stepProgram = lowerToProgram(step, name);
+  if (!stepProgram)
+    return stepProgram.takeError();
+  compiled.step = std::move(*stepProgram);
+  auto forwardProgram = lowerToProgram(main, name);
+  if (!forwardProgram)
+    return forwardProgram.takeError();
+  compiled.forward = std::move(*forwardProgram);
+
+  auto hash = hashFile(options.model);
+  if (!hash)
+    return hash.takeError();
+  compiled.modelHash = *hash;
+  return compiled;
+}
+
+} // namespace bm

@@ -1,0 +1,206 @@
+//===- Feeder.cpp - fills the step's inputs and labels --------------------===//
+
+#include "Feeder.h"
+
+#include "bmrt/Error.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace bmrt {
+namespace {
+
+constexpr int64_t kSyntheticClasses = 10;
+
+/// The classes of the step's cross-entropy (the vocabulary of a language
+/// model), or 0 when the model brings its own loss.
+int64_t lossClasses(const Program &program) {
+  for (const Instr &instr : program.instrs)
+    if (instr.op == "cross_entropy")
+      return program.slots[instr.operands[0]].shape.back();
+  return 0;
+}
+
+/// Writes host values into a slot of the device.
+template <typename T>
+void upload(Executor &executor, int slot, const std::vector<T> &host) {
+  const TensorView &view = executor.view(slot);
+  executor.device().copyToDevice(view.data, host.data(), view.bytes(),
+                                 executor.stream());
+}
+
+} // namespace
+
+Feeder::Feeder(const Program &program, Executor &executor,
+               const std::string &task, const TrainerOptions &options)
+    : program(program), executor(executor), noise(options.seed ^ 0x5eed) {
+  lm = task == "language-model";
+  classes = lossClasses(program);
+  std::vector<int> labelSlots = program.slotsOf(SlotKind::Label);
+  labels = labelSlots.empty() ? -1 : labelSlots.front();
+  for (int slot : program.slotsOf(SlotKind::Input)) {
+    if (lm && labels >= 0 && program.slots[slot].dtype == DType::I64 &&
+        program.slots[slot].shape == program.slots[labels].shape)
+      target = slot;
+    else
+      others.push_back(slot);
+  }
+  // The target stream is the last integer input shaped like the labels; any
+  // earlier one (T5's encoder ids) is another input.
+  if (lm)
+    BMRT_CHECK(target >= 0, "a language-model step needs an integer input "
+                            "shaped like its labels");
+  if (!lm && labels >= 0) {
+    std::vector<int> floats;
+    for (int slot : others)
+      if (program.slots[slot].dtype == DType::F32)
+        floats.push_back(slot);
+    BMRT_CHECK(floats.size() == 1, "a classifier step needs one float input "
+                                   "(the images), it has " +
+                                       std::to_string(floats.size()));
+    image = floats.front();
+    others.erase(std::find(others.begin(), others.end(), image));
+  }
+  if (!options.data.empty()) {
+    BMRT_CHECK(lm, "--data is a token file for language models; this model "
+                   "is a " + task + " and trains on the synthetic task");
+    TokenType type = TokenType::U16;
+    BMRT_CHECK(parseTokenType(options.dataType, type),
+               "--data-type must be uint16 or int32, got '" +
+                   options.dataType + "'");
+    file.emplace(options.data, type);
+    file->checkVocab(classes);
+  } else if (lm) {
+    language.emplace(classes, options.seed);
+  } else if (labels >= 0) {
+    // Ten classes (or fewer) of the model's: a task a tiny model visibly
+    // learns within a minute, which a thousand classes of a few samples
+    // each per step is not.
+    images.emplace(std::min<int64_t>(classes, kSyntheticClasses), options.seed);
+  }
+  items = labels >= 0 ? numElements(program.slots[labels].shape) : 1;
+}
+
+std::string Feeder::describe() const {
+  if (file)
+    return "data: tokens of '" + file->path() + "' (" +
+           std::to_string(file->size()) + " tokens)";
+  if (language)
+    return "data: synthetic next-token task (vocabulary " +
+           std::to_string(classes) + ")";
+  if (images)
+    return "data: synthetic classification task (" +
+           std::to_string(images->classes()) + " of the model's " +
+           std::to_string(classes) + " classes)";
+  return "data: synthetic inputs";
+}
+
+void Feeder::fill() {
+  // Noise for the inputs no task fills follows the task's RNG, so that a
+  // checkpoint's data state covers it.
+  if (language || images)
+    noise.setState(rngState() ^ 0x9e3779b97f4a7c15ull);
+  if (lm)
+    fillLanguageModel();
+  else if (labels >= 0)
+    fillClassifier();
+  for (int slot : others)
+    fillOther(slot);
+  executor.stream().synchronize();
+}
+
+void Feeder::fillLanguageModel() {
+  const Shape &shape = program.slots[labels].shape;
+  int64_t n = numElements(shape);
+  std::vector<int64_t> inputs(n), targets(n);
+  if (language) {
+    language->fillBatch(inputs.data(), targets.data(), shape);
+  } else {
+    int64_t length = shape.back();
+    row.resize(length + 1);
+    for (int64_t r = 0; r < n / length; ++r) {
+      file->next(row.data(), length + 1);
+      std::copy(row.begin(), row.end() - 1, inputs.begin() + r * length);
+      std::copy(row.begin() + 1, row.end(), targets.begin() + r * length);
+    }
+  }
+  upload(executor, target, inputs);
+  upload(executor, labels, targets);
+}
+
+void Feeder::fillClassifier() {
+  const Shape &shape = program.slots[image].shape;
+  std::vector<float> pixels(numElements(shape));
+  std::vector<int64_t> classesOf(numElements(program.slots[labels].shape));
+  images->fill(pixels.data(), classesOf.data(), shape);
+  upload(executor, image, pixels);
+  upload(executor, labels, classesOf);
+}
+
+int64_t Feeder::idBound(int slot) const {
+  int64_t bound = classes > 0 ? classes : INT64_MAX;
+  for (const Instr &instr : program.instrs)
+    if (instr.op == "gather" && instr.operands.size() == 2 &&
+        instr.operands[1] == slot)
+      bound = std::min(bound, program.slots[instr.operands[0]]
+                                  .shape[instr.getInt("axis")]);
+  return bound == INT64_MAX ? 2 : bound;
+}
+
+/// Inputs other than the data stream and the images: more tokens for
+/// integer inputs (an encoder's ids), N(0, 1) for float ones, drawn so that
+/// the data's position and RNG state alone reproduce them.
+void Feeder::fillOther(int slot) {
+  const Slot &s = program.slots[slot];
+  int64_t n = numElements(s.shape);
+  if (s.dtype == DType::I64) {
+    std::vector<int64_t> ids(n);
+    if (file) {
+      file->next(ids.data(), n);
+    } else if (language && idBound(slot) >= classes) {
+      language->sample(ids.data(), s.shape);
+    } else {
+      uint64_t bound = static_cast<uint64_t>(idBound(slot));
+      for (int64_t &id : ids)
+        id = static_cast<int64_t>(noise.below(bound));
+    }
+    upload(executor, slot, ids);
+    return;
+  }
+  BMRT_CHECK(s.dtype == DType::F32, "input '" + s.name + "' is " +
+                                        nameOf(s.dtype) +
+                                        "; the trainer fills i64 and f32 inputs");
+  std::vector<float> values(n);
+  for (float &v : values) {
+    // Box-Muller from two uniforms.
+    double u = std::max(noise.uniform(), 1e-12), w = noise.uniform();
+    v = static_cast<float>(std::sqrt(-2 * std::log(u)) *
+                           std::cos(2 * M_PI * w));
+  }
+  upload(executor, slot, values);
+}
+
+uint64_t Feeder::rngState() const {
+  if (language)
+    return language->rngState();
+  if (images)
+    return images->rngState();
+  return noise.state();
+}
+
+DataState Feeder::state() const {
+  return {file ? file->position() : 0, rngState()};
+}
+
+void Feeder::restore(const DataState &state) {
+  if (file)
+    file->setPosition(state.position);
+  if (language)
+    language->setRngState(state.rngState);
+  else if (images)
+    images->setRngState(state.rngState);
+  else
+    noise.setState(state.rngState);
+}
+
+} // namespace bmrt

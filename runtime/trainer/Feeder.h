@@ -1,0 +1,66 @@
+//===- Feeder.h - fills the step's inputs and labels ------------*- C++ -*-===//
+//
+// Each micro-batch, the feeder writes the step program's input and label
+// slots from the data: a token file (language models: each row is the next
+// length + 1 tokens, labels shifted by one) or the synthetic tasks of
+// Data.h. Its position is part of a checkpoint, so a resumed run sees the
+// same data as one that never stopped.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMRT_TRAINER_FEEDER_H
+#define BMRT_TRAINER_FEEDER_H
+
+#include "Data.h"
+#include "TrainerOptions.h"
+#include "TrainingState.h"
+
+#include "bmrt/Executor.h"
+
+#include <memory>
+#include <optional>
+
+namespace bmrt {
+
+class Feeder {
+public:
+  /// `task` is trainer.json's: language-model, classifier or own-loss.
+  Feeder(const Program &program, Executor &executor, const std::string &task,
+         const TrainerOptions &options);
+
+  /// Writes the next micro-batch into the input and label slots.
+  void fill();
+  /// Tokens (language models) or samples per micro-batch, and their name.
+  int64_t itemsPerMicroBatch() const { return items; }
+  const char *itemName() const { return lm ? "tokens" : "samples"; }
+  /// "synthetic next-token task (vocabulary 512)", "tokens of 'x.bin'".
+  std::string describe() const;
+
+  /// Where the data stands: the token file's position and the RNG state.
+  DataState state() const;
+  void restore(const DataState &state);
+
+private:
+  void fillLanguageModel();
+  void fillClassifier();
+  void fillOther(int slot);
+  /// Ids of an integer input must index the tables it is gathered from.
+  int64_t idBound(int slot) const;
+  uint64_t rngState() const;
+
+  const Program &program;
+  Executor &executor;
+  bool lm = false;
+  int labels = -1, target = -1, image = -1;
+  int64_t classes = 0, items = 0;
+  std::vector<int> others;
+  std::optional<TokenFile> file;
+  std::optional<SyntheticLanguage> language;
+  std::optional<SyntheticClassification> images;
+  Rng noise;
+  std::vector<int64_t> row;
+};
+
+} // namespace bmrt
+
+#endif // BMRT_TRAINER_FEEDER_H

@@ -1,0 +1,77 @@
+//===- ForwardMain.cpp - `bmrt-forward`: run a compiled forward model -----===//
+//
+//   bmrt-forward DIR INPUTS.safetensors OUTPUTS.safetensors
+//
+// Runs DIR/forward.bmp (what `bmc compile` wrote beside the trainer) with
+// DIR/params.safetensors on the inputs of INPUTS (by graph input name) and
+// writes the model's outputs ("output0", ...). The tests compare it with
+// onnxruntime on the same ONNX file; it is a developer tool, not part of a
+// training run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/checkpoint/Safetensors.h"
+
+#include "bmrt/Error.h"
+#include "bmrt/Executor.h"
+#include "bmrt/Kernels.h"
+
+#include <cstdio>
+#include <cstring>
+
+namespace {
+
+using namespace bmrt;
+
+/// Copies the tensor called `name` from `file` into `view`.
+void load(const SafetensorsFile &file, const std::string &what,
+          const std::string &name, const TensorView &view) {
+  const HostTensor *t = findTensor(file.tensors, name);
+  BMRT_CHECK(t, what + " has no tensor '" + name + "'");
+  BMRT_CHECK(t->dtype == view.dtype && t->shape == view.shape,
+             what + ": '" + name + "' is " + nameOf(t->dtype) +
+                 formatShape(t->shape) + ", the program needs " +
+                 nameOf(view.dtype) + formatShape(view.shape));
+  std::memcpy(view.data, t->data.data(), view.bytes());
+}
+
+void run(const std::string &dir, const std::string &inputsPath,
+         const std::string &outputsPath) {
+  Program program = loadProgram(dir + "/forward.bmp");
+  BMRT_CHECK(!program.outputs.empty(),
+             "'" + dir + "/forward.bmp' is not a forward program");
+  std::unique_ptr<Device> device = createCpuDevice();
+  Executor executor(program, *device);
+  SafetensorsFile params = readSafetensors(dir + "/params.safetensors");
+  SafetensorsFile inputs = readSafetensors(inputsPath);
+  for (int slot : program.slotsOf(SlotKind::Param))
+    load(params, "the parameters", program.slots[slot].name,
+         executor.view(slot));
+  for (int slot : program.slotsOf(SlotKind::Input))
+    load(inputs, "'" + inputsPath + "'", program.slots[slot].name,
+         executor.view(slot));
+  executor.run();
+  std::vector<TensorRef> outputs;
+  for (size_t i = 0; i < program.outputs.size(); ++i) {
+    const TensorView &v = executor.view(program.outputs[i]);
+    outputs.push_back({"output" + std::to_string(i), v.dtype, v.shape, v.data});
+  }
+  writeSafetensors(outputsPath, outputs);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: bmrt-forward DIR INPUTS.safetensors "
+                         "OUTPUTS.safetensors\n");
+    return 2;
+  }
+  try {
+    run(argv[1], argv[2], argv[3]);
+    return 0;
+  } catch (const bmrt::Error &e) {
+    std::fprintf(stderr, "bmrt-forward: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,79 @@
+//===- StepReport.cpp - what each step prints and logs --------------------===//
+
+#include "StepReport.h"
+
+#include "bmrt/Error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace bmrt {
+
+void StepReport::print(const TrainerOptions &options, std::FILE *out) const {
+  if (options.quiet)
+    return;
+  double rate = seconds > 0 ? double(items) / seconds : 0;
+  double eta = seconds * double(steps - step);
+  std::fprintf(out,
+               "step %*lld/%lld (%3d%%) | loss %.4f | lr %.3e | %.1f ms | "
+               "%.0f %s/s | peak %.1f MiB | grad norm %.3f | eta %.0f s\n",
+               static_cast<int>(std::to_string(steps).size()),
+               static_cast<long long>(step), static_cast<long long>(steps),
+               static_cast<int>(100 * step / std::max<int64_t>(steps, 1)),
+               loss, lr, seconds * 1e3, rate, itemName,
+               double(peakTotal) / (1024.0 * 1024.0), gradNorm, eta);
+  std::fflush(out);
+}
+
+std::string StepReport::json(const TrainerOptions &) const {
+  nlohmann::json j;
+  j["step"] = step;
+  j["loss"] = loss;
+  j["lr"] = lr;
+  j["grad_norm"] = gradNorm;
+  j["step_time_s"] = seconds;
+  j[std::string(itemName) + "_per_s"] =
+      seconds > 0 ? double(items) / seconds : 0.0;
+  nlohmann::json memory;
+  for (int k = 0; k < kNumMemoryKinds; ++k)
+    memory[nameOf(static_cast<MemoryKind>(k))] = peakBytes[k];
+  memory["total"] = peakTotal;
+  j["peak_memory_bytes"] = memory;
+  return j.dump();
+}
+
+Hyperparameters Hyperparameters::from(const TrainerOptions &options,
+                                      const std::string &optimizer) {
+  Hyperparameters h;
+  bool adamw = optimizer == "adamw";
+  // Defaults: AdamW as Megatron-LM's GPT recipes (3e-4 peak after warm-up,
+  // weight decay 0.01); SGD at the usual 0.1 with momentum 0.9.
+  float lr = options.lr.value_or(adamw ? 3e-4f : 0.1f);
+  int64_t warmup = options.warmup.value_or(options.steps / 10);
+  BMRT_CHECK(warmup <= options.steps,
+             "--warmup " + std::to_string(warmup) + " is longer than --steps " +
+                 std::to_string(options.steps));
+  h.schedule = LrSchedule(lr, warmup, options.steps, options.minLr);
+  h.adamw.weightDecay = options.weightDecay.value_or(0.01f);
+  h.sgd.weightDecay = options.weightDecay.value_or(0.0f);
+  h.sgd.momentum = options.momentum;
+  h.clip = options.clip;
+  return h;
+}
+
+std::string Hyperparameters::describe(const std::string &optimizer) const {
+  char text[256];
+  bool adamw = optimizer == "adamw";
+  std::snprintf(text, sizeof text,
+                "%s (lr %.1e, warm-up %lld, cosine to %.1e, weight decay %g%s, "
+                "clip %g)",
+                optimizer.c_str(), schedule.peak(),
+                static_cast<long long>(schedule.warmup()), schedule.minimum(),
+                adamw ? this->adamw.weightDecay : sgd.weightDecay,
+                adamw ? "" : (", momentum " + std::to_string(sgd.momentum)).c_str(),
+                clip);
+  return text;
+}
+
+} // namespace bmrt

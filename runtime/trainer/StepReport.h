@@ -1,0 +1,56 @@
+//===- StepReport.h - what each step prints and logs -------------*- C++ -*-===//
+//
+// One line per step on the terminal, and the same as one JSON line in the
+// log, with memory split by the planner's kinds so that a run can be put
+// beside its plan's prediction.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMRT_TRAINER_STEPREPORT_H
+#define BMRT_TRAINER_STEPREPORT_H
+
+#include "LrSchedule.h"
+#include "TrainerOptions.h"
+
+#include "bmrt/Device.h"
+#include "bmrt/Kernels.h"
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace bmrt {
+
+struct StepReport {
+  int64_t step = 0, steps = 0;
+  double loss = 0, gradNorm = 0, seconds = 0;
+  float lr = 0;
+  int64_t items = 0;
+  const char *itemName = "samples";
+  std::array<size_t, kNumMemoryKinds> peakBytes{};
+  size_t peakTotal = 0;
+
+  /// "step   10/200 ( 5%) | loss 5.8123 | ...", unless options.quiet.
+  void print(const TrainerOptions &options, std::FILE *out) const;
+  /// The same as one JSON object on one line.
+  std::string json(const TrainerOptions &options) const;
+};
+
+/// The optimizer's settings and the learning-rate schedule, from the
+/// trainer's flags and the plan's optimizer ("adamw" or "sgd").
+struct Hyperparameters {
+  cpu::AdamWConfig adamw;
+  cpu::SgdConfig sgd;
+  LrSchedule schedule;
+
+  static Hyperparameters from(const TrainerOptions &options,
+                              const std::string &optimizer);
+  /// "adamw (lr 3e-04, warm-up 20, cosine to 3e-05, weight decay 0.01,
+  /// clip 1)".
+  std::string describe(const std::string &optimizer) const;
+  float clip = 1.0f;
+};
+
+} // namespace bmrt
+
+#endif // BMRT_TRAINER_STEPREPORT_H

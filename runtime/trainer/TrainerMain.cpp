@@ -1,0 +1,63 @@
+//===- TrainerMain.cpp - the `trainer` executable -------------------------===//
+//
+// The prebuilt executable `bmc compile` copies into OUT/trainer. Everything
+// that stops a run reaches the user as one line "trainer: error: ..." and a
+// non-zero exit; nothing crashes or hangs on bad input.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Trainer.h"
+
+#include "bmrt/Error.h"
+
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <climits>
+#include <csignal>
+#include <cstdlib>
+#include <unistd.h>
+
+namespace {
+
+/// The folder of this executable: where `bmc compile` put the program.
+std::string selfDirectory(const char *argv0) {
+  char buffer[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
+  std::string path = n > 0 ? std::string(buffer, n) : std::string(argv0);
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+int failWith(const std::string &message) {
+  std::string line = message;
+  for (char &c : line)
+    if (c == '\n' || c == '\r')
+      c = ' ';
+  std::fprintf(stderr, "trainer: error: %s\n", line.c_str());
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // A write past a file-size limit (ulimit -f) must fail as an error that
+  // keeps the last checkpoint, not kill the process.
+  std::signal(SIGXFSZ, SIG_IGN);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    auto options = bmrt::parseTrainerOptions(args, selfDirectory(argv[0]));
+    if (!options)
+      return 0;
+    bmrt::runTrainer(*options);
+    return 0;
+  } catch (const bmrt::Error &e) {
+    return failWith(e.what());
+  } catch (const std::bad_alloc &) {
+    return failWith("out of host memory");
+  } catch (const std::exception &e) {
+    return failWith(std::string("internal error: ") + e.what());
+  }
+}

@@ -1,0 +1,149 @@
+//===- TrainerOptions.cpp - the trainer's command line --------------------===//
+
+#include "TrainerOptions.h"
+
+#include "bmrt/Error.h"
+
+#include <cstdio>
+#include <functional>
+#include <map>
+
+namespace bmrt {
+
+const char *const kTrainerHelp =
+    R"(USAGE: trainer [options]
+
+Trains the model `bmc compile` built into this folder on the CPU, one line
+per step on the terminal (and one JSON line per step with --log).
+
+OPTIONS:
+  --steps N          total optimizer steps; a resumed run goes on to step N
+                     (default 100)
+  --data FILE        a flat file of token ids (nanoGPT / Megatron .bin), read
+                     in order; without it, a learnable synthetic task
+  --data-type T      uint16 (default) or int32, the element type of --data
+  --lr X             peak learning rate (default 3e-4 for AdamW, 0.1 for SGD)
+  --min-lr X         learning rate at the last step (default lr / 10)
+  --warmup N         linear warm-up steps, then cosine decay (default
+                     steps / 10)
+  --weight-decay X   decoupled weight decay (default 0.01 AdamW, 0 SGD)
+  --momentum X       SGD momentum (default 0.9)
+  --clip X           global gradient-norm clipping (default 1.0; 0: off)
+  --seed N           seed of the synthetic data (default 1)
+  --log FILE         append one JSON line per step
+  --checkpoint DIR   save parameters, optimizer state, step, data position
+                     and RNG state to DIR (atomically)
+  --save-every N     save every N steps (and at the end; needs --checkpoint)
+  --resume           continue from --checkpoint DIR
+  --stop-at N        stop after step N (with a checkpoint) as if interrupted;
+                     --resume later goes on to --steps
+  --threads N        CPU threads (default: all)
+  --dir DIR          the compiled folder (default: the trainer's own)
+  --quiet            no per-step lines on the terminal
+  --help             print this help
+)";
+
+namespace {
+
+int64_t parseInt(const std::string &flag, const std::string &text,
+                 int64_t min) {
+  size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::logic_error &) {
+    used = 0;
+  }
+  BMRT_CHECK(used == text.size() && used > 0,
+             flag + " expects an integer, got '" + text + "'");
+  BMRT_CHECK(value >= min, flag + " must be at least " + std::to_string(min) +
+                               ", got " + text);
+  return value;
+}
+
+float parseFloat(const std::string &flag, const std::string &text) {
+  size_t used = 0;
+  float value = 0;
+  try {
+    value = std::stof(text, &used);
+  } catch (const std::logic_error &) {
+    used = 0;
+  }
+  BMRT_CHECK(used == text.size() && used > 0 && value >= 0,
+             flag + " expects a non-negative number, got '" + text + "'");
+  return value;
+}
+
+} // namespace
+
+std::optional<TrainerOptions>
+parseTrainerOptions(const std::vector<std::string> &args,
+                    const std::string &selfDir) {
+  TrainerOptions o;
+  o.dir = selfDir;
+  using Setter = std::function<void(const std::string &)>;
+  const std::map<std::string, Setter> valued = {
+      {"--checkpoint", [&](auto &v) { o.checkpoint = v; }},
+      {"--clip", [&](auto &v) { o.clip = parseFloat("--clip", v); }},
+      {"--data", [&](auto &v) { o.data = v; }},
+      {"--data-type",
+       [&](auto &v) {
+         BMRT_CHECK(v == "uint16" || v == "int32",
+                    "--data-type must be uint16 or int32, got '" + v + "'");
+         o.dataType = v;
+       }},
+      {"--dir", [&](auto &v) { o.dir = v; }},
+      {"--log", [&](auto &v) { o.log = v; }},
+      {"--lr", [&](auto &v) { o.lr = parseFloat("--lr", v); }},
+      {"--min-lr", [&](auto &v) { o.minLr = parseFloat("--min-lr", v); }},
+      {"--momentum",
+       [&](auto &v) { o.momentum = parseFloat("--momentum", v); }},
+      {"--save-every",
+       [&](auto &v) { o.saveEvery = parseInt("--save-every", v, 1); }},
+      {"--seed",
+       [&](auto &v) { o.seed = static_cast<uint64_t>(parseInt("--seed", v, 0)); }},
+      {"--steps", [&](auto &v) { o.steps = parseInt("--steps", v, 1); }},
+      {"--stop-at", [&](auto &v) { o.stopAt = parseInt("--stop-at", v, 1); }},
+      {"--threads",
+       [&](auto &v) { o.threads = static_cast<int>(parseInt("--threads", v, 1)); }},
+      {"--warmup", [&](auto &v) { o.warmup = parseInt("--warmup", v, 0); }},
+      {"--weight-decay",
+       [&](auto &v) { o.weightDecay = parseFloat("--weight-decay", v); }},
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i], value;
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kTrainerHelp, stdout);
+      return std::nullopt;
+    }
+    if (arg == "--resume") {
+      o.resume = true;
+      continue;
+    }
+    if (arg == "--quiet") {
+      o.quiet = true;
+      continue;
+    }
+    size_t eq = arg.find('=');
+    bool inlineValue = arg.rfind("--", 0) == 0 && eq != std::string::npos;
+    if (inlineValue) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    }
+    auto it = valued.find(arg);
+    BMRT_CHECK(it != valued.end(), "unknown option '" + args[i] +
+                                       "'; see 'trainer --help'");
+    if (!inlineValue) {
+      BMRT_CHECK(i + 1 < args.size(), "option '" + arg + "' needs a value");
+      value = args[++i];
+    }
+    it->second(value);
+  }
+  BMRT_CHECK(!o.resume || !o.checkpoint.empty(),
+             "--resume needs --checkpoint DIR (where to resume from)");
+  BMRT_CHECK(o.saveEvery == 0 || !o.checkpoint.empty(),
+             "--save-every needs --checkpoint DIR");
+  return o;
+}
+
+} // namespace bmrt

@@ -1,0 +1,48 @@
+//===- TrainerOptions.h - the trainer's command line ------------*- C++ -*-===//
+
+#ifndef BMRT_TRAINER_TRAINEROPTIONS_H
+#define BMRT_TRAINER_TRAINEROPTIONS_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bmrt {
+
+struct TrainerOptions {
+  /// The folder `bmc compile` wrote (the trainer's own by default).
+  std::string dir;
+  /// Total steps, as Megatron-LM's --train-iters: a resumed run goes on to
+  /// this step.
+  int64_t steps = 100;
+  /// A flat file of token ids; the synthetic task when empty.
+  std::string data;
+  std::string dataType = "uint16";
+  std::optional<float> lr, minLr, weightDecay;
+  std::optional<int64_t> warmup;
+  float clip = 1.0f;
+  float momentum = 0.9f;
+  uint64_t seed = 1;
+  std::string log;
+  std::string checkpoint;
+  int64_t saveEvery = 0;
+  /// Stop after this step as if interrupted (saving a checkpoint first); 0:
+  /// run to --steps. A later --resume goes on to --steps.
+  int64_t stopAt = 0;
+  bool resume = false;
+  int threads = 0;
+  bool quiet = false;
+};
+
+/// The --help text.
+extern const char *const kTrainerHelp;
+
+/// Parses the command line; throws bmrt::Error with one line on a bad flag.
+/// Returns nullopt after printing --help.
+std::optional<TrainerOptions> parseTrainerOptions(
+    const std::vector<std::string> &args, const std::string &selfDir);
+
+} // namespace bmrt
+
+#endif // BMRT_TRAINER_TRAINEROPTIONS_H

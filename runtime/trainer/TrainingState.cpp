@@ -1,0 +1,103 @@
+//===- TrainingState.cpp - checkpoints as the trainer sees them -----------===//
+
+#include "TrainingState.h"
+
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/FileIO.h"
+
+#include "bmrt/Error.h"
+
+namespace bmrt {
+namespace {
+
+/// Optimizer state tensors are named as PyTorch's optimizers name their
+/// state, so other tools recognise them.
+std::string stateName(const std::string &optimizer, TensorRole role,
+                      const std::string &param) {
+  if (role == TensorRole::SecondMoment)
+    return "exp_avg_sq." + param;
+  return (optimizer == "sgd" ? "momentum_buffer." : "exp_avg.") + param;
+}
+
+HostTensor copyToHost(Device &device, const std::string &name,
+                      const TensorView &value) {
+  HostTensor t;
+  t.name = name;
+  t.dtype = value.dtype;
+  t.shape = value.shape;
+  t.data.resize(value.bytes());
+  device.copyToHost(t.data.data(), value.data, value.bytes(),
+                    device.computeStream());
+  return t;
+}
+
+std::vector<TensorRef> refs(const std::vector<HostTensor> &tensors) {
+  std::vector<TensorRef> out;
+  for (const HostTensor &t : tensors)
+    out.push_back(t.ref());
+  return out;
+}
+
+} // namespace
+
+void TrainingState::addTensor(Device &device, const std::string &name,
+                              TensorRole role, const TensorView &value) {
+  if (role == TensorRole::Parameter)
+    parameters.push_back(copyToHost(device, name, value));
+  else
+    optimizerState.push_back(
+        copyToHost(device, stateName(optimizer, role, name), value));
+  device.computeStream().synchronize();
+}
+
+void TrainingState::copyTensorInto(Device &device, const std::string &name,
+                                   TensorRole role,
+                                   const TensorView &value) const {
+  bool param = role == TensorRole::Parameter;
+  std::string key = param ? name : stateName(optimizer, role, name);
+  const HostTensor *t = findTensor(param ? parameters : optimizerState, key);
+  BMRT_CHECK(t, "the checkpoint has no tensor '" + key + "'");
+  BMRT_CHECK(t->dtype == value.dtype && t->shape == value.shape,
+             "the checkpoint's '" + key + "' is " + nameOf(t->dtype) +
+                 formatShape(t->shape) + ", this model's is " +
+                 nameOf(value.dtype) + formatShape(value.shape));
+  device.copyToDevice(value.data, t->data.data(), value.bytes(),
+                      device.computeStream());
+  device.computeStream().synchronize();
+}
+
+void saveTrainingState(const std::string &dir, const TrainingState &state) {
+  CheckpointInfo info;
+  info.model = state.model;
+  info.modelHash = state.modelHash;
+  info.step = state.step;
+  info.dataPosition = state.data.position;
+  info.rngState = state.data.rngState;
+  info.optimizer = state.optimizer;
+  if (!state.planFile.empty()) {
+    nlohmann::json plan = nlohmann::json::parse(
+        readTextFile(state.planFile), nullptr, /*allow_exceptions=*/false);
+    if (!plan.is_discarded())
+      info.plan = plan;
+  }
+  saveCheckpoint(dir, info, refs(state.parameters), refs(state.optimizerState));
+}
+
+TrainingState loadTrainingState(const std::string &dir,
+                                const std::string &model,
+                                const std::string &modelHash) {
+  BMRT_CHECK(checkpointExists(dir),
+             "--resume: there is no checkpoint in '" + dir + "'");
+  Checkpoint checkpoint = loadCheckpoint(dir, model, modelHash);
+  TrainingState state;
+  state.model = checkpoint.info.model;
+  state.modelHash = checkpoint.info.modelHash;
+  state.optimizer = checkpoint.info.optimizer;
+  state.step = checkpoint.info.step;
+  state.data = {checkpoint.info.dataPosition, checkpoint.info.rngState};
+  state.parameters = std::move(checkpoint.parameters);
+  state.optimizerState = std::move(checkpoint.optimizerState);
+  return state;
+}
+
+} // namespace bmrt

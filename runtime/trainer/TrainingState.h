@@ -1,0 +1,59 @@
+//===- TrainingState.h - what a checkpoint holds ----------------*- C++ -*-===//
+//
+// The trainer's view of a checkpoint: parameters, optimizer state (AdamW's
+// moments or SGD's momentum), the step, the data position and RNG state,
+// and which model it belongs to. Saving copies tensors off the device and
+// writes them with runtime/checkpoint (atomically); loading refuses a
+// checkpoint of another model in one line naming both.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMRT_TRAINER_TRAININGSTATE_H
+#define BMRT_TRAINER_TRAININGSTATE_H
+
+#include "runtime/checkpoint/Safetensors.h"
+
+#include "bmrt/Device.h"
+
+#include <nlohmann/json.hpp>
+
+namespace bmrt {
+
+enum class TensorRole { Parameter, FirstMoment, SecondMoment };
+
+/// Where the data stands: the token file's position and the RNG state of
+/// the synthetic task (or of the noise the trainer draws).
+struct DataState {
+  int64_t position = 0;
+  uint64_t rngState = 0;
+};
+
+struct TrainingState {
+  std::string model, modelHash, optimizer;
+  /// The plan the run was compiled from (its file), recorded in the manifest.
+  std::string planFile;
+  int64_t step = 0;
+  DataState data;
+  std::vector<HostTensor> parameters, optimizerState;
+
+  /// Copies `value` (device memory) into the state under `name`.
+  void addTensor(Device &device, const std::string &name, TensorRole role,
+                 const TensorView &value);
+  /// Copies the state's tensor into `value`; throws if it is missing or of
+  /// another shape.
+  void copyTensorInto(Device &device, const std::string &name,
+                      TensorRole role, const TensorView &value) const;
+};
+
+/// Writes `state` to `dir` atomically: the previous checkpoint stays whole
+/// until the new one is complete.
+void saveTrainingState(const std::string &dir, const TrainingState &state);
+/// Reads the checkpoint in `dir`; throws if it is missing, corrupt, or of
+/// another model than `model` / `modelHash`.
+TrainingState loadTrainingState(const std::string &dir,
+                                const std::string &model,
+                                const std::string &modelHash);
+
+} // namespace bmrt
+
+#endif // BMRT_TRAINER_TRAININGSTATE_H

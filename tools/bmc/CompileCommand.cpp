@@ -1,0 +1,278 @@
+//===- CompileCommand.cpp - `bmc compile MODEL.onnx -o OUT/` --------------===//
+//
+// Phases 1 to 7 of DESIGN.md: plan, import at the plan's micro-batch, build
+// the training step, lower it to a step program, and write OUT/: the
+// trainer (the runtime's prebuilt executable, which needs no MLIR), the
+// step program it runs (step.bmp, readable), the forward program
+// (forward.bmp, for checking the model against a reference), the step-0
+// parameters (params.safetensors), the plan (plan.json) and what the
+// trainer needs to know of the model (trainer.json).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/bmc/Subcommands.h"
+
+#include "compiler/driver/CompileDriver.h"
+#include "passes/plan/PlanOutput.h"
+
+#include "runtime/checkpoint/Safetensors.h"
+
+#include "bmrt/Error.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace bmc;
+using llvm::StringRef;
+
+namespace {
+
+constexpr StringRef kHelp = R"(USAGE: bmc compile MODEL.onnx -o OUT/ [options]
+
+Compiles the training of MODEL into OUT/trainer, an executable that runs the
+training step on this machine's CPU (one device for now; the parallel
+compiler comes next). The step is planned first (as bmc plan does, on one
+GPU of the cluster), then differentiated and lowered to a step program.
+
+OPTIONS:
+  -o DIR                the output folder (required; created if missing)
+  --gpus N              devices (1: the only count supported so far)
+  --global-batch N      samples per optimizer step (default 8)
+  --seq N               sequence length (binds the model's 'seq' dimension)
+  --dim NAME=VALUE      bind a symbolic dimension (repeatable)
+  --cluster NAME|FILE   the cluster the plan is made for (as bmc plan)
+  --optimizer O         adam (AdamW, default) or sgd (with momentum)
+  --precision P         bf16, fp16 or fp32: recorded in the plan; the CPU
+                        runtime computes in fp32 and says so at start-up
+  --init random         initialise the parameters (the architectures'
+                        papers' schemes) instead of reading them: for
+                        graph-only models
+  --seed N              the seed of --init random (default 1)
+  --help                print this help
+)";
+
+/// The default batch of a compiled trainer: enough samples that a tiny
+/// model's loss visibly falls within a minute on a CPU.
+constexpr int64_t kDefaultGlobalBatch = 8;
+
+struct CompileArgs {
+  bm::CompileOptions options;
+  std::string out;
+};
+
+std::optional<int64_t> parsePositive(StringRef text, StringRef what,
+                                     std::string &error) {
+  int64_t value;
+  if (text.getAsInteger(10, value) || value < 1 ||
+      value > bm::cost::kLargestCount) {
+    error = what.str() + " expects an integer from 1 to " +
+            std::to_string(bm::cost::kLargestCount) + ", got '" + text.str() +
+            "'";
+    return std::nullopt;
+  }
+  return value;
+}
+
+/// Applies one flag's value; the error line otherwise.
+std::optional<std::string> applyFlag(StringRef flag, StringRef v,
+                                     CompileArgs &out,
+                                     std::optional<std::string> &init,
+                                     uint64_t &seed) {
+  std::string error;
+  bm::CompileOptions &o = out.options;
+  auto count = [&](StringRef what) { return parsePositive(v, what, error); };
+  if (flag == "-o") {
+    out.out = v.str();
+  } else if (flag == "--gpus") {
+    auto n = count("--gpus");
+    if (!n)
+      return error;
+    o.training.gpus = static_cast<int>(*n);
+  } else if (flag == "--global-batch") {
+    auto n = count("--global-batch");
+    if (!n)
+      return error;
+    o.training.globalBatch = *n;
+  } else if (flag == "--seq") {
+    auto n = count("--seq");
+    if (!n)
+      return error;
+    o.import.dims["seq"] = *n;
+    o.import.sequenceLength = *n;
+  } else if (flag == "--dim") {
+    return parseDim(v, o.import.dims);
+  } else if (flag == "--cluster") {
+    o.cluster = v.str();
+  } else if (flag == "--optimizer") {
+    if (v == "adam")
+      o.training.optimizer = bm::plan::Optimizer::Adam;
+    else if (v == "sgd")
+      o.training.optimizer = bm::plan::Optimizer::Sgd;
+    else
+      return "--optimizer must be adam or sgd, got '" + v.str() + "'";
+  } else if (flag == "--precision") {
+    o.training.precision = bm::cost::parsePrecision(v);
+    if (!o.training.precision)
+      return "--precision must be bf16, fp16 or fp32, got '" + v.str() + "'";
+  } else if (flag == "--init") {
+    if (v != "random")
+      return "--init supports 'random', got '" + v.str() + "'";
+    init = v.str();
+  } else if (flag == "--seed") {
+    if (v.getAsInteger(10, seed))
+      return "--seed expects a non-negative integer, got '" + v.str() + "'";
+  }
+  return std::nullopt;
+}
+
+std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
+  ArgCursor cursor("compile", args);
+  std::optional<std::string> init;
+  uint64_t seed = 1;
+  bool seedGiven = false;
+  out.options.training.gpus = 1;
+  out.options.training.globalBatch = kDefaultGlobalBatch;
+  while (!cursor.done()) {
+    if (cursor.takeSwitch("--help") || cursor.takeSwitch("-h")) {
+      llvm::outs() << kHelp;
+      return 0;
+    }
+    std::optional<std::string> value;
+    StringRef matched;
+    for (StringRef name : {"-o", "--gpus", "--global-batch", "--seq", "--dim",
+                           "--cluster", "--optimizer", "--precision", "--init",
+                           "--seed"})
+      if (cursor.takeFlag(name, value)) {
+        matched = name;
+        break;
+      }
+    if (matched.empty()) {
+      if (cursor.isOption())
+        return cursor.unknownOption();
+      StringRef positional = cursor.takePositional();
+      if (!out.options.model.empty())
+        return fail("bmc compile takes one model, got '" + out.options.model +
+                    "' and '" + positional + "'");
+      out.options.model = positional.str();
+      continue;
+    }
+    if (cursor.error)
+      return fail(*cursor.error);
+    seedGiven |= matched == "--seed";
+    if (auto error = applyFlag(matched, *value, out, init, seed))
+      return fail(*error);
+  }
+  if (out.options.model.empty())
+    return fail("bmc compile needs a model file; see 'bmc compile --help'");
+  if (out.out.empty())
+    return fail("bmc compile needs an output folder: -o DIR");
+  if (seedGiven && !init)
+    return fail("--seed goes with --init random");
+  if (init)
+    out.options.initSeed = seed;
+  return std::nullopt;
+}
+
+/// The prebuilt trainer beside this bmc (build/bin or the install's bin).
+std::string trainerExecutable() {
+  std::string self = llvm::sys::fs::getMainExecutable(
+      nullptr, reinterpret_cast<void *>(&trainerExecutable));
+  llvm::SmallString<256> path = llvm::sys::path::parent_path(self);
+  llvm::sys::path::append(path, "bmrt-trainer");
+  return std::string(path);
+}
+
+llvm::json::Object trainerConfig(const bm::CompiledModel &model,
+                                 const bm::CompileOptions &options) {
+  const bm::plan::Plan &plan = model.plan;
+  return llvm::json::Object{
+      {"format", 1},
+      {"model", plan.modelName},
+      {"model_hash", model.modelHash},
+      {"task", bm::nameOf(model.task)},
+      {"global_batch", plan.globalBatch},
+      {"micro_batch", plan.config.microBatch},
+      {"micro_batches", plan.config.numMicroBatches},
+      {"optimizer", plan.optimizer == bm::plan::Optimizer::Sgd ? "sgd"
+                                                                 : "adamw"},
+      {"precision", bm::cost::toString(plan.precision)},
+      {"recompute", bm::plan::toString(plan.config.recompute)},
+      {"program", "step.bmp"},
+      {"forward_program", "forward.bmp"},
+      {"parameters", "params.safetensors"},
+      {"plan", "plan.json"},
+  };
+}
+
+int writeParameters(const std::string &path, const bm::CompiledModel &model) {
+  std::vector<bmrt::TensorRef> tensors;
+  for (const bm::ParameterValue &p : model.parameters)
+    tensors.push_back({p.name, bmrt::DType::F32, p.shape, p.values.data()});
+  try {
+    bmrt::writeSafetensors(path, tensors, {{"model_hash", model.modelHash}});
+  } catch (const bmrt::Error &e) {
+    return fail(e.what());
+  }
+  return 0;
+}
+
+int writeOutputs(const CompileArgs &args, const bm::CompiledModel &model) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(args.out))
+    return fail("cannot create '" + args.out + "': " + ec.message());
+  auto in = [&](StringRef name) {
+    llvm::SmallString<256> path(args.out);
+    llvm::sys::path::append(path, name);
+    return std::string(path);
+  };
+  std::string trainer = trainerExecutable();
+  if (!llvm::sys::fs::exists(trainer))
+    return fail("the runtime's trainer '" + trainer +
+                "' is missing; build the bmrt-trainer target");
+  if (std::error_code ec = llvm::sys::fs::copy_file(trainer, in("trainer")))
+    return fail("cannot write '" + in("trainer") + "': " + ec.message());
+  llvm::sys::fs::setPermissions(in("trainer"), llvm::sys::fs::all_read |
+                                                   llvm::sys::fs::all_exe |
+                                                   llvm::sys::fs::owner_write);
+  int rc = 0;
+  rc = rc ? rc : writeFile(in("step.bmp"), [&](llvm::raw_ostream &os) {
+    os << bmrt::printProgram(model.step);
+  });
+  rc = rc ? rc : writeFile(in("forward.bmp"), [&](llvm::raw_ostream &os) {
+    os << bmrt::printProgram(model.forward);
+  });
+  rc = rc ? rc : writeFile(in("plan.json"), [&](llvm::raw_ostream &os) {
+    bm::plan::printPlanJson(model.plan, os);
+  });
+  rc = rc ? rc : writeFile(in("trainer.json"), [&](llvm::raw_ostream &os) {
+    os << llvm::formatv("{0:2}",
+                        llvm::json::Value(trainerConfig(model, args.options)))
+       << "\n";
+  });
+  return rc ? rc : writeParameters(in("params.safetensors"), model);
+}
+
+} // namespace
+
+int bmc::runCompile(llvm::ArrayRef<StringRef> args) {
+  CompileArgs compileArgs;
+  if (std::optional<int> exit = parseArgs(args, compileArgs))
+    return *exit;
+  mlir::MLIRContext context;
+  auto model = bm::compileModel(context, compileArgs.options);
+  if (!model)
+    return fail(llvm::toString(model.takeError()));
+  if (int rc = writeOutputs(compileArgs, *model))
+    return rc;
+  llvm::outs() << "compiled " << model->plan.modelName << " into "
+               << compileArgs.out << "/trainer: " << model->step.instrs.size()
+               << " instructions, " << model->parameters.size()
+               << " parameter tensors, micro-batch "
+               << model->plan.config.microBatch << " x "
+               << model->plan.config.numMicroBatches << " per step ("
+               << bm::nameOf(model->task) << ")\n";
+  return 0;
+}
