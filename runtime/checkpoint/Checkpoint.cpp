@@ -94,6 +94,7 @@ json buildManifest(const CheckpointInfo &info,
   return {{"format", kCheckpointFormat},
           {"model", info.model},
           {"model_hash", info.modelHash},
+          {"model_path", info.modelPath},
           {"plan", info.plan},
           {"step", info.step},
           {"data",
@@ -241,6 +242,7 @@ CheckpointInfo parseInfo(const std::string &dir, const json &manifest) {
   try {
     info.model = manifest.at("model");
     info.modelHash = manifest.at("model_hash");
+    info.modelPath = manifest.value("model_path", std::string());
     info.plan = manifest.at("plan");
     info.step = manifest.at("step");
     info.dataPosition = manifest.at("data").at("position");
@@ -325,6 +327,11 @@ bool checkpointExists(const std::string &dir) {
   std::error_code ec;
   return fs::exists(join(base, kManifest), ec) ||
          fs::exists(join(base + ".old", kManifest), ec);
+}
+
+CheckpointInfo readCheckpointInfo(const std::string &dir) {
+  std::string folder = folderToLoad(dir);
+  return parseInfo(dir, readManifest(dir, folder));
 }
 
 Checkpoint loadCheckpoint(const std::string &dir, const std::string &model,

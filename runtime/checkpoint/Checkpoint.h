@@ -46,6 +46,9 @@ struct CheckpointInfo {
   /// Whatever identifies the model's structure (the caller computes it); a
   /// checkpoint loads only into a model with the same name and hash.
   std::string modelHash;
+  /// Where the model's ONNX file was when it was compiled (bmc export reads
+  /// the graph from it); empty if unknown.
+  std::string modelPath;
   nlohmann::json plan = nlohmann::json::object();
   /// The last step whose update the parameters include.
   int64_t step = 0;
@@ -80,6 +83,9 @@ struct Checkpoint {
 
 /// Whether `dir` (or its .old fallback) holds a checkpoint to load.
 bool checkpointExists(const std::string &dir);
+/// The manifest of the checkpoint in `dir` (what it is of, its step), with
+/// no tensor read and no model to match.
+CheckpointInfo readCheckpointInfo(const std::string &dir);
 
 /// Reads and validates the checkpoint in `dir`; throws a one-line
 /// bmrt::Error when it is missing or corrupt, or when it is of another

@@ -28,7 +28,8 @@ using json = nlohmann::json;
 
 /// What `bmc compile` wrote beside the program (trainer.json).
 struct CompiledConfig {
-  std::string model, modelHash, task, optimizer, precision, recompute;
+  std::string model, modelHash, modelPath, task, optimizer, precision,
+      recompute;
   std::string program, parameters, plan;
   int64_t microBatch = 1, microBatches = 1;
 };
@@ -48,6 +49,7 @@ CompiledConfig readConfig(const std::string &dir) {
   try {
     c.model = j.at("model");
     c.modelHash = j.at("model_hash");
+    c.modelPath = j.value("model_path", std::string());
     c.task = j.at("task");
     c.optimizer = j.at("optimizer");
     c.precision = j.at("precision");
@@ -101,6 +103,10 @@ public:
     std::unique_ptr<std::ofstream> log = openLog();
     int64_t last = options.stopAt ? std::min(options.stopAt, options.steps)
                                   : options.steps;
+    // --steps 0 writes the step-0 checkpoint: the compiled weights, for
+    // bmc export or a later --resume.
+    if (last == 0 && !options.checkpoint.empty())
+      save(0);
     for (int64_t step = start + 1; step <= last; ++step) {
       StepReport report = trainStep(step);
       report.print(options, stdout);
@@ -306,6 +312,7 @@ void Trainer::save(int64_t step) {
   TrainingState state;
   state.model = config.model;
   state.modelHash = config.modelHash;
+  state.modelPath = config.modelPath;
   state.step = step;
   state.optimizer = config.optimizer;
   state.data = feeder->state();

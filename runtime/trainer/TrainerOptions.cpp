@@ -18,7 +18,8 @@ per step on the terminal (and one JSON line per step with --log).
 
 OPTIONS:
   --steps N          total optimizer steps; a resumed run goes on to step N
-                     (default 100)
+                     (default 100; 0 with --checkpoint saves the compiled
+                     weights as the step-0 checkpoint)
   --data FILE        a flat file of token ids (nanoGPT / Megatron .bin), read
                      in order; without it, a learnable synthetic task
   --data-type T      uint16 (default) or int32, the element type of --data
@@ -102,7 +103,7 @@ parseTrainerOptions(const std::vector<std::string> &args,
        [&](auto &v) { o.saveEvery = parseInt("--save-every", v, 1); }},
       {"--seed",
        [&](auto &v) { o.seed = static_cast<uint64_t>(parseInt("--seed", v, 0)); }},
-      {"--steps", [&](auto &v) { o.steps = parseInt("--steps", v, 1); }},
+      {"--steps", [&](auto &v) { o.steps = parseInt("--steps", v, 0); }},
       {"--stop-at", [&](auto &v) { o.stopAt = parseInt("--stop-at", v, 1); }},
       {"--threads",
        [&](auto &v) { o.threads = static_cast<int>(parseInt("--threads", v, 1)); }},

@@ -70,6 +70,7 @@ void saveTrainingState(const std::string &dir, const TrainingState &state) {
   CheckpointInfo info;
   info.model = state.model;
   info.modelHash = state.modelHash;
+  info.modelPath = state.modelPath;
   info.step = state.step;
   info.dataPosition = state.data.position;
   info.rngState = state.data.rngState;

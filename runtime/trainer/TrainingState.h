@@ -29,7 +29,7 @@ struct DataState {
 };
 
 struct TrainingState {
-  std::string model, modelHash, optimizer;
+  std::string model, modelHash, modelPath, optimizer;
   /// The plan the run was compiled from (its file), recorded in the manifest.
   std::string planFile;
   int64_t step = 0;

@@ -174,3 +174,46 @@ def test_compile_errors_are_one_line(tmp_path):
     result = run([bmc, "compile", graph_only, "-o", str(tmp_path / "o"), "--gpus", "4"],
                  check=False)
     assert "one device" in result.stderr
+
+
+def test_export_after_zero_steps_reproduces_the_model(compiled, tmp_path):
+    import onnxruntime as ort
+    from conftest import MODELS
+
+    out = compiled("hf-gpt2-tiny", "--global-batch", "2")
+    ckpt = tmp_path / "ckpt"
+    train(out, "--steps", "0", "--checkpoint", str(ckpt))
+    run([tool("bmc"), "export", str(ckpt), "-o", str(tmp_path / "t0.onnx")])
+    original = ort.InferenceSession(os.path.join(MODELS, "hf-gpt2-tiny.onnx"))
+    exported = ort.InferenceSession(str(tmp_path / "t0.onnx"))
+    ids = np.random.default_rng(0).integers(0, 512, (2, 16)).astype(np.int64)
+    feed = {original.get_inputs()[0].name: ids}
+    # The same weights, bit for bit, through the same graph: exactly equal.
+    assert np.array_equal(original.run(None, feed)[0], exported.run(None, feed)[0])
+
+    # After training, the exported model computes what the trainer trained:
+    # its weights are the checkpoint's.
+    train(out, "--steps", "3", "--checkpoint", str(ckpt), "--resume")
+    run([tool("bmc"), "export", str(ckpt), "-o", str(tmp_path / "t3.onnx")])
+    trained = read_safetensors(str(ckpt / "model.safetensors"))
+    import onnx
+    from onnx import numpy_helper
+    model = onnx.load(str(tmp_path / "t3.onnx"))
+    for init in model.graph.initializer:
+        if init.name in trained:
+            assert np.array_equal(numpy_helper.to_array(init), trained[init.name])
+    assert not np.array_equal(original.run(None, feed)[0],
+                              ort.InferenceSession(str(tmp_path / "t3.onnx")).run(None, feed)[0])
+
+
+def test_export_of_another_model_is_refused(compiled, tmp_path):
+    from conftest import MODELS
+
+    ckpt = tmp_path / "ckpt"
+    train(compiled("gpt3-tiny"), "--steps", "0", "--checkpoint", str(ckpt))
+    line = error_line(run([tool("bmc"), "export", str(ckpt), "-o", str(tmp_path / "x.onnx"),
+                           "--model", os.path.join(MODELS, "llama2-tiny.onnx")], check=False))
+    assert "gpt3-tiny" in line and "llama2-tiny" in line
+    assert "no checkpoint" in error_line(
+        run([tool("bmc"), "export", str(tmp_path / "none"), "-o", str(tmp_path / "y.onnx")],
+            check=False))

@@ -186,6 +186,13 @@ std::string trainerExecutable() {
   return std::string(path);
 }
 
+std::string absolutePath(StringRef path) {
+  llvm::SmallString<256> absolute(path);
+  llvm::sys::fs::make_absolute(absolute);
+  llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
+  return std::string(absolute);
+}
+
 llvm::json::Object trainerConfig(const bm::CompiledModel &model,
                                  const bm::CompileOptions &options) {
   const bm::plan::Plan &plan = model.plan;
@@ -193,6 +200,7 @@ llvm::json::Object trainerConfig(const bm::CompiledModel &model,
       {"format", 1},
       {"model", plan.modelName},
       {"model_hash", model.modelHash},
+      {"model_path", absolutePath(options.model)},
       {"task", bm::nameOf(model.task)},
       {"global_batch", plan.globalBatch},
       {"micro_batch", plan.config.microBatch},

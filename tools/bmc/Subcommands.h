@@ -37,6 +37,7 @@ struct Subcommand {
 };
 
 int runCompile(llvm::ArrayRef<llvm::StringRef> args);
+int runExport(llvm::ArrayRef<llvm::StringRef> args);
 int runImport(llvm::ArrayRef<llvm::StringRef> args);
 int runPlan(llvm::ArrayRef<llvm::StringRef> args);
 

@@ -26,6 +26,8 @@ namespace {
 const Subcommand kSubcommands[] = {
     {"compile", "plan, differentiate and build a trainer (OUT/trainer)",
      runCompile},
+    {"export", "a checkpoint's trained weights back into the ONNX model",
+     runExport},
     {"import", "ONNX model -> bm dialect MLIR, for inspection", runImport},
     {"plan", "search the parallel training plan for N GPUs", runPlan},
 };
