@@ -20,7 +20,7 @@ namespace mlir::bm {
 /// the phase's verifier.
 void buildFoldPhase(OpPassManager &pm);
 void buildAnnotatePhase(OpPassManager &pm, StringRef planFile);
-void buildAutodiffPhase(OpPassManager &pm);
+void buildAutodiffPhase(OpPassManager &pm, StringRef recompute = "none");
 /// Registers every phase pipeline (bm-fold-phase, ...) with bmc-opt.
 void registerPhasePipelines();
 

@@ -101,8 +101,22 @@ def BmAutodiffPass : Pass<"bm-autodiff", "::mlir::ModuleOp"> {
     Parameters no gradient reaches (batch norm's running statistics) get
     `bm.trainable = false` and no gradient result. The optimizer update is the
     runtime's (one fused kernel per parameter tensor), not IR.
+
+    Recomputation (`recompute`): with `full`, each layer that bm-fold marked
+    (`bm.layer`) is run again at the start of its backward, and its
+    gradient rules read the recomputed values, so that between forward and
+    backward only the layers' inputs stay live (Chen et al. 2016; Megatron-
+    LM's full recomputation). With `selective`, only each attention core
+    is recomputed: from the scores Q K^T through the softmax to the product
+    with V (Korthikanti et al. 2022), whose intermediate values grow with
+    the square of the sequence. `none` keeps everything forward computed.
   }];
   let dependentDialects = ["::mlir::bm::BmDialect"];
+  let options = [
+    Option<"recompute", "recompute", "std::string", "\"none\"",
+           "What backward recomputes instead of keeping: none, selective "
+           "(attention cores) or full (whole layers)">,
+  ];
 }
 
 def BmVerifyTrainingStepPass : Pass<"bm-verify-training-step",

@@ -18,6 +18,13 @@ struct AnnotatePhaseOptions
   Option<std::string> plan{*this, "plan",
                            llvm::cl::desc("The JSON plan to write into the IR")};
 };
+struct AutodiffPhaseOptions
+    : public PassPipelineOptions<AutodiffPhaseOptions> {
+  Option<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("none, selective (attention cores) or full (layers)"),
+      llvm::cl::init("none")};
+};
 } // namespace
 
 void buildFoldPhase(OpPassManager &pm) {
@@ -32,8 +39,10 @@ void buildAnnotatePhase(OpPassManager &pm, StringRef planFile) {
   pm.addPass(createBmVerifyAnnotatedPass());
 }
 
-void buildAutodiffPhase(OpPassManager &pm) {
-  pm.addPass(createBmAutodiffPass());
+void buildAutodiffPhase(OpPassManager &pm, StringRef recompute) {
+  BmAutodiffPassOptions options;
+  options.recompute = recompute.str();
+  pm.addPass(createBmAutodiffPass(options));
   pm.addPass(createBmVerifyTrainingStepPass());
 }
 
@@ -49,11 +58,13 @@ void registerPhasePipelines() {
       [](OpPassManager &pm, const AnnotatePhaseOptions &options) {
         buildAnnotatePhase(pm, options.plan);
       });
-  PassPipelineRegistration<>(
+  PassPipelineRegistration<AutodiffPhaseOptions>(
       "bm-autodiff-phase",
       "Phase 5: build the training step (bm-autodiff), then "
       "bm-verify-training-step",
-      buildAutodiffPhase);
+      [](OpPassManager &pm, const AutodiffPhaseOptions &options) {
+        buildAutodiffPhase(pm, options.recompute);
+      });
 }
 
 } // namespace mlir::bm

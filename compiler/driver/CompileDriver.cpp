@@ -99,8 +99,17 @@ llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
     compiled.parameters = std::move(*params);
   }
 
+  // Folding marks the layers that full recomputation runs again.
   if (llvm::Error err =
-          runPipeline(**module, mlir::bm::buildAutodiffPhase, "autodiff"))
+          runPipeline(**module, mlir::bm::buildFoldPhase, "folding"))
+    return std::move(err);
+  std::string recompute = plan::toString(compiled.plan.config.recompute);
+  if (llvm::Error err = runPipeline(
+          **module,
+          [&](mlir::OpPassManager &pm) {
+            mlir::bm::buildAutodiffPhase(pm, recompute);
+          },
+          "autodiff"))
     return std::move(err);
   auto step = (*module)->lookupSymbol<mlir::func::FuncOp>("train_step");
   compiled.task = taskOf(step);

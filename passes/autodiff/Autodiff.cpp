@@ -5,6 +5,9 @@
 // (GradientOpInterface) adds its backward ops after them, last op first.
 // Only values that depend on a parameter ("active" values) get gradients:
 // the rest of the graph (masks, positions, the input images) needs none.
+// Under recomputation, backward runs a segment of forward ops again (a
+// layer, or an attention core) before differentiating it, and its rules
+// read the second run's values, so the first run's die after forward.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,7 +15,10 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
+
+#include <map>
 
 namespace mlir::bm {
 #define GEN_PASS_DEF_BMAUTODIFFPASS
@@ -90,10 +96,91 @@ llvm::DenseSet<Value> activeValues(func::FuncOp func) {
   return active;
 }
 
+/// Groups of forward ops that backward runs again instead of keeping their
+/// values alive from forward to backward.
+using Segments = std::vector<SmallVector<Operation *>>;
+
+/// Full recomputation: each layer bm-fold marked is a segment.
+Segments layerSegments(ArrayRef<Operation *> forward) {
+  std::map<int64_t, SmallVector<Operation *>> layers;
+  for (Operation *op : forward)
+    if (auto layer = op->getAttrOfType<IntegerAttr>(BmDialect::kLayerAttrName))
+      layers[layer.getInt()].push_back(op);
+  Segments segments;
+  for (auto &[layer, ops] : layers)
+    segments.push_back(std::move(ops));
+  return segments;
+}
+
+bool isParameterArgument(Value value) {
+  auto arg = dyn_cast<BlockArgument>(value);
+  if (!arg)
+    return false;
+  auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "bm.kind");
+  return kind && kind.getValue() == "parameter";
+}
+
+/// The scores of an attention softmax: back from its input through the
+/// scale, mask and bias (elementwise ops whose operand of the result's type
+/// carries the scores) to the product Q K^T of two activations. Empty when
+/// the softmax normalises something else.
+SmallVector<Operation *> scoresChain(SoftmaxOp softmax) {
+  SmallVector<Operation *> chain;
+  Value scores = softmax.getInput();
+  while (Operation *producer = scores.getDefiningOp()) {
+    if (auto matmul = dyn_cast<MatMulOp>(producer)) {
+      if (isParameterArgument(matmul.getLhs()) ||
+          isParameterArgument(matmul.getRhs()))
+        return {};
+      chain.push_back(producer);
+      return chain;
+    }
+    if (!isa<AddOp, SubOp, MulOp, DivOp, WhereOp>(producer))
+      return {};
+    Value carrier;
+    for (Value operand : producer->getOperands())
+      if (operand.getType() == scores.getType() && operand.getDefiningOp())
+        carrier = operand;
+    if (!carrier)
+      return {};
+    chain.push_back(producer);
+    scores = carrier;
+  }
+  return {};
+}
+
+/// Selective recomputation: each attention core, from Q K^T through the
+/// softmax to the product with V, is a segment (Korthikanti et al. 2022:
+/// its activations grow with the square of the sequence).
+Segments attentionCoreSegments(ArrayRef<Operation *> forward) {
+  Segments segments;
+  for (Operation *op : forward) {
+    auto softmax = dyn_cast<SoftmaxOp>(op);
+    if (!softmax)
+      continue;
+    SmallVector<Operation *> core = scoresChain(softmax);
+    if (core.empty())
+      continue;
+    std::reverse(core.begin(), core.end());
+    core.push_back(softmax);
+    for (Operation *user : softmax->getUsers())
+      if (auto pv = dyn_cast<MatMulOp>(user); pv && pv.getLhs() == softmax)
+        core.push_back(pv);
+    segments.push_back(std::move(core));
+  }
+  return segments;
+}
+
 class Backward {
 public:
-  Backward(OpBuilder &b, llvm::DenseSet<Value> active)
-      : b(b), active(std::move(active)) {}
+  Backward(OpBuilder &b, llvm::DenseSet<Value> active, Segments segments)
+      : b(b), active(std::move(active)), segments(std::move(segments)),
+        cloned(this->segments.size(), false) {
+    for (auto [index, segment] : llvm::enumerate(this->segments))
+      for (Operation *op : segment)
+        segmentOf[op] = index;
+  }
 
   /// Adds the gradient of each active operand of `op`, from its results'.
   LogicalResult differentiate(Operation *op) {
@@ -106,10 +193,15 @@ public:
     if (!any || llvm::none_of(op->getOperands(),
                               [&](Value v) { return active.contains(v); }))
       return success();
+    // In a recomputed segment, the rule reads the values of the segment's
+    // second run.
+    Operation *ruleOp = op;
+    if (auto it = segmentOf.find(op); it != segmentOf.end())
+      ruleOp = recomputed(it->second, op);
     SmallVector<Value> dxs;
-    auto rule = dyn_cast<GradientOpInterface>(op);
+    auto rule = dyn_cast<GradientOpInterface>(ruleOp);
     if (failed(rule ? rule.buildGradients(b, dys, dxs)
-                    : buildGradientsFromRegistry(op, b, dys, dxs)))
+                    : buildGradientsFromRegistry(ruleOp, b, dys, dxs)))
       return failure();
     for (auto [operand, dx] : llvm::zip(op->getOperands(), dxs))
       if (dx && active.contains(operand) && failed(accumulate(op, operand, dx)))
@@ -121,6 +213,18 @@ public:
   Value gradientOf(Value value) const { return grads.lookup(value); }
 
 private:
+  /// The copy of `op` in the second run of segment `index`, which runs the
+  /// first time backward reaches the segment (at its last op).
+  Operation *recomputed(unsigned index, Operation *op) {
+    if (!cloned[index]) {
+      IRMapping map;
+      for (Operation *original : segments[index])
+        cloneOf[original] = b.clone(*original, map);
+      cloned[index] = true;
+    }
+    return cloneOf.lookup(op);
+  }
+
   LogicalResult accumulate(Operation *op, Value operand, Value dx) {
     if (dx.getType() != operand.getType())
       return op->emitOpError("gradient rule gave ")
@@ -134,6 +238,10 @@ private:
   OpBuilder &b;
   llvm::DenseSet<Value> active;
   llvm::DenseMap<Value, Value> grads;
+  Segments segments;
+  std::vector<bool> cloned;
+  llvm::DenseMap<Operation *, unsigned> segmentOf;
+  llvm::DenseMap<Operation *, Operation *> cloneOf;
 };
 
 /// Removes backward ops whose results nothing reads (gradients rules build
@@ -149,7 +257,21 @@ void eraseDeadOps(Block &block, Operation *firstBackward) {
       op->erase();
 }
 
-LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main) {
+FailureOr<Segments> recomputeSegments(StringRef recompute,
+                                      ArrayRef<Operation *> forward,
+                                      Location loc) {
+  if (recompute == "none")
+    return Segments();
+  if (recompute == "full")
+    return layerSegments(forward);
+  if (recompute == "selective")
+    return attentionCoreSegments(forward);
+  return emitError(loc, "recompute must be none, selective or full, got '")
+         << recompute << "'";
+}
+
+LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main,
+                             StringRef recompute) {
   OpBuilder b(module.getContext());
   b.setInsertionPointAfter(main);
   auto step = cast<func::FuncOp>(b.clone(*main));
@@ -167,11 +289,9 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main) {
   if (failed(loss))
     return failure();
 
-  Backward backward(b, activeValues(step));
   Value one = ConstantOp::create(
       b, loss->getLoc(),
       DenseElementsAttr::get(typeOf(*loss), b.getF32FloatAttr(1.0f)));
-  backward.seed(*loss, one);
   Operation *firstBackward = one.getDefiningOp();
   SmallVector<Operation *> forward;
   for (Operation &op : body)
@@ -179,6 +299,12 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main) {
       break;
     else
       forward.push_back(&op);
+  FailureOr<Segments> segments =
+      recomputeSegments(recompute, forward, main.getLoc());
+  if (failed(segments))
+    return failure();
+  Backward backward(b, activeValues(step), std::move(*segments));
+  backward.seed(*loss, one);
   for (Operation *op : llvm::reverse(forward))
     if (failed(backward.differentiate(op)))
       return failure();
@@ -212,6 +338,8 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main) {
 }
 
 struct AutodiffPass : impl::BmAutodiffPassBase<AutodiffPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto main = module.lookupSymbol<func::FuncOp>("main");
@@ -223,7 +351,7 @@ struct AutodiffPass : impl::BmAutodiffPassBase<AutodiffPass> {
       module.emitError("the module already has a @train_step");
       return signalPassFailure();
     }
-    if (failed(buildTrainStep(module, main)))
+    if (failed(buildTrainStep(module, main, recompute)))
       signalPassFailure();
   }
 };

@@ -273,18 +273,15 @@ void Trainer::printStart(int64_t start) const {
   std::printf("%s: %lld parameters in %lld tensors (%lld frozen), %s task\n",
               config.model.c_str(), (long long)count, (long long)tensors,
               (long long)frozen, config.task.c_str());
-  std::printf("step: micro-batch %lld x %lld, %s, %s\n",
+  std::printf("step: micro-batch %lld x %lld, recompute %s, %s, %s\n",
               (long long)config.microBatch, (long long)config.microBatches,
+              config.recompute.c_str(),
               hyper.describe(config.optimizer).c_str(),
               feeder->describe().c_str());
   if (config.precision != "fp32")
     std::printf("note: the plan trains in %s mixed precision; the CPU "
                 "runtime computes in fp32\n",
                 config.precision.c_str());
-  if (config.recompute != "none")
-    std::printf("note: the plan recomputes (%s); this trainer keeps every "
-                "activation (recomputation is not built yet)\n",
-                config.recompute.c_str());
   std::printf("memory: parameters %.2f MiB, gradients %.2f MiB, optimizer "
               "state %.2f MiB, activations %.2f MiB (arena %.2f MiB), "
               "workspace %.2f MiB\n",

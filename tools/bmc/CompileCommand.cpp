@@ -48,6 +48,9 @@ OPTIONS:
   --optimizer O         adam (AdamW, default) or sgd (with momentum)
   --precision P         bf16, fp16 or fp32: recorded in the plan; the CPU
                         runtime computes in fp32 and says so at start-up
+  --fix K=V,...         pin plan choices as bmc plan does; on one device
+                        mb (micro-batch) and recompute (none|selective|full)
+                        change the trainer
   --init random         initialise the parameters (the architectures'
                         papers' schemes) instead of reading them: for
                         graph-only models
@@ -118,6 +121,11 @@ std::optional<std::string> applyFlag(StringRef flag, StringRef v,
     o.training.precision = bm::cost::parsePrecision(v);
     if (!o.training.precision)
       return "--precision must be bf16, fp16 or fp32, got '" + v.str() + "'";
+  } else if (flag == "--fix") {
+    auto fixed = bm::plan::parseFixedChoices(v);
+    if (!fixed)
+      return llvm::toString(fixed.takeError());
+    o.training.fixed = *fixed;
   } else if (flag == "--init") {
     if (v != "random")
       return "--init supports 'random', got '" + v.str() + "'";
@@ -144,8 +152,8 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
     std::optional<std::string> value;
     StringRef matched;
     for (StringRef name : {"-o", "--gpus", "--global-batch", "--seq", "--dim",
-                           "--cluster", "--optimizer", "--precision", "--init",
-                           "--seed"})
+                           "--cluster", "--optimizer", "--precision", "--fix",
+                           "--init", "--seed"})
       if (cursor.takeFlag(name, value)) {
         matched = name;
         break;
