@@ -135,6 +135,10 @@ private:
                     : double(dense.getSplatValue<APInt>().getSExtValue());
       fill.attrs["value"] = value;
       fill.comment = commentOf(constant);
+      if (auto layer = constant->getAttrOfType<IntegerAttr>("bm.layer"))
+        fill.layer = static_cast<int>(layer.getInt());
+      if (auto cls = constant->getAttrOfType<IntegerAttr>("bm.block_class"))
+        fill.blockClass = static_cast<int>(cls.getInt());
       program.instrs.push_back(std::move(fill));
       return llvm::Error::success();
     }
@@ -216,6 +220,10 @@ private:
     if (auto err = lowerAttrs(op, instr))
       return err;
     instr.comment = commentOf(op);
+    if (auto layer = op->getAttrOfType<IntegerAttr>("bm.layer"))
+      instr.layer = static_cast<int>(layer.getInt());
+    if (auto blockClass = op->getAttrOfType<IntegerAttr>("bm.block_class"))
+      instr.blockClass = static_cast<int>(blockClass.getInt());
     program.instrs.push_back(std::move(instr));
     return llvm::Error::success();
   }

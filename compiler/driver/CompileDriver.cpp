@@ -2,6 +2,7 @@
 
 #include "compiler/driver/CompileDriver.h"
 
+#include "compiler/codegen/OutlineBlocks.h"
 #include "compiler/codegen/StepProgram.h"
 #include "passes/Passes.h"
 
@@ -118,10 +119,12 @@ llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
   if (!stepProgram)
     return stepProgram.takeError();
   compiled.step = std::move(*stepProgram);
+  outlineBlocks(compiled.step);
   auto forwardProgram = lowerToProgram(main, name);
   if (!forwardProgram)
     return forwardProgram.takeError();
   compiled.forward = std::move(*forwardProgram);
+  outlineBlocks(compiled.forward);
 
   auto hash = hashFile(options.model);
   if (!hash)

@@ -193,6 +193,18 @@ public:
     if (!any || llvm::none_of(op->getOperands(),
                               [&](Value v) { return active.contains(v); }))
       return success();
+    Operation *lastBefore = b.getInsertionPoint()->getPrevNode();
+    if (failed(differentiateActive(op, dys)))
+      return failure();
+    tagWithLayer(op, lastBefore);
+    return success();
+  }
+
+  void seed(Value value, Value grad) { grads[value] = grad; }
+  Value gradientOf(Value value) const { return grads.lookup(value); }
+
+private:
+  LogicalResult differentiateActive(Operation *op, ArrayRef<Value> dys) {
     // In a recomputed segment, the rule reads the values of the segment's
     // second run.
     Operation *ruleOp = op;
@@ -209,10 +221,20 @@ public:
     return success();
   }
 
-  void seed(Value value, Value grad) { grads[value] = grad; }
-  Value gradientOf(Value value) const { return grads.lookup(value); }
+  /// Backward ops belong to the layer of the forward op they differentiate,
+  /// so that codegen can give each block class one backward function.
+  void tagWithLayer(Operation *op, Operation *lastBefore) {
+    Attribute layer = op->getAttr(BmDialect::kLayerAttrName);
+    Attribute blockClass = op->getAttr(BmDialect::kBlockClassAttrName);
+    if (!layer || !blockClass)
+      return;
+    for (Operation *made = b.getInsertionPoint()->getPrevNode();
+         made && made != lastBefore; made = made->getPrevNode()) {
+      made->setAttr(BmDialect::kLayerAttrName, layer);
+      made->setAttr(BmDialect::kBlockClassAttrName, blockClass);
+    }
+  }
 
-private:
   /// The copy of `op` in the second run of segment `index`, which runs the
   /// first time backward reaches the segment (at its last op).
   Operation *recomputed(unsigned index, Operation *op) {

@@ -14,7 +14,7 @@ static size_t alignUp(size_t bytes) {
 }
 
 Executor::Executor(const Program &program, Device &device)
-    : prog(program), dev(device) {
+    : prog(inlineCalls(program)), dev(device) {
   for (const Instr &instr : prog.instrs) {
     KernelLauncher launcher = findKernel(instr.op);
     BMRT_CHECK(launcher, "the step program uses op '" + instr.op +

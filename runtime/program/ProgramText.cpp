@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace bmrt {
@@ -207,21 +208,37 @@ static void printInstr(std::ostream &os, const Instr &instr) {
   os << '\n';
 }
 
+static void printSlot(std::ostream &os, size_t index, const Slot &slot) {
+  os << "slot %" << index << ' ' << nameOf(slot.kind) << ' '
+     << nameOf(slot.dtype) << formatShape(slot.shape);
+  if (!slot.name.empty())
+    os << ' ' << quote(slot.name);
+  if (slot.kind == SlotKind::Const)
+    printConstant(os, slot);
+  os << '\n';
+}
+
+static void printFunction(std::ostream &os, const Function &function) {
+  os << "func " << function.name << ' ' << function.numArgs << " ->";
+  for (size_t i = 0; i < function.results.size(); ++i)
+    os << (i ? ", %" : " %") << function.results[i];
+  os << '\n';
+  for (size_t i = 0; i < function.slots.size(); ++i)
+    printSlot(os, i, function.slots[i]);
+  for (const Instr &instr : function.instrs)
+    printInstr(os, instr);
+  os << "end\n\n";
+}
+
 std::string printProgram(const Program &program) {
   std::ostringstream os;
   os << "bmc-step-program " << Program::kVersion << '\n';
   os << "model " << quote(program.model) << "\n\n";
-  for (size_t i = 0; i < program.slots.size(); ++i) {
-    const Slot &slot = program.slots[i];
-    os << "slot %" << i << ' ' << nameOf(slot.kind) << ' ' << nameOf(slot.dtype)
-       << formatShape(slot.shape);
-    if (!slot.name.empty())
-      os << ' ' << quote(slot.name);
-    if (slot.kind == SlotKind::Const)
-      printConstant(os, slot);
-    os << '\n';
-  }
+  for (size_t i = 0; i < program.slots.size(); ++i)
+    printSlot(os, i, program.slots[i]);
   os << '\n';
+  for (const Function &function : program.functions)
+    printFunction(os, function);
   for (const Instr &instr : program.instrs)
     printInstr(os, instr);
   os << '\n';
@@ -399,15 +416,42 @@ void parseConstantValues(LineParser &p, Slot &slot) {
            formatShape(slot.shape) + " holds");
 }
 
-void parseSlot(LineParser &p, Program &program) {
+/// Where slots and instructions go: the program itself, or the function
+/// being read.
+struct Scope {
+  std::vector<Slot> &slots;
+  std::vector<Instr> &instrs;
+  /// Arguments of a function are defined on entry.
+  int numArgs = 0;
+  bool isFunction = false;
+  std::vector<bool> defined;
+
+  /// Slots that hold a value before any instruction runs.
+  void startInstructions() {
+    if (defined.size() == slots.size())
+      return;
+    defined.assign(slots.size(), false);
+    for (size_t i = 0; i < slots.size(); ++i)
+      defined[i] = isFunction ? static_cast<int>(i) < numArgs
+                              : slots[i].kind != SlotKind::Value &&
+                                    slots[i].kind != SlotKind::Grad;
+  }
+};
+
+void parseSlot(LineParser &p, Scope &scope) {
   int index = p.slotRef();
-  if (index != static_cast<int>(program.slots.size()))
+  if (index != static_cast<int>(scope.slots.size()))
     p.fail("slot %" + std::to_string(index) + " is out of order (expected %" +
-           std::to_string(program.slots.size()) + ")");
+           std::to_string(scope.slots.size()) + ")");
+  if (!scope.instrs.empty())
+    p.fail("slots must come before the instructions");
   Slot slot;
   std::string kind = p.word();
   if (!parseSlotKind(kind, slot.kind))
     p.fail("unknown slot kind '" + kind + "'");
+  if (scope.isFunction && slot.kind != SlotKind::Value)
+    p.fail("a function's slots are values (its arguments and results are "
+           "bound by each call)");
   parseTypedShape(p, slot);
   if (p.peekIs('"'))
     slot.name = p.quoted();
@@ -417,7 +461,7 @@ void parseSlot(LineParser &p, Program &program) {
   }
   if (!p.atEnd())
     p.fail("unexpected text after the slot");
-  program.slots.push_back(std::move(slot));
+  scope.slots.push_back(std::move(slot));
 }
 
 Attr parseAttrValue(LineParser &p) {
@@ -445,15 +489,18 @@ Attr parseAttrValue(LineParser &p) {
   return attr;
 }
 
-void parseInstr(LineParser &p, Program &program, std::vector<bool> &defined) {
+void parseInstr(LineParser &p, Scope &scope) {
+  scope.startInstructions();
   Instr instr;
   do
     instr.results.push_back(p.slotRef());
   while (p.consume(','));
   p.expect('=');
   instr.op = p.word();
+  if (scope.isFunction && instr.op == "call")
+    p.fail("a call inside a function (is the function's 'end' missing?)");
   auto checkSlot = [&](int slot, const char *role) {
-    if (slot >= static_cast<int>(program.slots.size()))
+    if (slot >= static_cast<int>(scope.slots.size()))
       p.fail(std::string(role) + " %" + std::to_string(slot) +
              " is not a declared slot");
   };
@@ -462,7 +509,7 @@ void parseInstr(LineParser &p, Program &program, std::vector<bool> &defined) {
       int operand = p.slotRef(/*allowAbsent=*/true);
       if (operand >= 0) {
         checkSlot(operand, "operand");
-        if (!defined[operand])
+        if (!scope.defined[operand])
           p.fail("operand %" + std::to_string(operand) +
                  " is used before it is computed");
       }
@@ -483,15 +530,87 @@ void parseInstr(LineParser &p, Program &program, std::vector<bool> &defined) {
     p.fail("unexpected text after the instruction");
   for (int result : instr.results) {
     checkSlot(result, "result");
-    SlotKind kind = program.slots[result].kind;
+    SlotKind kind = scope.slots[result].kind;
     if (kind != SlotKind::Value && kind != SlotKind::Grad)
       p.fail("result %" + std::to_string(result) + " is a " + nameOf(kind) +
              " slot; only values and gradients are computed");
-    if (defined[result])
+    if (scope.defined[result])
       p.fail("slot %" + std::to_string(result) + " is computed twice");
-    defined[result] = true;
+    scope.defined[result] = true;
   }
-  program.instrs.push_back(std::move(instr));
+  scope.instrs.push_back(std::move(instr));
+}
+
+/// A call binds its operands to the callee's arguments and its results to
+/// the callee's results, which must agree in element type and shape.
+void checkCall(LineParser &p, const Program &program, const Instr &call) {
+  if (call.op != "call")
+    return;
+  auto callee = call.attrs.find("callee");
+  if (callee == call.attrs.end() || callee->second.kind != Attr::Kind::String)
+    p.fail("a call needs {callee=\"NAME\"}");
+  const Function *function = nullptr;
+  for (const Function &f : program.functions)
+    if (f.name == callee->second.s)
+      function = &f;
+  if (!function)
+    p.fail("call of '" + callee->second.s + "', which no func defines before");
+  if (call.operands.size() != static_cast<size_t>(function->numArgs) ||
+      call.results.size() != function->results.size())
+    p.fail("call of '" + function->name + "' binds " +
+           std::to_string(call.operands.size()) + " operands and " +
+           std::to_string(call.results.size()) + " results; it takes " +
+           std::to_string(function->numArgs) + " and gives " +
+           std::to_string(function->results.size()));
+  auto same = [&](const Slot &a, const Slot &b, const std::string &what) {
+    if (a.dtype != b.dtype || a.shape != b.shape)
+      p.fail(what + " of the call of '" + function->name + "' is " +
+             nameOf(a.dtype) + formatShape(a.shape) + ", the function's is " +
+             nameOf(b.dtype) + formatShape(b.shape));
+  };
+  for (size_t i = 0; i < call.operands.size(); ++i) {
+    if (call.operands[i] < 0)
+      p.fail("a call binds every argument");
+    same(program.slots[call.operands[i]], function->slots[i],
+         "operand " + std::to_string(i));
+  }
+  for (size_t i = 0; i < call.results.size(); ++i)
+    same(program.slots[call.results[i]],
+         function->slots[function->results[i]], "result " + std::to_string(i));
+}
+
+/// "func NAME NARGS -> %R, ..." opens a function.
+Function parseFunctionHeader(LineParser &p) {
+  Function function;
+  function.name = p.word();
+  function.numArgs = static_cast<int>(p.integer());
+  p.expect('-');
+  p.expect('>');
+  if (!p.atEnd())
+    do
+      function.results.push_back(p.slotRef());
+    while (p.consume(','));
+  if (!p.atEnd())
+    p.fail("unexpected text after the function header");
+  return function;
+}
+
+void finishFunction(LineParser &p, Function &function, Scope &scope) {
+  if (function.numArgs < 0 ||
+      function.numArgs > static_cast<int>(function.slots.size()))
+    p.fail("function '" + function.name + "' declares " +
+           std::to_string(function.numArgs) + " arguments but " +
+           std::to_string(function.slots.size()) + " slots");
+  scope.startInstructions();
+  for (int r : function.results)
+    if (r < function.numArgs || r >= static_cast<int>(function.slots.size()) ||
+        !scope.defined[r])
+      p.fail("function '" + function.name + "' gives %" + std::to_string(r) +
+             ", which it never computes");
+  for (const Instr &instr : function.instrs)
+    if (instr.op == "call")
+      p.fail("function '" + function.name + "' calls another; functions "
+             "hold kernels only");
 }
 
 } // namespace
@@ -502,7 +621,9 @@ Program parseProgram(const std::string &text, const std::string &source) {
   std::string line;
   int number = 0;
   bool sawHeader = false, sawLoss = false;
-  std::vector<bool> defined;
+  Scope top{program.slots, program.instrs};
+  std::optional<Function> function;
+  std::optional<Scope> inFunction;
   while (std::getline(lines, line)) {
     ++number;
     LineParser p(line, source + ":" + std::to_string(number));
@@ -520,23 +641,36 @@ Program parseProgram(const std::string &text, const std::string &source) {
       sawHeader = true;
       continue;
     }
+    Scope &scope = inFunction ? *inFunction : top;
     if (p.peekIs('%')) {
-      if (defined.size() != program.slots.size()) {
-        defined.assign(program.slots.size(), false);
-        for (size_t i = 0; i < program.slots.size(); ++i)
-          defined[i] = program.slots[i].kind != SlotKind::Value &&
-                       program.slots[i].kind != SlotKind::Grad;
-      }
-      parseInstr(p, program, defined);
+      parseInstr(p, scope);
+      if (!inFunction)
+        checkCall(p, program, program.instrs.back());
       continue;
     }
     std::string keyword = p.word();
-    if (keyword == "model") {
-      program.model = p.quoted();
-    } else if (keyword == "slot") {
+    if (keyword == "slot") {
+      parseSlot(p, scope);
+    } else if (keyword == "func") {
+      if (inFunction)
+        p.fail("a func inside a func");
       if (!program.instrs.empty())
-        p.fail("slots must come before the instructions");
-      parseSlot(p, program);
+        p.fail("functions must come before the program's instructions");
+      function = parseFunctionHeader(p);
+      inFunction.emplace(Scope{function->slots, function->instrs,
+                               function->numArgs, /*isFunction=*/true});
+    } else if (keyword == "end") {
+      if (!inFunction)
+        p.fail("'end' without a func");
+      finishFunction(p, *function, *inFunction);
+      inFunction.reset();
+      program.functions.push_back(std::move(*function));
+      function.reset();
+    } else if (inFunction) {
+      p.fail("unexpected '" + keyword + "' inside function '" +
+             function->name + "'");
+    } else if (keyword == "model") {
+      program.model = p.quoted();
     } else if (keyword == "loss" || keyword == "output") {
       int slot = p.slotRef();
       if (slot >= static_cast<int>(program.slots.size()))
@@ -551,11 +685,13 @@ Program parseProgram(const std::string &text, const std::string &source) {
     }
   }
   BMRT_CHECK(sawHeader, source + ": empty step program");
+  BMRT_CHECK(!inFunction, source + ": function '" + function->name +
+                              "' has no 'end'");
   BMRT_CHECK(sawLoss,
              source + ": the step program names no loss and no output");
+  top.startInstructions();
   for (size_t i = 0; i < program.slots.size(); ++i)
-    BMRT_CHECK(program.slots[i].kind != SlotKind::Grad ||
-                   (i < defined.size() && defined[i]),
+    BMRT_CHECK(program.slots[i].kind != SlotKind::Grad || top.defined[i],
                source + ": gradient %" + std::to_string(i) + " of '" +
                    program.slots[i].name + "' is never computed");
   return program;

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/codegen/OutlineBlocks.h"
 #include "compiler/codegen/Parameters.h"
 #include "compiler/codegen/StepProgram.h"
 #include "compiler/import/OnnxImporter.h"
@@ -45,7 +46,7 @@ struct CompiledStep {
   std::unique_ptr<bmrt::Device> device = bmrt::createCpuDevice();
   std::unique_ptr<bmrt::Executor> executor;
 
-  void build(const StepCase &c) {
+  void build(const StepCase &c, bool outline = false) {
     mlir::bm::registerBmPasses();
     bm::ImportOptions options;
     options.dims = c.dims;
@@ -57,12 +58,15 @@ struct CompiledStep {
     auto params = bm::readParameters(modelPath(c.model), main);
     ASSERT_TRUE(static_cast<bool>(params)) << llvm::toString(params.takeError());
     mlir::PassManager pm(&context);
+    mlir::bm::buildFoldPhase(pm);
     mlir::bm::buildAutodiffPhase(pm);
     ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
     auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
     auto lowered = bm::lowerToProgram(step, c.model);
     ASSERT_TRUE(static_cast<bool>(lowered))
         << llvm::toString(lowered.takeError());
+    if (outline)
+      bm::outlineBlocks(*lowered);
     // Through the text form, as the trainer reads it.
     program = bmrt::parseProgram(bmrt::printProgram(*lowered), c.model);
     executor = std::make_unique<bmrt::Executor>(program, *device);
@@ -175,6 +179,36 @@ TEST_P(WholeModelGradient, MatchesDirectionalDerivative) {
   EXPECT_NEAR(analytic, numeric, 5e-4 + 0.01 * std::fabs(numeric))
       << GetParam().model << ": loss " << base << ", |grad| "
       << std::sqrt(gradNorm2);
+}
+
+/// Outlined layers run the same kernels on the same values in the same
+/// order: the loss and every gradient are equal bit for bit, and the
+/// program has one call per layer instead of the layers' instructions.
+TEST_P(WholeModelGradient, OutliningBlocksKeepsTheStep) {
+  CompiledStep flat, outlined;
+  ASSERT_NO_FATAL_FAILURE(flat.build(GetParam()));
+  ASSERT_NO_FATAL_FAILURE(outlined.build(GetParam(), /*outline=*/true));
+  // Models without repeated layers (moe-tiny, wresnet-tiny) have nothing
+  // to outline.
+  EXPECT_EQ(outlined.program.functions.empty(),
+            outlined.program.instrs.size() == flat.program.instrs.size());
+  EXPECT_LE(outlined.program.instrs.size(), flat.program.instrs.size());
+  EXPECT_EQ(flat.loss(), outlined.loss());
+  for (int param : flat.program.slotsOf(bmrt::SlotKind::Param)) {
+    const std::string &name = flat.program.slots[param].name;
+    int other = -1;
+    for (int p : outlined.program.slotsOf(bmrt::SlotKind::Param))
+      if (outlined.program.slots[p].name == name)
+        other = p;
+    ASSERT_GE(other, 0) << name;
+    int g = flat.program.gradientOf(param), h = outlined.program.gradientOf(other);
+    ASSERT_EQ(g < 0, h < 0) << name;
+    if (g < 0)
+      continue;
+    const bmrt::TensorView &a = flat.executor->view(g);
+    const bmrt::TensorView &b = outlined.executor->view(h);
+    EXPECT_EQ(0, std::memcmp(a.data, b.data, a.bytes())) << name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -32,8 +32,9 @@ std::vector<std::string> kernelNames();
 
 class Executor {
 public:
-  /// Checks that every instruction names a known kernel and places every
-  /// slot in device memory; throws bmrt::Error otherwise.
+  /// Inlines the program's calls, checks that every instruction names a
+  /// known kernel and places every slot in device memory; throws
+  /// bmrt::Error otherwise. Slot indices of `program` keep their meaning.
   Executor(const Program &program, Device &device);
   ~Executor();
   Executor(const Executor &) = delete;
@@ -61,7 +62,9 @@ private:
   void placeSlots();
   void placeValues();
 
-  const Program &prog;
+  /// The program with its calls inlined: each layer's instance of a block
+  /// function gets its own slots, placed by liveness like any other.
+  Program prog;
   Device &dev;
   std::vector<TensorView> views;
   void *arena = nullptr;

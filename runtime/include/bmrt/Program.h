@@ -16,6 +16,16 @@
 //   ...
 //   loss %40
 //
+// Layers of one block class share a function, run once per layer:
+//
+//   func block0_forward 14 -> %30, %31
+//   slot %0 value f32[8,16,64]
+//   ...
+//   %14 = layer_norm %0, %1, %2 {axis=2, epsilon=9.99999975e-06}  # h.0.ln_1
+//   ...
+//   end
+//   %50, %51 = call %32, %3, %4, ... {callee="block0_forward"}  # layer 1
+//
 // (A forward-only program, for checking the model against a reference, ends
 // with `output %N` lines instead of `loss`.)
 // A slot is one tensor of the step: a graph input or label (filled by the
@@ -75,6 +85,9 @@ struct Instr {
   std::map<std::string, Attr> attrs;
   /// Where it came from: the ONNX node, or what autodiff made it for.
   std::string comment;
+  /// The folded layer and block class the op belongs to (-1: none). The
+  /// compiler's bookkeeping for outlining blocks; not part of the text.
+  int layer = -1, blockClass = -1;
 
   /// The attribute `name`; throws bmrt::Error if absent or of another kind.
   int64_t getInt(const std::string &name) const;
@@ -84,10 +97,27 @@ struct Instr {
   int64_t getInt(const std::string &name, int64_t otherwise) const;
 };
 
+/// The instructions of one block class's layers (their forward, or their
+/// backward), run by `call` instructions once per layer: a layer's own
+/// values are the function's slots, so a deep model's program is as long
+/// as its unique blocks.
+struct Function {
+  std::string name;
+  /// Local slots; the first `numArgs` are the arguments, bound by each call
+  /// to its operands.
+  std::vector<Slot> slots;
+  int numArgs = 0;
+  std::vector<Instr> instrs;
+  /// Local slots each call binds to its results.
+  std::vector<int> results;
+};
+
 struct Program {
   static constexpr int kVersion = 1;
   std::string model;
   std::vector<Slot> slots;
+  /// Functions called by `call` instructions (attribute callee = name).
+  std::vector<Function> functions;
   std::vector<Instr> instrs;
   /// The scalar the step minimises; -1 in a forward-only program.
   int loss = -1;
@@ -99,6 +129,10 @@ struct Program {
   /// The gradient slot of each parameter slot (by name), or -1.
   int gradientOf(int param) const;
 };
+
+/// The same program with every call replaced by the callee's instructions
+/// on fresh slots (appended after the program's own, whose indices stay).
+Program inlineCalls(const Program &program);
 
 /// The text form above. Printing then parsing gives the same program.
 std::string printProgram(const Program &program);
