@@ -283,8 +283,10 @@ int bmc::runCompile(llvm::ArrayRef<StringRef> args) {
     return fail(llvm::toString(model.takeError()));
   if (int rc = writeOutputs(compileArgs, *model))
     return rc;
-  llvm::outs() << "compiled " << model->plan.modelName << " into "
-               << compileArgs.out << "/trainer: " << model->step.instrs.size()
+  llvm::SmallString<256> trainer(compileArgs.out);
+  llvm::sys::path::append(trainer, "trainer");
+  llvm::outs() << "compiled " << model->plan.modelName << " into " << trainer
+               << ": " << model->step.instrs.size()
                << " instructions, " << model->parameters.size()
                << " parameter tensors, micro-batch "
                << model->plan.config.microBatch << " x "
