@@ -268,3 +268,30 @@ def test_init_random_follows_the_papers(tmp_path):
     for name in ("wte.weight", "h.1.mlp.fc.weight"):
         assert abs(float(a[name].std()) - 0.02) < 0.002, name
         assert abs(float(a[name].mean())) < 0.002, name
+
+
+def test_model_with_its_own_loss_trains_on_it(tmp_path):
+    # A model whose output is already a scalar loss (here the mean square of
+    # a linear map of its input, minimised by W = 0) trains on it as it is:
+    # no labels, no appended cross-entropy.
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(
+        np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="linear"),
+         helper.make_node("Mul", ["y", "y"], ["sq"], name="square"),
+         helper.make_node("ReduceMean", ["sq"], ["loss"], name="mean", keepdims=0)],
+        "own_loss", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "own_loss.onnx"
+    onnx.save(model, str(path))
+    out = tmp_path / "out"
+    result = run([tool("bmc"), "compile", str(path), "-o", str(out), "--global-batch", "4"])
+    assert "own-loss" in result.stdout
+    log = str(tmp_path / "run.jsonl")
+    train(str(out), "--steps", "30", "--lr", "0.05", "--warmup", "0", "--log", log)
+    losses = [r["loss"] for r in read_log(log)]
+    assert losses[-1] < 0.1 * losses[0]
