@@ -150,14 +150,10 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
       return 0;
     }
     std::optional<std::string> value;
-    StringRef matched;
-    for (StringRef name : {"-o", "--gpus", "--global-batch", "--seq", "--dim",
-                           "--cluster", "--optimizer", "--precision", "--fix",
-                           "--init", "--seed"})
-      if (cursor.takeFlag(name, value)) {
-        matched = name;
-        break;
-      }
+    StringRef matched = cursor.takeAnyFlag(
+        {"-o", "--gpus", "--global-batch", "--seq", "--dim", "--cluster",
+         "--optimizer", "--precision", "--fix", "--init", "--seed"},
+        value);
     if (matched.empty()) {
       if (cursor.isOption())
         return cursor.unknownOption();

@@ -115,14 +115,11 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
       out.json = true;
       continue;
     }
-    StringRef matched;
-    for (StringRef name : {"--gpus", "--cluster", "--global-batch", "--seq",
-                           "--dim", "--precision", "--optimizer", "--fix",
-                           "--alternatives", "-o", "--emit-mlir", "--export"})
-      if (cursor.takeFlag(name, value)) {
-        matched = name;
-        break;
-      }
+    StringRef matched = cursor.takeAnyFlag(
+        {"--gpus", "--cluster", "--global-batch", "--seq", "--dim",
+         "--precision", "--optimizer", "--fix", "--alternatives", "-o",
+         "--emit-mlir", "--export"},
+        value);
     if (matched.empty()) {
       if (cursor.isOption())
         return cursor.unknownOption();

@@ -64,6 +64,10 @@ public:
   /// True if the current argument is `flag` (or `flag=...`); stores its
   /// value, taken from `=...` or the next argument. Reports a missing value.
   bool takeFlag(llvm::StringRef flag, std::optional<std::string> &value);
+  /// The first of `flags` the current argument is (taking it and its value
+  /// as takeFlag does), or an empty name.
+  llvm::StringRef takeAnyFlag(llvm::ArrayRef<llvm::StringRef> flags,
+                              std::optional<std::string> &value);
   /// True if the current argument is exactly `flag` (a switch).
   bool takeSwitch(llvm::StringRef flag);
   /// Takes the current argument as a positional.

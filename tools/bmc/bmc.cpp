@@ -102,6 +102,14 @@ bool ArgCursor::takeFlag(StringRef flag, std::optional<std::string> &value) {
   return false;
 }
 
+StringRef ArgCursor::takeAnyFlag(llvm::ArrayRef<StringRef> flags,
+                                 std::optional<std::string> &value) {
+  for (StringRef flag : flags)
+    if (takeFlag(flag, value))
+      return flag;
+  return {};
+}
+
 bool ArgCursor::takeSwitch(StringRef flag) {
   if (peek() != flag)
     return false;

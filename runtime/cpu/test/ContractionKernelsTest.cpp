@@ -23,14 +23,6 @@ using cpu::matmul;
 
 constexpr double kTolerance = 1e-5;
 
-void expectClose(const Owned &got, const Owned &want,
-                 double tolerance = kTolerance) {
-  ASSERT_EQ(got.view.shape, want.view.shape);
-  for (int64_t k = 0; k < got.size(); ++k)
-    EXPECT_NEAR(got.view.f32()[k], want.view.f32()[k], tolerance)
-        << "element " << k << " of " << formatShape(got.view.shape);
-}
-
 /// The last two dims swapped (a copy), for checking transA / transB.
 Owned transposeLastTwo(const Owned &x) {
   Shape shape = x.view.shape;

@@ -28,14 +28,6 @@ using cpu::Ints;
 
 constexpr double kTolerance = 1e-5;
 
-void expectClose(const Owned &got, const Owned &want,
-                 double tolerance = kTolerance) {
-  ASSERT_EQ(got.view.shape, want.view.shape);
-  for (int64_t k = 0; k < got.size(); ++k)
-    EXPECT_NEAR(got.view.f32()[k], want.view.f32()[k], tolerance)
-        << "element " << k << " of " << formatShape(got.view.shape);
-}
-
 /// Row-major coordinates of `flat` in `dims`.
 Ints coordinates(int64_t flat, const Shape &dims) {
   Ints at(dims.size());

@@ -13,23 +13,6 @@ using namespace bmrt::test;
 
 namespace {
 
-Owned bools(Shape shape, std::vector<uint8_t> values) {
-  Owned t(DType::Bool, std::move(shape));
-  EXPECT_EQ(static_cast<int64_t>(values.size()), t.size());
-  std::memcpy(t.view.data, values.data(), values.size());
-  return t;
-}
-
-std::vector<float> floatsOf(const Owned &t) {
-  return {t.view.f32(), t.view.f32() + t.size()};
-}
-std::vector<int64_t> intsOf(const Owned &t) {
-  return {t.view.i64(), t.view.i64() + t.size()};
-}
-std::vector<uint8_t> boolsOf(const Owned &t) {
-  return {t.view.boolean(), t.view.boolean() + t.size()};
-}
-
 /// 0, 1, 2, ... as F32, so that every moved element says where it came
 /// from.
 Owned counting(Shape shape) {

@@ -13,32 +13,6 @@ using namespace bmrt::test;
 
 namespace {
 
-Owned bools(Shape shape, std::vector<uint8_t> values) {
-  Owned t(DType::Bool, std::move(shape));
-  EXPECT_EQ(static_cast<int64_t>(values.size()), t.size());
-  std::memcpy(t.view.data, values.data(), values.size());
-  return t;
-}
-
-std::vector<float> floatsOf(const Owned &t) {
-  return {t.view.f32(), t.view.f32() + t.size()};
-}
-std::vector<int64_t> intsOf(const Owned &t) {
-  return {t.view.i64(), t.view.i64() + t.size()};
-}
-std::vector<uint8_t> boolsOf(const Owned &t) {
-  return {t.view.boolean(), t.view.boolean() + t.size()};
-}
-
-void expectFloats(const Owned &t, const std::vector<float> &expected,
-                  float tolerance = 1e-6f) {
-  ASSERT_EQ(t.size(), static_cast<int64_t>(expected.size()));
-  for (int64_t k = 0; k < t.size(); ++k)
-    EXPECT_NEAR(t.view.f32()[k], expected[k],
-                tolerance * std::max(1.f, std::fabs(expected[k])))
-        << "element " << k;
-}
-
 /// The element of a tensor of `shape` that numpy broadcasting reads for
 /// element `index` of `out` (a reference, independent of the kernels').
 int64_t broadcastSource(int64_t index, const Shape &out, const Shape &shape) {

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -79,6 +80,45 @@ inline Owned randomF32(Shape shape, unsigned seed, float lo = -1.f,
 inline Stream &cpuStream() {
   static std::unique_ptr<Device> device = createCpuDevice();
   return device->computeStream();
+}
+
+inline Owned bools(Shape shape, std::vector<uint8_t> values) {
+  Owned t(DType::Bool, std::move(shape));
+  EXPECT_EQ(static_cast<int64_t>(values.size()), t.size());
+  std::memcpy(t.view.data, values.data(), values.size());
+  return t;
+}
+
+inline std::vector<float> floatsOf(const Owned &t) {
+  return {t.view.f32(), t.view.f32() + t.size()};
+}
+inline std::vector<int64_t> intsOf(const Owned &t) {
+  return {t.view.i64(), t.view.i64() + t.size()};
+}
+inline std::vector<uint8_t> boolsOf(const Owned &t) {
+  return {t.view.boolean(), t.view.boolean() + t.size()};
+}
+
+/// Element k of t within tolerance * max(1, |expected[k]|).
+inline void expectFloats(const Owned &t, const std::vector<float> &expected,
+                         float tolerance = 1e-6f) {
+  ASSERT_EQ(t.size(), static_cast<int64_t>(expected.size()));
+  for (int64_t k = 0; k < t.size(); ++k)
+    EXPECT_NEAR(t.view.f32()[k], expected[k],
+                tolerance * std::max(1.f, std::fabs(expected[k])))
+        << "element " << k;
+}
+
+/// The default absolute tolerance of expectClose: fp32 results of O(1)
+/// values against double-precision references.
+inline constexpr double kCloseTolerance = 1e-5;
+
+inline void expectClose(const Owned &got, const Owned &want,
+                        double tolerance = kCloseTolerance) {
+  ASSERT_EQ(got.view.shape, want.view.shape);
+  for (int64_t k = 0; k < got.size(); ++k)
+    EXPECT_NEAR(got.view.f32()[k], want.view.f32()[k], tolerance)
+        << "element " << k << " of " << formatShape(got.view.shape);
 }
 
 /// Checks an analytic gradient against central finite differences of

@@ -22,14 +22,6 @@ namespace {
 
 constexpr double kTolerance = 1e-5;
 
-void expectClose(const Owned &got, const Owned &want,
-                 double tolerance = kTolerance) {
-  ASSERT_EQ(got.view.shape, want.view.shape);
-  for (int64_t k = 0; k < got.size(); ++k)
-    EXPECT_NEAR(got.view.f32()[k], want.view.f32()[k], tolerance)
-        << "element " << k << " of " << formatShape(got.view.shape);
-}
-
 /// The element of a parameter of shape `param` that numpy broadcasting puts
 /// at element j of a block of shape `block` (right-aligned).
 int64_t broadcastAt(int64_t j, const Shape &block, const Shape &param) {

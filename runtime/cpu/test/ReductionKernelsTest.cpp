@@ -14,22 +14,6 @@ using namespace bmrt::test;
 
 namespace {
 
-std::vector<float> floatsOf(const Owned &t) {
-  return {t.view.f32(), t.view.f32() + t.size()};
-}
-std::vector<int64_t> intsOf(const Owned &t) {
-  return {t.view.i64(), t.view.i64() + t.size()};
-}
-
-void expectFloats(const Owned &t, const std::vector<float> &expected,
-                  float tolerance = 1e-6f) {
-  ASSERT_EQ(t.size(), static_cast<int64_t>(expected.size()));
-  for (int64_t k = 0; k < t.size(); ++k)
-    EXPECT_NEAR(t.view.f32()[k], expected[k],
-                tolerance * std::max(1.f, std::fabs(expected[k])))
-        << "element " << k;
-}
-
 //===----------------------------------------------------------------------===//
 // Reduce
 //===----------------------------------------------------------------------===//
