@@ -61,9 +61,12 @@ Feeder::Feeder(const Program &program, Executor &executor,
     image = floats.front();
     others.erase(std::find(others.begin(), others.end(), image));
   }
-  if (!options.data.empty()) {
-    BMRT_CHECK(lm, "--data is a token file for language models; this model "
-                   "is a " + task + " and trains on the synthetic task");
+  if (!options.data.empty() && !lm) {
+    openSamples(options, task);
+  } else if (!options.data.empty()) {
+    BMRT_CHECK(options.labels.empty(),
+               "--labels is for classifiers; a language model's labels are "
+               "the next tokens of --data");
     TokenType type = TokenType::U16;
     BMRT_CHECK(parseTokenType(options.dataType, type),
                "--data-type must be uint16 or int32, got '" +
@@ -81,7 +84,41 @@ Feeder::Feeder(const Program &program, Executor &executor,
   items = labels >= 0 ? numElements(program.slots[labels].shape) : 1;
 }
 
+/// A classifier's --data: float32 samples of the image input's shape, one
+/// per label of --labels, read in order.
+void Feeder::openSamples(const TrainerOptions &options,
+                         const std::string &task) {
+  BMRT_CHECK(task == "classifier",
+             "--data feeds language models (tokens) and classifiers "
+             "(samples and --labels); this model is " + task);
+  BMRT_CHECK(!options.labels.empty(),
+             "a classifier's --data needs --labels FILE (one label per "
+             "sample)");
+  TokenType type = TokenType::U16;
+  BMRT_CHECK(parseTokenType(options.dataType, type),
+             "--data-type must be uint16 or int32, got '" + options.dataType +
+                 "'");
+  file.emplace(options.labels, type);
+  file->checkVocab(classes);
+  samples.emplace(options.data);
+  samplesPath = options.data;
+  const Shape &shape = program.slots[image].shape;
+  uint64_t sampleBytes = numElements(shape) / shape[0] * sizeof(float);
+  BMRT_CHECK(samples->size() % sampleBytes == 0,
+             "'" + options.data + "' has " + std::to_string(samples->size()) +
+                 " bytes, not a whole number of float32 samples of " +
+                 formatShape(Shape(shape.begin() + 1, shape.end())));
+  BMRT_CHECK(int64_t(samples->size() / sampleBytes) == file->size(),
+             "'" + options.data + "' holds " +
+                 std::to_string(samples->size() / sampleBytes) +
+                 " samples but '" + options.labels + "' " +
+                 std::to_string(file->size()) + " labels");
+}
+
 std::string Feeder::describe() const {
+  if (samples)
+    return "data: " + std::to_string(file->size()) + " samples of '" +
+           samplesPath + "' labelled by '" + file->path() + "'";
   if (file)
     return "data: tokens of '" + file->path() + "' (" +
            std::to_string(file->size()) + " tokens)";
@@ -132,7 +169,17 @@ void Feeder::fillClassifier() {
   const Shape &shape = program.slots[image].shape;
   std::vector<float> pixels(numElements(shape));
   std::vector<int64_t> classesOf(numElements(program.slots[labels].shape));
-  images->fill(pixels.data(), classesOf.data(), shape);
+  if (samples) {
+    size_t per = pixels.size() / classesOf.size();
+    for (size_t n = 0; n < classesOf.size(); ++n) {
+      int64_t index = file->position();
+      file->next(&classesOf[n], 1);
+      samples->read(uint64_t(index) * per * sizeof(float),
+                    pixels.data() + n * per, per * sizeof(float));
+    }
+  } else {
+    images->fill(pixels.data(), classesOf.data(), shape);
+  }
   upload(executor, image, pixels);
   upload(executor, labels, classesOf);
 }
@@ -155,7 +202,7 @@ void Feeder::fillOther(int slot) {
   int64_t n = numElements(s.shape);
   if (s.dtype == DType::I64) {
     std::vector<int64_t> ids(n);
-    if (file) {
+    if (file && lm) {
       file->next(ids.data(), n);
     } else if (language && idBound(slot) >= classes) {
       language->sample(ids.data(), s.shape);

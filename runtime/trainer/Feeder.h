@@ -15,6 +15,8 @@
 #include "TrainerOptions.h"
 #include "TrainingState.h"
 
+#include "runtime/checkpoint/FileIO.h"
+
 #include "bmrt/Executor.h"
 
 #include <memory>
@@ -43,6 +45,7 @@ public:
 private:
   void fillLanguageModel();
   void fillClassifier();
+  void openSamples(const TrainerOptions &options, const std::string &task);
   void fillOther(int slot);
   /// Ids of an integer input must index the tables it is gathered from.
   int64_t idBound(int slot) const;
@@ -54,7 +57,11 @@ private:
   int labels = -1, target = -1, image = -1;
   int64_t classes = 0, items = 0;
   std::vector<int> others;
+  /// Token ids (language models) or a classifier's labels.
   std::optional<TokenFile> file;
+  /// A classifier's samples, one per label of `file`.
+  std::optional<FileReader> samples;
+  std::string samplesPath;
   std::optional<SyntheticLanguage> language;
   std::optional<SyntheticClassification> images;
   Rng noise;

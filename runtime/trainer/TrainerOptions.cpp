@@ -21,8 +21,12 @@ OPTIONS:
                      (default 100; 0 with --checkpoint saves the compiled
                      weights as the step-0 checkpoint)
   --data FILE        a flat file of token ids (nanoGPT / Megatron .bin), read
-                     in order; without it, a learnable synthetic task
-  --data-type T      uint16 (default) or int32, the element type of --data
+                     in order; for a classifier, a flat file of float32
+                     samples (each of the model's input shape) with --labels;
+                     without it, a learnable synthetic task
+  --labels FILE      a classifier's labels, one per sample of --data
+  --data-type T      uint16 (default) or int32: the token ids of --data, or
+                     the labels of --labels
   --lr X             peak learning rate (default 3e-4 for AdamW, 0.1 for SGD)
   --min-lr X         learning rate at the last step (default lr / 10)
   --warmup N         linear warm-up steps, then cosine decay (default
@@ -94,6 +98,7 @@ parseTrainerOptions(const std::vector<std::string> &args,
          o.dataType = v;
        }},
       {"--dir", [&](auto &v) { o.dir = v; }},
+      {"--labels", [&](auto &v) { o.labels = v; }},
       {"--log", [&](auto &v) { o.log = v; }},
       {"--lr", [&](auto &v) { o.lr = parseFloat("--lr", v); }},
       {"--min-lr", [&](auto &v) { o.minLr = parseFloat("--min-lr", v); }},
@@ -142,6 +147,8 @@ parseTrainerOptions(const std::vector<std::string> &args,
   }
   BMRT_CHECK(!o.resume || !o.checkpoint.empty(),
              "--resume needs --checkpoint DIR (where to resume from)");
+  BMRT_CHECK(o.labels.empty() || !o.data.empty(),
+             "--labels goes with --data (the samples they label)");
   BMRT_CHECK(o.saveEvery == 0 || !o.checkpoint.empty(),
              "--save-every needs --checkpoint DIR");
   return o;

@@ -16,8 +16,11 @@ struct TrainerOptions {
   /// Total steps, as Megatron-LM's --train-iters: a resumed run goes on to
   /// this step.
   int64_t steps = 100;
-  /// A flat file of token ids; the synthetic task when empty.
+  /// A flat file of token ids (language models) or of float32 samples
+  /// (classifiers, with `labels`); the synthetic task when empty.
   std::string data;
+  /// A classifier's labels, one per sample of `data` (of `dataType`).
+  std::string labels;
   std::string dataType = "uint16";
   std::optional<float> lr, minLr, weightDecay;
   std::optional<int64_t> warmup;

@@ -295,3 +295,31 @@ def test_model_with_its_own_loss_trains_on_it(tmp_path):
     train(str(out), "--steps", "30", "--lr", "0.05", "--warmup", "0", "--log", log)
     losses = [r["loss"] for r in read_log(log)]
     assert losses[-1] < 0.1 * losses[0]
+
+
+def test_classifier_reads_samples_and_labels_from_files(compiled, tmp_path):
+    # 64 samples of two classes, each a constant image of +1 or -1 with
+    # noise: wresnet-tiny separates them within 40 steps; the labels file is
+    # int32 and read in order, one label per sample.
+    out = compiled("wresnet-tiny")
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 2, 64).astype(np.int32)
+    images = (np.where(labels[:, None], 1.0, -1.0) * np.ones((64, 3 * 224 * 224))
+              + rng.normal(0, 0.5, (64, 3 * 224 * 224))).astype(np.float32)
+    images.tofile(tmp_path / "images.bin")
+    labels.tofile(tmp_path / "labels.bin")
+    log = str(tmp_path / "run.jsonl")
+    result = train(out, "--steps", "40", "--lr", "3e-3", "--data", str(tmp_path / "images.bin"),
+                   "--labels", str(tmp_path / "labels.bin"), "--data-type", "int32",
+                   "--log", log)
+    assert "64 samples" in result.stdout
+    losses = [r["loss"] for r in read_log(log)]
+    assert losses[-1] < 0.5
+
+    (tmp_path / "short.bin").write_bytes(images.tobytes()[:-4])
+    line = error_line(train(out, "--data", str(tmp_path / "short.bin"), "--labels",
+                            str(tmp_path / "labels.bin"), "--data-type", "int32",
+                            check=False))
+    assert "short.bin" in line and "whole number" in line
+    assert "--labels" in error_line(train(out, "--data", str(tmp_path / "images.bin"),
+                                          check=False))
