@@ -205,6 +205,15 @@ def test_export_after_zero_steps_reproduces_the_model(compiled, tmp_path):
     assert not np.array_equal(original.run(None, feed)[0],
                               ort.InferenceSession(str(tmp_path / "t3.onnx")).run(None, feed)[0])
 
+    # The same weights as external data beside the model (what large models
+    # get): onnxruntime reads them and computes the same outputs.
+    run([tool("bmc"), "export", str(ckpt), "-o", str(tmp_path / "ext.onnx"),
+         "--external-data"])
+    assert (tmp_path / "ext.onnx.data").stat().st_size == sum(v.nbytes for v in trained.values())
+    assert np.array_equal(
+        ort.InferenceSession(str(tmp_path / "t3.onnx")).run(None, feed)[0],
+        ort.InferenceSession(str(tmp_path / "ext.onnx")).run(None, feed)[0])
+
 
 def test_export_of_another_model_is_refused(compiled, tmp_path):
     from conftest import MODELS

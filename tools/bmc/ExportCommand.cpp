@@ -30,7 +30,7 @@ using llvm::StringRef;
 
 namespace {
 
-constexpr StringRef kHelp = R"(USAGE: bmc export CKPT_DIR -o trained.onnx [--model MODEL.onnx]
+constexpr StringRef kHelp = R"(USAGE: bmc export CKPT_DIR -o trained.onnx [--model MODEL.onnx] [--external-data]
 
 Writes the ONNX model that the checkpoint in CKPT_DIR was trained from, with
 the checkpoint's parameters as its initializers. The model is the file the
@@ -41,6 +41,7 @@ SHA-256 must be the one the checkpoint was trained from. Weights larger than
 OPTIONS:
   -o FILE          the ONNX file to write (required)
   --model FILE     the original model, if it has moved since compiling
+  --external-data  write the weights to trained.onnx.data whatever their size
   --help           print this help
 )";
 
@@ -87,11 +88,12 @@ void setInitializer(onnx::TensorProto &init, const bmrt::HostTensor &tensor,
 /// the model does not have or of another shape.
 llvm::Error replaceInitializers(onnx::ModelProto &model,
                                 const bmrt::Checkpoint &checkpoint,
-                                const std::string &output) {
+                                const std::string &output,
+                                bool forceExternal) {
   uint64_t total = 0;
   for (const bmrt::HostTensor &t : checkpoint.parameters)
     total += t.data.size();
-  bool external = total > kLargestInlineBytes;
+  bool external = forceExternal || total > kLargestInlineBytes;
   std::string dataName = llvm::sys::path::filename(output).str() + ".data";
   std::ofstream data;
   if (external) {
@@ -131,6 +133,7 @@ llvm::Error replaceInitializers(onnx::ModelProto &model,
 
 struct ExportArgs {
   std::string checkpoint, output, model;
+  bool externalData = false;
 };
 
 std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, ExportArgs &out) {
@@ -139,6 +142,10 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, ExportArgs &out) {
     if (cursor.takeSwitch("--help") || cursor.takeSwitch("-h")) {
       llvm::outs() << kHelp;
       return 0;
+    }
+    if (cursor.takeSwitch("--external-data")) {
+      out.externalData = true;
+      continue;
     }
     std::optional<std::string> value;
     std::string *target = nullptr;
@@ -184,7 +191,8 @@ int exportCheckpoint(const ExportArgs &args) {
   auto model = bm::loadOnnxModel(modelPath);
   if (!model)
     return fail(llvm::toString(model.takeError()));
-  if (llvm::Error err = replaceInitializers(**model, checkpoint, args.output))
+  if (llvm::Error err = replaceInitializers(**model, checkpoint, args.output,
+                                           args.externalData))
     return fail(llvm::toString(std::move(err)));
   std::ofstream out(args.output, std::ios::binary | std::ios::trunc);
   if (!out || !(*model)->SerializeToOstream(&out) || !out.flush())
