@@ -13,8 +13,11 @@ static size_t alignUp(size_t bytes) {
   return (bytes + kAlignment - 1) / kAlignment * kAlignment;
 }
 
-Executor::Executor(const Program &program, Device &device)
+Executor::Executor(const Program &program, Device &device,
+                   const std::string &source)
     : prog(inlineCalls(program)), dev(device) {
+  // Before any memory is placed: the kernels trust shapes.
+  verifyProgram(prog, source);
   for (const Instr &instr : prog.instrs) {
     KernelLauncher launcher = findKernel(instr.op);
     BMRT_CHECK(launcher, "the step program uses op '" + instr.op +

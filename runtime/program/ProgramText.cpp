@@ -382,14 +382,17 @@ void parseTypedShape(LineParser &p, Slot &slot) {
 
 void parseConstantValues(LineParser &p, Slot &slot) {
   int64_t n = numElements(slot.shape);
-  slot.data.resize(n * sizeOf(slot.dtype));
+  size_t width = sizeOf(slot.dtype);
   for (int64_t i = 0; i < n; ++i) {
     if (p.atEnd())
       p.fail("constant has " + std::to_string(i) + " values, its shape " +
              formatShape(slot.shape) + " needs " + std::to_string(n));
     bool isFloat = false;
     double v = p.number(isFloat);
-    uint8_t *at = slot.data.data() + i * sizeOf(slot.dtype);
+    // Grown value by value: a corrupt shape fails on its missing values
+    // instead of allocating its bytes first.
+    slot.data.resize((i + 1) * width);
+    uint8_t *at = slot.data.data() + i * width;
     switch (slot.dtype) {
     case DType::F32: {
       float f = static_cast<float>(v);

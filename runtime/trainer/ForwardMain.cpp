@@ -41,7 +41,7 @@ void run(const std::string &dir, const std::string &inputsPath,
   BMRT_CHECK(!program.outputs.empty(),
              "'" + dir + "/forward.bmp' is not a forward program");
   std::unique_ptr<Device> device = createCpuDevice();
-  Executor executor(program, *device);
+  Executor executor(program, *device, dir + "/forward.bmp");
   SafetensorsFile params = readSafetensors(dir + "/params.safetensors");
   SafetensorsFile inputs = readSafetensors(inputsPath);
   for (int slot : program.slotsOf(SlotKind::Param))

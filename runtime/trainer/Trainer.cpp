@@ -86,7 +86,7 @@ public:
   explicit Trainer(const TrainerOptions &options)
       : options(options), config(readConfig(options.dir)),
         program(loadProgram(config.program)), device(createCpuDevice()),
-        executor(program, *device) {
+        executor(program, *device, config.program) {
     if (options.threads)
       cpu::setThreads(options.threads);
     bindParameters();

@@ -32,10 +32,12 @@ std::vector<std::string> kernelNames();
 
 class Executor {
 public:
-  /// Inlines the program's calls, checks that every instruction names a
-  /// known kernel and places every slot in device memory; throws
-  /// bmrt::Error otherwise. Slot indices of `program` keep their meaning.
-  Executor(const Program &program, Device &device);
+  /// Inlines the program's calls, verifies that every kernel can run it
+  /// (verifyProgram; errors name `source`, the program's file) and places
+  /// every slot in device memory; throws bmrt::Error otherwise. Slot
+  /// indices of `program` keep their meaning.
+  Executor(const Program &program, Device &device,
+           const std::string &source = "step program");
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;

@@ -134,6 +134,17 @@ struct Program {
 /// on fresh slots (appended after the program's own, whose indices stay).
 Program inlineCalls(const Program &program);
 
+/// Checks that every kernel can run `flat` (a program without calls)
+/// safely, since kernels trust shapes: each instruction names a kernel of
+/// the runtime, has the operand and result counts, element types and
+/// attributes (present, of the right kind, in range) its launcher reads,
+/// reads only slots computed before it, and its results have exactly the
+/// shapes the kernel writes (broadcast shapes, matmul and convolution
+/// sizes, gathers and slices within bounds, ...); the loss is a scalar f32
+/// and every output is computed. Throws a one-line bmrt::Error
+/// "SOURCE: instruction N ('OP' # COMMENT): WHAT" otherwise.
+void verifyProgram(const Program &flat, const std::string &source);
+
 /// The text form above. Printing then parsing gives the same program.
 std::string printProgram(const Program &program);
 /// Parses and checks a program: every slot defined once, operands defined

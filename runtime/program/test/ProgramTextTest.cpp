@@ -77,6 +77,8 @@ TEST(ProgramText, MalformedProgramsAreOneLineErrors) {
       {"slot %1 param", "slot %2 param", "out of order"},
       {"f32[2,3] \"x\"", "f99[2,3] \"x\"", "unknown element type 'f99'"},
       {"= 1.5 -2 0.25", "= 1.5 -2", "constant has 2 values"},
+      // Counted before its bytes are allocated (4 TiB here).
+      {"const f32[3]", "const f32[1099511627776]", "constant has 3 values"},
       {"%5 = reduce_sum %4", "%5 = reduce_sum %9", "not a declared slot"},
       {"%5 = reduce_sum %4", "%5 = reduce_sum %5", "used before it is computed"},
       {"%4 = call %3, %2", "%4 = call %3", "binds 1 operands"},
