@@ -1,0 +1,354 @@
+//===- Comm.cpp - meshes, argument checks, picking a backend, abortJob ----===//
+//
+// The backend-neutral half of Comm.h: everything an NCCL backend would
+// share with the MPI one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Backends.h"
+
+#include "bmrt/Error.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace bmrt {
+
+//===----------------------------------------------------------------------===//
+// Mesh
+//===----------------------------------------------------------------------===//
+
+Mesh::Mesh(std::vector<MeshAxis> axesInnermostFirst)
+    : meshAxes(std::move(axesInnermostFirst)) {
+  for (size_t i = 0; i < meshAxes.size(); ++i) {
+    const MeshAxis &axis = meshAxes[i];
+    BMRT_CHECK(axis.size >= 1, "mesh axis '" + axis.name + "' has size " +
+                                   std::to_string(axis.size));
+    for (size_t j = 0; j < i; ++j)
+      BMRT_CHECK(meshAxes[j].name != axis.name,
+                 "mesh axis '" + axis.name + "' appears twice");
+  }
+}
+
+Mesh Mesh::fromPlan(const std::map<std::string, int> &sizes) {
+  // PLAN_SCHEMA.md: tp innermost, then dp (whose innermost ranks form the
+  // ep groups), then pp.
+  static const char *const kOrder[] = {"tp", "ep", "dp", "pp"};
+  for (const auto &[name, size] : sizes)
+    BMRT_CHECK(std::find_if(std::begin(kOrder), std::end(kOrder),
+                            [&](const char *known) { return name == known; }) !=
+                   std::end(kOrder),
+               "unknown mesh axis '" + name + "' (expected tp, ep, dp, pp)");
+  std::vector<MeshAxis> axes;
+  for (const char *name : kOrder) {
+    auto it = sizes.find(name);
+    axes.push_back({name, it == sizes.end() ? 1 : it->second});
+  }
+  return Mesh(std::move(axes));
+}
+
+int Mesh::numRanks() const {
+  int n = 1;
+  for (const MeshAxis &axis : meshAxes)
+    n *= axis.size;
+  return n;
+}
+
+int Mesh::axisIndex(const std::string &axis) const {
+  for (size_t i = 0; i < meshAxes.size(); ++i)
+    if (meshAxes[i].name == axis)
+      return static_cast<int>(i);
+  BMRT_FAIL("the mesh " + str() + " has no axis '" + axis + "'");
+}
+
+int Mesh::axisSize(const std::string &axis) const {
+  return meshAxes[axisIndex(axis)].size;
+}
+
+std::vector<int> Mesh::coordinates(int rank) const {
+  BMRT_CHECK(rank >= 0 && rank < numRanks(),
+             "rank " + std::to_string(rank) + " is not on the mesh " + str());
+  std::vector<int> coords;
+  for (const MeshAxis &axis : meshAxes) {
+    coords.push_back(rank % axis.size);
+    rank /= axis.size;
+  }
+  return coords;
+}
+
+int Mesh::coordinate(int rank, const std::string &axis) const {
+  return coordinates(rank)[axisIndex(axis)];
+}
+
+int Mesh::rankAt(const std::vector<int> &coordinates) const {
+  BMRT_CHECK(coordinates.size() == meshAxes.size(),
+             "mesh coordinates need one value per axis of " + str());
+  int rank = 0;
+  for (size_t i = meshAxes.size(); i-- > 0;) {
+    BMRT_CHECK(coordinates[i] >= 0 && coordinates[i] < meshAxes[i].size,
+               "coordinate " + std::to_string(coordinates[i]) +
+                   " is off mesh axis '" + meshAxes[i].name + "'");
+    rank = rank * meshAxes[i].size + coordinates[i];
+  }
+  return rank;
+}
+
+std::vector<int> Mesh::groupRanks(int rank,
+                                  const std::vector<std::string> &axes) const {
+  std::vector<bool> inGroup(meshAxes.size(), false);
+  for (const std::string &axis : axes) {
+    int index = axisIndex(axis);
+    BMRT_CHECK(!inGroup[index], "mesh axis '" + axis + "' named twice");
+    inGroup[index] = true;
+  }
+  // Count through the group's axes like an odometer, innermost digit
+  // fastest: the ranks come out increasing, in group-rank order.
+  std::vector<int> coords = coordinates(rank);
+  for (size_t i = 0; i < meshAxes.size(); ++i)
+    if (inGroup[i])
+      coords[i] = 0;
+  std::vector<int> ranks;
+  while (true) {
+    ranks.push_back(rankAt(coords));
+    size_t i = 0;
+    for (; i < meshAxes.size(); ++i) {
+      if (!inGroup[i])
+        continue;
+      if (++coords[i] < meshAxes[i].size)
+        break;
+      coords[i] = 0;
+    }
+    if (i == meshAxes.size())
+      return ranks;
+  }
+}
+
+std::string Mesh::str() const {
+  std::string text;
+  for (const MeshAxis &axis : meshAxes)
+    text +=
+        (text.empty() ? "" : ",") + axis.name + "=" + std::to_string(axis.size);
+  return text.empty() ? "(no axes)" : text;
+}
+
+//===----------------------------------------------------------------------===//
+// Communicator: the argument checks every backend shares
+//===----------------------------------------------------------------------===//
+
+Communicator::Communicator(std::string name, int rank, int size)
+    : groupName(std::move(name)), groupRank(rank), groupSize(size) {}
+
+Communicator::~Communicator() = default;
+
+std::string Communicator::describe(const char *operation) const {
+  return std::string(operation) + " over " + groupName + " (rank " +
+         std::to_string(groupRank) + " of " + std::to_string(groupSize) + ")";
+}
+
+void Communicator::checkCollective(const char *operation) const {
+  BMRT_CHECK(groupDepth == 0,
+             describe(operation) +
+                 " inside groupStart / groupEnd: only send and recv group");
+}
+
+void Communicator::checkPeer(const char *operation, int peer) const {
+  BMRT_CHECK(peer >= 0 && peer < groupSize, describe(operation) + ": no rank " +
+                                                std::to_string(peer) +
+                                                " in the group");
+  // A blocking transfer with oneself waits for a partner that is never
+  // posted.
+  BMRT_CHECK(peer != groupRank || groupDepth > 0,
+             describe(operation) +
+                 " with itself outside groupStart / groupEnd never completes");
+}
+
+static void checkSummable(const std::string &what, DType type) {
+  BMRT_CHECK(type != DType::Bool,
+             what + ": sums of " + nameOf(type) + " are not supported");
+}
+
+/// Whether [a, a + aBytes) and [b, b + bBytes) share a byte.
+static bool overlaps(const void *a, size_t aBytes, const void *b,
+                     size_t bBytes) {
+  auto x = reinterpret_cast<uintptr_t>(a);
+  auto y = reinterpret_cast<uintptr_t>(b);
+  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
+}
+
+static const char *offsetBy(const void *base, size_t elements, DType type) {
+  return static_cast<const char *>(base) + elements * sizeOf(type);
+}
+
+void Communicator::allReduce(const void *send, void *recv, size_t count,
+                             DType type, Stream &stream) {
+  checkCollective("all-reduce");
+  checkSummable(describe("all-reduce"), type);
+  size_t bytes = count * sizeOf(type);
+  BMRT_CHECK(send == recv || !overlaps(send, bytes, recv, bytes),
+             describe("all-reduce") + ": buffers overlap");
+  doAllReduce(send, recv, count, type, stream);
+}
+
+void Communicator::reduceScatter(const void *send, void *recv, size_t recvCount,
+                                 DType type, Stream &stream) {
+  checkCollective("reduce-scatter");
+  checkSummable(describe("reduce-scatter"), type);
+  size_t bytes = recvCount * sizeOf(type);
+  BMRT_CHECK(recv == offsetBy(send, groupRank * recvCount, type) ||
+                 !overlaps(send, groupSize * bytes, recv, bytes),
+             describe("reduce-scatter") +
+                 ": buffers overlap other than in place");
+  doReduceScatter(send, recv, recvCount, type, stream);
+}
+
+void Communicator::allGather(const void *send, void *recv, size_t sendCount,
+                             DType type, Stream &stream) {
+  checkCollective("all-gather");
+  size_t bytes = sendCount * sizeOf(type);
+  BMRT_CHECK(send == offsetBy(recv, groupRank * sendCount, type) ||
+                 !overlaps(send, bytes, recv, groupSize * bytes),
+             describe("all-gather") + ": buffers overlap other than in place");
+  doAllGather(send, recv, sendCount, type, stream);
+}
+
+void Communicator::allToAll(const void *send, void *recv, size_t chunkCount,
+                            DType type, Stream &stream) {
+  checkCollective("all-to-all");
+  size_t bytes = groupSize * chunkCount * sizeOf(type);
+  BMRT_CHECK(!overlaps(send, bytes, recv, bytes),
+             describe("all-to-all") + ": buffers overlap");
+  doAllToAll(send, recv, chunkCount, type, stream);
+}
+
+void Communicator::send(const void *buffer, size_t count, DType type, int peer,
+                        Stream &stream) {
+  checkPeer("send", peer);
+  doSend(buffer, count, type, peer, groupDepth > 0, stream);
+}
+
+void Communicator::recv(void *buffer, size_t count, DType type, int peer,
+                        Stream &stream) {
+  checkPeer("recv", peer);
+  doRecv(buffer, count, type, peer, groupDepth > 0, stream);
+}
+
+void Communicator::groupStart() { ++groupDepth; }
+
+void Communicator::groupEnd() {
+  BMRT_CHECK(groupDepth > 0,
+             describe("groupEnd") + " without a matching groupStart");
+  if (--groupDepth == 0)
+    doGroupEnd();
+}
+
+void Communicator::barrier() {
+  checkCollective("barrier");
+  doBarrier();
+}
+
+//===----------------------------------------------------------------------===//
+// World
+//===----------------------------------------------------------------------===//
+
+/// The live World, for abortJob (which any code may call).
+static World *liveWorld = nullptr;
+
+World::World(int rank, int size) : worldRank(rank), worldSize(size) {
+  BMRT_CHECK(!liveWorld, "a process has one communication World at a time");
+  liveWorld = this;
+}
+
+World::~World() { liveWorld = nullptr; }
+
+std::unique_ptr<Communicator> World::all() {
+  return split(0, worldRank, "world");
+}
+
+std::unique_ptr<Communicator>
+World::group(const Mesh &mesh, const std::vector<std::string> &axes) {
+  // Checked before any communication, and alike on every rank, so that a
+  // bad request throws everywhere instead of leaving some ranks in a split.
+  BMRT_CHECK(mesh.numRanks() == worldSize, "the mesh " + mesh.str() + " has " +
+                                               std::to_string(mesh.numRanks()) +
+                                               " ranks but the job has " +
+                                               std::to_string(worldSize));
+  BMRT_CHECK(!axes.empty(), "a communicator group needs a mesh axis");
+  std::vector<int> members = mesh.groupRanks(worldRank, axes);
+  std::string name;
+  for (const std::string &axis : axes)
+    name += (name.empty() ? "" : "+") + axis;
+  // The first member names the group; ranking by position keeps the mesh's
+  // order (members are increasing).
+  int key = static_cast<int>(
+      std::find(members.begin(), members.end(), worldRank) - members.begin());
+  std::unique_ptr<Communicator> comm = split(members.front(), key, name);
+  BMRT_CHECK(comm->size() == static_cast<int>(members.size()) &&
+                 comm->rank() == key,
+             "the " + name + " group of rank " + std::to_string(worldRank) +
+                 " came out as rank " + std::to_string(comm->rank()) + " of " +
+                 std::to_string(comm->size()) + ", not " + std::to_string(key) +
+                 " of " + std::to_string(members.size()));
+  return comm;
+}
+
+/// Whether a parallel launcher started this process: each sets its own
+/// variables (Open MPI's mpirun, PMIx and PMI as used by srun and MPICH's
+/// Hydra, and Slurm for a step of several tasks).
+static bool startedByLauncher() {
+  for (const char *name :
+       {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
+    if (std::getenv(name))
+      return true;
+  const char *tasks = std::getenv("SLURM_STEP_NUM_TASKS");
+  return tasks && std::atoi(tasks) > 1;
+}
+
+std::unique_ptr<World> createWorld() {
+  const char *forced = std::getenv("BMRT_COMM");
+  std::string backend =
+      forced && *forced ? forced : (startedByLauncher() ? "mpi" : "local");
+  if (backend == "mpi")
+    return createMpiWorld();
+  if (backend == "local")
+    return createLocalWorld();
+  BMRT_FAIL("BMRT_COMM is '" + backend + "'; expected 'mpi' or 'local'");
+}
+
+/// The rank a launcher gave this process, for an abort before the World
+/// exists; -1 when there is none.
+static int launcherRank() {
+  for (const char *name :
+       {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char *value = std::getenv(name))
+      return std::atoi(value);
+  return -1;
+}
+
+void abortJob(const std::string &message) {
+  // Once per process: a second failure while aborting (another thread, a
+  // destructor) adds nothing the user needs.
+  static std::atomic<bool> printed{false};
+  if (!printed.exchange(true)) {
+    std::string line = message;
+    std::replace(line.begin(), line.end(), '\n', ' ');
+    std::replace(line.begin(), line.end(), '\r', ' ');
+    int rank = liveWorld ? liveWorld->rank() : launcherRank();
+    bool several = liveWorld ? liveWorld->size() > 1 : rank >= 0;
+    std::fflush(stdout);
+    if (several)
+      std::fprintf(stderr, "trainer: error: rank %d: %s\n", rank, line.c_str());
+    else
+      std::fprintf(stderr, "trainer: error: %s\n", line.c_str());
+    std::fflush(stderr);
+  }
+  if (liveWorld)
+    liveWorld->terminate();
+  // No World: under a launcher, a process that exits non-zero ends the job.
+  std::_Exit(1);
+}
+
+} // namespace bmrt

@@ -1,0 +1,58 @@
+//===- CommTestSupport.h - the world and device the tests share -*- C++ -*-===//
+//
+// Every rank runs every test (SPMD), so a test that communicates must make
+// the same calls in the same order on every rank, and may only skip on
+// what all ranks agree on (the job's size).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMRT_COMM_TEST_COMMTESTSUPPORT_H
+#define BMRT_COMM_TEST_COMMTESTSUPPORT_H
+
+#include "bmrt/Comm.h"
+#include "bmrt/Device.h"
+
+#include <vector>
+
+namespace bmrt::test {
+
+/// Created once by CommTestMain.cpp, before any test runs.
+World &testWorld();
+Device &testDevice();
+
+/// Device memory for `count` elements of T, filled from and read back to
+/// host vectors through the device's copies.
+template <typename T> class DeviceBuffer {
+public:
+  explicit DeviceBuffer(size_t count)
+      : count(count), bytes(count * sizeof(T)),
+        pointer(testDevice().allocate(bytes, MemoryKind::Workspace)) {}
+  explicit DeviceBuffer(const std::vector<T> &values)
+      : DeviceBuffer(values.size()) {
+    testDevice().copyToDevice(pointer, values.data(), bytes, stream());
+  }
+  ~DeviceBuffer() {
+    testDevice().deallocate(pointer, bytes, MemoryKind::Workspace);
+  }
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+
+  /// Element `offset` on, for in-place calls.
+  T *data(size_t offset = 0) { return static_cast<T *>(pointer) + offset; }
+  std::vector<T> read() {
+    std::vector<T> values(count);
+    testDevice().copyToHost(values.data(), pointer, bytes, stream());
+    stream().synchronize();
+    return values;
+  }
+  static Stream &stream() { return testDevice().computeStream(); }
+
+private:
+  size_t count;
+  size_t bytes;
+  void *pointer;
+};
+
+} // namespace bmrt::test
+
+#endif // BMRT_COMM_TEST_COMMTESTSUPPORT_H

@@ -1,0 +1,252 @@
+//===- Comm.h - communicators over mesh-axis groups -------------*- C++ -*-===//
+//
+// DESIGN.md section 5: one communicator per mesh-axis group, with
+// flat-buffer collectives in the NCCL style (all-reduce, reduce-scatter,
+// all-gather, all-to-all, send / recv) on device memory, ordered on a
+// Stream. MPI implements them on CPUs (runtime/comm/MpiComm.cpp); an NCCL
+// backend will implement the same interface on GPUs, so nothing here names
+// MPI.
+//
+// One trainer binary runs on every rank (SPMD). The process creates one
+// World, which starts the backend and knows the global rank and size; the
+// step program asks it for the group of this rank along some mesh axes.
+// Ranks lie on the mesh as bmc's plan numbers them: tp innermost, then ep,
+// then dp, then pp (passes/plan/PLAN_SCHEMA.md).
+//
+// Failure: a bmrt::Error on any rank ends the whole job through abortJob(),
+// never a hang (the other ranks may be blocked in a collective that will
+// never complete).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMRT_COMM_H
+#define BMRT_COMM_H
+
+#include "bmrt/Device.h"
+#include "bmrt/Tensor.h"
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bmrt {
+
+/// One axis of the device mesh: its name in `bm.mesh` and `#bm.sharding`
+/// ("dp", "tp", ...) and its size.
+struct MeshAxis {
+  std::string name;
+  int size = 1;
+};
+
+/// How the ranks of a job lie on the device mesh. A rank's coordinates are
+/// its mixed-radix digits, the first axis innermost (stride 1).
+class Mesh {
+public:
+  /// Axes innermost first. Throws bmrt::Error on a size below 1 or a
+  /// repeated name.
+  explicit Mesh(std::vector<MeshAxis> axesInnermostFirst);
+
+  /// bmc's layout: every rank is numbered tp innermost, then ep, then dp,
+  /// then pp. `sizes` are those of the step program's `bm.mesh` (with expert
+  /// parallelism its "dp" is the plan's dp / ep); axes it leaves out have
+  /// size 1, so all four axes always exist. Throws on another axis name.
+  static Mesh fromPlan(const std::map<std::string, int> &sizes);
+
+  const std::vector<MeshAxis> &axes() const { return meshAxes; }
+  int numRanks() const;
+  /// Position of `axis` in axes(); throws bmrt::Error for an unknown name.
+  int axisIndex(const std::string &axis) const;
+  int axisSize(const std::string &axis) const;
+
+  /// Coordinate of `rank` along each axis, in axes() order.
+  std::vector<int> coordinates(int rank) const;
+  int coordinate(int rank, const std::string &axis) const;
+  int rankAt(const std::vector<int> &coordinates) const;
+
+  /// The ranks that differ from `rank` only along `axes`: its group along
+  /// them. Listed in group-rank order, which follows the mesh (innermost
+  /// axis fastest) whatever order `axes` names them in.
+  std::vector<int> groupRanks(int rank,
+                              const std::vector<std::string> &axes) const;
+
+  /// "tp=2,ep=1,dp=2,pp=2".
+  std::string str() const;
+
+private:
+  std::vector<MeshAxis> meshAxes;
+};
+
+/// One group of ranks and its collectives.
+///
+/// Every rank of the group calls each collective in the same order with the
+/// same count and type. Buffers are device memory (host memory on the CPU).
+/// Counts are elements, not bytes. As in NCCL, an operation is ordered on
+/// `stream` after the work enqueued on it before, and its result is certain
+/// only after the stream is synchronised; backends that complete operations
+/// before returning (MPI, the single-process one) are a special case of that
+/// contract. Sums are of F32, I64 and I32; data movement takes every DType.
+///
+/// Buffers either coincide in the way an operation defines as in place or
+/// do not overlap at all; anything else throws bmrt::Error.
+class Communicator {
+public:
+  virtual ~Communicator();
+  Communicator(const Communicator &) = delete;
+  Communicator &operator=(const Communicator &) = delete;
+
+  /// This rank's place in the group, 0 <= rank() < size().
+  int rank() const { return groupRank; }
+  int size() const { return groupSize; }
+  /// What the group spans, for messages: "world", "tp", "dp+tp".
+  const std::string &name() const { return groupName; }
+
+  /// recv[i] = sum over the group of send[i], for `count` elements. In place
+  /// when send == recv.
+  void allReduce(const void *send, void *recv, size_t count, DType type,
+                 Stream &stream);
+  /// `send` holds size() chunks of `recvCount` elements; this rank gets the
+  /// sum over the group of chunk rank(). In place when
+  /// recv == send + rank() * recvCount elements; the other chunks of `send`
+  /// are then left undefined.
+  void reduceScatter(const void *send, void *recv, size_t recvCount, DType type,
+                     Stream &stream);
+  /// recv (size() * sendCount elements) = every rank's `send`, in group-rank
+  /// order. In place when send == recv + rank() * sendCount elements.
+  void allGather(const void *send, void *recv, size_t sendCount, DType type,
+                 Stream &stream);
+  /// `send` and `recv` hold size() chunks of `chunkCount` elements: chunk j
+  /// of this rank's send becomes chunk rank() of rank j's recv. Never in
+  /// place.
+  void allToAll(const void *send, void *recv, size_t chunkCount, DType type,
+                Stream &stream);
+
+  /// Point-to-point with group rank `peer`; messages between two ranks
+  /// match in the order they are posted. Outside groupStart / groupEnd
+  /// these block until the transfer is done, so two ranks that both send
+  /// first may deadlock: group the calls (or order them) instead.
+  void send(const void *buffer, size_t count, DType type, int peer,
+            Stream &stream);
+  void recv(void *buffer, size_t count, DType type, int peer, Stream &stream);
+
+  /// NCCL's ncclGroupStart / ncclGroupEnd for point-to-point: send and recv
+  /// between them are all posted, then complete together at groupEnd (MPI:
+  /// before it returns; NCCL: in stream order), so exchanges between
+  /// pipeline stages cannot deadlock whatever order the ranks post them in.
+  /// Buffers must stay valid until the transfers are complete.
+  /// Groups nest; only the outermost groupEnd waits. Collectives may not be
+  /// called inside a group.
+  void groupStart();
+  void groupEnd();
+  /// Returns once every rank of the group has called it.
+  void barrier();
+
+protected:
+  Communicator(std::string name, int rank, int size);
+
+  // What a backend implements, after the checks above have passed.
+  virtual void doAllReduce(const void *send, void *recv, size_t count,
+                           DType type, Stream &stream) = 0;
+  virtual void doReduceScatter(const void *send, void *recv, size_t recvCount,
+                               DType type, Stream &stream) = 0;
+  virtual void doAllGather(const void *send, void *recv, size_t sendCount,
+                           DType type, Stream &stream) = 0;
+  virtual void doAllToAll(const void *send, void *recv, size_t chunkCount,
+                          DType type, Stream &stream) = 0;
+  /// `grouped`: inside groupStart / groupEnd, so post and return.
+  virtual void doSend(const void *buffer, size_t count, DType type, int peer,
+                      bool grouped, Stream &stream) = 0;
+  virtual void doRecv(void *buffer, size_t count, DType type, int peer,
+                      bool grouped, Stream &stream) = 0;
+  /// Completes everything posted since the outermost groupStart.
+  virtual void doGroupEnd() = 0;
+  virtual void doBarrier() = 0;
+
+  /// "all-reduce over tp (rank 1 of 2)": how messages name an operation.
+  std::string describe(const char *operation) const;
+
+private:
+  void checkCollective(const char *operation) const;
+  void checkPeer(const char *operation, int peer) const;
+
+  std::string groupName;
+  int groupRank;
+  int groupSize;
+  int groupDepth = 0;
+};
+
+[[noreturn]] void abortJob(const std::string &message); // below
+
+/// The job: starts the communication backend once per process, knows this
+/// rank's place among all ranks, and creates communicators. Destroy every
+/// Communicator before the World.
+class World {
+public:
+  virtual ~World();
+  World(const World &) = delete;
+  World &operator=(const World &) = delete;
+
+  /// This process among all ranks of the job.
+  int rank() const { return worldRank; }
+  int size() const { return worldSize; }
+  /// "mpi" or "local".
+  virtual const char *backend() const = 0;
+
+  /// All ranks, in world-rank order. Collective: every rank calls it.
+  std::unique_ptr<Communicator> all();
+  /// This rank's group along `axes` of `mesh` (for example {"dp"}, or
+  /// {"ep", "dp"} for the plan's whole data-parallel axis). Collective:
+  /// every rank calls it with the same mesh and axes, in the same order as
+  /// its other group() calls. Throws bmrt::Error, on every rank alike, when
+  /// the mesh does not have size() ranks or names no such axis.
+  std::unique_ptr<Communicator> group(const Mesh &mesh,
+                                      const std::vector<std::string> &axes);
+  /// One axis: group(mesh, "tp"). (A const char *, so that a braced list
+  /// of two names cannot be taken for a std::string's iterator pair.)
+  std::unique_ptr<Communicator> group(const Mesh &mesh, const char *axis) {
+    return group(mesh, std::vector<std::string>{axis});
+  }
+
+protected:
+  World(int rank, int size);
+
+  /// Collective over all ranks: those passing the same `color` form one
+  /// communicator, in which they are ranked by `key` (MPI_Comm_split's
+  /// contract). An NCCL backend splits the same way over MPI, then group
+  /// rank 0 calls ncclGetUniqueId and broadcasts the id over the new MPI
+  /// communicator (MPI_Bcast of sizeof(ncclUniqueId) bytes), and every
+  /// member calls ncclCommInitRank(&comm, size, id, rank); MPI stays for
+  /// start-up, abort and barrier.
+  virtual std::unique_ptr<Communicator> split(int color, int key,
+                                              const std::string &name) = 0;
+  /// Ends every process of the job with a non-zero status.
+  [[noreturn]] virtual void terminate() = 0;
+
+private:
+  friend void abortJob(const std::string &message);
+  int worldRank;
+  int worldSize;
+};
+
+/// The World for this process: MPI when a launcher (mpirun, srun, ...)
+/// started it; otherwise a single-process world of size 1 that needs no MPI
+/// at run time, so a one-device trainer starts instantly and anywhere. The
+/// environment variable BMRT_COMM=mpi|local overrides the choice
+/// (BMRT_COMM=mpi without a launcher makes MPI start as a singleton).
+/// Throws bmrt::Error when a World already exists.
+///
+/// Catch errors and call abortJob while the World is alive: its destructor
+/// waits for the other ranks (MPI_Finalize), which would hang if they are
+/// blocked in a collective.
+std::unique_ptr<World> createWorld();
+
+/// Prints "trainer: error: rank R: MESSAGE" (without "rank R: " when the job
+/// has one rank) on one line, once per process, and ends the whole job with
+/// a non-zero status: MPI_Abort under MPI, so that no other rank is left
+/// waiting.
+[[noreturn]] void abortJob(const std::string &message);
+
+} // namespace bmrt
+
+#endif // BMRT_COMM_H
