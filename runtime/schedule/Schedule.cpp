@@ -1,0 +1,378 @@
+//===- Schedule.cpp - per-rank instruction lists of a pipeline schedule ---===//
+//
+// Two steps. First each rank's compute order (forwards and backwards) as
+// the schedule defines it. Then the sends and receives: the compute orders
+// are run once with the given forward and backward times and instant
+// transfers (the "ideal run"), and every entry of every list is sorted by
+// that one clock: a step by when it starts, a transfer by when its data is
+// produced. With posted sends the lists then run exactly as fast as the
+// ideal run under those times.
+//
+// The naive places (each send right after its producer, each receive right
+// before its consumer) deadlock under blocking rendezvous sends: in 1F1B a
+// warm-up rank sends an activation while its neighbour sends a gradient
+// back, and under interleaving two ranks can each send a gradient to the
+// other. One shared order rules that out for any durations; the simulator
+// proves it for every shape the tests sweep.
+//
+//===----------------------------------------------------------------------===//
+
+#include "bmrt/Schedule.h"
+#include "bmrt/Error.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <tuple>
+
+namespace bmrt {
+
+const char *toString(ScheduleKind kind) {
+  switch (kind) {
+  case ScheduleKind::GPipe:
+    return "gpipe";
+  case ScheduleKind::OneFOneB:
+    return "1f1b";
+  case ScheduleKind::Interleaved1F1B:
+    return "interleaved";
+  }
+  return "?";
+}
+
+std::optional<ScheduleKind> parseScheduleKind(const std::string &text) {
+  for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+                            ScheduleKind::Interleaved1F1B})
+    if (text == toString(kind))
+      return kind;
+  return std::nullopt;
+}
+
+void validateSchedule(const ScheduleSpec &spec) {
+  const std::string pp = std::to_string(spec.pp), v = std::to_string(spec.v),
+                    m = std::to_string(spec.m);
+  BMRT_CHECK(spec.pp >= 1, "a pipeline needs at least one stage, got pp=" + pp);
+  BMRT_CHECK(spec.m >= 1, "a step needs at least one micro-batch, got m=" + m);
+  BMRT_CHECK(spec.v >= 1, "a rank needs at least one model chunk, got v=" + v);
+  if (spec.kind != ScheduleKind::Interleaved1F1B) {
+    BMRT_CHECK(spec.v == 1, "v=" + v +
+                                " model chunks per rank need the interleaved "
+                                "schedule, not " +
+                                toString(spec.kind));
+    return;
+  }
+  BMRT_CHECK(spec.pp >= 2,
+             "the interleaved schedule needs pp >= 2 ranks, got pp=" + pp);
+  BMRT_CHECK(spec.v >= 2, "the interleaved schedule needs v >= 2 model "
+                          "chunks per rank, got v=" +
+                              v + " (that is 1f1b)");
+  // Megatron-LM's order sends micro-batches round the ranks in groups of
+  // pp; a partial group would leave a chunk waiting for a micro-batch that
+  // never comes in that order.
+  BMRT_CHECK(spec.m % spec.pp == 0,
+             "the interleaved schedule needs the micro-batches (m=" + m +
+                 ") to be a multiple of pp=" + pp + ", as Megatron-LM does");
+}
+
+namespace {
+
+/// A forward or backward of one micro-batch on one chunk of a rank.
+struct Step {
+  bool backward = false;
+  int microBatch = 0;
+  int chunk = 0;
+};
+
+} // namespace
+
+/// GPipe (Huang et al. 2019): every forward, then every backward, so each
+/// rank holds all m micro-batches' activations at the flush.
+static std::vector<Step> gpipeOrder(const ScheduleSpec &spec) {
+  std::vector<Step> order;
+  for (int i = 0; i < spec.m; ++i)
+    order.push_back({false, i, 0});
+  for (int i = 0; i < spec.m; ++i)
+    order.push_back({true, i, 0});
+  return order;
+}
+
+/// The k-th forward (or backward) of a rank under 1F1B and its interleaved
+/// form (Megatron-LM's order): micro-batches in groups of pp, each group
+/// through the chunks in turn, forwards over chunks 0..v-1 and backwards
+/// over v-1..0. With one chunk it is simply micro-batch k.
+static Step chunkStep(const ScheduleSpec &spec, int k, bool backward) {
+  const int group = k / (spec.pp * spec.v), within = k % (spec.pp * spec.v);
+  const int chunk = within / spec.pp;
+  return Step{backward, group * spec.pp + within % spec.pp,
+              backward ? spec.v - 1 - chunk : chunk};
+}
+
+/// 1F1B (PipeDream-Flush, Narayanan et al. 2021, 2.2.1): rank r runs
+/// pp - r - 1 forwards ahead, so it holds at most pp - r activations.
+/// Interleaved (2.2.2): the warm-up covers the first v - 1 chunks of a
+/// group plus two chunk-steps per rank below, so that the input a rank
+/// needs next is on its way; rank r holds at most that plus one.
+static int warmupOf(const ScheduleSpec &spec, int rank) {
+  if (spec.kind == ScheduleKind::OneFOneB)
+    return spec.pp - rank - 1;
+  return 2 * (spec.pp - rank - 1) + (spec.v - 1) * spec.pp;
+}
+
+/// The warm-up forwards, then one forward and one backward in turn, then
+/// the backwards left.
+static std::vector<Step> oneForwardOneBackward(const ScheduleSpec &spec,
+                                               int rank) {
+  const int total = spec.m * spec.v;
+  const int warmup = std::min(warmupOf(spec, rank), total);
+  std::vector<Step> order;
+  for (int k = 0; k < warmup; ++k)
+    order.push_back(chunkStep(spec, k, false));
+  for (int k = 0; k + warmup < total; ++k) {
+    order.push_back(chunkStep(spec, k + warmup, false));
+    order.push_back(chunkStep(spec, k, true));
+  }
+  for (int k = total - warmup; k < total; ++k)
+    order.push_back(chunkStep(spec, k, true));
+  return order;
+}
+
+static std::vector<std::vector<Step>> computeOrders(const ScheduleSpec &spec) {
+  std::vector<std::vector<Step>> orders;
+  for (int rank = 0; rank < spec.pp; ++rank)
+    orders.push_back(spec.kind == ScheduleKind::GPipe
+                         ? gpipeOrder(spec)
+                         : oneForwardOneBackward(spec, rank));
+  return orders;
+}
+
+namespace {
+
+/// The compute orders run with the given forward and backward times, free
+/// transfers and sends that never wait: when each step starts and ends,
+/// and where each (micro-batch, virtual stage) step sits in its rank's
+/// order. These times place the transfers.
+struct IdealRun {
+  const ScheduleSpec &spec;
+  const std::vector<std::vector<Step>> &orders;
+  std::vector<std::vector<double>> start, end;
+  // Indexed by micro-batch * virtualStages + virtualStage.
+  std::vector<double> forwardEnd, backwardEnd;
+  std::vector<int> forwardPos, backwardPos;
+  // Per virtual stage, as the ideal run takes them (see stepTimes).
+  std::vector<double> forwardTime, backwardTime;
+
+  IdealRun(const ScheduleSpec &spec, const CostModel &costs,
+           const std::vector<std::vector<Step>> &orders);
+
+  int index(int microBatch, int stage) const {
+    return microBatch * spec.virtualStages() + stage;
+  }
+  int stageOf(int rank, const Step &step) const {
+    return spec.virtualStage(rank, step.chunk);
+  }
+  /// When the data of the transfer into the forward (or backward) of
+  /// (microBatch, consumer) is produced.
+  double activationTime(int microBatch, int consumer) const {
+    return forwardEnd[index(microBatch, consumer - 1)];
+  }
+  double gradientTime(int microBatch, int consumer) const {
+    return backwardEnd[index(microBatch, consumer + 1)];
+  }
+
+private:
+  void stepTimes(const CostModel &costs);
+  /// The step's input is ready at the returned time, or not yet (< 0).
+  double inputReady(int rank, const Step &step) const;
+};
+
+} // namespace
+
+IdealRun::IdealRun(const ScheduleSpec &spec, const CostModel &costs,
+                   const std::vector<std::vector<Step>> &orders)
+    : spec(spec), orders(orders) {
+  const int stages = spec.virtualStages(), pp = spec.pp;
+  stepTimes(costs);
+  const size_t cells = static_cast<size_t>(spec.m) * stages;
+  forwardEnd.assign(cells, -1);
+  backwardEnd.assign(cells, -1);
+  forwardPos.assign(cells, -1);
+  backwardPos.assign(cells, -1);
+  start.resize(pp);
+  end.resize(pp);
+  for (int r = 0; r < pp; ++r) {
+    start[r].assign(orders[r].size(), 0);
+    end[r].assign(orders[r].size(), 0);
+    for (size_t i = 0; i < orders[r].size(); ++i) {
+      const Step &s = orders[r][i];
+      int at = index(s.microBatch, stageOf(r, s));
+      (s.backward ? backwardPos : forwardPos)[at] = static_cast<int>(i);
+    }
+  }
+  // Sweep the ranks until every step has run; a sweep without progress
+  // means the compute orders themselves wait in a circle, a bug here.
+  std::vector<size_t> next(pp, 0);
+  std::vector<double> clock(pp, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < pp; ++r) {
+      for (; next[r] < orders[r].size(); ++next[r]) {
+        const Step &s = orders[r][next[r]];
+        double ready = inputReady(r, s);
+        if (ready < 0)
+          break;
+        double &begin = start[r][next[r]];
+        begin = std::max(clock[r], ready);
+        const int stage = stageOf(r, s);
+        clock[r] = end[r][next[r]] =
+            begin + (s.backward ? backwardTime[stage] : forwardTime[stage]);
+        int at = index(s.microBatch, stage);
+        (s.backward ? backwardEnd : forwardEnd)[at] = clock[r];
+        progress = true;
+      }
+    }
+  }
+  for (int r = 0; r < pp; ++r)
+    if (next[r] < orders[r].size())
+      throw std::logic_error("pipeline compute order waits in a circle");
+}
+
+/// The costs' times, with a stage that takes no time (an empty trailing
+/// stage of the planner's partition) given a sliver: a send must sort
+/// after its producer, so the producer has to end after it starts.
+void IdealRun::stepTimes(const CostModel &costs) {
+  double longest = 0;
+  for (int stage = 0; stage < spec.virtualStages(); ++stage) {
+    forwardTime.push_back(costs.forwardTime(stage));
+    backwardTime.push_back(costs.backwardTime(stage));
+    longest = std::max({longest, forwardTime.back(), backwardTime.back()});
+  }
+  const double sliver = (longest > 0 ? longest : 1) * 1e-9;
+  for (std::vector<double> *times : {&forwardTime, &backwardTime})
+    for (double &d : *times)
+      d = std::max(d, sliver);
+}
+
+double IdealRun::inputReady(int rank, const Step &step) const {
+  const int stage = stageOf(rank, step), last = spec.virtualStages() - 1;
+  if (!step.backward)
+    return stage == 0 ? 0 : forwardEnd[index(step.microBatch, stage - 1)];
+  // The last stage's backward starts from its own forward's loss.
+  return stage == last ? forwardEnd[index(step.microBatch, stage)]
+                       : backwardEnd[index(step.microBatch, stage + 1)];
+}
+
+namespace {
+
+/// An entry of a rank's list with the key that orders it. A step sorts by
+/// when it starts in the ideal run; a transfer by when its data is produced
+/// there, before a step starting at that time. Both ends of a transfer
+/// compute the same key and the ideal run's times are one clock, so all
+/// lists are sorted by one global order, in which a send follows its
+/// producer and a receive precedes its consumer. At each transfer in that
+/// order both ranks have done everything before it, so no rank can wait
+/// for another that waits for it, whatever the durations. A send right
+/// after its producer and a receive as soon as the data exists is also what
+/// lets a runtime that posts its sends (MPI_Isend) keep the ideal run's
+/// times.
+struct Keyed {
+  Action action;
+  double time = 0;
+  bool step = false;
+  int gradient = 0; // activations first on equal times
+  int boundary = 0; // the lower virtual stage of the link
+  /// The chunk whose gradients are complete once this entry has run.
+  std::optional<int> reduceAfter;
+
+  bool operator<(const Keyed &o) const {
+    return std::make_tuple(time, step, gradient, boundary, action.microBatch) <
+           std::make_tuple(o.time, o.step, o.gradient, o.boundary,
+                           o.action.microBatch);
+  }
+};
+
+} // namespace
+
+/// The receive that must precede rank `rank`'s step `s`, if it has one.
+static std::optional<Keyed> receiveBefore(const IdealRun &run, int rank,
+                                          const Step &s) {
+  const ScheduleSpec &spec = run.spec;
+  const int stage = run.stageOf(rank, s), last = spec.virtualStages() - 1;
+  if (!s.backward && stage > 0)
+    return Keyed{
+        Action::recvActivation(s.microBatch, s.chunk, spec.rankOf(stage - 1)),
+        run.activationTime(s.microBatch, stage), false, 0, stage - 1};
+  if (s.backward && stage < last)
+    return Keyed{
+        Action::recvGradient(s.microBatch, s.chunk, spec.rankOf(stage + 1)),
+        run.gradientTime(s.microBatch, stage), false, 1, stage};
+  return std::nullopt;
+}
+
+/// The send that must follow rank `rank`'s step `s`, if it has one.
+static std::optional<Keyed> sendAfter(const IdealRun &run, int rank,
+                                      const Step &s) {
+  const ScheduleSpec &spec = run.spec;
+  const int stage = run.stageOf(rank, s), last = spec.virtualStages() - 1;
+  if (!s.backward && stage < last)
+    return Keyed{
+        Action::sendActivation(s.microBatch, s.chunk, spec.rankOf(stage + 1)),
+        run.activationTime(s.microBatch, stage + 1), false, 0, stage};
+  if (s.backward && stage > 0)
+    return Keyed{
+        Action::sendGradient(s.microBatch, s.chunk, spec.rankOf(stage - 1)),
+        run.gradientTime(s.microBatch, stage - 1), false, 1, stage - 1};
+  return std::nullopt;
+}
+
+/// Per chunk, the position of the rank's last backward of it: the chunk's
+/// gradients are then complete and can be reduced over dp.
+static std::vector<int> lastBackwards(const std::vector<Step> &order,
+                                      int chunks) {
+  std::vector<int> last(chunks, -1);
+  for (size_t pos = 0; pos < order.size(); ++pos)
+    if (order[pos].backward)
+      last[order[pos].chunk] = static_cast<int>(pos);
+  return last;
+}
+
+static RankActions rankList(const IdealRun &run, int rank) {
+  const std::vector<Step> &order = run.orders[rank];
+  const std::vector<int> last = lastBackwards(order, run.spec.v);
+  std::vector<Keyed> entries;
+  for (size_t pos = 0; pos < order.size(); ++pos) {
+    const Step &s = order[pos];
+    if (auto recv = receiveBefore(run, rank, s))
+      entries.push_back(*recv);
+    entries.push_back({s.backward ? Action::backward(s.microBatch, s.chunk)
+                                  : Action::forward(s.microBatch, s.chunk),
+                       run.start[rank][pos], true});
+    std::optional<Keyed> send = sendAfter(run, rank, s);
+    if (send)
+      entries.push_back(*send);
+    // The reduction goes after the chunk's last gradient has left for the
+    // neighbour, so that it never delays the neighbour's backward.
+    if (last[s.chunk] == static_cast<int>(pos))
+      entries.back().reduceAfter = s.chunk;
+  }
+  std::stable_sort(entries.begin(), entries.end());
+  RankActions list;
+  for (const Keyed &e : entries) {
+    list.push_back(e.action);
+    if (e.reduceAfter)
+      list.push_back(Action::reduceGradients(*e.reduceAfter));
+  }
+  list.push_back(Action::optimizerStep());
+  return list;
+}
+
+std::vector<RankActions> generateSchedule(const ScheduleSpec &spec,
+                                          const CostModel &costs) {
+  validateSchedule(spec);
+  validateCosts(costs, spec.virtualStages());
+  std::vector<std::vector<Step>> orders = computeOrders(spec);
+  IdealRun run(spec, costs, orders);
+  std::vector<RankActions> lists;
+  for (int rank = 0; rank < spec.pp; ++rank)
+    lists.push_back(rankList(run, rank));
+  return lists;
+}
+
+} // namespace bmrt
