@@ -57,21 +57,43 @@ TrainingTask taskOf(mlir::func::FuncOp step) {
   return TrainingTask::Classifier;
 }
 
-llvm::Expected<plan::Plan> planOneDevice(mlir::MLIRContext &context,
-                                         const CompileOptions &options) {
-  if (options.training.gpus != 1)
+/// What the compiler runs so far: one device, or data parallelism over
+/// several (each rank the whole step on its share of the batch, gradients
+/// all-reduced). Tensor, pipeline and expert parallelism and ZeRO need the
+/// partitioner: the plan is searched without them, and pinning them is an
+/// error.
+llvm::Expected<plan::TrainingConfig>
+runnableConfig(const plan::TrainingConfig &training) {
+  plan::TrainingConfig config = training;
+  if (config.gpus == 1)
+    return config;
+  plan::FixedChoices &fixed = config.fixed;
+  auto pinned = [](const std::optional<int> &choice, int runnable) {
+    return choice && *choice != runnable;
+  };
+  if (pinned(fixed.tp, 1) || pinned(fixed.pp, 1) || pinned(fixed.ep, 1) ||
+      pinned(fixed.zeroStage, 0))
     return llvm::createStringError(
-        "bmc compile runs on one device for now; --gpus " +
-        std::to_string(options.training.gpus) +
-        " needs the parallel compiler (partitioning and MPI), which is not "
-        "built yet");
+        "bmc compile runs data parallelism only for now (tp=1, pp=1, ep=1, "
+        "zero=0: the partitioner for the rest is not built yet); --fix " +
+        plan::formatFixedChoices(fixed) + " asks for more");
+  fixed.tp = fixed.pp = fixed.ep = 1;
+  fixed.zeroStage = 0;
+  return config;
+}
+
+llvm::Expected<plan::Plan> planRunnable(mlir::MLIRContext &context,
+                                        const CompileOptions &options) {
+  auto training = runnableConfig(options.training);
+  if (!training)
+    return training.takeError();
   auto cluster = cost::loadCluster(options.cluster);
   if (!cluster)
     return cluster.takeError();
   auto planning = loadModelForPlanning(context, options.model, options.import);
   if (!planning)
     return planning.takeError();
-  return planModel(planning->graph, *cluster, options.training);
+  return planModel(planning->graph, *cluster, *training);
 }
 
 } // namespace
@@ -79,7 +101,7 @@ llvm::Expected<plan::Plan> planOneDevice(mlir::MLIRContext &context,
 llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
                                            const CompileOptions &options) {
   CompiledModel compiled;
-  auto plan = planOneDevice(context, options);
+  auto plan = planRunnable(context, options);
   if (!plan)
     return plan.takeError();
   compiled.plan = std::move(*plan);

@@ -21,19 +21,25 @@ int64_t lossClasses(const Program &program) {
   return 0;
 }
 
-/// Writes host values into a slot of the device.
+/// Writes this rank's share of `host` into a slot of the device: `host`
+/// holds the slot's values for every data-parallel rank, rank after rank
+/// (or, for a slot without a batch dim, once).
 template <typename T>
-void upload(Executor &executor, int slot, const std::vector<T> &host) {
+void upload(Executor &executor, int slot, const std::vector<T> &host,
+            int rank) {
   const TensorView &view = executor.view(slot);
-  executor.device().copyToDevice(view.data, host.data(), view.bytes(),
+  size_t share = host.size() == size_t(view.size()) ? 0 : rank * view.size();
+  executor.device().copyToDevice(view.data, host.data() + share, view.bytes(),
                                  executor.stream());
 }
 
 } // namespace
 
 Feeder::Feeder(const Program &program, Executor &executor,
-               const std::string &task, const TrainerOptions &options)
-    : program(program), executor(executor), noise(options.seed ^ 0x5eed) {
+               const std::string &task, const TrainerOptions &options,
+               int rank, int ranks)
+    : program(program), executor(executor), rank(rank), ranks(ranks),
+      noise(options.seed ^ 0x5eed) {
   lm = task == "language-model";
   classes = lossClasses(program);
   std::vector<int> labelSlots = program.slotsOf(SlotKind::Label);
@@ -81,7 +87,7 @@ Feeder::Feeder(const Program &program, Executor &executor,
     // each per step is not.
     images.emplace(std::min<int64_t>(classes, kSyntheticClasses), options.seed);
   }
-  items = labels >= 0 ? numElements(program.slots[labels].shape) : 1;
+  items = (labels >= 0 ? numElements(program.slots[labels].shape) : 1) * ranks;
 }
 
 /// A classifier's --data: float32 samples of the image input's shape, one
@@ -146,8 +152,17 @@ void Feeder::fill() {
   executor.stream().synchronize();
 }
 
+/// Every rank draws the whole data-parallel batch and keeps its rows, so
+/// that N ranks see exactly the samples one device would.
+Shape Feeder::allRanks(const Shape &shape) const {
+  Shape global = shape;
+  if (!global.empty())
+    global[0] *= ranks;
+  return global;
+}
+
 void Feeder::fillLanguageModel() {
-  const Shape &shape = program.slots[labels].shape;
+  Shape shape = allRanks(program.slots[labels].shape);
   int64_t n = numElements(shape);
   std::vector<int64_t> inputs(n), targets(n);
   if (language) {
@@ -161,14 +176,15 @@ void Feeder::fillLanguageModel() {
       std::copy(row.begin() + 1, row.end(), targets.begin() + r * length);
     }
   }
-  upload(executor, target, inputs);
-  upload(executor, labels, targets);
+  upload(executor, target, inputs, rank);
+  upload(executor, labels, targets, rank);
 }
 
 void Feeder::fillClassifier() {
-  const Shape &shape = program.slots[image].shape;
+  Shape shape = allRanks(program.slots[image].shape);
   std::vector<float> pixels(numElements(shape));
-  std::vector<int64_t> classesOf(numElements(program.slots[labels].shape));
+  std::vector<int64_t> classesOf(
+      numElements(allRanks(program.slots[labels].shape)));
   if (samples) {
     size_t per = pixels.size() / classesOf.size();
     for (size_t n = 0; n < classesOf.size(); ++n) {
@@ -180,8 +196,8 @@ void Feeder::fillClassifier() {
   } else {
     images->fill(pixels.data(), classesOf.data(), shape);
   }
-  upload(executor, image, pixels);
-  upload(executor, labels, classesOf);
+  upload(executor, image, pixels, rank);
+  upload(executor, labels, classesOf, rank);
 }
 
 int64_t Feeder::idBound(int slot) const {
@@ -199,19 +215,20 @@ int64_t Feeder::idBound(int slot) const {
 /// the data's position and RNG state alone reproduce them.
 void Feeder::fillOther(int slot) {
   const Slot &s = program.slots[slot];
-  int64_t n = numElements(s.shape);
+  Shape shape = allRanks(s.shape);
+  int64_t n = numElements(shape);
   if (s.dtype == DType::I64) {
     std::vector<int64_t> ids(n);
     if (file && lm) {
       file->next(ids.data(), n);
     } else if (language && idBound(slot) >= classes) {
-      language->sample(ids.data(), s.shape);
+      language->sample(ids.data(), shape);
     } else {
       uint64_t bound = static_cast<uint64_t>(idBound(slot));
       for (int64_t &id : ids)
         id = static_cast<int64_t>(noise.below(bound));
     }
-    upload(executor, slot, ids);
+    upload(executor, slot, ids, rank);
     return;
   }
   BMRT_CHECK(s.dtype == DType::F32, "input '" + s.name + "' is " +
@@ -224,7 +241,7 @@ void Feeder::fillOther(int slot) {
     v = static_cast<float>(std::sqrt(-2 * std::log(u)) *
                            std::cos(2 * M_PI * w));
   }
-  upload(executor, slot, values);
+  upload(executor, slot, values, rank);
 }
 
 uint64_t Feeder::rngState() const {

@@ -27,12 +27,14 @@ namespace bmrt {
 class Feeder {
 public:
   /// `task` is trainer.json's: language-model, classifier or own-loss.
+  /// With data parallelism, `rank` of `ranks` gets its share of each batch.
   Feeder(const Program &program, Executor &executor, const std::string &task,
-         const TrainerOptions &options);
+         const TrainerOptions &options, int rank = 0, int ranks = 1);
 
   /// Writes the next micro-batch into the input and label slots.
   void fill();
-  /// Tokens (language models) or samples per micro-batch, and their name.
+  /// Tokens (language models) or samples per micro-batch of all ranks, and
+  /// their name.
   int64_t itemsPerMicroBatch() const { return items; }
   const char *itemName() const { return lm ? "tokens" : "samples"; }
   /// "synthetic next-token task (vocabulary 512)", "tokens of 'x.bin'".
@@ -50,9 +52,11 @@ private:
   /// Ids of an integer input must index the tables it is gathered from.
   int64_t idBound(int slot) const;
   uint64_t rngState() const;
+  Shape allRanks(const Shape &shape) const;
 
   const Program &program;
   Executor &executor;
+  int rank, ranks;
   bool lm = false;
   int labels = -1, target = -1, image = -1;
   int64_t classes = 0, items = 0;

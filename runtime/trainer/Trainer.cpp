@@ -8,6 +8,7 @@
 
 #include "runtime/checkpoint/Safetensors.h"
 
+#include "bmrt/Comm.h"
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
 #include "bmrt/Kernels.h"
@@ -32,6 +33,8 @@ struct CompiledConfig {
       recompute;
   std::string program, parameters, plan;
   int64_t microBatch = 1, microBatches = 1;
+  /// Data-parallel ranks the step was compiled for.
+  int ranks = 1;
 };
 
 CompiledConfig readConfig(const std::string &dir) {
@@ -59,6 +62,7 @@ CompiledConfig readConfig(const std::string &dir) {
     c.plan = dir + "/" + j.at("plan").get<std::string>();
     c.microBatch = j.at("micro_batch");
     c.microBatches = j.at("micro_batches");
+    c.ranks = j.value("ranks", 1);
   } catch (const json::exception &e) {
     BMRT_FAIL("'" + path + "' is missing a field or has a wrong type (" +
               e.what() + ")");
@@ -83,15 +87,22 @@ struct ParamSlot {
 
 class Trainer {
 public:
-  explicit Trainer(const TrainerOptions &options)
-      : options(options), config(readConfig(options.dir)),
+  Trainer(const TrainerOptions &options, World &world)
+      : options(options), config(readConfig(options.dir)), world(world),
         program(loadProgram(config.program)), device(createCpuDevice()),
         executor(program, *device, config.program) {
+    BMRT_CHECK(world.size() == config.ranks,
+               "the trainer in '" + options.dir + "' was compiled for " +
+                   std::to_string(config.ranks) +
+                   " ranks (the plan's data parallelism); it was started on " +
+                   std::to_string(world.size()));
+    if (world.size() > 1)
+      dp = world.all();
     if (options.threads)
       cpu::setThreads(options.threads);
     bindParameters();
-    feeder = std::make_unique<Feeder>(program, executor, config.task,
-                                      options);
+    feeder = std::make_unique<Feeder>(program, executor, config.task, options,
+                                      world.rank(), world.size());
     hyper = Hyperparameters::from(options, config.optimizer);
   }
 
@@ -99,7 +110,8 @@ public:
     int64_t start = 0;
     if (options.resume)
       start = resume();
-    printStart(start);
+    if (world.rank() == 0)
+      printStart(start);
     std::unique_ptr<std::ofstream> log = openLog();
     int64_t last = options.stopAt ? std::min(options.stopAt, options.steps)
                                   : options.steps;
@@ -109,7 +121,8 @@ public:
       save(0);
     for (int64_t step = start + 1; step <= last; ++step) {
       StepReport report = trainStep(step);
-      report.print(options, stdout);
+      if (world.rank() == 0)
+        report.print(options, stdout);
       if (log)
         *log << report.json(options) << "\n" << std::flush;
       if (!options.checkpoint.empty() &&
@@ -128,6 +141,7 @@ private:
   void printStart(int64_t start) const;
   std::unique_ptr<std::ofstream> openLog() const;
   void save(int64_t step);
+  double reduceOverDataParallel(double loss);
   int64_t resume();
 
   TrainerOptions options;
@@ -139,6 +153,9 @@ private:
   std::unique_ptr<Feeder> feeder;
   Hyperparameters hyper;
   int64_t lastSaved = 0;
+  World &world;
+  /// All ranks: each runs the whole step on its share of the batch.
+  std::unique_ptr<Communicator> dp;
 };
 
 void Trainer::bindParameters() {
@@ -206,6 +223,8 @@ StepReport Trainer::trainStep(int64_t step) {
   for (int64_t m = 0; m < config.microBatches; ++m)
     loss += accumulateGradients(m);
   loss /= double(config.microBatches);
+  if (dp)
+    loss = reduceOverDataParallel(loss);
   BMRT_CHECK(std::isfinite(loss),
              "the loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
                  " at step " + std::to_string(step) + "; stopping" +
@@ -223,7 +242,7 @@ StepReport Trainer::trainStep(int64_t step) {
       sumSquares += cpu::sumOfSquares(executor.stream(), config.microBatches > 1
                                                             ? p.accumulated
                                                             : p.grad);
-  double mean = 1.0 / double(config.microBatches);
+  double mean = 1.0 / double(config.microBatches * world.size());
   double norm = std::sqrt(sumSquares) * mean;
   float scale = static_cast<float>(mean * clipScale(norm, options.clip));
   float lr = hyper.schedule.learningRate(step);
@@ -297,15 +316,48 @@ void Trainer::printStart(int64_t start) const {
   std::fflush(stdout);
 }
 
+/// Rank 0 logs to --log; rank r > 0 beside it, "run.jsonl" -> "run.rank1.jsonl".
+std::string logPathOf(const std::string &log, int rank) {
+  if (rank == 0)
+    return log;
+  size_t dot = log.rfind('.'), slash = log.rfind('/');
+  std::string tag = ".rank" + std::to_string(rank);
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+    return log + tag;
+  return log.substr(0, dot) + tag + log.substr(dot);
+}
+
 std::unique_ptr<std::ofstream> Trainer::openLog() const {
   if (options.log.empty())
     return nullptr;
-  auto log = std::make_unique<std::ofstream>(options.log, std::ios::app);
-  BMRT_CHECK(*log, "cannot write the log '" + options.log + "'");
+  std::string path = logPathOf(options.log, world.rank());
+  auto log = std::make_unique<std::ofstream>(path, std::ios::app);
+  BMRT_CHECK(*log, "cannot write the log '" + path + "'");
   return log;
 }
 
+/// Sums every rank's gradients in place (the optimizer divides by the
+/// ranks through its scale) and returns the mean loss over the ranks.
+double Trainer::reduceOverDataParallel(double loss) {
+  for (ParamSlot &p : params)
+    if (p.grad.data) {
+      const TensorView &g = config.microBatches > 1 ? p.accumulated : p.grad;
+      dp->allReduce(g.data, g.data, g.size(), DType::F32, executor.stream());
+    }
+  float sum = static_cast<float>(loss);
+  dp->allReduce(&sum, &sum, 1, DType::F32, executor.stream());
+  return double(sum) / double(world.size());
+}
+
 void Trainer::save(int64_t step) {
+  // The parameters and optimizer state are the same on every rank: rank 0
+  // writes them, the others wait, so that no rank runs ahead of a save
+  // that might fail.
+  lastSaved = step;
+  if (world.rank() != 0) {
+    dp->barrier();
+    return;
+  }
   TrainingState state;
   state.model = config.model;
   state.modelHash = config.modelHash;
@@ -322,7 +374,8 @@ void Trainer::save(int64_t step) {
   }
   state.planFile = config.plan;
   saveTrainingState(options.checkpoint, state);
-  lastSaved = step;
+  if (dp)
+    dp->barrier();
 }
 
 int64_t Trainer::resume() {
@@ -349,8 +402,8 @@ int64_t Trainer::resume() {
 
 } // namespace
 
-void runTrainer(const TrainerOptions &options) {
-  Trainer trainer(options);
+void runTrainer(const TrainerOptions &options, World &world) {
+  Trainer trainer(options, world);
   trainer.run();
 }
 

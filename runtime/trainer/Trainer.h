@@ -16,11 +16,13 @@
 
 #include "TrainerOptions.h"
 
+#include "bmrt/Comm.h"
+
 namespace bmrt {
 
-/// Runs the trainer to its last step; throws bmrt::Error on anything that
-/// stops it (the last good checkpoint is kept).
-void runTrainer(const TrainerOptions &options);
+/// Runs the trainer to its last step on this rank of `world`; throws
+/// bmrt::Error on anything that stops it (the last good checkpoint is kept).
+void runTrainer(const TrainerOptions &options, World &world);
 
 } // namespace bmrt
 

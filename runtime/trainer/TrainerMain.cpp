@@ -47,17 +47,33 @@ int main(int argc, char **argv) {
   // keeps the last checkpoint, not kill the process.
   std::signal(SIGXFSZ, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
+  // Under mpirun every rank runs this; a rank that fails ends the whole job
+  // (abortJob), so that no other rank waits for it forever. The World lives
+  // outside the try: it must not be destroyed while an error unwinds.
+  std::unique_ptr<bmrt::World> world;
+  try {
+    world = bmrt::createWorld();
+  } catch (const bmrt::Error &e) {
+    return failWith(e.what());
+  }
+  std::string error;
   try {
     auto options = bmrt::parseTrainerOptions(args, selfDirectory(argv[0]));
     if (!options)
       return 0;
-    bmrt::runTrainer(*options);
+    bmrt::runTrainer(*options, *world);
     return 0;
   } catch (const bmrt::Error &e) {
-    return failWith(e.what());
+    error = e.what();
   } catch (const std::bad_alloc &) {
-    return failWith("out of host memory");
+    error = "out of host memory";
   } catch (const std::exception &e) {
-    return failWith(std::string("internal error: ") + e.what());
+    error = std::string("internal error: ") + e.what();
   }
+  if (world->size() == 1)
+    return failWith(error);
+  for (char &c : error)
+    if (c == '\n' || c == '\r')
+      c = ' ';
+  bmrt::abortJob(error);
 }

@@ -171,9 +171,11 @@ def test_compile_errors_are_one_line(tmp_path):
     result = run([bmc, "compile", graph_only, "-o", str(tmp_path / "o")], check=False)
     assert result.returncode != 0
     assert "--init random" in result.stderr.strip()
-    result = run([bmc, "compile", graph_only, "-o", str(tmp_path / "o"), "--gpus", "4"],
-                 check=False)
-    assert "one device" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    result = run([bmc, "compile", graph_only, "-o", str(tmp_path / "o"), "--gpus", "4",
+                  "--fix", "pp=2"], check=False)
+    assert "data parallelism only" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_export_after_zero_steps_reproduces_the_model(compiled, tmp_path):

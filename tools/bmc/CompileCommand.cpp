@@ -34,13 +34,16 @@ namespace {
 constexpr StringRef kHelp = R"(USAGE: bmc compile MODEL.onnx -o OUT/ [options]
 
 Compiles the training of MODEL into OUT/trainer, an executable that runs the
-training step on this machine's CPU (one device for now; the parallel
-compiler comes next). The step is planned first (as bmc plan does, on one
-GPU of the cluster), then differentiated and lowered to a step program.
+training step on this machine's CPU: on one device, or data-parallel on
+--gpus N MPI ranks (mpirun -np N OUT/trainer); tensor, pipeline and expert
+parallelism and ZeRO need the partitioner, which comes next. The step is
+planned first (as bmc plan does), then differentiated and lowered to a step
+program.
 
 OPTIONS:
   -o DIR                the output folder (required; created if missing)
-  --gpus N              devices (1: the only count supported so far)
+  --gpus N              devices: MPI ranks, each with its share of every
+                        batch (data parallelism; default 1)
   --global-batch N      samples per optimizer step (default 8)
   --seq N               sequence length (binds the model's 'seq' dimension)
   --dim NAME=VALUE      bind a symbolic dimension (repeatable)
@@ -209,6 +212,7 @@ llvm::json::Object trainerConfig(const bm::CompiledModel &model,
       {"global_batch", plan.globalBatch},
       {"micro_batch", plan.config.microBatch},
       {"micro_batches", plan.config.numMicroBatches},
+      {"ranks", plan.gpus},
       {"optimizer", plan.optimizer == bm::plan::Optimizer::Sgd ? "sgd"
                                                                  : "adamw"},
       {"precision", bm::cost::toString(plan.precision)},
