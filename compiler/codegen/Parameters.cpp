@@ -12,6 +12,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <random>
 
 using namespace mlir;
@@ -76,14 +78,65 @@ llvm::Error readExternal(llvm::StringRef modelPath,
   return llvm::Error::success();
 }
 
+/// The typed field of an initializer without raw_data, as bytes of `type`.
+bool copyTypedField(const onnx::TensorProto &init, bmrt::DType type,
+                    ParameterValue &value) {
+  size_t count = value.bytes.size() / bmrt::sizeOf(type);
+  switch (type) {
+  case bmrt::DType::F32:
+    if (size_t(init.float_data_size()) != count)
+      return false;
+    std::memcpy(value.bytes.data(), init.float_data().data(),
+                value.bytes.size());
+    return true;
+  case bmrt::DType::I64:
+    if (size_t(init.int64_data_size()) != count)
+      return false;
+    std::memcpy(value.bytes.data(), init.int64_data().data(),
+                value.bytes.size());
+    return true;
+  case bmrt::DType::I32:
+  case bmrt::DType::Bool:
+    // ONNX keeps int32 and bool elements in int32_data.
+    if (size_t(init.int32_data_size()) != count)
+      return false;
+    for (size_t i = 0; i < count; ++i) {
+      int32_t v = init.int32_data(int(i));
+      if (type == bmrt::DType::Bool)
+        value.bytes[i] = v != 0;
+      else
+        std::memcpy(value.bytes.data() + 4 * i, &v, 4);
+    }
+    return true;
+  }
+  return false;
+}
+
+std::optional<bmrt::DType> dtypeOfOnnx(int32_t type) {
+  switch (type) {
+  case onnx::TensorProto::FLOAT:
+    return bmrt::DType::F32;
+  case onnx::TensorProto::INT64:
+    return bmrt::DType::I64;
+  case onnx::TensorProto::INT32:
+    return bmrt::DType::I32;
+  case onnx::TensorProto::BOOL:
+    return bmrt::DType::Bool;
+  default:
+    return std::nullopt;
+  }
+}
+
 llvm::Error readInitializer(llvm::StringRef modelPath,
                             const onnx::TensorProto &init,
                             ParameterValue &value) {
-  if (init.data_type() != onnx::TensorProto::FLOAT)
-    return paramError(init.name(), "is not fp32; the CPU runtime trains fp32 "
-                                   "parameters");
-  size_t count = value.values.size(), bytes = count * sizeof(float);
-  char *out = reinterpret_cast<char *>(value.values.data());
+  std::optional<bmrt::DType> type = dtypeOfOnnx(init.data_type());
+  if (!type || *type != value.dtype)
+    return paramError(init.name(), "has an element type the runtime does not "
+                                   "train (it holds fp32 weights and i64, "
+                                   "i32 and bool buffers)");
+  char *out = reinterpret_cast<char *>(value.bytes.data());
+  size_t bytes = value.bytes.size();
   if (init.data_location() == onnx::TensorProto::EXTERNAL)
     return readExternal(modelPath, init, out, bytes);
   if (init.has_raw_data()) {
@@ -95,12 +148,9 @@ llvm::Error readInitializer(llvm::StringRef modelPath,
     std::memcpy(out, init.raw_data().data(), bytes);
     return llvm::Error::success();
   }
-  if (static_cast<size_t>(init.float_data_size()) != count)
-    return paramError(init.name(),
-                      "holds " + llvm::Twine(init.float_data_size()) +
-                          " values, its shape needs " + llvm::Twine(count));
-  std::copy(init.float_data().begin(), init.float_data().end(),
-            value.values.begin());
+  if (!copyTypedField(init, *type, value))
+    return paramError(init.name(), "holds fewer or more values than its shape "
+                                   "needs");
   return llvm::Error::success();
 }
 
@@ -121,6 +171,47 @@ Role roleOf(const ParamArg &param) {
   return param.type.getRank() >= 2 ? Role::Matrix : Role::Zeros;
 }
 
+std::optional<bmrt::DType> dtypeOf(Type element) {
+  if (element.isF32())
+    return bmrt::DType::F32;
+  if (element.isInteger(64))
+    return bmrt::DType::I64;
+  if (element.isInteger(32))
+    return bmrt::DType::I32;
+  if (element.isInteger(1))
+    return bmrt::DType::Bool;
+  return std::nullopt;
+}
+
+/// A zero-filled value of the parameter's type.
+llvm::Expected<ParameterValue> emptyValue(const ParamArg &param) {
+  std::optional<bmrt::DType> dtype = dtypeOf(param.type.getElementType());
+  if (!dtype)
+    return paramError(param.name, "has an element type the runtime does not "
+                                  "train (it holds fp32 weights and i64, i32 "
+                                  "and bool buffers)");
+  ParameterValue value;
+  value.name = param.name;
+  value.dtype = *dtype;
+  value.shape.assign(param.type.getShape().begin(),
+                     param.type.getShape().end());
+  value.bytes.assign(param.type.getNumElements() * bmrt::sizeOf(*dtype), 0);
+  return value;
+}
+
+/// A boolean [..., n, n] buffer: the causal mask, true on and below the
+/// diagonal.
+bool fillCausalMask(ParameterValue &value) {
+  size_t rank = value.shape.size();
+  if (value.dtype != bmrt::DType::Bool || rank < 2 ||
+      value.shape[rank - 1] != value.shape[rank - 2])
+    return false;
+  int64_t n = value.shape.back();
+  for (size_t i = 0; i < value.bytes.size(); ++i)
+    value.bytes[i] = (i % n) <= (i / n) % n;
+  return true;
+}
+
 } // namespace
 
 llvm::Expected<std::vector<ParameterValue>>
@@ -136,26 +227,34 @@ readParameters(llvm::StringRef path, func::FuncOp main) {
     auto it = byName.find(param.name);
     if (it == byName.end())
       return paramError(param.name, "is not an initializer of the model");
-    ParameterValue value{param.name,
-                         {param.type.getShape().begin(),
-                          param.type.getShape().end()},
-                         std::vector<float>(param.type.getNumElements())};
-    if (auto err = readInitializer(path, *it->second, value))
+    auto value = emptyValue(param);
+    if (!value)
+      return value.takeError();
+    if (auto err = readInitializer(path, *it->second, *value))
       return std::move(err);
-    values.push_back(std::move(value));
+    values.push_back(std::move(*value));
   }
   return values;
 }
 
-std::vector<ParameterValue> initialiseParameters(func::FuncOp main,
-                                                 uint64_t seed) {
+llvm::Expected<std::vector<ParameterValue>>
+initialiseParameters(func::FuncOp main, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<ParameterValue> values;
   for (const ParamArg &param : parameterArgs(main)) {
-    ParameterValue value{param.name,
-                         {param.type.getShape().begin(),
-                          param.type.getShape().end()},
-                         std::vector<float>(param.type.getNumElements())};
+    auto value = emptyValue(param);
+    if (!value)
+      return value.takeError();
+    if (value->dtype != bmrt::DType::F32) {
+      if (!fillCausalMask(*value))
+        return paramError(param.name,
+                          "is a " + std::string(bmrt::nameOf(value->dtype)) +
+                              " buffer whose values a graph-only model does "
+                              "not carry; --init random initialises weights "
+                              "and causal masks only");
+      values.push_back(std::move(*value));
+      continue;
+    }
     Role role = roleOf(param);
     double stddev = 0.02;
     if (role == Role::ConvWeight) {
@@ -164,11 +263,12 @@ std::vector<ParameterValue> initialiseParameters(func::FuncOp main,
       stddev = std::sqrt(2.0 / double(std::max<int64_t>(fanIn, 1)));
     }
     std::normal_distribution<double> normal(0.0, stddev);
-    for (float &v : value.values)
-      v = role == Role::Ones    ? 1.0f
-          : role == Role::Zeros ? 0.0f
-                                : static_cast<float>(normal(rng));
-    values.push_back(std::move(value));
+    float *out = value->f32();
+    for (int64_t i = 0, n = param.type.getNumElements(); i < n; ++i)
+      out[i] = role == Role::Ones    ? 1.0f
+               : role == Role::Zeros ? 0.0f
+                                     : static_cast<float>(normal(rng));
+    values.push_back(std::move(*value));
   }
   return values;
 }

@@ -10,6 +10,8 @@
 #ifndef BMC_COMPILER_CODEGEN_PARAMETERS_H
 #define BMC_COMPILER_CODEGEN_PARAMETERS_H
 
+#include "bmrt/Tensor.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/Error.h"
 
@@ -19,26 +21,34 @@
 
 namespace bm {
 
-/// One fp32 parameter tensor on the host.
+/// One parameter tensor on the host: fp32 weights, or a model's integer or
+/// boolean buffer (a causal mask), little-endian bytes.
 struct ParameterValue {
   std::string name;
+  bmrt::DType dtype = bmrt::DType::F32;
   std::vector<int64_t> shape;
-  std::vector<float> values;
+  std::vector<uint8_t> bytes;
+
+  float *f32() { return reinterpret_cast<float *>(bytes.data()); }
 };
 
 /// Reads every parameter argument of `main` (bm.kind = "parameter") from the
 /// ONNX model at `path`, in argument order. Fails with one line naming the
 /// parameter when its data is absent (a graph-only model: use --init
-/// random), outside the model's folder, too short, or not fp32.
+/// random), outside the model's folder, too short, or of an element type
+/// the runtime does not hold.
 llvm::Expected<std::vector<ParameterValue>>
 readParameters(llvm::StringRef path, mlir::func::FuncOp main);
 
 /// Initialises every parameter argument of `main` from `seed`, by the role
 /// of the op it feeds: norm scales and batch-norm variances 1, biases and
 /// batch-norm means 0, embeddings and matrices N(0, 0.02) (GPT-2, BERT,
-/// ViT), convolution weights N(0, 2 / fan_in) (He et al. 2015).
-std::vector<ParameterValue> initialiseParameters(mlir::func::FuncOp main,
-                                                 uint64_t seed);
+/// ViT), convolution weights N(0, 2 / fan_in) (He et al. 2015). A boolean
+/// buffer of shape [..., n, n] is a causal mask (true on and below the
+/// diagonal), as GPT-2's `attn.bias` is; any other non-float buffer has
+/// values a graph-only model does not carry, and is an error naming it.
+llvm::Expected<std::vector<ParameterValue>>
+initialiseParameters(mlir::func::FuncOp main, uint64_t seed);
 
 } // namespace bm
 

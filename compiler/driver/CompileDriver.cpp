@@ -114,7 +114,10 @@ llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
   auto main = (*module)->lookupSymbol<mlir::func::FuncOp>("main");
 
   if (options.initSeed) {
-    compiled.parameters = initialiseParameters(main, *options.initSeed);
+    auto params = initialiseParameters(main, *options.initSeed);
+    if (!params)
+      return params.takeError();
+    compiled.parameters = std::move(*params);
   } else {
     auto params = readParameters(options.model, main);
     if (!params)

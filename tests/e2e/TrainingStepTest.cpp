@@ -73,8 +73,8 @@ struct CompiledStep {
     for (const bm::ParameterValue &p : *params)
       for (int slot : program.slotsOf(bmrt::SlotKind::Param))
         if (program.slots[slot].name == p.name)
-          std::memcpy(executor->view(slot).data, p.values.data(),
-                      p.values.size() * sizeof(float));
+          std::memcpy(executor->view(slot).data, p.bytes.data(),
+                      p.bytes.size());
     fillInputs();
   }
 

@@ -227,7 +227,7 @@ llvm::json::Object trainerConfig(const bm::CompiledModel &model,
 int writeParameters(const std::string &path, const bm::CompiledModel &model) {
   std::vector<bmrt::TensorRef> tensors;
   for (const bm::ParameterValue &p : model.parameters)
-    tensors.push_back({p.name, bmrt::DType::F32, p.shape, p.values.data()});
+    tensors.push_back({p.name, p.dtype, p.shape, p.bytes.data()});
   try {
     bmrt::writeSafetensors(path, tensors, {{"model_hash", model.modelHash}});
   } catch (const bmrt::Error &e) {
