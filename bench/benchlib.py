@@ -104,45 +104,12 @@ def program_slots(path: str) -> list[dict]:
     return slots
 
 
-def fix_random_buffers(out: str) -> list[str]:
-    """Works around `bmc compile --init random` writing every parameter as
-    random fp32, boolean buffers included: GPT-2's causal-mask buffers
-    ("buffer.*.attn.bias", i1[1, 1, n, n] in the program) get random floats
-    that the trainer then refuses. Writes them as the model defines them,
-    tril(ones(n, n)) (transformers' GPT2Attention), and returns their names;
-    any other mismatch stops the benchmark."""
-    wanted = {s["name"]: s for s in program_slots(os.path.join(out, "step.bmp"))
-              if s["kind"] == "param"}
-    path = os.path.join(out, "params.safetensors")
-    params = read_safetensors(path)
-    fixed = []
-    for name, array in params.items():
-        slot = wanted.get(name)
-        if slot is None or array.dtype == slot["dtype"]:
-            continue
-        shape = slot["shape"]
-        if not (re.fullmatch(r"buffer\..*attn\.bias", name) and slot["dtype"] == np.bool_
-                and len(shape) == 4 and shape[-1] == shape[-2]):
-            sys.exit(f"{path}: '{name}' is {array.dtype}, the program needs "
-                     f"{slot['dtype'].__name__}; the benchmark knows no fix for it")
-        params[name] = np.tril(np.ones(shape, dtype=np.bool_))
-        fixed.append(name)
-    if fixed:
-        write_safetensors(path, params)
-    return fixed
-
-
 def compile_model(model: str, out: str, *options: str) -> dict:
     """`bmc compile MODEL -o OUT OPTIONS` (into build/bench-models/OUT); returns
     trainer.json with the folder under "dir"."""
     folder = os.path.join(WORK, out)
     run([tool("bmc"), "compile", os.path.join(MODELS, f"{model}.onnx"), "-o", folder,
          *options])
-    fixed = fix_random_buffers(folder)
-    if fixed:
-        print(f"note: bmc compile --init random wrote {len(fixed)} boolean buffers as "
-              f"random fp32 ({fixed[0]}, ...); rewrote them as the causal masks the "
-              "model defines", file=sys.stderr)
     with open(os.path.join(folder, "trainer.json")) as f:
         config = json.load(f)
     config["dir"] = folder
