@@ -181,7 +181,8 @@ bmrt::Function makeFunction(const Program &program, const Run &run,
   return function;
 }
 
-/// Drops slots nothing refers to any more and renumbers the rest.
+} // namespace
+
 void compactSlots(Program &program) {
   std::vector<bool> keep(program.slots.size(), false);
   for (size_t i = 0; i < program.slots.size(); ++i)
@@ -218,8 +219,6 @@ void compactSlots(Program &program) {
   for (int &o : program.outputs)
     o = renumber[o];
 }
-
-} // namespace
 
 void outlineBlocks(Program &program) {
   std::vector<std::vector<size_t>> readers(program.slots.size());

@@ -22,6 +22,11 @@ namespace bm {
 /// of the result gives the original instructions on renumbered slots.
 void outlineBlocks(bmrt::Program &program);
 
+/// Drops the value and constant slots no instruction, loss or output refers
+/// to any more, and renumbers the rest (inputs, labels, parameters and
+/// gradients always stay).
+void compactSlots(bmrt::Program &program);
+
 } // namespace bm
 
 #endif // BMC_COMPILER_CODEGEN_OUTLINEBLOCKS_H

@@ -2,6 +2,7 @@
 
 #include "compiler/driver/CompileDriver.h"
 
+#include "compiler/codegen/FoldTransposes.h"
 #include "compiler/codegen/OutlineBlocks.h"
 #include "compiler/codegen/StepProgram.h"
 #include "passes/Passes.h"
@@ -144,11 +145,13 @@ llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
   if (!stepProgram)
     return stepProgram.takeError();
   compiled.step = std::move(*stepProgram);
+  foldTransposesIntoMatmuls(compiled.step);
   outlineBlocks(compiled.step);
   auto forwardProgram = lowerToProgram(main, name);
   if (!forwardProgram)
     return forwardProgram.takeError();
   compiled.forward = std::move(*forwardProgram);
+  foldTransposesIntoMatmuls(compiled.forward);
   outlineBlocks(compiled.forward);
 
   auto hash = hashFile(options.model);

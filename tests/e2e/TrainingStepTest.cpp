@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/codegen/FoldTransposes.h"
 #include "compiler/codegen/OutlineBlocks.h"
 #include "compiler/codegen/Parameters.h"
 #include "compiler/codegen/StepProgram.h"
@@ -46,7 +47,9 @@ struct CompiledStep {
   std::unique_ptr<bmrt::Device> device = bmrt::createCpuDevice();
   std::unique_ptr<bmrt::Executor> executor;
 
-  void build(const StepCase &c, bool outline = false) {
+  /// With `fold`, transposes become GEMM flags (as bmc compile does);
+  /// with `outline`, layers become block functions.
+  void build(const StepCase &c, bool outline = false, bool fold = false) {
     mlir::bm::registerBmPasses();
     bm::ImportOptions options;
     options.dims = c.dims;
@@ -65,6 +68,8 @@ struct CompiledStep {
     auto lowered = bm::lowerToProgram(step, c.model);
     ASSERT_TRUE(static_cast<bool>(lowered))
         << llvm::toString(lowered.takeError());
+    if (fold)
+      bm::foldTransposesIntoMatmuls(*lowered);
     if (outline)
       bm::outlineBlocks(*lowered);
     // Through the text form, as the trainer reads it.
@@ -109,8 +114,10 @@ struct CompiledStep {
 class WholeModelGradient : public testing::TestWithParam<StepCase> {};
 
 TEST_P(WholeModelGradient, MatchesDirectionalDerivative) {
+  // The program bmc compile writes: transposes folded, layers outlined.
   CompiledStep step;
-  ASSERT_NO_FATAL_FAILURE(step.build(GetParam()));
+  ASSERT_NO_FATAL_FAILURE(
+      step.build(GetParam(), /*outline=*/true, /*fold=*/true));
   float base = step.loss();
   ASSERT_TRUE(std::isfinite(base));
 
