@@ -1,6 +1,7 @@
 //===- Parameters.cpp - initializer values and paper initialisation -------===//
 
 #include "compiler/codegen/Parameters.h"
+#include "compiler/codegen/StepProgram.h"
 
 #include "bm/BmOps.h"
 #include "compiler/import/OnnxImporter.h"
@@ -171,21 +172,9 @@ Role roleOf(const ParamArg &param) {
   return param.type.getRank() >= 2 ? Role::Matrix : Role::Zeros;
 }
 
-std::optional<bmrt::DType> dtypeOf(Type element) {
-  if (element.isF32())
-    return bmrt::DType::F32;
-  if (element.isInteger(64))
-    return bmrt::DType::I64;
-  if (element.isInteger(32))
-    return bmrt::DType::I32;
-  if (element.isInteger(1))
-    return bmrt::DType::Bool;
-  return std::nullopt;
-}
-
 /// A zero-filled value of the parameter's type.
 llvm::Expected<ParameterValue> emptyValue(const ParamArg &param) {
-  std::optional<bmrt::DType> dtype = dtypeOf(param.type.getElementType());
+  std::optional<bmrt::DType> dtype = runtimeDType(param.type.getElementType());
   if (!dtype)
     return paramError(param.name, "has an element type the runtime does not "
                                   "train (it holds fp32 weights and i64, i32 "

@@ -30,18 +30,6 @@ llvm::Error failAt(Operation *op, const llvm::Twine &message) {
       message.str());
 }
 
-std::optional<bmrt::DType> dtypeOf(Type element) {
-  if (element.isF32())
-    return bmrt::DType::F32;
-  if (element.isInteger(64))
-    return bmrt::DType::I64;
-  if (element.isInteger(32))
-    return bmrt::DType::I32;
-  if (element.isInteger(1))
-    return bmrt::DType::Bool;
-  return std::nullopt;
-}
-
 std::string typeText(Type type) {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -70,7 +58,7 @@ private:
   llvm::Expected<int> addSlot(Type type, Value value, bmrt::SlotKind kind,
                               std::string name, Operation *where) {
     auto tensor = cast<RankedTensorType>(type);
-    std::optional<bmrt::DType> dtype = dtypeOf(tensor.getElementType());
+    std::optional<bmrt::DType> dtype = runtimeDType(tensor.getElementType());
     if (!dtype) {
       std::string problem = "has element type " +
                             typeText(tensor.getElementType()) +
@@ -278,6 +266,18 @@ private:
 };
 
 } // namespace
+
+std::optional<bmrt::DType> runtimeDType(Type element) {
+  if (element.isF32())
+    return bmrt::DType::F32;
+  if (element.isInteger(64))
+    return bmrt::DType::I64;
+  if (element.isInteger(32))
+    return bmrt::DType::I32;
+  if (element.isInteger(1))
+    return bmrt::DType::Bool;
+  return std::nullopt;
+}
 
 llvm::Expected<bmrt::Program> lowerToProgram(func::FuncOp func,
                                              llvm::StringRef model) {

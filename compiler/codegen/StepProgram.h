@@ -18,7 +18,13 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
+
 namespace bm {
+
+/// The runtime's element type for a bm tensor's (fp32, i64, i32, i1), or
+/// none for one the runtime does not hold (bf16, f16, f64, ...).
+std::optional<bmrt::DType> runtimeDType(mlir::Type element);
 
 /// Lowers @train_step (loss first, then `bm.grad_of` gradients) to a step
 /// program, or any other function to a forward program whose outputs are

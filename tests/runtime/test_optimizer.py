@@ -24,9 +24,13 @@ import math
 import os
 import struct
 import subprocess
+import sys
 
 import numpy as np
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from safetensors_np import read_safetensors, write_safetensors  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHECKER = os.path.join(ROOT, "build", "bin", "bmrt-optimizer-check")
@@ -41,62 +45,6 @@ CHECKER = os.path.join(ROOT, "build", "bin", "bmrt-optimizer-check")
 # 1e-3 or more: test_tolerance_separates_formulas checks that it fails.
 RTOL = 1e-5
 ATOL_FRACTION = 1e-6
-
-DTYPES = {"F32": np.float32, "I64": np.int64, "I32": np.int32, "BOOL": np.bool_}
-
-
-# --------------------------------------------------------------------------
-# safetensors, from the format's description
-# --------------------------------------------------------------------------
-
-
-def write_safetensors(path: str, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
-    header: dict[str, object] = {"__metadata__": metadata}
-    offset = 0
-    blobs = []
-    names = {np.dtype(v): k for k, v in DTYPES.items()}
-    for name, array in tensors.items():
-        data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes()
-        header[name] = {
-            "dtype": names[array.dtype],
-            "shape": list(array.shape),
-            "data_offsets": [offset, offset + len(data)],
-        }
-        offset += len(data)
-        blobs.append(data)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for blob in blobs:
-            f.write(blob)
-
-
-def read_safetensors(path: str) -> dict[str, np.ndarray]:
-    with open(path, "rb") as f:
-        raw = f.read()
-    (length,) = struct.unpack("<Q", raw[:8])
-    assert length % 8 == 0, "the data should start 8-aligned"
-    header = json.loads(raw[8 : 8 + length])
-    data = raw[8 + length :]
-    header.pop("__metadata__", None)
-    out = {}
-    covered = 0
-    for name, entry in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"]):
-        begin, end = entry["data_offsets"]
-        assert begin == covered, f"{name}: a hole or an overlap at {begin}"
-        covered = end
-        dtype = np.dtype(DTYPES[entry["dtype"]]).newbyteorder("<")
-        out[name] = np.frombuffer(data[begin:end], dtype=dtype).reshape(entry["shape"])
-    assert covered == len(data), "bytes at the end belong to no tensor"
-    return out
-
-
-# --------------------------------------------------------------------------
-# The reference, in float64
-# --------------------------------------------------------------------------
-
 
 def learning_rate(step: int, c: dict) -> float:
     """Linear warm-up to lr, then cosine decay to min_lr at the last step."""

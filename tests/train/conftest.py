@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import subprocess
+import sys
 
 import numpy as np
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from safetensors_np import read_safetensors, write_safetensors  # noqa: E402,F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.join(ROOT, "build", "bin")
@@ -19,7 +22,6 @@ MODELS = os.path.join(ROOT, "models", "onnx")
 # fixed thread count keeps reductions in one order.
 ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
-_DTYPES = {"F32": np.float32, "I64": np.int64, "I32": np.int32, "BOOL": np.bool_}
 
 
 def tool(name: str) -> str:
@@ -34,38 +36,6 @@ def run(args: list[str], check: bool = True) -> subprocess.CompletedProcess:
         raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n"
                              f"{result.stdout}\n{result.stderr}")
     return result
-
-
-def write_safetensors(path: str, tensors: dict[str, np.ndarray]) -> None:
-    """The safetensors layout: u64 header length, JSON header, raw data."""
-    header, blobs, offset = {}, [], 0
-    names = {np.dtype(v): k for k, v in _DTYPES.items()}
-    for name, array in tensors.items():
-        data = np.ascontiguousarray(array).tobytes()
-        header[name] = {"dtype": names[array.dtype], "shape": list(array.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-
-
-def read_safetensors(path: str) -> dict[str, np.ndarray]:
-    with open(path, "rb") as f:
-        raw = f.read()
-    (length,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + length])
-    base = 8 + length
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        out[name] = np.frombuffer(raw[base + begin:base + end],
-                                  dtype=_DTYPES[info["dtype"]]).reshape(info["shape"])
-    return out
 
 
 def compile_model(model: str, out: str, *extra: str) -> dict:
