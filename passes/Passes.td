@@ -81,6 +81,18 @@ def BmVerifyAnnotatedPass : Pass<"bm-verify-annotated", "::mlir::ModuleOp"> {
   }];
 }
 
+def BmFuseGeluPass : Pass<"bm-fuse-gelu", "::mlir::func::FuncOp"> {
+  let summary = "Replaces the exported tanh form of GELU by bm.gelu";
+  let description = [{
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), written by exporters as
+    eight elementwise ops (the products associated either way), becomes one
+    bm.gelu {tanh_approximation = true}: one kernel and one gradient instead
+    of sixteen passes over the MLP's activation. bmc compile runs it before
+    autodiff; the planner prices the model as imported.
+  }];
+  let dependentDialects = ["::mlir::bm::BmDialect"];
+}
+
 def BmAutodiffPass : Pass<"bm-autodiff", "::mlir::ModuleOp"> {
   let summary = "Builds the training step: forward, loss and backward";
   let description = [{

@@ -126,9 +126,16 @@ llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
     compiled.parameters = std::move(*params);
   }
 
-  // Folding marks the layers that full recomputation runs again.
-  if (llvm::Error err =
-          runPipeline(**module, mlir::bm::buildFoldPhase, "folding"))
+  // Fusion first (fewer kernels), then folding, which marks the layers
+  // that full recomputation runs again.
+  if (llvm::Error err = runPipeline(
+          **module,
+          [](mlir::OpPassManager &pm) {
+            pm.addNestedPass<mlir::func::FuncOp>(
+                mlir::bm::createBmFuseGeluPass());
+            mlir::bm::buildFoldPhase(pm);
+          },
+          "folding"))
     return std::move(err);
   std::string recompute = plan::toString(compiled.plan.config.recompute);
   if (llvm::Error err = runPipeline(

@@ -61,6 +61,7 @@ struct CompiledStep {
     auto params = bm::readParameters(modelPath(c.model), main);
     ASSERT_TRUE(static_cast<bool>(params)) << llvm::toString(params.takeError());
     mlir::PassManager pm(&context);
+    pm.addNestedPass<mlir::func::FuncOp>(mlir::bm::createBmFuseGeluPass());
     mlir::bm::buildFoldPhase(pm);
     mlir::bm::buildAutodiffPhase(pm);
     ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
