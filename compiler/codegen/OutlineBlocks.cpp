@@ -70,8 +70,8 @@ std::string slotText(const bmrt::Slot &slot) {
   return std::string(bmrt::nameOf(slot.dtype)) + bmrt::formatShape(slot.shape);
 }
 
-/// `outsideReads[s]`: whether slot s is read outside the instruction range
-/// it is computed in is decided from these positions.
+/// `readers[s]`: the instructions that read slot s; a value computed in the
+/// run and read outside it is one of the run's results.
 RunShape shapeOf(const Program &program, const Run &run,
                  const std::vector<std::vector<size_t>> &readers) {
   RunShape shape;

@@ -21,10 +21,16 @@ namespace {
 /// parameters, all-ones masks).
 constexpr int64_t kLargestInlineSplat = 16;
 
-llvm::Error failAt(Operation *op, const llvm::Twine &message) {
-  std::string where;
+/// The ONNX node an op came from (the importer's NameLoc), or empty.
+std::string nodeOf(Operation *op) {
   if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-    where = " (node '" + name.getName().str() + "')";
+    return name.getName().str();
+  return "";
+}
+
+llvm::Error failAt(Operation *op, const llvm::Twine &message) {
+  std::string node = nodeOf(op);
+  std::string where = node.empty() ? "" : " (node '" + node + "')";
   return llvm::createStringError(
       "codegen: '" + op->getName().getStringRef().str() + "'" + where + ": " +
       message.str());
@@ -122,7 +128,7 @@ private:
                     ? dense.getSplatValue<APFloat>().convertToDouble()
                     : double(dense.getSplatValue<APInt>().getSExtValue());
       fill.attrs["value"] = value;
-      fill.comment = commentOf(constant);
+      fill.comment = nodeOf(constant);
       if (auto layer = constant->getAttrOfType<IntegerAttr>("bm.layer"))
         fill.layer = static_cast<int>(layer.getInt());
       if (auto cls = constant->getAttrOfType<IntegerAttr>("bm.block_class"))
@@ -150,12 +156,6 @@ private:
                   bmrt::sizeOf(s.dtype));
     }
     return llvm::Error::success();
-  }
-
-  static std::string commentOf(Operation *op) {
-    if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-      return name.getName().str();
-    return "";
   }
 
   /// The attributes the kernels read: integers (and booleans), floats,
@@ -207,7 +207,7 @@ private:
     }
     if (auto err = lowerAttrs(op, instr))
       return err;
-    instr.comment = commentOf(op);
+    instr.comment = nodeOf(op);
     if (auto layer = op->getAttrOfType<IntegerAttr>("bm.layer"))
       instr.layer = static_cast<int>(layer.getInt());
     if (auto blockClass = op->getAttrOfType<IntegerAttr>("bm.block_class"))

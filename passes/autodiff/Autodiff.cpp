@@ -269,7 +269,7 @@ private:
 /// Removes backward ops whose results nothing reads (gradients rules build
 /// for every operand; unused ones, such as a bias's reduction when only
 /// the weight is trained, go here).
-void eraseDeadOps(Block &block, Operation *firstBackward) {
+void eraseDeadOps(Operation *firstBackward) {
   SmallVector<Operation *> ops;
   for (Operation *op = firstBackward; op; op = op->getNextNode())
     ops.push_back(op);
@@ -306,7 +306,6 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main,
            << ret.getNumOperands()
            << " outputs; training needs one (a scalar loss or logits)";
   b.setInsertionPoint(ret);
-  Operation *lastForward = ret->getPrevNode();
   FailureOr<Value> loss = appendLoss(step, ret.getOperand(0), b);
   if (failed(loss))
     return failure();
@@ -351,8 +350,7 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main,
   }
   func::ReturnOp::create(b, ret.getLoc(), results);
   ret.erase();
-  (void)lastForward;
-  eraseDeadOps(body, firstBackward);
+  eraseDeadOps(firstBackward);
   step.setType(b.getFunctionType(step.getArgumentTypes(),
                                  ValueRange(results).getTypes()));
   step.setAllResultAttrs(resultAttrs);

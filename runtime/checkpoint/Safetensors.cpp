@@ -50,6 +50,19 @@ const HostTensor *findTensor(const std::vector<HostTensor> &tensors,
   return nullptr;
 }
 
+const HostTensor &requireTensor(const std::vector<HostTensor> &tensors,
+                                const std::string &name,
+                                const TensorView &view,
+                                const std::string &where) {
+  const HostTensor *t = findTensor(tensors, name);
+  BMRT_CHECK(t, where + " has no tensor '" + name + "'");
+  BMRT_CHECK(t->dtype == view.dtype && t->shape == view.shape,
+             where + ": '" + name + "' is " + nameOf(t->dtype) +
+                 formatShape(t->shape) + ", the program needs " +
+                 nameOf(view.dtype) + formatShape(view.shape));
+  return *t;
+}
+
 //===----------------------------------------------------------------------===//
 // Writing
 //===----------------------------------------------------------------------===//

@@ -76,6 +76,14 @@ void writeSafetensors(const std::string &path,
 SafetensorsFile readSafetensors(const std::string &path);
 
 /// The tensor called `name`, or null.
+/// The tensor `name` of `tensors`, which must have `view`'s dtype and
+/// shape; otherwise throws one line naming `where` (the file), the tensor
+/// and both types.
+const HostTensor &requireTensor(const std::vector<HostTensor> &tensors,
+                                const std::string &name,
+                                const TensorView &view,
+                                const std::string &where);
+
 const HostTensor *findTensor(const std::vector<HostTensor> &tensors,
                              const std::string &name);
 

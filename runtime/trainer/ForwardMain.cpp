@@ -26,13 +26,8 @@ using namespace bmrt;
 /// Copies the tensor called `name` from `file` into `view`.
 void load(const SafetensorsFile &file, const std::string &what,
           const std::string &name, const TensorView &view) {
-  const HostTensor *t = findTensor(file.tensors, name);
-  BMRT_CHECK(t, what + " has no tensor '" + name + "'");
-  BMRT_CHECK(t->dtype == view.dtype && t->shape == view.shape,
-             what + ": '" + name + "' is " + nameOf(t->dtype) +
-                 formatShape(t->shape) + ", the program needs " +
-                 nameOf(view.dtype) + formatShape(view.shape));
-  std::memcpy(view.data, t->data.data(), view.bytes());
+  const HostTensor &t = requireTensor(file.tensors, name, view, what);
+  std::memcpy(view.data, t.data.data(), view.bytes());
 }
 
 void run(const std::string &dir, const std::string &inputsPath,

@@ -26,7 +26,7 @@ void StepReport::print(const TrainerOptions &options, std::FILE *out) const {
   std::fflush(out);
 }
 
-std::string StepReport::json(const TrainerOptions &) const {
+std::string StepReport::json() const {
   nlohmann::json j;
   j["step"] = step;
   j["loss"] = loss;

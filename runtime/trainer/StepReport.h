@@ -33,7 +33,7 @@ struct StepReport {
   /// "step   10/200 ( 5%) | loss 5.8123 | ...", unless options.quiet.
   void print(const TrainerOptions &options, std::FILE *out) const;
   /// The same as one JSON object on one line.
-  std::string json(const TrainerOptions &options) const;
+  std::string json() const;
 };
 
 /// The optimizer's settings and the learning-rate schedule, from the

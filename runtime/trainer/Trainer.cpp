@@ -124,7 +124,7 @@ public:
       if (world.rank() == 0)
         report.print(options, stdout);
       if (log)
-        *log << report.json(options) << "\n" << std::flush;
+        *log << report.json() << "\n" << std::flush;
       if (!options.checkpoint.empty() &&
           ((options.saveEvery && step % options.saveEvery == 0) ||
            step == last))
@@ -164,15 +164,9 @@ void Trainer::bindParameters() {
     ParamSlot p;
     p.name = program.slots[slot].name;
     p.value = executor.view(slot);
-    const HostTensor *found = findTensor(initial, p.name);
-    BMRT_CHECK(found, "'" + config.parameters + "' has no tensor '" + p.name +
-                          "' that the step program trains");
-    BMRT_CHECK(found->shape == p.value.shape && found->dtype == p.value.dtype,
-               "'" + config.parameters + "': '" + p.name + "' is " +
-                   nameOf(found->dtype) + formatShape(found->shape) +
-                   ", the step program needs " + nameOf(p.value.dtype) +
-                   formatShape(p.value.shape));
-    device->copyToDevice(p.value.data, found->data.data(), p.value.bytes(),
+    const HostTensor &found =
+        requireTensor(initial, p.name, p.value, "'" + config.parameters + "'");
+    device->copyToDevice(p.value.data, found.data.data(), p.value.bytes(),
                          executor.stream());
     int grad = program.gradientOf(slot);
     if (grad >= 0) {
@@ -353,9 +347,9 @@ void Trainer::save(int64_t step) {
   // The parameters and optimizer state are the same on every rank: rank 0
   // writes them, the others wait, so that no rank runs ahead of a save
   // that might fail.
-  lastSaved = step;
   if (world.rank() != 0) {
     dp->barrier();
+    lastSaved = step;
     return;
   }
   TrainingState state;
@@ -374,6 +368,7 @@ void Trainer::save(int64_t step) {
   }
   state.planFile = config.plan;
   saveTrainingState(options.checkpoint, state);
+  lastSaved = step;
   if (dp)
     dp->barrier();
 }

@@ -31,12 +31,16 @@ std::string selfDirectory(const char *argv0) {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-int failWith(const std::string &message) {
-  std::string line = message;
-  for (char &c : line)
+/// A message as one line, whatever it carried.
+std::string oneLine(std::string message) {
+  for (char &c : message)
     if (c == '\n' || c == '\r')
       c = ' ';
-  std::fprintf(stderr, "trainer: error: %s\n", line.c_str());
+  return message;
+}
+
+int failWith(const std::string &message) {
+  std::fprintf(stderr, "trainer: error: %s\n", oneLine(message).c_str());
   return 1;
 }
 
@@ -86,8 +90,5 @@ int main(int argc, char **argv) {
   }
   if (world->size() == 1)
     return failWith(error);
-  for (char &c : error)
-    if (c == '\n' || c == '\r')
-      c = ' ';
-  bmrt::abortJob(error);
+  bmrt::abortJob(oneLine(error));
 }

@@ -55,13 +55,9 @@ void TrainingState::copyTensorInto(Device &device, const std::string &name,
                                    const TensorView &value) const {
   bool param = role == TensorRole::Parameter;
   std::string key = param ? name : stateName(optimizer, role, name);
-  const HostTensor *t = findTensor(param ? parameters : optimizerState, key);
-  BMRT_CHECK(t, "the checkpoint has no tensor '" + key + "'");
-  BMRT_CHECK(t->dtype == value.dtype && t->shape == value.shape,
-             "the checkpoint's '" + key + "' is " + nameOf(t->dtype) +
-                 formatShape(t->shape) + ", this model's is " +
-                 nameOf(value.dtype) + formatShape(value.shape));
-  device.copyToDevice(value.data, t->data.data(), value.bytes(),
+  const HostTensor &t = requireTensor(param ? parameters : optimizerState,
+                                      key, value, "the checkpoint");
+  device.copyToDevice(value.data, t.data.data(), value.bytes(),
                       device.computeStream());
   device.computeStream().synchronize();
 }

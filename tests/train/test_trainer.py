@@ -156,12 +156,40 @@ def test_corrupt_manifest_is_refused(compiled, tmp_path):
 
 
 def test_unwritable_checkpoint_keeps_the_previous(compiled, tmp_path):
+    import resource
+    import subprocess
+
+    from conftest import ENV
+
     out = compiled("gpt3-tiny")
+    # A folder that cannot exist (its parent is a file): one line.
     blocker = tmp_path / "file"
     blocker.write_text("a file, not a folder")
     line = error_line(train(out, "--steps", "2", "--checkpoint", str(blocker / "ckpt"),
                             check=False))
     assert "ckpt" in line
+
+    # A save that fails half-way (a 64 KiB file-size limit; root ignores
+    # permissions, not limits): the run stops with one line and the step-1
+    # checkpoint is still there, whole.
+    ckpt = tmp_path / "ckpt"
+    train(out, "--steps", "3", "--stop-at", "1", "--checkpoint", str(ckpt))
+    before = read_safetensors(str(ckpt / "model.safetensors"))
+
+    def limit_file_size():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+    result = subprocess.run([os.path.join(out, "trainer"), "--threads", "1", "--steps", "3",
+                             "--checkpoint", str(ckpt), "--resume"],
+                            capture_output=True, text=True, env=ENV, timeout=120,
+                            preexec_fn=limit_file_size)
+    assert result.returncode != 0
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    after = read_safetensors(str(ckpt / "model.safetensors"))
+    assert before.keys() == after.keys()
+    assert all(np.array_equal(before[k], after[k]) for k in before)
+    import json
+    assert json.loads((ckpt / "manifest.json").read_text())["step"] == 1
 
 
 def test_compile_errors_are_one_line(tmp_path):

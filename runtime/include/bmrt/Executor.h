@@ -14,7 +14,6 @@
 #include "bmrt/Device.h"
 #include "bmrt/Program.h"
 
-#include <functional>
 #include <string>
 #include <vector>
 
