@@ -93,6 +93,39 @@ def BmFuseGeluPass : Pass<"bm-fuse-gelu", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::bm::BmDialect"];
 }
 
+def BmInsertReshardsPass : Pass<"bm-insert-reshards", "::mlir::func::FuncOp"> {
+  let summary = "Reads every planned operand through a bm.reshard";
+  let description = [{
+    Phase 6 starts before autodiff: each operand of an op with
+    `bm.operand_sharding` (the plan's sharding of what the op reads) is
+    replaced by a bm.reshard of it to that sharding, so that autodiff gives
+    every such edge its backward reshard (bm.reshard_grad). bm-partition
+    lowers both to collectives, or to nothing where the shardings agree.
+  }];
+  let dependentDialects = ["::mlir::bm::BmDialect"];
+}
+
+def BmPartitionPass : Pass<"bm-partition", "::mlir::ModuleOp"> {
+  let summary = "Rewrites the training step to one device's share of it";
+  let description = [{
+    Phase 6. On @train_step (after autodiff): every value gets a sharding
+    (planned ops keep the plan's; the rest, backward ops among them, take
+    theirs from their operands through their sharding rules); bm.reshard
+    and bm.reshard_grad become the collectives that move a value between
+    two shardings (all_reduce, reduce_scatter, all_gather, all_to_all, or a
+    local shard_slice), and every type becomes the shape one device holds.
+    Means over a split dimension (the loss, reduce_mean) are scaled so that
+    their partial sums add up to the global mean. Gradients of parameters
+    and the loss stay partial sums over the data-parallel axes: the
+    trainer reduces them (all-reduce, or reduce-scatter under ZeRO); the
+    results say over which axes (`bm.partial`), and arguments keep their
+    sharding (`bm.sharding`). Strided shardings (a minor factor of a merged
+    dimension split, such as a fused QKV projection split by heads) and
+    vocabulary-parallel gathers are refused with an error naming the op.
+  }];
+  let dependentDialects = ["::mlir::bm::BmDialect"];
+}
+
 def BmAutodiffPass : Pass<"bm-autodiff", "::mlir::ModuleOp"> {
   let summary = "Builds the training step: forward, loss and backward";
   let description = [{

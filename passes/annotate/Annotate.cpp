@@ -9,6 +9,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
@@ -184,6 +185,39 @@ static std::vector<int> stagesOf(const Plan &plan, const PlannedOps &ops) {
   return stages;
 }
 
+static const std::vector<int> &resultsOf(const OpInfo &op) {
+  return op.results;
+}
+static const std::vector<int> &operandsOf(const OpInfo &op) {
+  return op.operands;
+}
+
+/// Each argument of `func` is stored in the sharding its first planned
+/// reader asks for (a parameter: its owner's; the tokens: split over dp),
+/// so that reader needs no reshard.
+static void annotateArguments(func::FuncOp func) {
+  MLIRContext *context = func.getContext();
+  llvm::DenseSet<unsigned> done;
+  func.walk([&](Operation *op) {
+    auto operands = op->getAttrOfType<ArrayAttr>(
+        mlir::bm::BmDialect::kOperandShardingAttrName);
+    if (!operands)
+      return;
+    for (OpOperand &use : op->getOpOperands()) {
+      auto arg = dyn_cast<BlockArgument>(use.get());
+      if (!arg || !done.insert(arg.getArgNumber()).second)
+        continue;
+      auto wanted =
+          cast<mlir::bm::ShardingAttr>(operands[use.getOperandNumber()]);
+      func.setArgAttr(arg.getArgNumber(),
+                      mlir::bm::BmDialect::kShardingAttrName,
+                      mlir::bm::ShardingAttr::get(context, wanted.getMesh(),
+                                                  wanted.getDims(),
+                                                  ArrayAttr::get(context, {})));
+    }
+  });
+}
+
 /// Where each annotated op comes from in the planned model: the op made
 /// from the same ONNX node, counting several ops of one node in order.
 /// Host-side folding can differ between batch sizes (a mask folds at batch
@@ -248,16 +282,35 @@ llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
             " result shardings to op " + std::to_string(i) + " (" +
             op->getName().getStringRef().str() + ") which has " +
             std::to_string(op->getNumResults()));
-      for (auto [r, result] : llvm::enumerate(sharding->results)) {
-        TensorSharding tensor = result;
+      // The batch may sit in another dim of the annotated model's value
+      // (see matchByNode); the plan's data-parallel axes follow it.
+      auto batchDimsOf = [&](auto valuesOf, size_t k) {
+        const std::vector<int> &was = valuesOf(planned->ops[from]);
+        const std::vector<int> &is = valuesOf(annotated->ops[i]);
+        if (k >= was.size() || k >= is.size())
+          return std::make_pair(-1, -1);
+        return std::make_pair(planned->values[was[k]].batchDim,
+                              annotated->values[is[k]].batchDim);
+      };
+      auto toAttr = [&](TensorSharding tensor, auto valuesOf, size_t k) {
         if (byNode) {
-          int was = planned->values[planned->ops[from].results[r]].batchDim;
-          int is = annotated->values[annotated->ops[i].results[r]].batchDim;
+          auto [was, is] = batchDimsOf(valuesOf, k);
           if (was != is)
             tensor = moveBatchAxes(tensor, was, is);
         }
-        results.push_back(toShardingAttr(b, tensor, expertParallel));
-      }
+        return toShardingAttr(b, tensor, expertParallel);
+      };
+      for (auto [r, result] : llvm::enumerate(sharding->results))
+        results.push_back(
+            toAttr(result, resultsOf, r));
+      SmallVector<Attribute> operands;
+      if (sharding->operands.size() == op->getNumOperands())
+        for (auto [k, operand] : llvm::enumerate(sharding->operands))
+          operands.push_back(
+              toAttr(operand, operandsOf, k));
+      if (!operands.empty())
+        op->setAttr(mlir::bm::BmDialect::kOperandShardingAttrName,
+                    b.getArrayAttr(operands));
     } else {
       // An op the planned model folded on the host (or the plan does not
       // list).
@@ -279,6 +332,8 @@ llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
     op->setAttr(mlir::bm::BmDialect::kStageAttrName,
                 b.getI64IntegerAttr(stage));
   }
+
+  annotateArguments(func);
 
   // The mesh goes first in the module, replacing an earlier one.
   for (auto mesh : llvm::make_early_inc_range(module.getOps<mlir::bm::MeshOp>()))

@@ -41,6 +41,25 @@ bool isParameter(func::FuncOp func, unsigned index) {
          isFloatTensor(func.getArgument(index).getType());
 }
 
+/// On a planned model, the labels are split like the logits' leading dims
+/// (by data parallelism, usually), so that each device has its rows'.
+void shardLikeLogits(func::FuncOp step, unsigned labelIndex, Value logits) {
+  Operation *producer = logits.getDefiningOp();
+  auto shardings = producer ? producer->getAttrOfType<ArrayAttr>(
+                                  BmDialect::kShardingAttrName)
+                            : ArrayAttr();
+  if (!shardings)
+    return;
+  auto sharding = cast<ShardingAttr>(
+      shardings[cast<OpResult>(logits).getResultNumber()]);
+  ArrayRef<Attribute> dims = sharding.getDims().getValue();
+  MLIRContext *context = step.getContext();
+  step.setArgAttr(labelIndex, BmDialect::kShardingAttrName,
+                  ShardingAttr::get(context, sharding.getMesh(),
+                                    ArrayAttr::get(context, dims.drop_back()),
+                                    ArrayAttr::get(context, {})));
+}
+
 /// The scalar the step minimises: the model's output if it is one, else a
 /// mean cross-entropy of the output's last dim (the classes) against a new
 /// label argument of the leading shape.
@@ -70,6 +89,7 @@ FailureOr<Value> appendLoss(func::FuncOp step, Value output, OpBuilder &b) {
           loc)))
     return failure();
   Value labels = step.getArgument(index);
+  shardLikeLogits(step, index, output);
   Value flatLogits = ReshapeOp::create(
       b, loc, RankedTensorType::get({rows, classes}, type.getElementType()),
       output);

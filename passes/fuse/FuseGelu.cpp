@@ -87,6 +87,20 @@ Operation *geluOutput(Value s, Value x) {
   return nullptr;
 }
 
+/// The fused op keeps what folding and annotation wrote on the formula's
+/// last op (its layer, stage and result sharding); GELU is elementwise, so
+/// it reads x in its result's sharding.
+void carryAnnotations(Operation *output, GeluOp gelu) {
+  for (NamedAttribute attr : output->getAttrs())
+    if (attr.getName().getValue().starts_with("bm."))
+      gelu->setAttr(attr.getName(), attr.getValue());
+  auto results =
+      output->getAttrOfType<ArrayAttr>(BmDialect::kShardingAttrName);
+  if (!results)
+    return;
+  gelu->setAttr(BmDialect::kOperandShardingAttrName, results);
+}
+
 struct FuseGeluPass : impl::BmFuseGeluPassBase<FuseGeluPass> {
   void runOnOperation() override {
     SmallVector<std::pair<Operation *, Value>> found;
@@ -107,6 +121,7 @@ struct FuseGeluPass : impl::BmFuseGeluPassBase<FuseGeluPass> {
       OpBuilder b(output);
       auto gelu = GeluOp::create(b, output->getLoc(), x,
                                  b.getBoolAttr(/*tanh_approximation=*/true));
+      carryAnnotations(output, gelu);
       output->getResult(0).replaceAllUsesWith(gelu.getResult());
     }
     // The formula's ops are dead now; so are constants only they read.

@@ -264,6 +264,16 @@ func.func @main(%x: tensor<2x3xf32>, %b: tensor<2x3xi1>, %i: tensor<2x3xi64>) {
 }
 )";
 
+/// Ops whose gradient partitioning lowers before any kernel runs it (a
+/// reshard's is a bm.reshard_grad), for the registry check; not run.
+const char *kPartitioned = R"(
+bm.mesh @mesh = <["tp"=2]>
+func.func @main(%x: tensor<2x4xf32>) {
+  %0 = bm.reshard %x {sharding = #bm.sharding<@mesh, [{}, {"tp"}]>} : tensor<2x4xf32>
+  return
+}
+)";
+
 int64_t rankOf(const std::string &shape) {
   return shape.empty() ? 0 : 1 + std::count(shape.begin(), shape.end(), 'x');
 }
@@ -473,7 +483,7 @@ TEST(GradientRegistry, CoversEveryOpWithTheInterface) {
   loadDialects(context);
   Diagnostics diagnostics(context);
 
-  std::vector<std::string> texts = {kNonDifferentiable};
+  std::vector<std::string> texts = {kNonDifferentiable, kPartitioned};
   for (const GradCase &c : kCases)
     texts.push_back(moduleText(c));
 

@@ -21,8 +21,42 @@ void BmDialect::initialize() {
   registerAttributes();
 }
 
-/// Checks `bm.sharding` (one #bm.sharding per result, against the result
-/// types and the mesh each names) wherever it appears on an op.
+/// Checks an array of #bm.sharding, one per value of `values` (an op's
+/// results or operands), against the values' types and the mesh it names.
+static LogicalResult verifyShardings(Operation *op, NamedAttribute attr,
+                                     ValueRange values, StringRef what) {
+  auto shardings = dyn_cast<ArrayAttr>(attr.getValue());
+  if (!shardings)
+    return op->emitOpError() << "'" << attr.getName().getValue()
+                             << "' must be an array of #bm.sharding, got "
+                             << attr.getValue();
+  if (shardings.size() != values.size())
+    return op->emitOpError() << "has " << shardings.size() << " " << what
+                             << " shardings for " << values.size() << " "
+                             << what << "s";
+  for (auto [index, element] : llvm::enumerate(shardings)) {
+    auto sharding = dyn_cast<ShardingAttr>(element);
+    if (!sharding)
+      return op->emitOpError() << what << " sharding #" << index
+                               << " is not a #bm.sharding: " << element;
+    auto meshOp = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
+        op, sharding.getMesh());
+    if (!meshOp)
+      return op->emitOpError() << what << " sharding #" << index
+                               << " names unknown mesh "
+                               << sharding.getMesh();
+    if (failed(sharding.verifyFor(values[index].getType(), meshOp.getMesh(),
+                                  [&] {
+                                    return op->emitOpError()
+                                           << what << " #" << index << ": ";
+                                  })))
+      return failure();
+  }
+  return success();
+}
+
+/// Checks `bm.sharding` (one #bm.sharding per result) and
+/// `bm.operand_sharding` (one per operand) wherever they appear on an op.
 LogicalResult BmDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
   if (attr.getName() == kLayerAttrName ||
@@ -34,34 +68,9 @@ LogicalResult BmDialect::verifyOperationAttribute(Operation *op,
              << attr.getValue();
     return success();
   }
-  if (attr.getName() != kShardingAttrName)
-    return success();
-  auto shardings = dyn_cast<ArrayAttr>(attr.getValue());
-  if (!shardings)
-    return op->emitOpError() << "'" << kShardingAttrName
-                             << "' must be an array of #bm.sharding, got "
-                             << attr.getValue();
-  if (shardings.size() != op->getNumResults())
-    return op->emitOpError() << "has " << shardings.size()
-                             << " shardings for " << op->getNumResults()
-                             << " results";
-  for (auto [index, element] : llvm::enumerate(shardings)) {
-    auto sharding = dyn_cast<ShardingAttr>(element);
-    if (!sharding)
-      return op->emitOpError() << "sharding #" << index
-                               << " is not a #bm.sharding: " << element;
-    auto meshOp = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
-        op, sharding.getMesh());
-    if (!meshOp)
-      return op->emitOpError() << "sharding #" << index
-                               << " names unknown mesh "
-                               << sharding.getMesh();
-    if (failed(sharding.verifyFor(op->getResult(index).getType(),
-                                  meshOp.getMesh(), [&] {
-                                    return op->emitOpError()
-                                           << "result #" << index << ": ";
-                                  })))
-      return failure();
-  }
+  if (attr.getName() == kShardingAttrName)
+    return verifyShardings(op, attr, op->getResults(), "result");
+  if (attr.getName() == kOperandShardingAttrName)
+    return verifyShardings(op, attr, op->getOperands(), "operand");
   return success();
 }

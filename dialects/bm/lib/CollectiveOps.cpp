@@ -141,6 +141,20 @@ ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
                      getResult().getType(), expected, *n);
 }
 
+LogicalResult ShardSliceOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> n =
+      groupSize(*this, getMeshAttr(), axisNamesOf(getAxes()), tables);
+  auto input = getInput().getType();
+  int64_t dim = getDim();
+  if (failed(n) || failed(checkDim(*this, dim, input)) ||
+      failed(checkDivides(*this, "dim", dim, input, *n)))
+    return failure();
+  SmallVector<int64_t> expected(input.getShape());
+  expected[dim] /= *n;
+  return checkResult(*this, "slicing dim " + Twine(dim), input,
+                     getResult().getType(), expected, *n);
+}
+
 LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &tables) {
   FailureOr<int64_t> n =
       groupSize(*this, getMeshAttr(), axisNamesOf(getAxes()), tables);

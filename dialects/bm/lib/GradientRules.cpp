@@ -610,6 +610,20 @@ LogicalResult crossEntropyRule(Operation *op, GradBuilder &g,
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Resharding
+//===----------------------------------------------------------------------===//
+
+/// The gradient of each edge that a reshard marks goes back to the sharding
+/// its producer needs (the plan's backward collective on that edge).
+LogicalResult reshardRule(Operation *op, GradBuilder &g, ArrayRef<Value> dys,
+                          Grads &dxs) {
+  Value x = op->getOperand(0);
+  if (isFloat(x))
+    dxs[0] = ReshardGradOp::create(g.b, g.loc, dys[0], x);
+  return success();
+}
+
 /// Alphabetical by op name.
 const llvm::StringMap<Rule> &ruleTable() {
   static const llvm::StringMap<Rule> table = {
@@ -658,6 +672,7 @@ const llvm::StringMap<Rule> &ruleTable() {
       {"bm.reduce_sum", reduceSumMeanRule},
       {"bm.relu", unaryRule},
       {"bm.reshape", reshapeRule},
+      {"bm.reshard", reshardRule},
       {"bm.rms_norm", rmsNormRule},
       {"bm.sigmoid", unaryRule},
       {"bm.sin", unaryRule},

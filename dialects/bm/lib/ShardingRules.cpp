@@ -550,6 +550,150 @@ static ShardingRule oneHotRule(Operation *op) {
 
 using RuleBuilder = ShardingRule (*)(Operation *);
 
+//===----------------------------------------------------------------------===//
+// Backward ops (autodiff's), for partitioning the training step. A factor
+// that a result lacks is summed over for that result (a parameter's
+// gradient sums over the rows), so sharding it leaves partial sums there.
+//===----------------------------------------------------------------------===//
+
+/// One factor per dim of `shape`: parallel before `axis`, needing the whole
+/// row from `axis` on (norm statistics span it).
+static TensorFactors rowFactors(ShardingRule &rule, ArrayRef<int64_t> shape,
+                                int64_t axis) {
+  TensorFactors dims;
+  for (auto [d, size] : llvm::enumerate(shape))
+    dims.push_back(single(rule.addFactor(size, static_cast<int64_t>(d) < axis
+                                                   ? FactorKind::Parallel
+                                                   : FactorKind::NeedReplication),
+                          size));
+  return dims;
+}
+
+/// layer_norm_grad, rms_norm_grad: (x, scale, dy) -> (dx, dscale[, dbias]).
+static ShardingRule normGradRule(Operation *op) {
+  int64_t axis = cast<IntegerAttr>(op->getAttr("axis")).getInt();
+  ShardingRule rule;
+  TensorFactors input = rowFactors(rule, shapeOf(op->getOperand(0)), axis);
+  TensorFactors params(input.begin() + (input.size() -
+                                        shapeOf(op->getOperand(1)).size()),
+                       input.end());
+  rule.operandFactors = {input, params, input};
+  rule.resultFactors.push_back(input);
+  for (unsigned r = 1; r < op->getNumResults(); ++r)
+    rule.resultFactors.push_back(params);
+  return rule;
+}
+
+/// batch_norm_grad (inference form): elementwise in x and dy; the 1-D
+/// operands and parameter gradients follow the channel dim.
+static ShardingRule batchNormGradRule(Operation *op) {
+  ShardingRule rule;
+  TensorFactors input = rowFactors(rule, shapeOf(op->getOperand(0)),
+                                   shapeOf(op->getOperand(0)).size());
+  TensorFactors channel = {input[1]};
+  rule.operandFactors = {input, channel, channel, channel, input};
+  rule.resultFactors = {input, channel, channel};
+  return rule;
+}
+
+/// conv_grad_input (dy, w) -> dx and conv_grad_weight (dy, x) -> dw: the
+/// batch and both channel counts as in conv; spatial dims need their
+/// windows. Grouped convolutions keep their channels whole.
+static ShardingRule convGradRule(Operation *op) {
+  bool wantsInput = isa<ConvGradInputOp>(op);
+  bool grouped = cast<IntegerAttr>(op->getAttr("group")).getInt() > 1;
+  ArrayRef<int64_t> dy = shapeOf(op->getOperand(0));
+  ArrayRef<int64_t> other = shapeOf(op->getOperand(1));
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  ArrayRef<int64_t> x = wantsInput ? out : other, w = wantsInput ? other : out;
+  ShardingRule rule;
+  FactorKind channels = grouped ? FactorKind::NeedReplication
+                                : FactorKind::Parallel;
+  int n = rule.addFactor(dy[0], FactorKind::Parallel);
+  int cout = rule.addFactor(dy[1], channels);
+  int cin = rule.addFactor(x[1], channels);
+  TensorFactors dyDims = {single(n, dy[0]), single(cout, dy[1])};
+  TensorFactors xDims = {single(n, x[0]), single(cin, x[1])};
+  TensorFactors wDims = {single(cout, w[0]), single(cin, w[1])};
+  for (size_t d = 2; d < dy.size(); ++d) {
+    dyDims.push_back(single(rule.addFactor(dy[d], FactorKind::NeedReplication),
+                            dy[d]));
+    xDims.push_back(
+        single(rule.addFactor(x[d], FactorKind::NeedReplication), x[d]));
+    wDims.push_back({});
+  }
+  rule.operandFactors = {dyDims, wantsInput ? wDims : xDims};
+  rule.resultFactors = {wantsInput ? xDims : wDims};
+  return rule;
+}
+
+/// gather_grad (dy, indices) -> data: the data's other dims are parallel;
+/// the indices' dims are summed over (scatter-add), and the gathered axis
+/// of the data needs the whole table.
+static ShardingRule gatherGradRule(Operation *op) {
+  int64_t axis = cast<IntegerAttr>(op->getAttr("axis")).getInt();
+  ArrayRef<int64_t> data = shapeOf(op->getResult(0));
+  ArrayRef<int64_t> indices = shapeOf(op->getOperand(1));
+  ShardingRule rule;
+  TensorFactors dataDims, indexDims, dyDims;
+  for (auto [d, size] : llvm::enumerate(data))
+    dataDims.push_back(single(
+        rule.addFactor(size, static_cast<int64_t>(d) == axis
+                                 ? FactorKind::NeedReplication
+                                 : FactorKind::Parallel),
+        size));
+  for (int64_t size : indices)
+    indexDims.push_back(single(rule.addFactor(size, FactorKind::Reduction), size));
+  dyDims.insert(dyDims.end(), dataDims.begin(), dataDims.begin() + axis);
+  dyDims.insert(dyDims.end(), indexDims.begin(), indexDims.end());
+  dyDims.insert(dyDims.end(), dataDims.begin() + axis + 1, dataDims.end());
+  rule.operandFactors = {dyDims, indexDims};
+  rule.resultFactors = {dataDims};
+  return rule;
+}
+
+/// Backward ops whose result has the input's shape and whose first float
+/// operand of that shape is read elementwise except along dims whose size
+/// differs (pool windows, slices): those need replication.
+static ShardingRule windowGradRule(Operation *op) {
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  ArrayRef<int64_t> dy = shapeOf(op->getOperands().back());
+  bool pooled = isa<MaxPoolGradOp, AvgPoolGradOp>(op);
+  ShardingRule rule;
+  TensorFactors result, dyDims;
+  for (auto [d, size] : llvm::enumerate(out)) {
+    bool whole = dy[d] != size || (pooled && d >= 2);
+    int f = rule.addFactor(size, whole ? FactorKind::NeedReplication
+                                       : FactorKind::Parallel);
+    result.push_back(single(f, size));
+    dyDims.push_back(whole ? DimFactors{} : single(f, size));
+  }
+  for (unsigned i = 0; i + 1 < op->getNumOperands(); ++i)
+    rule.operandFactors.push_back(result);
+  rule.operandFactors.push_back(dyDims);
+  rule.resultFactors = {result};
+  return rule;
+}
+
+/// cross_entropy (logits [N, C], labels [N]) -> mean loss: the rows are
+/// averaged over; the classes need the whole row (log-sum-exp).
+/// cross_entropy_grad (logits, labels, dloss) -> dlogits keeps the rows.
+static ShardingRule crossEntropyRule(Operation *op) {
+  ArrayRef<int64_t> logits = shapeOf(op->getOperand(0));
+  bool isGrad = isa<CrossEntropyGradOp>(op);
+  ShardingRule rule;
+  int rows = rule.addFactor(logits[0], isGrad ? FactorKind::Parallel
+                                              : FactorKind::Reduction);
+  int classes = rule.addFactor(logits[1], FactorKind::NeedReplication);
+  TensorFactors logitDims = {single(rows, logits[0]),
+                             single(classes, logits[1])};
+  rule.operandFactors = {logitDims, {single(rows, logits[0])}};
+  if (isGrad)
+    rule.operandFactors.push_back({});
+  rule.resultFactors = {isGrad ? logitDims : TensorFactors{}};
+  return rule;
+}
+
 /// Alphabetical by op name.
 static const llvm::StringMap<RuleBuilder> &ruleTable() {
   static const llvm::StringMap<RuleBuilder> table = {
@@ -557,12 +701,18 @@ static const llvm::StringMap<RuleBuilder> &ruleTable() {
       {"bm.add", elementwiseRule},
       {"bm.and", elementwiseRule},
       {"bm.avg_pool", poolRule},
+      {"bm.avg_pool_grad", windowGradRule},
       {"bm.batch_norm", batchNormRule},
+      {"bm.batch_norm_grad", batchNormGradRule},
       {"bm.cast", elementwiseRule},
       {"bm.concat", concatRule},
       {"bm.constant", sourceRule},
       {"bm.conv", convRule},
+      {"bm.conv_grad_input", convGradRule},
+      {"bm.conv_grad_weight", convGradRule},
       {"bm.cos", elementwiseRule},
+      {"bm.cross_entropy", crossEntropyRule},
+      {"bm.cross_entropy_grad", crossEntropyRule},
       {"bm.cumsum", axisNeedsReplicationRule},
       {"bm.div", elementwiseRule},
       {"bm.einsum", einsumRule},
@@ -572,18 +722,22 @@ static const llvm::StringMap<RuleBuilder> &ruleTable() {
       {"bm.expand", sameDimsRule},
       {"bm.flatten", reshapeRule},
       {"bm.gather", gatherRule},
+      {"bm.gather_grad", gatherGradRule},
       {"bm.gelu", elementwiseRule},
       {"bm.gemm", gemmRule},
       {"bm.global_avg_pool", poolRule},
       {"bm.greater", elementwiseRule},
       {"bm.iota", sourceRule},
       {"bm.layer_norm", normRule},
+      {"bm.layer_norm_grad", normGradRule},
       {"bm.less", elementwiseRule},
       {"bm.log", elementwiseRule},
       {"bm.log_softmax", axisNeedsReplicationRule},
+      {"bm.log_softmax_grad", axisNeedsReplicationRule},
       {"bm.matmul", matmulRule},
       {"bm.max", elementwiseRule},
       {"bm.max_pool", poolRule},
+      {"bm.max_pool_grad", windowGradRule},
       {"bm.min", elementwiseRule},
       {"bm.mul", elementwiseRule},
       {"bm.neg", elementwiseRule},
@@ -598,10 +752,13 @@ static const llvm::StringMap<RuleBuilder> &ruleTable() {
       {"bm.relu", elementwiseRule},
       {"bm.reshape", reshapeRule},
       {"bm.rms_norm", normRule},
+      {"bm.rms_norm_grad", normGradRule},
       {"bm.sigmoid", elementwiseRule},
       {"bm.sin", elementwiseRule},
       {"bm.slice", sliceRule},
+      {"bm.slice_grad", windowGradRule},
       {"bm.softmax", axisNeedsReplicationRule},
+      {"bm.softmax_grad", axisNeedsReplicationRule},
       {"bm.split", splitRule},
       {"bm.sqrt", elementwiseRule},
       {"bm.squeeze", sameDimsRule},
@@ -610,6 +767,7 @@ static const llvm::StringMap<RuleBuilder> &ruleTable() {
       {"bm.top_k", topKRule},
       {"bm.transpose", transposeRule},
       {"bm.trilu", triluRule},
+      {"bm.unary_grad", elementwiseRule},
       {"bm.unsqueeze", sameDimsRule},
       {"bm.where", elementwiseRule},
   };

@@ -93,7 +93,7 @@ func.func @not_an_array(%x: tensor<8xf32>) {
 bm.mesh @mesh = <["dp"=2, "tp"=4]>
 
 func.func @count(%x: tensor<8xf32>) {
-  // expected-error @+1 {{'bm.split' op has 1 shardings for 2 results}}
+  // expected-error @+1 {{'bm.split' op has 1 result shardings for 2 results}}
   %0:2 = bm.split %x {axis = 0 : i64, sizes = array<i64: 4, 4>, bm.sharding = [#bm.sharding<@mesh, [{"dp"}]>]} : tensor<8xf32>
   return
 }
@@ -103,7 +103,7 @@ func.func @count(%x: tensor<8xf32>) {
 bm.mesh @mesh = <["dp"=2, "tp"=4]>
 
 func.func @not_a_sharding(%x: tensor<8xf32>) {
-  // expected-error @+1 {{'bm.relu' op sharding #0 is not a #bm.sharding: "dp"}}
+  // expected-error @+1 {{'bm.relu' op result sharding #0 is not a #bm.sharding: "dp"}}
   %0 = bm.relu %x {bm.sharding = ["dp"]} : tensor<8xf32>
   return
 }
@@ -113,7 +113,7 @@ func.func @not_a_sharding(%x: tensor<8xf32>) {
 bm.mesh @mesh = <["dp"=2, "tp"=4]>
 
 func.func @unknown_mesh(%x: tensor<8xf32>) {
-  // expected-error @+1 {{'bm.relu' op sharding #0 names unknown mesh @other}}
+  // expected-error @+1 {{'bm.relu' op result sharding #0 names unknown mesh @other}}
   %0 = bm.relu %x {bm.sharding = [#bm.sharding<@other, [{"dp"}]>]} : tensor<8xf32>
   return
 }
@@ -197,7 +197,7 @@ func.func @not_a_tensor() {
 func.func private @mesh()
 
 func.func @symbol_not_mesh(%x: tensor<8xf32>) {
-  // expected-error @+1 {{'bm.relu' op sharding #0 names unknown mesh @mesh}}
+  // expected-error @+1 {{'bm.relu' op result sharding #0 names unknown mesh @mesh}}
   %0 = bm.relu %x {bm.sharding = [#bm.sharding<@mesh, [{}]>]} : tensor<8xf32>
   return
 }

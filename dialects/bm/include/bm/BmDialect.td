@@ -27,6 +27,11 @@ def Bm_Dialect : Dialect {
     void registerAttributes();
     /// Discardable attribute holding one #bm.sharding per op result.
     static constexpr ::llvm::StringLiteral kShardingAttrName = "bm.sharding";
+    /// Discardable attribute holding the #bm.sharding the plan gives each
+    /// operand of an op (what the op reads; bm-insert-reshards makes it
+    /// explicit). Also, on a function argument, the argument's sharding.
+    static constexpr ::llvm::StringLiteral kOperandShardingAttrName =
+        "bm.operand_sharding";
     /// Function-argument attributes written by the importer.
     static constexpr ::llvm::StringLiteral kParamNameAttrName = "bm.name";
     static constexpr ::llvm::StringLiteral kParamKindAttrName = "bm.kind";

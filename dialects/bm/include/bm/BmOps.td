@@ -471,7 +471,8 @@ def Bm_GlobalAvgPoolOp : Bm_Op<"global_avg_pool", Bm_ComputeTraits #
 //===----------------------------------------------------------------------===//
 
 class Bm_GradOp<string mnemonic, list<Trait> traits = []>
-    : Bm_Op<mnemonic, [Pure] # traits>;
+    : Bm_Op<mnemonic, [Pure,
+        DeclareOpInterfaceMethods<Bm_ShardingRuleOpInterface>] # traits>;
 
 def Bm_UnaryGradOp : Bm_GradOp<"unary_grad", [SameOperandsAndResultType]> {
   let summary = "dx = dy * f'(x) for the elementwise op `op`";
@@ -702,6 +703,54 @@ def Bm_RecvOp : Bm_CollectiveOp<"recv"> {
   let arguments = (ins FlatSymbolRefAttr:$mesh, StrAttr:$axis, I64Attr:$offset);
   let results = (outs Bm_Tensor:$result);
   let assemblyFormat = "`over` $axis `on` $mesh attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Resharding (written by annotation, lowered to collectives by partitioning)
+//===----------------------------------------------------------------------===//
+
+def Bm_ReshardOp : Bm_Op<"reshard", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Bm_GradientOpInterface>]> {
+  let summary = "the same global value in the sharding a consumer needs";
+  let description = [{
+    Written by bm-insert-reshards on every edge into a planned op, so that
+    the plan's operand shardings are explicit and autodiff gives every edge
+    its backward reshard (a `bm.reshard_grad`). An identity on the global
+    value; bm-partition lowers it to the collectives (or the local slice)
+    that take its input's sharding to `sharding`, or to nothing.
+  }];
+  let arguments = (ins Bm_Tensor:$input, Bm_ShardingAttr:$sharding);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Bm_ReshardGradOp : Bm_Op<"reshard_grad", [Pure,
+    AllTypesMatch<["result_grad", "input", "input_grad"]>]> {
+  let summary = "the gradient of a reshard, in the sharding its input's "
+                "gradient needs";
+  let description = [{
+    `result_grad` arrives in whatever sharding backward produced it (often a
+    partial sum); the input's gradient is needed in the input's own sharding
+    without its partial axes (the gradient of a partial sum is the same on
+    every device). `input` is read for its sharding only: bm-partition drops
+    it when it lowers this op to collectives.
+  }];
+  let arguments = (ins Bm_Tensor:$result_grad, Bm_Tensor:$input);
+  let results = (outs Bm_Tensor:$input_grad);
+  let assemblyFormat = [{
+    $result_grad `,` $input attr-dict `:` type($result_grad)
+  }];
+}
+
+def Bm_ShardSliceOp : Bm_CollectiveOp<"shard_slice", [Pure]> {
+  let summary = "this device's chunk of `dim` of a value replicated over "
+                "mesh axes (no communication)";
+  let arguments = (ins Bm_Tensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$dim);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axes `on` $mesh attr-dict `:` type($input) `->` type($result)
+  }];
 }
 
 #endif // BM_OPS_TD

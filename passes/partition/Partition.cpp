@@ -1,0 +1,175 @@
+//===- Partition.cpp - phase 6: one device's share of the training step ---===//
+//
+// Walks @train_step in order, giving every value a sharding:
+//  - arguments keep the one annotation gave them (`bm.sharding`);
+//  - bm.reshard and bm.reshard_grad become collectives (Reshard.cpp);
+//  - every other op takes its factors' mesh axes from its operands through
+//    its sharding rule (GSPMD-style propagation), resharding an operand
+//    that disagrees; the planned forward ops read their operands through
+//    bm.reshard, so this reproduces the plan's choice, and their backward
+//    ops inherit it.
+// Then every type becomes the shape one device holds.
+//
+//===----------------------------------------------------------------------===//
+
+#include "bm/BmOps.h"
+#include "passes/Passes.h"
+#include "passes/partition/Propagate.h"
+#include "passes/partition/Reshard.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::bm {
+#define GEN_PASS_DEF_BMPARTITIONPASS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+class Partitioner {
+public:
+  Partitioner(func::FuncOp step, MeshOp mesh) : step(step), b(step) {
+    state.mesh = mesh.getMesh();
+    state.meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+  }
+
+  LogicalResult run() {
+    shardArguments();
+    SmallVector<Operation *> ops;
+    for (Operation &op : step.getBody().front())
+      ops.push_back(&op);
+    for (Operation *op : ops)
+      if (failed(visit(op)))
+        return failure();
+    localizeTypes();
+    return success();
+  }
+
+private:
+  void shardArguments() {
+    for (BlockArgument arg : step.getArguments()) {
+      auto attr = step.getArgAttrOfType<ShardingAttr>(
+          arg.getArgNumber(), BmDialect::kShardingAttrName);
+      state.of[arg] =
+          attr ? ValueSharding::fromAttr(attr)
+               : ValueSharding::replicated(
+                     cast<RankedTensorType>(arg.getType()).getRank());
+    }
+  }
+
+  LogicalResult visit(Operation *op) {
+    b.setInsertionPoint(op);
+    if (auto reshard = dyn_cast<ReshardOp>(op))
+      return replaceBy(op, reshardValue(b, op->getLoc(), reshard.getInput(),
+                                        ValueSharding::fromAttr(
+                                            reshard.getSharding()),
+                                        state));
+    if (auto grad = dyn_cast<ReshardGradOp>(op))
+      return replaceBy(op, reshardValue(b, op->getLoc(), grad.getResultGrad(),
+                                        gradientSharding(grad), state));
+    if (auto ret = dyn_cast<func::ReturnOp>(op))
+      return shardResults(ret);
+    return propagateThrough(op, b, state);
+  }
+
+  /// The gradient goes back to the sharding its producer needs: the
+  /// producer's, with no partial sums; except that a parameter's gradient
+  /// leaves the step still summed over the data-parallel replicas (the
+  /// trainer reduces it, by reduce-scatter under ZeRO).
+  ValueSharding gradientSharding(ReshardGradOp grad) {
+    ValueSharding want = state[grad.getInput()].withoutPartial();
+    if (!isa<BlockArgument>(grad.getInput()))
+      return want;
+    for (const std::string &axis : state[grad.getResultGrad()].partial)
+      if (llvm::none_of(want.dims, [&](const AxisList &axes) {
+            return llvm::is_contained(axes, axis);
+          }))
+        want.partial.push_back(axis);
+    return want;
+  }
+
+  LogicalResult replaceBy(Operation *op, FailureOr<Value> value) {
+    if (failed(value))
+      return failure();
+    op->getResult(0).replaceAllUsesWith(*value);
+    op->erase();
+    return success();
+  }
+
+  /// The loss and each parameter's gradient leave the step as partial sums
+  /// over the data-parallel axes, for the trainer to reduce (with ZeRO, by
+  /// reduce-scatter); a gradient is split like its parameter.
+  LogicalResult shardResults(func::ReturnOp ret) {
+    MLIRContext *context = step.getContext();
+    for (OpOperand &operand : ret->getOpOperands()) {
+      unsigned index = operand.getOperandNumber();
+      ValueSharding want = state[operand.get()];
+      if (auto of = step.getResultAttrOfType<StringAttr>(index, "bm.grad_of"))
+        want.dims = state[parameterNamed(of.getValue())].dims;
+      FailureOr<Value> value =
+          reshardValue(b, ret.getLoc(), operand.get(), want, state);
+      if (failed(value))
+        return failure();
+      operand.set(*value);
+      SmallVector<StringRef> partial(want.partial.begin(), want.partial.end());
+      step.setResultAttr(index, "bm.partial",
+                         Builder(context).getStrArrayAttr(partial));
+    }
+    return success();
+  }
+
+  Value parameterNamed(StringRef name) {
+    for (BlockArgument arg : step.getArguments())
+      if (auto attr = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                         "bm.name");
+          attr && attr.getValue() == name)
+        return arg;
+    return {};
+  }
+
+  /// Every value gets the shape one device holds; the plan's annotations
+  /// describe global shapes and go.
+  void localizeTypes() {
+    auto localize = [&](Value value) {
+      value.setType(localType(cast<RankedTensorType>(value.getType()),
+                              state[value], state.mesh));
+    };
+    for (BlockArgument arg : step.getArguments())
+      localize(arg);
+    step.walk([&](Operation *op) {
+      for (Value result : op->getResults())
+        localize(result);
+      op->removeAttr(BmDialect::kShardingAttrName);
+      op->removeAttr(BmDialect::kOperandShardingAttrName);
+    });
+    step.setType(FunctionType::get(
+        step.getContext(), step.getBody().front().getArgumentTypes(),
+        step.getBody().front().getTerminator()->getOperandTypes()));
+  }
+
+  func::FuncOp step;
+  OpBuilder b;
+  ShardingState state;
+};
+
+struct PartitionPass : impl::BmPartitionPassBase<PartitionPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!step) {
+      module.emitError("bm-partition needs the training step @train_step "
+                       "(run bm-autodiff first)");
+      return signalPassFailure();
+    }
+    auto mesh = module.lookupSymbol<MeshOp>("mesh");
+    if (!mesh) {
+      module.emitError("bm-partition needs the plan's bm.mesh @mesh (run "
+                       "bm-annotate first)");
+      return signalPassFailure();
+    }
+    if (failed(Partitioner(step, mesh).run()))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace mlir::bm

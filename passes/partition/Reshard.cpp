@@ -1,0 +1,140 @@
+//===- Reshard.cpp - collectives that move a value between shardings ------===//
+
+#include "passes/partition/Reshard.h"
+
+#include "bm/BmOps.h"
+
+#include <algorithm>
+
+namespace mlir::bm {
+
+namespace {
+
+AxisList minus(const AxisList &from, const AxisList &remove) {
+  AxisList kept;
+  for (const std::string &axis : from)
+    if (std::find(remove.begin(), remove.end(), axis) == remove.end())
+      kept.push_back(axis);
+  return kept;
+}
+
+bool sameAxes(AxisList a, AxisList b) {
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  return a == b;
+}
+
+/// Emits one collective at a time, keeping the current value and sharding.
+struct Mover {
+  OpBuilder &b;
+  Location loc;
+  ShardingState &state;
+  Value current;
+  ValueSharding sharding;
+
+  ArrayAttr axesAttr(const AxisList &axes) {
+    SmallVector<StringRef> names(axes.begin(), axes.end());
+    return b.getStrArrayAttr(names);
+  }
+  /// Values keep their global type until partitioning ends.
+  Type type() { return current.getType(); }
+  void record(Value made, ValueSharding now) {
+    current = made;
+    sharding = std::move(now);
+    state.of[made] = sharding;
+  }
+
+  void reducePartials(const ValueSharding &to) {
+    AxisList extra = minus(sharding.partial, to.partial);
+    if (extra.empty())
+      return;
+    ValueSharding now = sharding;
+    now.partial = minus(sharding.partial, extra);
+    for (size_t d = 0; d < to.dims.size(); ++d) {
+      if (!sharding.dims[d].empty() || !sameAxes(to.dims[d], extra))
+        continue;
+      now.dims[d] = to.dims[d];
+      return record(ReduceScatterOp::create(b, loc, type(), current,
+                                            state.meshRef,
+                                            axesAttr(to.dims[d]),
+                                            b.getI64IntegerAttr(d), nullptr),
+                    now);
+    }
+    record(AllReduceOp::create(b, loc, type(), current, state.meshRef,
+                               axesAttr(extra), nullptr),
+           now);
+  }
+
+  void moveAxes(const ValueSharding &to) {
+    for (size_t from = 0; from < to.dims.size(); ++from) {
+      const AxisList &axes = sharding.dims[from];
+      if (axes.empty() || !to.dims[from].empty())
+        continue;
+      for (size_t into = 0; into < to.dims.size(); ++into) {
+        if (into == from || !sharding.dims[into].empty() ||
+            to.dims[into] != axes)
+          continue;
+        ValueSharding now = sharding;
+        now.dims[into] = axes;
+        now.dims[from].clear();
+        record(AllToAllOp::create(b, loc, type(), current, state.meshRef,
+                                  axesAttr(axes), b.getI64IntegerAttr(into),
+                                  b.getI64IntegerAttr(from)),
+               now);
+        break;
+      }
+    }
+  }
+
+  /// Keeps the longest prefix of each dim's axes that `to` keeps too.
+  void gather(const ValueSharding &to) {
+    for (size_t d = 0; d < to.dims.size(); ++d) {
+      const AxisList &have = sharding.dims[d], &want = to.dims[d];
+      size_t common = 0;
+      while (common < have.size() && common < want.size() &&
+             have[common] == want[common])
+        ++common;
+      if (common == have.size())
+        continue;
+      ValueSharding now = sharding;
+      AxisList dropped(have.begin() + common, have.end());
+      now.dims[d].resize(common);
+      record(AllGatherOp::create(b, loc, type(), current, state.meshRef,
+                                 axesAttr(dropped), b.getI64IntegerAttr(d)),
+             now);
+    }
+  }
+
+  void slice(const ValueSharding &to) {
+    for (size_t d = 0; d < to.dims.size(); ++d) {
+      const AxisList &have = sharding.dims[d], &want = to.dims[d];
+      if (want.size() == have.size())
+        continue;
+      ValueSharding now = sharding;
+      now.dims[d] = want;
+      AxisList added(want.begin() + have.size(), want.end());
+      record(ShardSliceOp::create(b, loc, type(), current, state.meshRef,
+                                  axesAttr(added), b.getI64IntegerAttr(d)),
+             now);
+    }
+  }
+};
+
+} // namespace
+
+FailureOr<Value> reshardValue(OpBuilder &b, Location loc, Value value,
+                              const ValueSharding &to, ShardingState &state) {
+  Mover mover{b, loc, state, value, state[value]};
+  if (mover.sharding == to)
+    return value;
+  if (!minus(to.partial, mover.sharding.partial).empty())
+    return emitError(loc, "cannot make a partial sum of a value sharded ")
+           << mover.sharding.str() << " (wanted " << to.str() << ")";
+  mover.reducePartials(to);
+  mover.moveAxes(to);
+  mover.gather(to);
+  mover.slice(to);
+  return mover.current;
+}
+
+} // namespace mlir::bm

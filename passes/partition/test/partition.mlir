@@ -1,0 +1,58 @@
+// RUN: bmc-opt %s --pass-pipeline='builtin.module(func.func(bm-insert-reshards),bm-autodiff,bm-partition)' --split-input-file | FileCheck %s
+
+// Megatron's MLP on a 2 x 2 mesh: rows split over dp, the first weight's
+// columns and the second's rows over tp. Forward: no collective until the
+// row-parallel product, whose partial sum over tp is all-reduced. Backward
+// needs none (the input takes no gradient); the weights' gradients stay
+// partial sums over dp for the trainer (bm.partial), and the loss is a
+// partial sum over dp of local means scaled by 1/2, as is the gradient of
+// the logits. Every type is one device's share.
+
+bm.mesh @mesh = <["dp"=2, "tp"=2]>
+func.func @main(
+    %x: tensor<8x16xf32> {bm.kind = "input", bm.name = "x",
+                          bm.sharding = #bm.sharding<@mesh, [{"dp"}, {}]>},
+    %w1: tensor<16x32xf32> {bm.kind = "parameter", bm.name = "w1",
+                            bm.sharding = #bm.sharding<@mesh, [{}, {"tp"}]>},
+    %w2: tensor<32x10xf32> {bm.kind = "parameter", bm.name = "w2",
+                            bm.sharding = #bm.sharding<@mesh, [{"tp"}, {}]>})
+    -> tensor<8x10xf32> {
+  %h = bm.matmul %x, %w1 {
+      bm.sharding = [#bm.sharding<@mesh, [{"dp"}, {"tp"}]>],
+      bm.operand_sharding = [#bm.sharding<@mesh, [{"dp"}, {}]>,
+                             #bm.sharding<@mesh, [{}, {"tp"}]>]}
+      : tensor<8x16xf32>, tensor<16x32xf32>
+  %r = bm.relu %h {
+      bm.sharding = [#bm.sharding<@mesh, [{"dp"}, {"tp"}]>],
+      bm.operand_sharding = [#bm.sharding<@mesh, [{"dp"}, {"tp"}]>]}
+      : tensor<8x32xf32>
+  %y = bm.matmul %r, %w2 {
+      bm.sharding = [#bm.sharding<@mesh, [{"dp"}, {}], partial={"tp"}>],
+      bm.operand_sharding = [#bm.sharding<@mesh, [{"dp"}, {"tp"}]>,
+                             #bm.sharding<@mesh, [{"tp"}, {}]>]}
+      : tensor<8x32xf32>, tensor<32x10xf32>
+  %s = bm.relu %y {
+      bm.sharding = [#bm.sharding<@mesh, [{"dp"}, {}]>],
+      bm.operand_sharding = [#bm.sharding<@mesh, [{"dp"}, {}]>]}
+      : tensor<8x10xf32>
+  return %s : tensor<8x10xf32>
+}
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[X:.*]]: tensor<4x16xf32> {{.*}}%[[W1:.*]]: tensor<16x16xf32> {{.*}}%[[W2:.*]]: tensor<16x10xf32>
+// CHECK-SAME: %[[L:.*]]: tensor<4xi64> {{.*}}bm.sharding = #bm.sharding<@mesh, [{"dp"}]>
+// CHECK-SAME: -> (tensor<f32> {bm.kind = "loss", bm.partial = ["dp"]},
+// CHECK-SAME: tensor<16x16xf32> {bm.grad_of = "w1", bm.partial = ["dp"]},
+// CHECK-SAME: tensor<16x10xf32> {bm.grad_of = "w2", bm.partial = ["dp"]})
+// CHECK-NOT: bm.reshard
+// CHECK: %[[H:.*]] = bm.matmul %[[X]], %[[W1]] : tensor<4x16xf32>, tensor<16x16xf32>
+// CHECK: %[[R:.*]] = bm.relu %[[H]]
+// CHECK: %[[Y:.*]] = bm.matmul %[[R]], %[[W2]] : tensor<4x16xf32>, tensor<16x10xf32>
+// CHECK: %[[S:.*]] = bm.all_reduce %[[Y]] over ["tp"] on @mesh : tensor<4x10xf32>
+// CHECK: %[[CE:.*]] = bm.cross_entropy
+// CHECK: %[[HALF:.*]] = bm.constant dense<5.000000e-01>
+// CHECK: %[[LOSS:.*]] = bm.mul %[[CE]], %[[HALF]]
+// CHECK: %[[DL:.*]] = bm.cross_entropy_grad
+// CHECK: %[[DLS:.*]] = bm.mul %[[DL]], %{{.*}} : tensor<4x10xf32>, tensor<f32>
+// CHECK-NOT: bm.all_
+// CHECK: return %[[LOSS]]
