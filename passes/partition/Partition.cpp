@@ -77,7 +77,7 @@ private:
   /// trainer reduces it, by reduce-scatter under ZeRO).
   ValueSharding gradientSharding(ReshardGradOp grad) {
     ValueSharding want = state[grad.getInput()].withoutPartial();
-    if (!isa<BlockArgument>(grad.getInput()))
+    if (!computedFromParameters(grad.getInput()))
       return want;
     for (const std::string &axis : state[grad.getResultGrad()].partial)
       if (llvm::none_of(want.dims, [&](const AxisList &axes) {
@@ -85,6 +85,22 @@ private:
           }))
         want.partial.push_back(axis);
     return want;
+  }
+
+  /// Whether `value` is a parameter, or computed from parameters and
+  /// constants alone (a slice of a table, a reshaped weight): its gradient
+  /// flows to parameters only, so its partial sums over the replicas can
+  /// wait for the trainer.
+  bool computedFromParameters(Value value) {
+    if (auto arg = dyn_cast<BlockArgument>(value)) {
+      auto kind = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    "bm.kind");
+      return kind && kind.getValue() == "parameter";
+    }
+    Operation *producer = value.getDefiningOp();
+    return producer && llvm::all_of(producer->getOperands(), [&](Value v) {
+             return computedFromParameters(v);
+           });
   }
 
   LogicalResult replaceBy(Operation *op, FailureOr<Value> value) {

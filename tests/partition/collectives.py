@@ -1,0 +1,36 @@
+"""The collectives of a partitioned training step, by kind, axis and phase.
+
+Reads the IR that `bmc-opt ... bm-partition` prints: every collective op of
+@train_step, its mesh axes and its local bytes; ops before the loss's
+cross-entropy are forward, the rest backward.
+"""
+import re
+from collections import Counter
+
+COLLECTIVE = re.compile(
+    r"bm\.(all_reduce|all_gather|reduce_scatter|all_to_all) %\S+ over "
+    r"\[([^\]]*)\] on @\w+.*? : tensor<([0-9x]*?)x?(f32|f16|bf16|i64|i32)>")
+BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4}
+
+
+def step_collectives(ir):
+    """Counter of (kind, axes, phase) -> calls in @train_step of `ir`."""
+    step = ir[ir.index("func.func @train_step"):]
+    counts = Counter()
+    phase = "forward"
+    for line in step.splitlines():
+        if "bm.cross_entropy " in line:
+            phase = "backward"
+        m = COLLECTIVE.search(line)
+        if m:
+            axes = ",".join(a.strip().strip('"') for a in m.group(2).split(","))
+            counts[(m.group(1), axes, phase)] += 1
+    return counts
+
+
+def plan_collectives(plan):
+    """Counter of (kind, axis, phase) -> calls per step in a plan's JSON."""
+    counts = Counter()
+    for c in plan["collectives"]:
+        counts[(c["kind"], c["axis"], c["phase"])] += c["count_per_step"]
+    return counts

@@ -1,0 +1,58 @@
+"""The partitioned training step runs the collectives the plan priced.
+
+For tiny zoo models planned on dp=2 x tp=2 (over a cluster of slow devices,
+so that the planner does split them over tp), bm-partition must reduce
+exactly where the plan does: every all-reduce and reduce-scatter, by mesh
+axis and phase, as many times per step as the plan counts; and the
+data-parallel reduction of the gradients, which the plan prices as a step
+collective, is left to the trainer (the gradients leave the step as partial
+sums over dp). The all-gathers are printed beside the plan's: the partition
+adds the loss's own gather of vocabulary-split logits (the planner does
+not price the loss) and a few more that the issue's note lists; they are not
+asserted equal yet.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from collectives import plan_collectives, step_collectives  # noqa: E402
+
+BIN = os.path.join(ROOT, "build", "bin")
+CLUSTER = os.path.join(ROOT, "tests", "data", "clusters", "slow-compute.yaml")
+PIPELINE = ("builtin.module(func.func(bm-fuse-gelu,bm-insert-reshards),"
+            "bm-autodiff,bm-partition)")
+
+
+def partition(model, fix, tmp_path):
+    mlir, plan = tmp_path / "annotated.mlir", tmp_path / "plan.json"
+    subprocess.run([os.path.join(BIN, "bmc"), "plan",
+                    os.path.join(ROOT, "models", "onnx", model + ".onnx"),
+                    "--gpus", "4", "--cluster", CLUSTER, "--fix", fix,
+                    "--emit-mlir", str(mlir), "-o", str(plan)],
+                   check=True, stdout=subprocess.DEVNULL)
+    step = subprocess.run([os.path.join(BIN, "bmc-opt"), str(mlir),
+                           "--pass-pipeline=" + PIPELINE],
+                          check=True, capture_output=True, text=True).stdout
+    return step, json.loads(plan.read_text())
+
+
+@pytest.mark.parametrize("model", ["llama2-tiny", "bert-tiny", "t5-tiny"])
+def test_partition_reduces_where_the_plan_does(model, tmp_path):
+    step, plan = partition(model, "dp=2,tp=2,pp=1", tmp_path)
+    got, want = step_collectives(step), plan_collectives(plan)
+    assert any(axis == "tp" for _, axis, _ in want), "the plan uses no tp"
+    for key in sorted(set(got) | set(want)):
+        print(key, "plan", want.get(key, 0), "partitioned", got.get(key, 0))
+    for kind in ("all_reduce", "reduce_scatter"):
+        for phase in ("forward", "backward"):
+            key = (kind, "tp", phase)
+            assert got.get(key, 0) == want.get(key, 0), key
+    assert not any(axis == "dp" for _, axis, _ in got), \
+        "the step reduces over dp itself"
+    assert 'bm.partial = ["dp"]' in step
