@@ -38,7 +38,7 @@ public:
     for (Operation &op : step.getBody().front())
       ops.push_back(&op);
     for (Operation *op : ops)
-      if (failed(visit(op)))
+      if (failed(visitPlaced(op)))
         return failure();
     localizeTypes();
     return success();
@@ -54,6 +54,25 @@ private:
                : ValueSharding::replicated(
                      cast<RankedTensorType>(arg.getType()).getRank());
     }
+  }
+
+  /// Collectives and scalings made for an op join its layer and block
+  /// class, so that codegen keeps them in the layer's function.
+  LogicalResult visitPlaced(Operation *op) {
+    Attribute layer = op->getAttr(BmDialect::kLayerAttrName);
+    Attribute blockClass = op->getAttr(BmDialect::kBlockClassAttrName);
+    Operation *before = op->getPrevNode(), *after = op->getNextNode();
+    if (failed(visit(op)))
+      return failure();
+    if (!layer || !blockClass)
+      return success();
+    Block &body = step.getBody().front();
+    for (Operation *made = before ? before->getNextNode() : &body.front();
+         made && made != after; made = made->getNextNode()) {
+      made->setAttr(BmDialect::kLayerAttrName, layer);
+      made->setAttr(BmDialect::kBlockClassAttrName, blockClass);
+    }
+    return success();
   }
 
   LogicalResult visit(Operation *op) {
