@@ -50,16 +50,14 @@ void TrainingState::addTensor(Device &device, const std::string &name,
   device.computeStream().synchronize();
 }
 
-void TrainingState::copyTensorInto(Device &device, const std::string &name,
-                                   TensorRole role,
-                                   const TensorView &value) const {
+const HostTensor &TrainingState::tensor(const std::string &name,
+                                       TensorRole role, DType dtype,
+                                       const Shape &shape) const {
   bool param = role == TensorRole::Parameter;
   std::string key = param ? name : stateName(optimizer, role, name);
-  const HostTensor &t = requireTensor(param ? parameters : optimizerState,
-                                      key, value, "the checkpoint");
-  device.copyToDevice(value.data, t.data.data(), value.bytes(),
-                      device.computeStream());
-  device.computeStream().synchronize();
+  TensorView expected{nullptr, dtype, shape};
+  return requireTensor(param ? parameters : optimizerState, key, expected,
+                       "the checkpoint");
 }
 
 void saveTrainingState(const std::string &dir, const TrainingState &state) {

@@ -39,10 +39,10 @@ struct TrainingState {
   /// Copies `value` (device memory) into the state under `name`.
   void addTensor(Device &device, const std::string &name, TensorRole role,
                  const TensorView &value);
-  /// Copies the state's tensor into `value`; throws if it is missing or of
-  /// another shape.
-  void copyTensorInto(Device &device, const std::string &name,
-                      TensorRole role, const TensorView &value) const;
+  /// The state's tensor `name` of `role`; throws if it is missing or not
+  /// of `dtype` and `shape`.
+  const HostTensor &tensor(const std::string &name, TensorRole role,
+                           DType dtype, const Shape &shape) const;
 };
 
 /// Writes `state` to `dir` atomically: the previous checkpoint stays whole
