@@ -13,6 +13,7 @@
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
 #include "bmrt/Kernels.h"
+#include "bmrt/Schedule.h"
 #include "bmrt/Sharding.h"
 
 #include <nlohmann/json.hpp>
@@ -499,9 +500,37 @@ int64_t Trainer::resume() {
   return state.step;
 }
 
+/// `--print-schedule`: the plan's pipeline schedule, generated, checked
+/// by simulating every rank and printed as a rank x time grid.
+void printPipeline(const CompiledConfig &config, std::FILE *out) {
+  if (config.schedule == "none" || config.pp <= 1) {
+    std::fprintf(out, "%s: no pipeline (pp %d, schedule %s): every rank runs "
+                      "the whole step, %lld micro-batch%s per step\n",
+                 config.model.c_str(), config.pp, config.schedule.c_str(),
+                 (long long)config.microBatches,
+                 config.microBatches == 1 ? "" : "es");
+    return;
+  }
+  std::optional<ScheduleKind> kind = parseScheduleKind(config.schedule);
+  BMRT_CHECK(kind, "trainer.json's schedule is '" + config.schedule +
+                       "'; expected none, gpipe, 1f1b or interleaved");
+  ScheduleSpec spec;
+  spec.kind = *kind;
+  spec.pp = config.pp;
+  spec.v = config.chunks;
+  spec.m = static_cast<int>(config.microBatches);
+  validateSchedule(spec);
+  std::fputs(printSchedule(spec).c_str(), out);
+}
+
 } // namespace
 
 void runTrainer(const TrainerOptions &options, World &world) {
+  if (options.printSchedule) {
+    if (world.rank() == 0)
+      printPipeline(readConfig(options.dir), stdout);
+    return;
+  }
   Trainer trainer(options, world);
   trainer.run();
 }

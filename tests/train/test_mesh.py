@@ -16,12 +16,16 @@ about 0.3) within 2.1e-7 absolute; ZeRO 1 is bitwise ZeRO 0.
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
+import subprocess
+import time
 
 import numpy as np
 import pytest
 
-from conftest import BIN, read_log, read_safetensors, run, tool
+from conftest import ENV, read_log, read_safetensors, run, tool
 from mesh_programs import megatron_mlp, sequence_parallel_mlp, trainer_folder
 
 MPIRUN = shutil.which("mpirun")
@@ -149,3 +153,77 @@ def test_a_program_the_runtime_cannot_run_is_one_line(tmp_path):
     result = train(folder, 2, "--steps", "1", check=False)
     assert result.returncode != 0
     assert "the gradient of 'w2' is sharded unlike the parameter" in result.stderr
+
+
+def test_print_schedule_shows_each_ranks_instructions(tmp_path):
+    folder = trainer_folder(str(tmp_path / "pp"), megatron_mlp(1, 1), 1,
+                            micro_batches=4, pp=2, schedule="1f1b")
+    out = run([tool("bmrt-trainer"), "--dir", folder, "--print-schedule"]).stdout
+    assert out.startswith("schedule 1f1b: pp=2 v=1 m=4 (no deadlock)\n")
+    assert "rank 0 | F0 F1" in out and "rank 1: recvA0<0 F0" in out
+    plain = trainer_folder(str(tmp_path / "none"), megatron_mlp(1, 1), 1)
+    out = run([tool("bmrt-trainer"), "--dir", plain, "--print-schedule"]).stdout
+    assert out == ("mlp: no pipeline (pp 1, schedule none): every rank runs the whole "
+                   "step, 1 micro-batch per step\n")
+    bad = trainer_folder(str(tmp_path / "bad"), megatron_mlp(1, 1), 1, micro_batches=3,
+                         pp=2, schedule="interleaved", chunks=2)
+    result = run([tool("bmrt-trainer"), "--dir", bad, "--print-schedule"], check=False)
+    assert result.returncode != 0
+    assert result.stderr.splitlines() == [
+        "trainer: error: the interleaved schedule needs the micro-batches (m=3) to be a "
+        "multiple of pp=2, as Megatron-LM does"]
+
+
+def test_an_error_on_one_rank_ends_the_job(tmp_path):
+    # Rank 1 cannot open its log (a folder has its name) while rank 0 goes
+    # on into the step's collectives: the job ends with one line naming
+    # rank 1, never a hang.
+    folder = trainer_folder(str(tmp_path / "tp2"), megatron_mlp(2, 1), 2)
+    log = tmp_path / "run.jsonl"
+    (tmp_path / "run.rank1.jsonl").mkdir()
+    result = train(folder, 2, "--steps", "5", "--log", str(log), check=False)
+    assert result.returncode != 0
+    errors = [l for l in result.stderr.splitlines() if l.startswith("trainer: error")]
+    assert errors == [f"trainer: error: rank 1: cannot write the log "
+                      f"'{tmp_path / 'run.rank1.jsonl'}'"]
+
+
+def _rank_pid(launcher: int, rank: int):
+    """The pid of `rank` among the launcher's children, from /proc."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if parent == launcher and f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
+            return int(entry)
+    return None
+
+
+def test_a_killed_rank_ends_the_job(tmp_path):
+    # SIGKILL to rank 1 mid-run: mpirun ends the job and says which rank
+    # died. (The wait's limit only keeps a hang from blocking CI; measured:
+    # the job ends within a second of the kill.)
+    folder = trainer_folder(str(tmp_path / "tp2"), megatron_mlp(2, 1), 2)
+    log = tmp_path / "run.jsonl"
+    args = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+            "-x", "OMP_NUM_THREADS=1", "-x", "OPENBLAS_NUM_THREADS=1",
+            tool("bmrt-trainer"), "--dir", folder, "--threads", "1", "--quiet",
+            "--steps", "10000000", "--log", str(log)]
+    job = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env=ENV)
+    rank1 = tmp_path / "run.rank1.jsonl"
+    while not (rank1.exists() and rank1.stat().st_size > 0):
+        assert job.poll() is None, job.communicate()
+        time.sleep(0.05)
+    pid = _rank_pid(job.pid, 1)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    _, stderr = job.communicate(timeout=300)
+    assert job.returncode != 0
+    assert re.search(r"rank 1 .*exited on signal 9", stderr, re.S), stderr
