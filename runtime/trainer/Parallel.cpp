@@ -106,10 +106,19 @@ void Parallel::reduceGradient(const ParamSlot &p, const TensorView &g,
   });
 }
 
-/// Whether this rank holds the replica of a tensor sharded over `sharded`
+/// The axes that split `p`'s local tensor from the global one.
+static std::vector<std::string> shardedAxes(const ParamSlot &p) {
+  std::vector<std::string> axes;
+  for (const auto &dim : p.sharding)
+    axes.insert(axes.end(), dim.begin(), dim.end());
+  return axes;
+}
+
+/// Whether `rank` holds the replica of a tensor sharded over `sharded`
 /// that counts: coordinate 0 along every other axis.
-bool Parallel::ownsReplica(const std::vector<std::string> &sharded) const {
-  std::vector<int> coords = mesh().coordinates(comms->rank());
+bool Parallel::ownsReplica(int rank,
+                           const std::vector<std::string> &sharded) const {
+  std::vector<int> coords = mesh().coordinates(rank);
   for (size_t i = 0; i < coords.size(); ++i)
     if (coords[i] != 0 && !contains(sharded, mesh().axes()[i].name))
       return false;
@@ -118,15 +127,42 @@ bool Parallel::ownsReplica(const std::vector<std::string> &sharded) const {
 
 double Parallel::addSumOfSquares(double sum, const ParamSlot &p,
                                  const TensorView &g, Stream &stream) const {
-  std::vector<std::string> sharded;
-  for (const auto &dim : p.sharding)
-    sharded.insert(sharded.end(), dim.begin(), dim.end());
+  std::vector<std::string> sharded = shardedAxes(p);
   if (zero >= 2)
     sharded.push_back(kDp);
-  if (!ownsReplica(sharded))
+  if (!ownsReplica(comms->rank(), sharded))
     return sum;
   return sum + cpu::sumOfSquares(stream, zero >= 2 ? flatRange(g, 0, p.length)
                                                    : g);
+}
+
+bool Parallel::writesShard(const ParamSlot &p) const {
+  return ownsReplica(comms->rank(), shardedAxes(p));
+}
+
+std::vector<TensorShard> Parallel::writtenShards(const ParamSlot &p) const {
+  std::vector<TensorShard> shards;
+  const Shape &local = p.value.shape;
+  for (int r = 0; r < mesh().numRanks(); ++r) {
+    if (!ownsReplica(r, shardedAxes(p)))
+      continue;
+    TensorShard s;
+    s.rank = r;
+    s.offsets = shardOffsets(local, p.sharding, mesh(), r);
+    s.shape = local;
+    std::vector<int> coords = mesh().coordinates(r);
+    for (size_t i = 0; i < coords.size(); ++i)
+      s.coordinates[mesh().axes()[i].name] = coords[i];
+    shards.push_back(std::move(s));
+  }
+  return shards;
+}
+
+std::map<std::string, int> Parallel::meshSizes() const {
+  std::map<std::string, int> sizes;
+  for (const MeshAxis &axis : mesh().axes())
+    sizes[axis.name] = axis.size;
+  return sizes;
 }
 
 Communicator *Parallel::everyone() {
@@ -139,27 +175,6 @@ Communicator *Parallel::everyone() {
 void Parallel::barrier() {
   if (Communicator *all = everyone())
     all->barrier();
-}
-
-std::vector<uint8_t> Parallel::gatherGlobal(const ParamSlot &p,
-                                            const TensorView &local,
-                                            Stream &stream) {
-  std::vector<uint8_t> global(numElements(p.global) * sizeOf(local.dtype));
-  Communicator *all = everyone();
-  if (p.global == local.shape || !all) {
-    std::memcpy(global.data(), local.data, local.bytes());
-    return global;
-  }
-  // The members of the group of all axes are in world-rank order.
-  std::vector<uint8_t> every(local.bytes() * all->size());
-  all->allGather(local.data, every.data(), local.size(), local.dtype, stream);
-  Shape origin(local.shape.size(), 0);
-  for (int r = 0; r < all->size(); ++r)
-    copyBox(every.data() + r * local.bytes(), local.shape, origin,
-            global.data(), p.global,
-            shardOffsets(local.shape, p.sharding, mesh(), r), local.shape,
-            sizeOf(local.dtype));
-  return global;
 }
 
 double Parallel::finishSumOfSquares(double sum, Stream &stream) {

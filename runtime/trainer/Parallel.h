@@ -18,6 +18,7 @@
 
 #include "bmrt/Collectives.h"
 #include "bmrt/Executor.h"
+#include "runtime/checkpoint/ShardedCheckpoint.h"
 
 #include <memory>
 #include <string>
@@ -89,19 +90,22 @@ public:
   void gatherOverDp(const ParamSlot &p, const TensorView &flat,
                     const TensorView &shard, Stream &stream);
 
-  /// The global tensor of which `local` (shaped like `p`'s local tensor) is
-  /// this rank's box, gathered from every rank (collective).
-  std::vector<uint8_t> gatherGlobal(const ParamSlot &p, const TensorView &local,
-                                    Stream &stream);
   /// Returns once every rank has called it.
   void barrier();
+  /// Whether this rank writes `p` (and its optimizer state) to a sharded
+  /// checkpoint: one replica of each shard does.
+  bool writesShard(const ParamSlot &p) const;
+  /// Every rank's shard of `p` that is written, for the manifest.
+  std::vector<TensorShard> writtenShards(const ParamSlot &p) const;
+  /// The mesh's axis sizes, for the manifest.
+  std::map<std::string, int> meshSizes() const;
 
   /// The flat elements [begin, begin + length) of `t` as a 1-D view.
   static TensorView flatRange(const TensorView &t, int64_t begin,
                               int64_t length);
 
 private:
-  bool ownsReplica(const std::vector<std::string> &sharded) const;
+  bool ownsReplica(int rank, const std::vector<std::string> &sharded) const;
   /// All ranks (null for a job of one).
   Communicator *everyone();
   void *workspace(size_t bytes);

@@ -157,7 +157,10 @@ private:
   void printStart(int64_t start) const;
   std::unique_ptr<std::ofstream> openLog() const;
   void save(int64_t step);
-  std::vector<uint8_t> globalOf(const ParamSlot &p, const TensorView &state);
+  void saveWhole(int64_t step);
+  void saveShards(int64_t step);
+  TrainingState stateAt(int64_t step) const;
+  std::vector<uint8_t> localOf(const ParamSlot &p, const TensorView &state);
   void loadBox(const TrainingState &state, const ParamSlot &p, TensorRole role,
                const TensorView &into);
   const TensorView &gradientOf(const ParamSlot &p) const;
@@ -410,25 +413,22 @@ std::unique_ptr<std::ofstream> Trainer::openLog() const {
   return log;
 }
 
-/// The global tensor of `p`'s value, or of its optimizer state `shard`
-/// (under ZeRO this rank's dp chunk): collective over the job.
-std::vector<uint8_t> Trainer::globalOf(const ParamSlot &p,
-                                       const TensorView &state) {
+/// `p`'s whole local tensor of optimizer state `state` (under ZeRO this
+/// rank's dp chunk, gathered over dp: collective) on the host.
+std::vector<uint8_t> Trainer::localOf(const ParamSlot &p,
+                                      const TensorView &state) {
   std::vector<uint8_t> local(p.value.bytes());
   TensorView whole{local.data(), p.value.dtype, p.value.shape};
-  if (config.zero)
+  if (config.zero && state.data != p.value.data)
     parallel.gatherOverDp(p, whole, state, executor.stream());
   else
-    device->copyToHost(local.data(), state.data, state.bytes(),
+    device->copyToHost(local.data(), state.data, whole.bytes(),
                        executor.stream());
-  return parallel.gatherGlobal(p, whole, executor.stream());
+  executor.stream().synchronize();
+  return local;
 }
 
-void Trainer::save(int64_t step) {
-  // The checkpoint holds global tensors, gathered from every rank's shards,
-  // so that it loads under any mesh, ZeRO stage or rank count: rank 0
-  // writes it, the others wait, so that no rank runs ahead of a save that
-  // might fail.
+TrainingState Trainer::stateAt(int64_t step) const {
   TrainingState state;
   state.model = config.model;
   state.modelHash = config.modelHash;
@@ -436,29 +436,71 @@ void Trainer::save(int64_t step) {
   state.step = step;
   state.optimizer = config.optimizer;
   state.data = feeder->state();
+  state.planFile = config.plan;
+  return state;
+}
+
+void Trainer::save(int64_t step) {
+  if (parallel.hasMesh())
+    saveShards(step);
+  else
+    saveWhole(step);
+  lastSaved = step;
+}
+
+/// A data-parallel job without a mesh: rank 0 writes the global tensors
+/// (under ZeRO gathered over dp), the others wait, so that no rank runs
+/// ahead of a save that might fail.
+void Trainer::saveWhole(int64_t step) {
+  TrainingState state = stateAt(step);
   for (ParamSlot &p : params) {
     auto add = [&](TensorRole role, std::vector<uint8_t> bytes) {
       if (world.rank() == 0)
         state.addTensor(*device, p.name, role,
                         hostView(bytes, p.value.dtype, p.global));
     };
-    std::vector<uint8_t> local(p.value.bytes());
-    device->copyToHost(local.data(), p.value.data, p.value.bytes(),
-                       executor.stream());
-    add(TensorRole::Parameter,
-        parallel.gatherGlobal(
-            p, TensorView{local.data(), p.value.dtype, p.value.shape},
-            executor.stream()));
+    add(TensorRole::Parameter, localOf(p, p.value));
     if (p.first.data)
-      add(TensorRole::FirstMoment, globalOf(p, p.first));
+      add(TensorRole::FirstMoment, localOf(p, p.first));
     if (p.second.data)
-      add(TensorRole::SecondMoment, globalOf(p, p.second));
+      add(TensorRole::SecondMoment, localOf(p, p.second));
   }
-  if (world.rank() == 0) {
-    state.planFile = config.plan;
+  if (world.rank() == 0)
     saveTrainingState(options.checkpoint, state);
+  parallel.barrier();
+}
+
+/// A job over a mesh: every rank writes the shards it is the replica of
+/// that counts, rank 0 the manifest (ShardedCheckpoint.h).
+void Trainer::saveShards(int64_t step) {
+  TrainingState state = stateAt(step);
+  std::vector<ShardedTensor> listed;
+  for (ParamSlot &p : params) {
+    auto add = [&](TensorRole role, const TensorView &value) {
+      std::vector<uint8_t> bytes = localOf(p, value);
+      ShardedTensor t;
+      t.name = role == TensorRole::Parameter
+                   ? p.name
+                   : stateName(config.optimizer, role, p.name);
+      t.kind = role == TensorRole::Parameter ? TensorKind::Parameter
+                                             : TensorKind::OptimizerState;
+      t.dtype = p.value.dtype;
+      t.global = p.global;
+      t.shards = parallel.writtenShards(p);
+      listed.push_back(std::move(t));
+      if (parallel.writesShard(p))
+        state.addTensor(*device, p.name, role,
+                        hostView(bytes, p.value.dtype, p.value.shape));
+    };
+    add(TensorRole::Parameter, p.value);
+    if (p.first.data)
+      add(TensorRole::FirstMoment, p.first);
+    if (p.second.data)
+      add(TensorRole::SecondMoment, p.second);
   }
-  lastSaved = step;
+  saveShardedTrainingState(options.checkpoint, state, world.rank(),
+                           parallel.meshSizes(), listed,
+                           [&] { parallel.barrier(); });
   parallel.barrier();
 }
 
@@ -478,8 +520,14 @@ void Trainer::loadBox(const TrainingState &state, const ParamSlot &p,
 }
 
 int64_t Trainer::resume() {
+  // Rank 0 reads the checkpoint first: a damaged one then ends the job
+  // with rank 0's one line, not one line per rank.
+  if (world.rank() != 0)
+    parallel.barrier();
   TrainingState state =
       loadTrainingState(options.checkpoint, config.model, config.modelHash);
+  if (world.rank() == 0)
+    parallel.barrier();
   BMRT_CHECK(state.optimizer == config.optimizer,
              "the checkpoint in '" + options.checkpoint + "' was trained with " +
                  state.optimizer + ", this trainer uses " + config.optimizer);

@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from conftest import write_safetensors
+from conftest import read_safetensors, write_safetensors
 
 BATCH, WIDTH, HIDDEN = 8, 8, 16
 
@@ -146,3 +146,26 @@ def trainer_folder(path: str, program: str, ranks: int, zero: int = 0,
     with open(os.path.join(path, "trainer.json"), "w") as f:
         json.dump(config, f)
     return path
+
+
+def read_checkpoint(folder: str, kind: str = "parameter") -> dict:
+    """The global tensors of a checkpoint, unsharded or sharded (assembled
+    here from the manifest's shards, independently of the runtime)."""
+    with open(os.path.join(folder, "manifest.json")) as f:
+        manifest = json.load(f)
+    if not manifest.get("sharded"):
+        name = "model.safetensors" if kind == "parameter" else "optimizer.safetensors"
+        return read_safetensors(os.path.join(folder, name))
+    files, tensors = {}, {}
+    for t in manifest["tensors"]:
+        if t["kind"] != kind:
+            continue
+        whole = np.full(t["shape"], np.nan, dtype=np.float32)
+        for s in t["shards"]:
+            if s["file"] not in files:
+                files[s["file"]] = read_safetensors(os.path.join(folder, s["file"]))
+            box = tuple(slice(o, o + n) for o, n in zip(s["offsets"], s["shape"]))
+            whole[box] = files[s["file"]][t["name"]]
+        assert not np.isnan(whole).any(), f"the shards of {t['name']} leave holes"
+        tensors[t["name"]] = whole
+    return tensors

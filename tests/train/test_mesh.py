@@ -15,6 +15,7 @@ about 0.3) within 2.1e-7 absolute; ZeRO 1 is bitwise ZeRO 0.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -25,8 +26,9 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ENV, read_log, read_safetensors, run, tool
-from mesh_programs import megatron_mlp, sequence_parallel_mlp, trainer_folder
+from conftest import ENV, read_log, read_safetensors, run, tool, write_safetensors
+from mesh_programs import (megatron_mlp, read_checkpoint, sequence_parallel_mlp,
+                           trainer_folder)
 
 MPIRUN = shutil.which("mpirun")
 RTOL, ATOL = 1e-5, 1e-6
@@ -52,7 +54,7 @@ def run_plan(tmp_path, name, program, ranks, *flags, steps=10, **config):
     folder = trainer_folder(str(tmp_path / name), program, ranks, **config)
     log, ckpt = str(tmp_path / f"{name}.jsonl"), str(tmp_path / f"{name}.ckpt")
     train(folder, ranks, "--steps", str(steps), "--log", log, "--checkpoint", ckpt, *flags)
-    return losses(log), read_safetensors(os.path.join(ckpt, "model.safetensors")), log
+    return losses(log), read_checkpoint(ckpt), log
 
 
 def assert_same_run(a, b, rtol=RTOL, atol=ATOL):
@@ -112,7 +114,7 @@ def test_resume_is_bit_for_bit(tmp_path):
     train(folder, 2, "--steps", "10", "--stop-at", "5", "--log", log, "--checkpoint", ckpt)
     train(folder, 2, "--steps", "10", "--resume", "--log", log, "--checkpoint", ckpt)
     assert losses(log) == straight[0]
-    resumed = read_safetensors(os.path.join(ckpt, "model.safetensors"))
+    resumed = read_checkpoint(ckpt)
     assert all(np.array_equal(resumed[k], straight[1][k]) for k in resumed)
 
 
@@ -131,7 +133,7 @@ def test_checkpoint_reshards_on_load(one_rank, tmp_path, target):
     log = str(tmp_path / "second.jsonl")
     train(second, ranks, "--steps", "10", "--resume", "--checkpoint", ckpt, "--log", log)
     np.testing.assert_allclose(losses(log), one_rank[0][5:], rtol=RTOL, atol=ATOL)
-    weights = read_safetensors(os.path.join(ckpt, "model.safetensors"))
+    weights = read_checkpoint(ckpt)
     for name, value in weights.items():
         np.testing.assert_allclose(value, one_rank[1][name], rtol=RTOL, atol=ATOL)
 
@@ -227,3 +229,80 @@ def test_a_killed_rank_ends_the_job(tmp_path):
     _, stderr = job.communicate(timeout=300)
     assert job.returncode != 0
     assert re.search(r"rank 1 .*exited on signal 9", stderr, re.S), stderr
+
+
+def test_sharded_checkpoint_layout(tmp_path):
+    # tp2 x dp2: w1 and w2 are split over tp and written by the dp = 0
+    # replica of each tp rank; the replicated w0 by rank 0 alone; the
+    # optimizer state beside them; rank 0 writes the manifest.
+    folder = trainer_folder(str(tmp_path / "tp2dp2"), megatron_mlp(2, 2), 4)
+    ckpt = tmp_path / "ckpt"
+    train(folder, 4, "--steps", "2", "--checkpoint", str(ckpt))
+    manifest = json.loads((ckpt / "manifest.json").read_text())
+    assert manifest["sharded"] and manifest["mesh"] == {"tp": 2, "ep": 1, "dp": 2, "pp": 1}
+    shards = {t["name"]: t["shards"] for t in manifest["tensors"]}
+    assert [s["rank"] for s in shards["w0"]] == [0]
+    assert [(s["rank"], s["offsets"], s["coordinates"]["tp"]) for s in shards["w2"]] == [
+        (0, [0, 0], 0), (1, [8, 0], 1)]
+    assert [s["rank"] for s in shards["exp_avg.w1"]] == [0, 1]
+    assert sorted(os.listdir(ckpt / "shards")) == ["rank00000.safetensors",
+                                                   "rank00001.safetensors"]
+    assert set(read_safetensors(str(ckpt / "shards" / "rank00001.safetensors"))) == {
+        "w1", "w2", "exp_avg.w1", "exp_avg.w2", "exp_avg_sq.w1", "exp_avg_sq.w2"}
+    assert read_checkpoint(str(ckpt))["w2"].shape == (16, 8)
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated"])
+def test_a_damaged_shard_file_is_named(tmp_path, damage):
+    folder = trainer_folder(str(tmp_path / "tp2"), megatron_mlp(2, 1), 2)
+    ckpt = tmp_path / "ckpt"
+    train(folder, 2, "--steps", "4", "--stop-at", "2", "--checkpoint", str(ckpt))
+    shard = ckpt / "shards" / "rank00001.safetensors"
+    if damage == "missing":
+        shard.unlink()
+    else:
+        shard.write_bytes(shard.read_bytes()[:-40])
+    result = train(folder, 2, "--steps", "4", "--resume", "--checkpoint", str(ckpt),
+                   check=False)
+    assert result.returncode != 0
+    errors = [l for l in result.stderr.splitlines() if l.startswith("trainer: error")]
+    assert len(errors) == 1 and str(shard) in errors[0], result.stderr
+
+
+def _over_dp(step: str) -> str:
+    """A compiled one-rank step program as the local step of a dp = 2 mesh:
+    the batch split over dp, gradients and loss partial sums over it."""
+    lines = []
+    for line in step.splitlines():
+        fields = line.split()
+        if line.startswith("model "):
+            line += "\nmesh tp=1 dp=2"
+        elif fields[:1] == ["slot"] and fields[2] in ("input", "label"):
+            rank = fields[3].count(",") + 1
+            line += ' sharding=[["dp"]' + ",[]" * (rank - 1) + "]"
+        elif fields[:1] == ["slot"] and fields[2] == "grad":
+            line += ' partial=["dp"]'
+        elif fields[:1] == ["loss"]:
+            line += ' partial=["dp"]'
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def test_export_merges_a_sharded_checkpoint(compiled, tmp_path):
+    import onnx
+    from onnx import numpy_helper
+
+    out = tmp_path / "gpt"
+    shutil.copytree(compiled("gpt3-tiny", "--global-batch", "4"), out)
+    step = out / "step.bmp"
+    step.write_text(_over_dp(step.read_text()))
+    config = json.loads((out / "trainer.json").read_text())
+    (out / "trainer.json").write_text(json.dumps({**config, "ranks": 2}))
+    ckpt = tmp_path / "ckpt"
+    train(str(out), 2, "--steps", "2", "--checkpoint", str(ckpt))
+    assert json.loads((ckpt / "manifest.json").read_text())["sharded"]
+    run([tool("bmc"), "export", str(ckpt), "-o", str(tmp_path / "m.onnx")])
+    trained = read_checkpoint(str(ckpt))
+    model = onnx.load(str(tmp_path / "m.onnx"))
+    exported = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    assert trained and all(np.array_equal(exported[k], v) for k, v in trained.items())
