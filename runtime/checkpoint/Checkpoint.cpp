@@ -2,7 +2,9 @@
 
 #include "Checkpoint.h"
 
+#include "CheckpointFolder.h"
 #include "FileIO.h"
+#include "ShardedCheckpoint.h"
 
 #include "bmrt/Error.h"
 
@@ -85,12 +87,7 @@ json tensorEntries(const std::vector<TensorRef> &tensors, TensorKind kind) {
   return list;
 }
 
-json buildManifest(const CheckpointInfo &info,
-                   const std::vector<TensorRef> &parameters,
-                   const std::vector<TensorRef> &optimizerState) {
-  json tensors = tensorEntries(parameters, TensorKind::Parameter);
-  for (json &t : tensorEntries(optimizerState, TensorKind::OptimizerState))
-    tensors.push_back(std::move(t));
+json buildManifest(const CheckpointInfo &info, json tensors) {
   return {{"format", kCheckpointFormat},
           {"model", info.model},
           {"model_hash", info.modelHash},
@@ -102,25 +99,17 @@ json buildManifest(const CheckpointInfo &info,
             {"rng_state", formatState(info.rngState)}}},
           {"optimizer",
            {{"name", info.optimizer}, {"config", info.optimizerConfig}}},
-          {"tensors", tensors}};
+          {"tensors", std::move(tensors)}};
 }
 
-/// Writes every file into the fresh folder `tmp` and syncs it. The
-/// manifest goes last: a folder without one is never a checkpoint.
-void writeFolder(const std::string &tmp, const CheckpointInfo &info,
-                 const std::vector<TensorRef> &parameters,
-                 const std::vector<TensorRef> &optimizerState) {
-  std::error_code ec;
-  fs::create_directory(tmp, ec);
-  BMRT_CHECK(!ec, "cannot create the checkpoint folder '" + tmp +
-                      "': " + ec.message());
+/// Writes the tensor files into the fresh folder `tmp`.
+void writeTensorFiles(const std::string &tmp,
+                      const std::vector<TensorRef> &parameters,
+                      const std::vector<TensorRef> &optimizerState) {
   // "format": "pt" lets Hugging Face's loaders take the parameters as
   // PyTorch tensors.
   writeSafetensors(join(tmp, kModelFile), parameters, {{"format", "pt"}});
   writeSafetensors(join(tmp, kOptimizerFile), optimizerState);
-  writeTextFile(join(tmp, kManifest),
-                buildManifest(info, parameters, optimizerState).dump(2) + "\n");
-  syncDirectory(tmp);
 }
 
 void renameOrFail(const std::string &from, const std::string &to) {
@@ -168,9 +157,13 @@ std::string parentOf(const std::string &base) {
 
 } // namespace
 
-void saveCheckpoint(const std::string &dir, const CheckpointInfo &info,
-                    const std::vector<TensorRef> &parameters,
-                    const std::vector<TensorRef> &optimizerState) {
+std::string checkpointTempFolder(const std::string &dir,
+                                 const std::string &tag) {
+  return withoutTrailingSlashes(dir) + ".tmp-" + tag;
+}
+
+void createCheckpointTempFolder(const std::string &dir,
+                                const std::string &tmp) {
   std::string base = withoutTrailingSlashes(dir);
   BMRT_CHECK(!base.empty(), "the checkpoint folder name is empty");
   std::string parent = parentOf(base);
@@ -183,17 +176,49 @@ void saveCheckpoint(const std::string &dir, const CheckpointInfo &info,
              "cannot save the checkpoint '" + dir +
                  "': it exists and is not a checkpoint (no " + kManifest +
                  "); choose another folder");
-  std::string tmp = base + ".tmp-" + std::to_string(::getpid());
-  // A folder of this name is a crashed save of an earlier process that had
-  // our pid: never a checkpoint, since it was never renamed.
+  // A folder of this name is a crashed save: never a checkpoint, since it
+  // was never renamed.
   fs::remove_all(tmp, ec);
+  fs::create_directory(tmp, ec);
+  BMRT_CHECK(!ec, "cannot create the checkpoint folder '" + tmp +
+                      "': " + ec.message());
+}
+
+void publishCheckpointFolder(const std::string &dir, const std::string &tmp,
+                             const CheckpointInfo &info,
+                             const nlohmann::json &tensors,
+                             const nlohmann::json &extra) {
+  std::string base = withoutTrailingSlashes(dir);
   try {
-    writeFolder(tmp, info, parameters, optimizerState);
+    // The manifest goes last: a folder without one is never a checkpoint.
+    json manifest = buildManifest(info, tensors);
+    manifest.update(extra);
+    writeTextFile(join(tmp, kManifest), manifest.dump(2) + "\n");
+    syncDirectory(tmp);
   } catch (...) {
+    std::error_code ec;
     fs::remove_all(tmp, ec);
     throw;
   }
-  publish(tmp, base, parent);
+  publish(tmp, base, parentOf(base));
+}
+
+void saveCheckpoint(const std::string &dir, const CheckpointInfo &info,
+                    const std::vector<TensorRef> &parameters,
+                    const std::vector<TensorRef> &optimizerState) {
+  std::string tmp = checkpointTempFolder(dir, std::to_string(::getpid()));
+  createCheckpointTempFolder(dir, tmp);
+  try {
+    writeTensorFiles(tmp, parameters, optimizerState);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  json tensors = tensorEntries(parameters, TensorKind::Parameter);
+  for (json &t : tensorEntries(optimizerState, TensorKind::OptimizerState))
+    tensors.push_back(std::move(t));
+  publishCheckpointFolder(dir, tmp, info, tensors, json::object());
 }
 
 //===----------------------------------------------------------------------===//
@@ -344,6 +369,11 @@ Checkpoint loadCheckpoint(const std::string &dir, const std::string &model,
              "checkpoint '" + dir + "' is of model '" + c.info.model +
                  "' (hash " + c.info.modelHash + "), not '" + model +
                  "' (hash " + modelHash + ")");
+  if (isShardedManifest(manifest)) {
+    readShardedTensors(dir, c.folder, manifest, c.parameters,
+                       c.optimizerState);
+    return c;
+  }
   std::vector<ListedTensor> listed = parseTensorList(dir, manifest);
   c.parameters = readSafetensors(join(c.folder, kModelFile)).tensors;
   c.optimizerState = readSafetensors(join(c.folder, kOptimizerFile)).tensors;

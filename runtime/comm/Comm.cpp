@@ -1,12 +1,13 @@
-//===- Comm.cpp - meshes, argument checks, picking a backend, abortJob ----===//
+//===- Comm.cpp - meshes, argument checks, abortJob -----------------------===//
 //
 // The backend-neutral half of Comm.h: everything an NCCL backend would
-// share with the MPI one.
+// share with the MPI one. Part of bmrt itself (no MPI in here), so that the
+// executor's collective kernels can call a Communicator; the backends and
+// createWorld (CreateWorld.cpp) are bmrt_comm.
 //
 //===----------------------------------------------------------------------===//
 
-#include "Backends.h"
-
+#include "bmrt/Comm.h"
 #include "bmrt/Error.h"
 
 #include <algorithm>
@@ -293,29 +294,6 @@ World::group(const Mesh &mesh, const std::vector<std::string> &axes) {
                  std::to_string(comm->size()) + ", not " + std::to_string(key) +
                  " of " + std::to_string(members.size()));
   return comm;
-}
-
-/// Whether a parallel launcher started this process: each sets its own
-/// variables (Open MPI's mpirun, PMIx and PMI as used by srun and MPICH's
-/// Hydra, and Slurm for a step of several tasks).
-static bool startedByLauncher() {
-  for (const char *name :
-       {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
-    if (std::getenv(name))
-      return true;
-  const char *tasks = std::getenv("SLURM_STEP_NUM_TASKS");
-  return tasks && std::atoi(tasks) > 1;
-}
-
-std::unique_ptr<World> createWorld() {
-  const char *forced = std::getenv("BMRT_COMM");
-  std::string backend =
-      forced && *forced ? forced : (startedByLauncher() ? "mpi" : "local");
-  if (backend == "mpi")
-    return createMpiWorld();
-  if (backend == "local")
-    return createLocalWorld();
-  BMRT_FAIL("BMRT_COMM is '" + backend + "'; expected 'mpi' or 'local'");
 }
 
 /// The rank a launcher gave this process, for an abort before the World

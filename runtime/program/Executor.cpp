@@ -14,8 +14,8 @@ static size_t alignUp(size_t bytes) {
 }
 
 Executor::Executor(const Program &program, Device &device,
-                   const std::string &source)
-    : prog(inlineCalls(program)), dev(device) {
+                   const std::string &source, Collectives *collectives)
+    : prog(inlineCalls(program)), dev(device), comms(collectives) {
   // Before any memory is placed: the kernels trust shapes.
   verifyProgram(prog, source);
   for (const Instr &instr : prog.instrs) {
@@ -30,6 +30,26 @@ Executor::Executor(const Program &program, Device &device,
 Executor::~Executor() {
   for (const Allocation &a : owned)
     dev.deallocate(a.pointer, a.bytes, a.kind);
+  if (scratchData)
+    dev.deallocate(scratchData, scratchSize, MemoryKind::Workspace);
+}
+
+Collectives &Executor::collectives(const std::string &op) {
+  BMRT_CHECK(comms, "'" + op + "' communicates, but this step program runs "
+                                "without the job's communicators");
+  return *comms;
+}
+
+void *Executor::scratch(size_t bytes) {
+  if (bytes <= scratchSize)
+    return scratchData;
+  // Wait for the kernels still reading the old buffer.
+  stream().synchronize();
+  if (scratchData)
+    dev.deallocate(scratchData, scratchSize, MemoryKind::Workspace);
+  scratchSize = alignUp(bytes);
+  scratchData = dev.allocate(scratchSize, MemoryKind::Workspace);
+  return scratchData;
 }
 
 static MemoryKind memoryKindOf(SlotKind kind) {

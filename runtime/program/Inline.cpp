@@ -46,7 +46,9 @@ Program inlineCalls(const Program &program) {
   Program flat;
   flat.model = program.model;
   flat.slots = program.slots;
+  flat.mesh = program.mesh;
   flat.loss = program.loss;
+  flat.lossPartial = program.lossPartial;
   flat.outputs = program.outputs;
   for (const Instr &instr : program.instrs) {
     if (instr.op != "call") {

@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CollectiveKernels.h"
+
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
 #include "bmrt/Kernels.h"
@@ -317,6 +319,9 @@ struct Entry {
 const Entry kKernels[] = {
     {"abs", launchUnary<UnaryOp::Abs>},
     {"add", launchBinary<BinaryOp::Add>},
+    {"all_gather", launchAllGather},
+    {"all_reduce", launchAllReduce},
+    {"all_to_all", launchAllToAll},
     {"and", launchBinary<BinaryOp::And>},
     {"avg_pool", launchAvgPool},
     {"avg_pool_grad", launchAvgPoolGrad},
@@ -367,11 +372,13 @@ const Entry kKernels[] = {
     {"reciprocal", launchUnary<UnaryOp::Reciprocal>},
     {"reduce_max", launchReduce<ReduceOp::Max>},
     {"reduce_mean", launchReduce<ReduceOp::Mean>},
+    {"reduce_scatter", launchReduceScatter},
     {"reduce_sum", launchReduce<ReduceOp::Sum>},
     {"relu", launchUnary<UnaryOp::Relu>},
     {"reshape", launchCopy},
     {"rms_norm", launchRmsNorm},
     {"rms_norm_grad", launchRmsNormGrad},
+    {"shard_slice", launchShardSlice},
     {"sigmoid", launchUnary<UnaryOp::Sigmoid>},
     {"sin", launchUnary<UnaryOp::Sin>},
     {"slice", launchSlice},

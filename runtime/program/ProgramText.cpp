@@ -4,9 +4,11 @@
 //
 //   bmc-step-program VERSION
 //   model NAME
+//   mesh AXIS=SIZE ...                                  (optional)
 //   slot %N KIND DTYPE[D0,D1,...] ["NAME"] [= V V V ...]
+//        [sharding=[["AXIS",...],...]] [partial=["AXIS",...]]
 //   %R[, %R...] = OP [%A|_ [, ...]] [{KEY=VALUE, ...}] [# COMMENT]
-//   loss %N        (or, in a forward-only program: output %N)
+//   loss %N [partial=["AXIS",...]]   (or, forward only: output %N)
 //
 // VALUE is an integer, a float (with '.', 'e', "inf" or "nan"), a list
 // [1,2,3] or a "string". Floats print with 9 significant digits, which
@@ -97,6 +99,13 @@ std::vector<int> Program::slotsOf(SlotKind kind) const {
     if (slots[i].kind == kind)
       found.push_back(static_cast<int>(i));
   return found;
+}
+
+int Program::meshAxisSize(const std::string &name) const {
+  for (const MeshAxis &axis : mesh)
+    if (axis.name == name)
+      return axis.size;
+  return 1;
 }
 
 int Program::gradientOf(int param) const {
@@ -208,11 +217,27 @@ static void printInstr(std::ostream &os, const Instr &instr) {
   os << '\n';
 }
 
+/// ["dp","tp"].
+static std::string formatNames(const std::vector<std::string> &names) {
+  std::string text = "[";
+  for (size_t i = 0; i < names.size(); ++i)
+    text += (i ? "," : "") + quote(names[i]);
+  return text + "]";
+}
+
 static void printSlot(std::ostream &os, size_t index, const Slot &slot) {
   os << "slot %" << index << ' ' << nameOf(slot.kind) << ' '
      << nameOf(slot.dtype) << formatShape(slot.shape);
   if (!slot.name.empty())
     os << ' ' << quote(slot.name);
+  if (!slot.sharding.empty()) {
+    os << " sharding=[";
+    for (size_t d = 0; d < slot.sharding.size(); ++d)
+      os << (d ? "," : "") << formatNames(slot.sharding[d]);
+    os << ']';
+  }
+  if (!slot.partial.empty())
+    os << " partial=" << formatNames(slot.partial);
   if (slot.kind == SlotKind::Const)
     printConstant(os, slot);
   os << '\n';
@@ -233,7 +258,14 @@ static void printFunction(std::ostream &os, const Function &function) {
 std::string printProgram(const Program &program) {
   std::ostringstream os;
   os << "bmc-step-program " << Program::kVersion << '\n';
-  os << "model " << quote(program.model) << "\n\n";
+  os << "model " << quote(program.model) << '\n';
+  if (!program.mesh.empty()) {
+    os << "mesh";
+    for (const MeshAxis &axis : program.mesh)
+      os << ' ' << axis.name << '=' << axis.size;
+    os << '\n';
+  }
+  os << '\n';
   for (size_t i = 0; i < program.slots.size(); ++i)
     printSlot(os, i, program.slots[i]);
   os << '\n';
@@ -242,8 +274,12 @@ std::string printProgram(const Program &program) {
   for (const Instr &instr : program.instrs)
     printInstr(os, instr);
   os << '\n';
-  if (program.loss >= 0)
-    os << "loss %" << program.loss << '\n';
+  if (program.loss >= 0) {
+    os << "loss %" << program.loss;
+    if (!program.lossPartial.empty())
+      os << " partial=" << formatNames(program.lossPartial);
+    os << '\n';
+  }
   for (int output : program.outputs)
     os << "output %" << output << '\n';
   return os.str();
@@ -380,6 +416,65 @@ void parseTypedShape(LineParser &p, Slot &slot) {
     p.fail("tensor of " + formatShape(slot.shape) + " is too large");
 }
 
+/// ["dp","tp"]: a list of quoted names.
+std::vector<std::string> parseNames(LineParser &p) {
+  std::vector<std::string> names;
+  p.expect('[');
+  if (!p.consume(']')) {
+    do
+      names.push_back(p.quoted());
+    while (p.consume(','));
+    p.expect(']');
+  }
+  return names;
+}
+
+/// `sharding=[[...],...] partial=[...]` after a slot's type and name.
+void parseSlotSharding(LineParser &p, Slot &slot) {
+  while (!p.atEnd() && !p.peekIs('=')) {
+    std::string key = p.word();
+    p.expect('=');
+    if (key == "sharding" && slot.sharding.empty()) {
+      p.expect('[');
+      do
+        slot.sharding.push_back(parseNames(p));
+      while (p.consume(','));
+      p.expect(']');
+      if (slot.sharding.size() != slot.shape.size())
+        p.fail("the sharding lists " + std::to_string(slot.sharding.size()) +
+               " dims; the slot has " + std::to_string(slot.shape.size()));
+    } else if (key == "partial" && slot.partial.empty()) {
+      slot.partial = parseNames(p);
+    } else {
+      p.fail("unexpected '" + key + "=' on a slot (sharding= and partial= " +
+             "come once each)");
+    }
+  }
+}
+
+/// "mesh tp=2 ep=1 dp=2 pp=1".
+void parseMesh(LineParser &p, Program &program) {
+  if (!program.mesh.empty())
+    p.fail("a second mesh line");
+  if (!program.slots.empty())
+    p.fail("the mesh must come before the slots");
+  while (!p.atEnd()) {
+    MeshAxis axis;
+    axis.name = p.word();
+    p.expect('=');
+    int64_t size = p.integer();
+    if (size < 1 || size > (1 << 20))
+      p.fail("mesh axis '" + axis.name + "' has size " + std::to_string(size));
+    axis.size = static_cast<int>(size);
+    for (const MeshAxis &other : program.mesh)
+      if (other.name == axis.name)
+        p.fail("mesh axis '" + axis.name + "' appears twice");
+    program.mesh.push_back(axis);
+  }
+  if (program.mesh.empty())
+    p.fail("the mesh line names no axis");
+}
+
 void parseConstantValues(LineParser &p, Slot &slot) {
   int64_t n = numElements(slot.shape);
   size_t width = sizeOf(slot.dtype);
@@ -458,6 +553,9 @@ void parseSlot(LineParser &p, Scope &scope) {
   parseTypedShape(p, slot);
   if (p.peekIs('"'))
     slot.name = p.quoted();
+  parseSlotSharding(p, slot);
+  if (scope.isFunction && !slot.sharding.empty())
+    p.fail("a function's slots take the sharding of what each call binds");
   if (slot.kind == SlotKind::Const) {
     p.expect('=');
     parseConstantValues(p, slot);
@@ -674,10 +772,20 @@ Program parseProgram(const std::string &text, const std::string &source) {
              function->name + "'");
     } else if (keyword == "model") {
       program.model = p.quoted();
+    } else if (keyword == "mesh") {
+      parseMesh(p, program);
     } else if (keyword == "loss" || keyword == "output") {
       int slot = p.slotRef();
       if (slot >= static_cast<int>(program.slots.size()))
         p.fail(keyword + " %" + std::to_string(slot) + " is not a slot");
+      if (keyword == "loss" && !p.atEnd()) {
+        if (p.word() != "partial")
+          p.fail("expected 'partial=' after the loss");
+        p.expect('=');
+        program.lossPartial = parseNames(p);
+      }
+      if (!p.atEnd())
+        p.fail("unexpected text after " + keyword);
       if (keyword == "loss")
         program.loss = slot;
       else

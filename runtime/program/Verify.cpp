@@ -19,6 +19,7 @@
 
 #include "bmrt/Error.h"
 #include "bmrt/Program.h"
+#include "bmrt/Sharding.h"
 
 #include <algorithm>
 #include <iterator>
@@ -141,6 +142,7 @@ public:
   }
 
   const std::string &op() const { return instr.op; }
+  const Program &prog() const { return program; }
   size_t numOperands() const { return instr.operands.size(); }
   size_t numResults() const { return instr.results.size(); }
 
@@ -1037,6 +1039,82 @@ void checkSliceGrad(Check &c) {
 }
 
 //===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+/// The ranks in the group of attribute `axes` ("dp,tp"): axes of the
+/// program's mesh, each named once.
+int64_t groupSizeAttr(Check &c) {
+  const std::string &axes = c.stringAttr("axes");
+  if (c.prog().mesh.empty())
+    c.fail("a collective needs the program's mesh line");
+  std::vector<std::string> names = splitAxes(axes);
+  int64_t size = 1;
+  for (size_t i = 0; i < names.size(); ++i) {
+    bool known = false;
+    for (const MeshAxis &axis : c.prog().mesh)
+      known |= axis.name == names[i];
+    if (!known)
+      c.fail("attribute 'axes' is \"" + axes + "\"; '" + names[i] +
+             "' is no axis of the mesh");
+    if (std::find(names.begin(), names.begin() + i, names[i]) !=
+        names.begin() + i)
+      c.fail("attribute 'axes' is \"" + axes + "\"; it names '" + names[i] +
+             "' twice");
+    size *= c.prog().meshAxisSize(names[i]);
+  }
+  return size;
+}
+
+/// `x` with dim `d` multiplied by `times` (or divided, where `times` < 0).
+Shape scaledAt(Check &c, const Arg &x, int64_t d, int64_t times) {
+  Shape shape = x.shape();
+  if (times < 0 && shape[d] % -times != 0)
+    c.fail(x.is() + "; its dim " + std::to_string(d) + " does not split into " +
+           std::to_string(-times) + " chunks (the group's ranks)");
+  shape[d] = times < 0 ? shape[d] / -times : shape[d] * times;
+  return shape;
+}
+
+/// all_reduce: the sum over the group, of the operand's type.
+void checkAllReduce(Check &c) {
+  c.counts(1, 1);
+  groupSizeAttr(c);
+  Arg x = c.operand(0), y = c.result(0);
+  c.dtypeIn(x, kNumeric);
+  c.sameType(y, x);
+}
+
+/// all_gather (chunks joined along `dim`), reduce_scatter (summed, this
+/// rank's chunk of `dim` kept) and shard_slice (this rank's chunk).
+template <int64_t Direction, DTypes Types> void checkAlongDim(Check &c) {
+  c.counts(1, 1);
+  int64_t group = groupSizeAttr(c);
+  Arg x = c.operand(0), y = c.result(0);
+  c.dtypeIn(x, Types);
+  c.sameDType(y, x);
+  int64_t dim = c.axisAttr("dim", x);
+  c.shapeIs(y, scaledAt(c, x, dim, Direction * group),
+            "operand 0's with dim " + std::to_string(dim) +
+                (Direction > 0 ? " times " : " divided by ") +
+                std::to_string(group) + " ranks");
+}
+
+/// all_to_all: split along split_dim, each chunk to one rank, received
+/// chunks joined along concat_dim.
+void checkAllToAll(Check &c) {
+  c.counts(1, 1);
+  int64_t group = groupSizeAttr(c);
+  Arg x = c.operand(0), y = c.result(0);
+  c.sameDType(y, x);
+  int64_t split = c.axisAttr("split_dim", x), concat = c.axisAttr("concat_dim", x);
+  Shape shape = scaledAt(c, x, split, -group);
+  shape[concat] *= group;
+  c.shapeIs(y, shape, "operand 0's split along split_dim and joined along "
+                      "concat_dim over " + std::to_string(group) + " ranks");
+}
+
+//===----------------------------------------------------------------------===//
 // Pooling
 //===----------------------------------------------------------------------===//
 
@@ -1092,6 +1170,9 @@ constexpr DTypes kSigned = kNumeric; // abs, neg and relu: also integers
 const Entry kCheckers[] = {
     {"abs", checkUnary<kSigned>},
     {"add", checkBinary<kNumeric, false>},
+    {"all_gather", checkAlongDim<1, kAny>},
+    {"all_reduce", checkAllReduce},
+    {"all_to_all", checkAllToAll},
     {"and", checkBinary<kBool, true>},
     {"avg_pool", checkPool},
     {"avg_pool_grad", checkAvgPoolGrad},
@@ -1142,11 +1223,13 @@ const Entry kCheckers[] = {
     {"reciprocal", checkUnary<kF32>},
     {"reduce_max", checkReduce},
     {"reduce_mean", checkReduce},
+    {"reduce_scatter", checkAlongDim<-1, kNumeric>},
     {"reduce_sum", checkReduce},
     {"relu", checkUnary<kSigned>},
     {"reshape", checkCopy},
     {"rms_norm", checkNorm},
     {"rms_norm_grad", checkNormGrad},
+    {"shard_slice", checkAlongDim<-1, kAny>},
     {"sigmoid", checkUnary<kF32>},
     {"sin", checkUnary<kF32>},
     {"slice", checkSlice},
@@ -1241,10 +1324,78 @@ void checkEnds(const Program &program, const std::vector<bool> &computed,
     checkSlot(output, "output %" + std::to_string(output));
 }
 
+/// The mesh's axes are those bmrt::Mesh::fromPlan lays out.
+void checkMesh(const Program &program, const std::string &source) {
+  static const char *const kKnown[] = {"dp", "ep", "pp", "tp"};
+  for (const MeshAxis &axis : program.mesh)
+    BMRT_CHECK(std::find_if(std::begin(kKnown), std::end(kKnown),
+                            [&](const char *k) { return axis.name == k; }) !=
+                   std::end(kKnown),
+               source + ": the mesh names axis '" + axis.name +
+                   "'; the runtime knows tp, ep, dp and pp");
+}
+
+/// A slot's sharding and partial sums name axes of the mesh, each once;
+/// only gradients are partial sums; a gradient is sharded as its parameter
+/// (the optimizer updates one with the other).
+void checkSlotSharding(const Program &program, size_t index,
+                       const std::string &source) {
+  const Slot &slot = program.slots[index];
+  std::string what = source + ": slot %" + std::to_string(index) +
+                     (slot.name.empty() ? "" : " '" + slot.name + "'");
+  if (slot.sharding.empty() && slot.partial.empty())
+    return;
+  BMRT_CHECK(!program.mesh.empty(),
+             what + " is sharded but the program has no mesh line");
+  BMRT_CHECK(slot.sharding.empty() || slot.sharding.size() == slot.shape.size(),
+             what + " has a sharding of " +
+                 std::to_string(slot.sharding.size()) + " dims for " +
+                 formatShape(slot.shape));
+  BMRT_CHECK(slot.partial.empty() || slot.kind == SlotKind::Grad,
+             what + " is a " + nameOf(slot.kind) +
+                 "; only gradients (and the loss) are partial sums");
+  std::vector<std::string> seen;
+  auto add = [&](const std::string &axis) {
+    bool known = false;
+    for (const MeshAxis &a : program.mesh)
+      known |= a.name == axis;
+    BMRT_CHECK(known, what + " names '" + axis + "', no axis of the mesh");
+    BMRT_CHECK(std::find(seen.begin(), seen.end(), axis) == seen.end(),
+               what + " names axis '" + axis + "' twice");
+    seen.push_back(axis);
+  };
+  for (const auto &dim : slot.sharding)
+    for (const std::string &axis : dim)
+      add(axis);
+  for (const std::string &axis : slot.partial)
+    add(axis);
+}
+
+void checkShardings(const Program &program, const std::string &source) {
+  checkMesh(program, source);
+  for (size_t i = 0; i < program.slots.size(); ++i) {
+    checkSlotSharding(program, i, source);
+    const Slot &grad = program.slots[i];
+    if (grad.kind != SlotKind::Grad)
+      continue;
+    for (int param : program.slotsOf(SlotKind::Param))
+      BMRT_CHECK(program.slots[param].name != grad.name ||
+                     program.slots[param].sharding == grad.sharding,
+                 source + ": the gradient of '" + grad.name +
+                     "' is sharded unlike the parameter");
+  }
+  for (const std::string &axis : program.lossPartial)
+    BMRT_CHECK(std::any_of(program.mesh.begin(), program.mesh.end(),
+                           [&](const MeshAxis &a) { return a.name == axis; }),
+               source + ": the loss is a partial sum over '" + axis +
+                   "', no axis of the mesh");
+}
+
 } // namespace
 
 void verifyProgram(const Program &flat, const std::string &source) {
   checkConstants(flat, source);
+  checkShardings(flat, source);
   std::vector<bool> computed(flat.slots.size());
   for (size_t i = 0; i < flat.slots.size(); ++i)
     computed[i] = flat.slots[i].kind != SlotKind::Value &&

@@ -3,6 +3,7 @@
 #include "Feeder.h"
 
 #include "bmrt/Error.h"
+#include "bmrt/Sharding.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,24 +22,12 @@ int64_t lossClasses(const Program &program) {
   return 0;
 }
 
-/// Writes this rank's share of `host` into a slot of the device: `host`
-/// holds the slot's values for every data-parallel rank, rank after rank
-/// (or, for a slot without a batch dim, once).
-template <typename T>
-void upload(Executor &executor, int slot, const std::vector<T> &host,
-            int rank) {
-  const TensorView &view = executor.view(slot);
-  size_t share = host.size() == size_t(view.size()) ? 0 : rank * view.size();
-  executor.device().copyToDevice(view.data, host.data() + share, view.bytes(),
-                                 executor.stream());
-}
-
 } // namespace
 
 Feeder::Feeder(const Program &program, Executor &executor,
                const std::string &task, const TrainerOptions &options,
-               int rank, int ranks)
-    : program(program), executor(executor), rank(rank), ranks(ranks),
+               const Mesh &mesh, int rank)
+    : program(program), executor(executor), mesh(mesh), rank(rank),
       noise(options.seed ^ 0x5eed) {
   lm = task == "language-model";
   classes = lossClasses(program);
@@ -87,7 +76,7 @@ Feeder::Feeder(const Program &program, Executor &executor,
     // each per step is not.
     images.emplace(std::min<int64_t>(classes, kSyntheticClasses), options.seed);
   }
-  items = (labels >= 0 ? numElements(program.slots[labels].shape) : 1) * ranks;
+  items = labels >= 0 ? numElements(allRanks(labels)) : mesh.numRanks();
 }
 
 /// A classifier's --data: float32 samples of the image input's shape, one
@@ -152,17 +141,40 @@ void Feeder::fill() {
   executor.stream().synchronize();
 }
 
-/// Every rank draws the whole data-parallel batch and keeps its rows, so
-/// that N ranks see exactly the samples one device would.
-Shape Feeder::allRanks(const Shape &shape) const {
-  Shape global = shape;
-  if (!global.empty())
-    global[0] *= ranks;
-  return global;
+/// The slot's sharding; without a mesh line, dim 0 (the batch) over dp.
+static std::vector<std::vector<std::string>> dataSharding(const Program &program,
+                                                          int slot) {
+  const Slot &s = program.slots[slot];
+  if (!program.mesh.empty() || s.shape.empty())
+    return s.sharding;
+  std::vector<std::vector<std::string>> sharding(s.shape.size());
+  sharding[0] = {"dp"};
+  return sharding;
+}
+
+/// Every rank draws the whole batch and keeps its box, so that N ranks see
+/// exactly the samples one device would.
+Shape Feeder::allRanks(int slot) const {
+  return globalShape(program.slots[slot].shape, dataSharding(program, slot),
+                     mesh);
+}
+
+/// Writes this rank's box of `global` (the slot's data for all ranks) into
+/// the slot.
+template <typename T>
+void Feeder::upload(int slot, const std::vector<T> &global) const {
+  const TensorView &view = executor.view(slot);
+  const Shape &local = program.slots[slot].shape;
+  std::vector<T> box(view.size());
+  copyBox(global.data(), allRanks(slot),
+          shardOffsets(local, dataSharding(program, slot), mesh, rank),
+          box.data(), local, Shape(local.size(), 0), local, sizeof(T));
+  executor.device().copyToDevice(view.data, box.data(), view.bytes(),
+                                 executor.stream());
 }
 
 void Feeder::fillLanguageModel() {
-  Shape shape = allRanks(program.slots[labels].shape);
+  Shape shape = allRanks(labels);
   int64_t n = numElements(shape);
   std::vector<int64_t> inputs(n), targets(n);
   if (language) {
@@ -176,15 +188,14 @@ void Feeder::fillLanguageModel() {
       std::copy(row.begin() + 1, row.end(), targets.begin() + r * length);
     }
   }
-  upload(executor, target, inputs, rank);
-  upload(executor, labels, targets, rank);
+  upload(target, inputs);
+  upload(labels, targets);
 }
 
 void Feeder::fillClassifier() {
-  Shape shape = allRanks(program.slots[image].shape);
+  Shape shape = allRanks(image);
   std::vector<float> pixels(numElements(shape));
-  std::vector<int64_t> classesOf(
-      numElements(allRanks(program.slots[labels].shape)));
+  std::vector<int64_t> classesOf(numElements(allRanks(labels)));
   if (samples) {
     size_t per = pixels.size() / classesOf.size();
     for (size_t n = 0; n < classesOf.size(); ++n) {
@@ -196,8 +207,8 @@ void Feeder::fillClassifier() {
   } else {
     images->fill(pixels.data(), classesOf.data(), shape);
   }
-  upload(executor, image, pixels, rank);
-  upload(executor, labels, classesOf, rank);
+  upload(image, pixels);
+  upload(labels, classesOf);
 }
 
 int64_t Feeder::idBound(int slot) const {
@@ -215,7 +226,7 @@ int64_t Feeder::idBound(int slot) const {
 /// the data's position and RNG state alone reproduce them.
 void Feeder::fillOther(int slot) {
   const Slot &s = program.slots[slot];
-  Shape shape = allRanks(s.shape);
+  Shape shape = allRanks(slot);
   int64_t n = numElements(shape);
   if (s.dtype == DType::I64) {
     std::vector<int64_t> ids(n);
@@ -228,7 +239,7 @@ void Feeder::fillOther(int slot) {
       for (int64_t &id : ids)
         id = static_cast<int64_t>(noise.below(bound));
     }
-    upload(executor, slot, ids, rank);
+    upload(slot, ids);
     return;
   }
   BMRT_CHECK(s.dtype == DType::F32, "input '" + s.name + "' is " +
@@ -241,7 +252,7 @@ void Feeder::fillOther(int slot) {
     v = static_cast<float>(std::sqrt(-2 * std::log(u)) *
                            std::cos(2 * M_PI * w));
   }
-  upload(executor, slot, values, rank);
+  upload(slot, values);
 }
 
 uint64_t Feeder::rngState() const {

@@ -18,6 +18,7 @@
 #include "runtime/checkpoint/FileIO.h"
 
 #include "bmrt/Executor.h"
+#include "bmrt/Mesh.h"
 
 #include <memory>
 #include <optional>
@@ -27,9 +28,11 @@ namespace bmrt {
 class Feeder {
 public:
   /// `task` is trainer.json's: language-model, classifier or own-loss.
-  /// With data parallelism, `rank` of `ranks` gets its share of each batch.
+  /// Every rank draws the global batch and keeps its box of each input and
+  /// label: by the slot's sharding over `mesh`, or in a program without a
+  /// mesh line, its rows of the batch (dim 0 over the mesh's dp ranks).
   Feeder(const Program &program, Executor &executor, const std::string &task,
-         const TrainerOptions &options, int rank = 0, int ranks = 1);
+         const TrainerOptions &options, const Mesh &mesh, int rank);
 
   /// Writes the next micro-batch into the input and label slots.
   void fill();
@@ -52,11 +55,15 @@ private:
   /// Ids of an integer input must index the tables it is gathered from.
   int64_t idBound(int slot) const;
   uint64_t rngState() const;
-  Shape allRanks(const Shape &shape) const;
+  /// The global shape of a slot's data, and where this rank's box starts.
+  Shape allRanks(int slot) const;
+  template <typename T>
+  void upload(int slot, const std::vector<T> &global) const;
 
   const Program &program;
   Executor &executor;
-  int rank, ranks;
+  const Mesh &mesh;
+  int rank;
   bool lm = false;
   int labels = -1, target = -1, image = -1;
   int64_t classes = 0, items = 0;

@@ -32,7 +32,18 @@ std::string StepReport::json() const {
   j["loss"] = loss;
   j["lr"] = lr;
   j["grad_norm"] = gradNorm;
+  j["rank"] = rank;
   j["step_time_s"] = seconds;
+  double communicating = 0;
+  nlohmann::json byAxis = nlohmann::json::object();
+  for (const auto &[group, time] : communication) {
+    byAxis[group] = time;
+    communicating += time;
+  }
+  j["compute_time_s"] = seconds - communicating;
+  j["communication_time_s"] = byAxis;
+  // No pipeline runs yet: no bubble.
+  j["bubble_time_s"] = 0.0;
   j[std::string(itemName) + "_per_s"] =
       seconds > 0 ? double(items) / seconds : 0.0;
   nlohmann::json memory;

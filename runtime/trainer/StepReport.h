@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdio>
+#include <map>
 #include <string>
 
 namespace bmrt {
@@ -27,6 +28,10 @@ struct StepReport {
   float lr = 0;
   int64_t items = 0;
   const char *itemName = "samples";
+  /// This process's rank, and the seconds its collectives took per group
+  /// of mesh axes ("tp", "dp+tp"); the rest of the step is compute.
+  int rank = 0;
+  std::map<std::string, double> communication;
   std::array<size_t, kNumMemoryKinds> peakBytes{};
   size_t peakTotal = 0;
 

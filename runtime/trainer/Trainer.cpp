@@ -3,6 +3,7 @@
 #include "Trainer.h"
 
 #include "Feeder.h"
+#include "Parallel.h"
 #include "StepReport.h"
 #include "TrainingState.h"
 
@@ -12,6 +13,8 @@
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
 #include "bmrt/Kernels.h"
+#include "bmrt/Schedule.h"
+#include "bmrt/Sharding.h"
 
 #include <nlohmann/json.hpp>
 
@@ -33,8 +36,14 @@ struct CompiledConfig {
       recompute;
   std::string program, parameters, plan;
   int64_t microBatch = 1, microBatches = 1;
-  /// Data-parallel ranks the step was compiled for.
+  /// Ranks the step was compiled for.
   int ranks = 1;
+  /// ZeRO stage over dp (0: none).
+  int zero = 0;
+  /// The pipeline: stages, schedule ("none", "gpipe", "1f1b",
+  /// "interleaved") and virtual stages per rank.
+  int pp = 1, chunks = 1;
+  std::string schedule = "none";
 };
 
 CompiledConfig readConfig(const std::string &dir) {
@@ -63,46 +72,53 @@ CompiledConfig readConfig(const std::string &dir) {
     c.microBatch = j.at("micro_batch");
     c.microBatches = j.at("micro_batches");
     c.ranks = j.value("ranks", 1);
+    c.zero = j.value("zero", 0);
+    c.pp = j.value("pp", 1);
+    c.chunks = j.value("chunks", 1);
+    c.schedule = j.value("schedule", std::string("none"));
   } catch (const json::exception &e) {
     BMRT_FAIL("'" + path + "' is missing a field or has a wrong type (" +
               e.what() + ")");
   }
   BMRT_CHECK(c.microBatches >= 1, "'" + path + "': micro_batches must be >= 1");
+  BMRT_CHECK(c.zero >= 0 && c.zero <= 2,
+             "'" + path + "': zero is " + std::to_string(c.zero) +
+                 "; this runtime runs ZeRO stages 0, 1 and 2");
   return c;
 }
 
-double mib(size_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
+/// The step program, once the job is known to have the ranks it was
+/// compiled for (a program with a mesh line: checked against the mesh when
+/// the communicators are made).
+Program loadProgramFor(const CompiledConfig &config, const World &world,
+                       const std::string &dir) {
+  Program program = loadProgram(config.program);
+  BMRT_CHECK(!program.mesh.empty() || world.size() == config.ranks,
+             "the trainer in '" + dir + "' was compiled for " +
+                 std::to_string(config.ranks) +
+                 " ranks (the plan's data parallelism); it was started on " +
+                 std::to_string(world.size()));
+  return program;
+}
 
-/// One trained (or frozen) parameter and what the optimizer keeps for it.
-struct ParamSlot {
-  std::string name;
-  TensorView value;
-  /// The step program's gradient slot; null data when frozen.
-  TensorView grad;
-  /// Micro-batch sum of gradients (only with several micro-batches).
-  TensorView accumulated;
-  /// AdamW's first and second moments, or SGD's momentum buffer (first).
-  TensorView first, second;
-};
+double mib(size_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
 
 class Trainer {
 public:
   Trainer(const TrainerOptions &options, World &world)
       : options(options), config(readConfig(options.dir)), world(world),
-        program(loadProgram(config.program)), device(createCpuDevice()),
-        executor(program, *device, config.program) {
+        program(loadProgramFor(config, world, options.dir)),
+        parallel(program, world, config.zero), device(createCpuDevice()),
+        executor(program, *device, config.program, &parallel.collectives()) {
     BMRT_CHECK(world.size() == config.ranks,
                "the trainer in '" + options.dir + "' was compiled for " +
-                   std::to_string(config.ranks) +
-                   " ranks (the plan's data parallelism); it was started on " +
+                   std::to_string(config.ranks) + " ranks; it was started on " +
                    std::to_string(world.size()));
-    if (world.size() > 1)
-      dp = world.all();
     if (options.threads)
       cpu::setThreads(options.threads);
     bindParameters();
     feeder = std::make_unique<Feeder>(program, executor, config.task, options,
-                                      world.rank(), world.size());
+                                      parallel.mesh(), world.rank());
     hyper = Hyperparameters::from(options, config.optimizer);
   }
 
@@ -141,32 +157,56 @@ private:
   void printStart(int64_t start) const;
   std::unique_ptr<std::ofstream> openLog() const;
   void save(int64_t step);
-  double reduceOverDataParallel(double loss);
+  void saveWhole(int64_t step);
+  void saveShards(int64_t step);
+  TrainingState stateAt(int64_t step) const;
+  std::vector<uint8_t> localOf(const ParamSlot &p, const TensorView &state);
+  void loadBox(const TrainingState &state, const ParamSlot &p, TensorRole role,
+               const TensorView &into);
+  const TensorView &gradientOf(const ParamSlot &p) const;
   int64_t resume();
 
   TrainerOptions options;
   CompiledConfig config;
+  World &world;
   Program program;
+  Parallel parallel;
   std::unique_ptr<Device> device;
   Executor executor;
   std::vector<ParamSlot> params;
   std::unique_ptr<Feeder> feeder;
   Hyperparameters hyper;
   int64_t lastSaved = 0;
-  World &world;
-  /// All ranks: each runs the whole step on its share of the batch.
-  std::unique_ptr<Communicator> dp;
+  /// ZeRO 2: one micro-batch's reduced gradient shard, before it is added.
+  TensorView shardTemp;
 };
+
+/// A view of `shape` on the host bytes of `data` (for loading shards).
+TensorView hostView(std::vector<uint8_t> &data, DType dtype,
+                    const Shape &shape) {
+  data.resize(numElements(shape) * sizeOf(dtype));
+  return {data.data(), dtype, shape};
+}
 
 void Trainer::bindParameters() {
   std::vector<HostTensor> initial = readSafetensors(config.parameters).tensors;
   for (int slot : program.slotsOf(SlotKind::Param)) {
     ParamSlot p;
     p.name = program.slots[slot].name;
+    p.slot = slot;
     p.value = executor.view(slot);
+    parallel.describe(p, program);
+    // params.safetensors holds the global tensor; this rank keeps its box.
+    TensorView global = p.value;
+    global.shape = p.global;
     const HostTensor &found =
-        requireTensor(initial, p.name, p.value, "'" + config.parameters + "'");
-    device->copyToDevice(p.value.data, found.data.data(), p.value.bytes(),
+        requireTensor(initial, p.name, global, "'" + config.parameters + "'");
+    std::vector<uint8_t> box;
+    copyBox(found.data.data(), p.global, p.offsets,
+            hostView(box, p.value.dtype, p.value.shape).data, p.value.shape,
+            Shape(p.value.shape.size(), 0), p.value.shape,
+            sizeOf(p.value.dtype));
+    device->copyToDevice(p.value.data, box.data(), p.value.bytes(),
                          executor.stream());
     int grad = program.gradientOf(slot);
     if (grad >= 0) {
@@ -179,35 +219,59 @@ void Trainer::bindParameters() {
 }
 
 void Trainer::allocateOptimizerState(ParamSlot &p) {
-  auto buffer = [&](MemoryKind kind) {
+  // Under ZeRO the state (and from stage 2 the gradient) is this rank's dp
+  // shard only, flat.
+  Shape stateShape = config.zero ? Shape{p.chunk} : p.value.shape;
+  auto buffer = [&](MemoryKind kind, const Shape &shape) {
     TensorView v = p.value;
-    v.data = device->allocate(v.bytes(), kind);
+    v.shape = shape;
+    v.data = device->allocate(std::max<size_t>(v.bytes(), 1), kind);
     return v;
   };
-  p.first = buffer(MemoryKind::OptimizerState);
+  p.first = buffer(MemoryKind::OptimizerState, stateShape);
   if (config.optimizer == "adamw")
-    p.second = buffer(MemoryKind::OptimizerState);
-  if (config.microBatches > 1)
-    p.accumulated = buffer(MemoryKind::Gradients);
+    p.second = buffer(MemoryKind::OptimizerState, stateShape);
+  if (config.zero >= 2) {
+    p.accumulated = buffer(MemoryKind::Gradients, stateShape);
+    if (config.microBatches > 1 && shardTemp.size() < p.chunk)
+      shardTemp = buffer(MemoryKind::Gradients, stateShape);
+  } else if (config.microBatches > 1) {
+    p.accumulated = buffer(MemoryKind::Gradients, p.value.shape);
+  }
+}
+
+/// The gradient the optimizer reads: the micro-batches' sum, or under
+/// ZeRO 2 this rank's reduced shard.
+const TensorView &Trainer::gradientOf(const ParamSlot &p) const {
+  return p.accumulated.data ? p.accumulated : p.grad;
 }
 
 /// Runs the step program on one micro-batch; returns its loss. With several
-/// micro-batches the gradients add up in `accumulated`.
+/// micro-batches the gradients add up in `accumulated`; under ZeRO 2 each
+/// micro-batch's gradient is reduce-scattered first.
 double Trainer::accumulateGradients(int64_t microBatch) {
   feeder->fill();
   executor.run();
   float loss = 0;
   device->copyToHost(&loss, executor.view(program.loss).data, sizeof loss,
                      executor.stream());
-  if (config.microBatches > 1)
-    for (ParamSlot &p : params)
-      if (p.grad.data) {
-        if (microBatch == 0)
-          cpu::copy(executor.stream(), p.grad, p.accumulated);
-        else
-          cpu::binary(executor.stream(), cpu::BinaryOp::Add, p.accumulated,
-                      p.grad, p.accumulated);
-      }
+  for (ParamSlot &p : params) {
+    if (!p.grad.data || !p.accumulated.data)
+      continue;
+    if (config.zero >= 2) {
+      TensorView into = microBatch == 0 ? p.accumulated : shardTemp;
+      into.shape = {p.chunk};
+      parallel.reduceGradient(p, p.grad, into, executor.stream());
+      if (microBatch > 0)
+        cpu::binary(executor.stream(), cpu::BinaryOp::Add, p.accumulated,
+                    into, p.accumulated);
+    } else if (microBatch == 0) {
+      cpu::copy(executor.stream(), p.grad, p.accumulated);
+    } else {
+      cpu::binary(executor.stream(), cpu::BinaryOp::Add, p.accumulated, p.grad,
+                  p.accumulated);
+    }
+  }
   return loss;
 }
 
@@ -217,8 +281,11 @@ StepReport Trainer::trainStep(int64_t step) {
   for (int64_t m = 0; m < config.microBatches; ++m)
     loss += accumulateGradients(m);
   loss /= double(config.microBatches);
-  if (dp)
-    loss = reduceOverDataParallel(loss);
+  if (config.zero < 2)
+    for (ParamSlot &p : params)
+      if (p.grad.data)
+        parallel.reduceGradient(p, gradientOf(p), {}, executor.stream());
+  loss = parallel.reduceLoss(loss, program.lossPartial, executor.stream());
   BMRT_CHECK(std::isfinite(loss),
              "the loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
                  " at step " + std::to_string(step) + "; stopping" +
@@ -229,14 +296,15 @@ StepReport Trainer::trainStep(int64_t step) {
                                         " in '" + options.checkpoint +
                                         "' is kept)"
                                   : " (no checkpoint was written yet)"));
-  // The mean gradient over micro-batches, clipped by its global norm.
+  // The mean gradient over micro-batches (and, without a mesh, ranks),
+  // clipped by its global norm.
   double sumSquares = 0;
   for (ParamSlot &p : params)
     if (p.grad.data)
-      sumSquares += cpu::sumOfSquares(executor.stream(), config.microBatches > 1
-                                                            ? p.accumulated
-                                                            : p.grad);
-  double mean = 1.0 / double(config.microBatches * world.size());
+      sumSquares = parallel.addSumOfSquares(sumSquares, p, gradientOf(p),
+                                            executor.stream());
+  sumSquares = parallel.finishSumOfSquares(sumSquares, executor.stream());
+  double mean = 1.0 / parallel.gradientDivisor(config.microBatches);
   double norm = std::sqrt(sumSquares) * mean;
   float scale = static_cast<float>(mean * clipScale(norm, options.clip));
   float lr = hyper.schedule.learningRate(step);
@@ -254,23 +322,38 @@ StepReport Trainer::trainStep(int64_t step) {
                        .count();
   report.items = feeder->itemsPerMicroBatch() * config.microBatches;
   report.itemName = feeder->itemName();
+  report.rank = world.rank();
+  report.communication = parallel.collectives().takeTimes();
   for (int k = 0; k < kNumMemoryKinds; ++k)
     report.peakBytes[k] = device->peakBytes(static_cast<MemoryKind>(k));
   report.peakTotal = device->peakTotalBytes();
   return report;
 }
 
+/// Updates this rank's range of every parameter (under ZeRO its dp shard,
+/// then gathered back over dp).
 void Trainer::update(int64_t step, float lr, float gradScale) {
   for (ParamSlot &p : params) {
     if (!p.grad.data)
       continue;
-    const TensorView &grad = config.microBatches > 1 ? p.accumulated : p.grad;
+    TensorView value = p.value, grad = gradientOf(p), first = p.first,
+               second = p.second;
+    if (config.zero) {
+      value = Parallel::flatRange(p.value, p.begin, p.length);
+      grad = config.zero >= 2 ? Parallel::flatRange(grad, 0, p.length)
+                              : Parallel::flatRange(grad, p.begin, p.length);
+      first = Parallel::flatRange(p.first, 0, p.length);
+      if (second.data)
+        second = Parallel::flatRange(p.second, 0, p.length);
+    }
     if (config.optimizer == "adamw")
-      cpu::adamwUpdate(executor.stream(), p.value, grad, p.first, p.second,
+      cpu::adamwUpdate(executor.stream(), value, grad, first, second,
                        hyper.adamw, lr, step, gradScale);
     else
-      cpu::sgdUpdate(executor.stream(), p.value, grad, p.first, hyper.sgd, lr,
+      cpu::sgdUpdate(executor.stream(), value, grad, first, hyper.sgd, lr,
                      step, gradScale);
+    if (config.zero)
+      parallel.gatherOverDp(p, p.value, {}, executor.stream());
   }
 }
 
@@ -330,28 +413,22 @@ std::unique_ptr<std::ofstream> Trainer::openLog() const {
   return log;
 }
 
-/// Sums every rank's gradients in place (the optimizer divides by the
-/// ranks through its scale) and returns the mean loss over the ranks.
-double Trainer::reduceOverDataParallel(double loss) {
-  for (ParamSlot &p : params)
-    if (p.grad.data) {
-      const TensorView &g = config.microBatches > 1 ? p.accumulated : p.grad;
-      dp->allReduce(g.data, g.data, g.size(), DType::F32, executor.stream());
-    }
-  float sum = static_cast<float>(loss);
-  dp->allReduce(&sum, &sum, 1, DType::F32, executor.stream());
-  return double(sum) / double(world.size());
+/// `p`'s whole local tensor of optimizer state `state` (under ZeRO this
+/// rank's dp chunk, gathered over dp: collective) on the host.
+std::vector<uint8_t> Trainer::localOf(const ParamSlot &p,
+                                      const TensorView &state) {
+  std::vector<uint8_t> local(p.value.bytes());
+  TensorView whole{local.data(), p.value.dtype, p.value.shape};
+  if (config.zero && state.data != p.value.data)
+    parallel.gatherOverDp(p, whole, state, executor.stream());
+  else
+    device->copyToHost(local.data(), state.data, whole.bytes(),
+                       executor.stream());
+  executor.stream().synchronize();
+  return local;
 }
 
-void Trainer::save(int64_t step) {
-  // The parameters and optimizer state are the same on every rank: rank 0
-  // writes them, the others wait, so that no rank runs ahead of a save
-  // that might fail.
-  if (world.rank() != 0) {
-    dp->barrier();
-    lastSaved = step;
-    return;
-  }
+TrainingState Trainer::stateAt(int64_t step) const {
   TrainingState state;
   state.model = config.model;
   state.modelHash = config.modelHash;
@@ -359,33 +436,109 @@ void Trainer::save(int64_t step) {
   state.step = step;
   state.optimizer = config.optimizer;
   state.data = feeder->state();
-  for (ParamSlot &p : params) {
-    state.addTensor(*device, p.name, TensorRole::Parameter, p.value);
-    if (p.first.data)
-      state.addTensor(*device, p.name, TensorRole::FirstMoment, p.first);
-    if (p.second.data)
-      state.addTensor(*device, p.name, TensorRole::SecondMoment, p.second);
-  }
   state.planFile = config.plan;
-  saveTrainingState(options.checkpoint, state);
+  return state;
+}
+
+void Trainer::save(int64_t step) {
+  if (parallel.hasMesh())
+    saveShards(step);
+  else
+    saveWhole(step);
   lastSaved = step;
-  if (dp)
-    dp->barrier();
+}
+
+/// A data-parallel job without a mesh: rank 0 writes the global tensors
+/// (under ZeRO gathered over dp), the others wait, so that no rank runs
+/// ahead of a save that might fail.
+void Trainer::saveWhole(int64_t step) {
+  TrainingState state = stateAt(step);
+  for (ParamSlot &p : params) {
+    auto add = [&](TensorRole role, std::vector<uint8_t> bytes) {
+      if (world.rank() == 0)
+        state.addTensor(*device, p.name, role,
+                        hostView(bytes, p.value.dtype, p.global));
+    };
+    add(TensorRole::Parameter, localOf(p, p.value));
+    if (p.first.data)
+      add(TensorRole::FirstMoment, localOf(p, p.first));
+    if (p.second.data)
+      add(TensorRole::SecondMoment, localOf(p, p.second));
+  }
+  if (world.rank() == 0)
+    saveTrainingState(options.checkpoint, state);
+  parallel.barrier();
+}
+
+/// A job over a mesh: every rank writes the shards it is the replica of
+/// that counts, rank 0 the manifest (ShardedCheckpoint.h).
+void Trainer::saveShards(int64_t step) {
+  TrainingState state = stateAt(step);
+  std::vector<ShardedTensor> listed;
+  for (ParamSlot &p : params) {
+    auto add = [&](TensorRole role, const TensorView &value) {
+      std::vector<uint8_t> bytes = localOf(p, value);
+      ShardedTensor t;
+      t.name = role == TensorRole::Parameter
+                   ? p.name
+                   : stateName(config.optimizer, role, p.name);
+      t.kind = role == TensorRole::Parameter ? TensorKind::Parameter
+                                             : TensorKind::OptimizerState;
+      t.dtype = p.value.dtype;
+      t.global = p.global;
+      t.shards = parallel.writtenShards(p);
+      listed.push_back(std::move(t));
+      if (parallel.writesShard(p))
+        state.addTensor(*device, p.name, role,
+                        hostView(bytes, p.value.dtype, p.value.shape));
+    };
+    add(TensorRole::Parameter, p.value);
+    if (p.first.data)
+      add(TensorRole::FirstMoment, p.first);
+    if (p.second.data)
+      add(TensorRole::SecondMoment, p.second);
+  }
+  saveShardedTrainingState(options.checkpoint, state, world.rank(),
+                           parallel.meshSizes(), listed,
+                           [&] { parallel.barrier(); });
+  parallel.barrier();
+}
+
+/// Copies this rank's box of the checkpoint's global tensor into `into`
+/// (under ZeRO, for optimizer state, its dp chunk of the box).
+void Trainer::loadBox(const TrainingState &state, const ParamSlot &p,
+                      TensorRole role, const TensorView &into) {
+  const HostTensor &t = state.tensor(p.name, role, p.value.dtype, p.global);
+  std::vector<uint8_t> box;
+  TensorView local = hostView(box, p.value.dtype, p.value.shape);
+  copyBox(t.data.data(), p.global, p.offsets, local.data, local.shape,
+          Shape(local.shape.size(), 0), local.shape, sizeOf(local.dtype));
+  bool chunked = role != TensorRole::Parameter && config.zero;
+  TensorView from = chunked ? Parallel::flatRange(local, p.begin, p.length)
+                            : local;
+  device->copyToDevice(into.data, from.data, from.bytes(), executor.stream());
 }
 
 int64_t Trainer::resume() {
+  // Rank 0 reads the checkpoint first: a damaged one then ends the job
+  // with rank 0's one line, not one line per rank.
+  if (world.rank() != 0)
+    parallel.barrier();
   TrainingState state =
       loadTrainingState(options.checkpoint, config.model, config.modelHash);
+  if (world.rank() == 0)
+    parallel.barrier();
   BMRT_CHECK(state.optimizer == config.optimizer,
              "the checkpoint in '" + options.checkpoint + "' was trained with " +
                  state.optimizer + ", this trainer uses " + config.optimizer);
   for (ParamSlot &p : params) {
-    state.copyTensorInto(*device, p.name, TensorRole::Parameter, p.value);
+    loadBox(state, p, TensorRole::Parameter, p.value);
     if (p.first.data)
-      state.copyTensorInto(*device, p.name, TensorRole::FirstMoment, p.first);
+      loadBox(state, p, TensorRole::FirstMoment, p.first);
     if (p.second.data)
-      state.copyTensorInto(*device, p.name, TensorRole::SecondMoment, p.second);
+      loadBox(state, p, TensorRole::SecondMoment, p.second);
   }
+  executor.stream().synchronize();
   feeder->restore(state.data);
   BMRT_CHECK(state.step < options.steps,
              "the checkpoint in '" + options.checkpoint + "' is at step " +
@@ -395,9 +548,37 @@ int64_t Trainer::resume() {
   return state.step;
 }
 
+/// `--print-schedule`: the plan's pipeline schedule, generated, checked
+/// by simulating every rank and printed as a rank x time grid.
+void printPipeline(const CompiledConfig &config, std::FILE *out) {
+  if (config.schedule == "none" || config.pp <= 1) {
+    std::fprintf(out, "%s: no pipeline (pp %d, schedule %s): every rank runs "
+                      "the whole step, %lld micro-batch%s per step\n",
+                 config.model.c_str(), config.pp, config.schedule.c_str(),
+                 (long long)config.microBatches,
+                 config.microBatches == 1 ? "" : "es");
+    return;
+  }
+  std::optional<ScheduleKind> kind = parseScheduleKind(config.schedule);
+  BMRT_CHECK(kind, "trainer.json's schedule is '" + config.schedule +
+                       "'; expected none, gpipe, 1f1b or interleaved");
+  ScheduleSpec spec;
+  spec.kind = *kind;
+  spec.pp = config.pp;
+  spec.v = config.chunks;
+  spec.m = static_cast<int>(config.microBatches);
+  validateSchedule(spec);
+  std::fputs(printSchedule(spec).c_str(), out);
+}
+
 } // namespace
 
 void runTrainer(const TrainerOptions &options, World &world) {
+  if (options.printSchedule) {
+    if (world.rank() == 0)
+      printPipeline(readConfig(options.dir), stdout);
+    return;
+  }
   Trainer trainer(options, world);
   trainer.run();
 }

@@ -45,6 +45,8 @@ OPTIONS:
   --threads N        CPU threads (default: all)
   --dir DIR          the compiled folder (default: the trainer's own)
   --quiet            no per-step lines on the terminal
+  --print-schedule   print each pipeline rank's instruction list of the
+                     plan's schedule as a rank x time grid, and exit
   --help             print this help
 )";
 
@@ -128,6 +130,10 @@ parseTrainerOptions(const std::vector<std::string> &args,
     }
     if (arg == "--quiet") {
       o.quiet = true;
+      continue;
+    }
+    if (arg == "--print-schedule") {
+      o.printSchedule = true;
       continue;
     }
     size_t eq = arg.find('=');

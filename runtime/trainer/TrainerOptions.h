@@ -36,6 +36,8 @@ struct TrainerOptions {
   bool resume = false;
   int threads = 0;
   bool quiet = false;
+  /// Print the pipeline schedule's instruction lists and exit.
+  bool printSchedule = false;
 };
 
 /// The --help text.

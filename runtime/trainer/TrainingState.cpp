@@ -4,20 +4,12 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/FileIO.h"
+#include "runtime/checkpoint/ShardedCheckpoint.h"
 
 #include "bmrt/Error.h"
 
 namespace bmrt {
 namespace {
-
-/// Optimizer state tensors are named as PyTorch's optimizers name their
-/// state, so other tools recognise them.
-std::string stateName(const std::string &optimizer, TensorRole role,
-                      const std::string &param) {
-  if (role == TensorRole::SecondMoment)
-    return "exp_avg_sq." + param;
-  return (optimizer == "sgd" ? "momentum_buffer." : "exp_avg.") + param;
-}
 
 HostTensor copyToHost(Device &device, const std::string &name,
                       const TensorView &value) {
@@ -40,6 +32,15 @@ std::vector<TensorRef> refs(const std::vector<HostTensor> &tensors) {
 
 } // namespace
 
+/// Optimizer state tensors are named as PyTorch's optimizers name their
+/// state, so other tools recognise them.
+std::string stateName(const std::string &optimizer, TensorRole role,
+                      const std::string &param) {
+  if (role == TensorRole::SecondMoment)
+    return "exp_avg_sq." + param;
+  return (optimizer == "sgd" ? "momentum_buffer." : "exp_avg.") + param;
+}
+
 void TrainingState::addTensor(Device &device, const std::string &name,
                               TensorRole role, const TensorView &value) {
   if (role == TensorRole::Parameter)
@@ -50,19 +51,17 @@ void TrainingState::addTensor(Device &device, const std::string &name,
   device.computeStream().synchronize();
 }
 
-void TrainingState::copyTensorInto(Device &device, const std::string &name,
-                                   TensorRole role,
-                                   const TensorView &value) const {
+const HostTensor &TrainingState::tensor(const std::string &name,
+                                       TensorRole role, DType dtype,
+                                       const Shape &shape) const {
   bool param = role == TensorRole::Parameter;
   std::string key = param ? name : stateName(optimizer, role, name);
-  const HostTensor &t = requireTensor(param ? parameters : optimizerState,
-                                      key, value, "the checkpoint");
-  device.copyToDevice(value.data, t.data.data(), value.bytes(),
-                      device.computeStream());
-  device.computeStream().synchronize();
+  TensorView expected{nullptr, dtype, shape};
+  return requireTensor(param ? parameters : optimizerState, key, expected,
+                       "the checkpoint");
 }
 
-void saveTrainingState(const std::string &dir, const TrainingState &state) {
+CheckpointInfo checkpointInfoOf(const TrainingState &state) {
   CheckpointInfo info;
   info.model = state.model;
   info.modelHash = state.modelHash;
@@ -77,7 +76,31 @@ void saveTrainingState(const std::string &dir, const TrainingState &state) {
     if (!plan.is_discarded())
       info.plan = plan;
   }
-  saveCheckpoint(dir, info, refs(state.parameters), refs(state.optimizerState));
+  return info;
+}
+
+void saveTrainingState(const std::string &dir, const TrainingState &state) {
+  saveCheckpoint(dir, checkpointInfoOf(state), refs(state.parameters),
+                 refs(state.optimizerState));
+}
+
+void saveShardedTrainingState(const std::string &dir,
+                              const TrainingState &state, int rank,
+                              const std::map<std::string, int> &mesh,
+                              const std::vector<ShardedTensor> &tensors,
+                              const std::function<void()> &barrier) {
+  if (rank == 0)
+    beginShardedSave(dir);
+  barrier();
+  std::vector<TensorRef> mine = refs(state.parameters);
+  for (const TensorRef &t : refs(state.optimizerState))
+    mine.push_back(t);
+  // A rank that holds no replica that counts writes no file.
+  if (!mine.empty())
+    writeRankShards(dir, rank, mine);
+  barrier();
+  if (rank == 0)
+    finishShardedSave(dir, checkpointInfoOf(state), mesh, tensors);
 }
 
 TrainingState loadTrainingState(const std::string &dir,

@@ -12,6 +12,10 @@
 #define BMRT_TRAINER_TRAININGSTATE_H
 
 #include "runtime/checkpoint/Safetensors.h"
+#include "runtime/checkpoint/ShardedCheckpoint.h"
+
+#include <functional>
+#include <map>
 
 #include "bmrt/Device.h"
 
@@ -39,15 +43,28 @@ struct TrainingState {
   /// Copies `value` (device memory) into the state under `name`.
   void addTensor(Device &device, const std::string &name, TensorRole role,
                  const TensorView &value);
-  /// Copies the state's tensor into `value`; throws if it is missing or of
-  /// another shape.
-  void copyTensorInto(Device &device, const std::string &name,
-                      TensorRole role, const TensorView &value) const;
+  /// The state's tensor `name` of `role`; throws if it is missing or not
+  /// of `dtype` and `shape`.
+  const HostTensor &tensor(const std::string &name, TensorRole role,
+                           DType dtype, const Shape &shape) const;
 };
+
+/// "exp_avg.w", "exp_avg_sq.w", "momentum_buffer.w": a parameter's
+/// optimizer state as PyTorch names it.
+std::string stateName(const std::string &optimizer, TensorRole role,
+                      const std::string &param);
 
 /// Writes `state` to `dir` atomically: the previous checkpoint stays whole
 /// until the new one is complete.
 void saveTrainingState(const std::string &dir, const TrainingState &state);
+/// The same, sharded (ShardedCheckpoint.h): every rank calls it with the
+/// shards it writes in `state`; rank 0 also lists every rank's in
+/// `tensors`. `barrier` waits for every rank.
+void saveShardedTrainingState(const std::string &dir,
+                              const TrainingState &state, int rank,
+                              const std::map<std::string, int> &mesh,
+                              const std::vector<ShardedTensor> &tensors,
+                              const std::function<void()> &barrier);
 /// Reads the checkpoint in `dir`; throws if it is missing, corrupt, or of
 /// another model than `model` / `modelHash`.
 TrainingState loadTrainingState(const std::string &dir,

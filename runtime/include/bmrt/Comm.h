@@ -23,6 +23,7 @@
 #define BMRT_COMM_H
 
 #include "bmrt/Device.h"
+#include "bmrt/Mesh.h"
 #include "bmrt/Tensor.h"
 
 #include <cstddef>
@@ -32,51 +33,6 @@
 #include <vector>
 
 namespace bmrt {
-
-/// One axis of the device mesh: its name in `bm.mesh` and `#bm.sharding`
-/// ("dp", "tp", ...) and its size.
-struct MeshAxis {
-  std::string name;
-  int size = 1;
-};
-
-/// How the ranks of a job lie on the device mesh. A rank's coordinates are
-/// its mixed-radix digits, the first axis innermost (stride 1).
-class Mesh {
-public:
-  /// Axes innermost first. Throws bmrt::Error on a size below 1 or a
-  /// repeated name.
-  explicit Mesh(std::vector<MeshAxis> axesInnermostFirst);
-
-  /// bmc's layout: every rank is numbered tp innermost, then ep, then dp,
-  /// then pp. `sizes` are those of the step program's `bm.mesh` (with expert
-  /// parallelism its "dp" is the plan's dp / ep); axes it leaves out have
-  /// size 1, so all four axes always exist. Throws on another axis name.
-  static Mesh fromPlan(const std::map<std::string, int> &sizes);
-
-  const std::vector<MeshAxis> &axes() const { return meshAxes; }
-  int numRanks() const;
-  /// Position of `axis` in axes(); throws bmrt::Error for an unknown name.
-  int axisIndex(const std::string &axis) const;
-  int axisSize(const std::string &axis) const;
-
-  /// Coordinate of `rank` along each axis, in axes() order.
-  std::vector<int> coordinates(int rank) const;
-  int coordinate(int rank, const std::string &axis) const;
-  int rankAt(const std::vector<int> &coordinates) const;
-
-  /// The ranks that differ from `rank` only along `axes`: its group along
-  /// them. Listed in group-rank order, which follows the mesh (innermost
-  /// axis fastest) whatever order `axes` names them in.
-  std::vector<int> groupRanks(int rank,
-                              const std::vector<std::string> &axes) const;
-
-  /// "tp=2,ep=1,dp=2,pp=2".
-  std::string str() const;
-
-private:
-  std::vector<MeshAxis> meshAxes;
-};
 
 /// One group of ranks and its collectives.
 ///

@@ -5,6 +5,8 @@
 // a place in one activation arena, assigned by liveness (a value's bytes are
 // reused once its last reader has run), so the step allocates nothing.
 // run() enqueues every instruction's kernel on the device's compute stream.
+// A program partitioned over a mesh also needs the job's communicators
+// (Collectives.h) for its collective instructions.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +21,7 @@
 
 namespace bmrt {
 
+class Collectives;
 class Executor;
 /// Runs one instruction's kernel.
 using KernelLauncher = void (*)(Executor &executor, const Instr &instr);
@@ -35,8 +38,11 @@ public:
   /// (verifyProgram; errors name `source`, the program's file) and places
   /// every slot in device memory; throws bmrt::Error otherwise. Slot
   /// indices of `program` keep their meaning.
+  /// `collectives`, needed by a program with collectives, must outlive the
+  /// executor.
   Executor(const Program &program, Device &device,
-           const std::string &source = "step program");
+           const std::string &source = "step program",
+           Collectives *collectives = nullptr);
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;
@@ -58,6 +64,12 @@ public:
   const TensorView &result(const Instr &instr, size_t i) const;
   /// Bytes of the activation arena (the liveness plan's peak).
   size_t arenaBytes() const { return arenaSize; }
+  /// The job's communicators; throws bmrt::Error when the executor has
+  /// none (naming `op`, the instruction that needs them).
+  Collectives &collectives(const std::string &op);
+  /// Workspace of at least `bytes` for a kernel's temporaries, valid until
+  /// the next call (collectives reorder chunks through it).
+  void *scratch(size_t bytes);
 
 private:
   void placeSlots();
@@ -70,6 +82,9 @@ private:
   std::vector<TensorView> views;
   void *arena = nullptr;
   size_t arenaSize = 0;
+  Collectives *comms;
+  void *scratchData = nullptr;
+  size_t scratchSize = 0;
   /// Persistent allocations (pointer, bytes, kind) freed at destruction.
   struct Allocation {
     void *pointer;

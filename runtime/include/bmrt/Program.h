@@ -28,6 +28,41 @@
 //
 // (A forward-only program, for checking the model against a reference, ends
 // with `output %N` lines instead of `loss`.)
+//
+// A program partitioned over a device mesh (tensor, expert, data and
+// pipeline parallelism) names the mesh after the model and gives each slot
+// its LOCAL (per-rank) shape and its sharding:
+//
+//   mesh tp=2 ep=1 dp=2 pp=1
+//   slot %0 input i64[4,16] "input_ids" sharding=[["dp"],[]]
+//   slot %1 param f32[256,64] "wte.weight" sharding=[["tp"],[]]
+//   slot %2 grad f32[256,64] "wte.weight" sharding=[["tp"],[]] partial=["dp"]
+//   ...
+//   %7 = all_reduce %6 {axes="tp"}                 # sum over the group
+//   %8 = all_gather %7 {axes="tp", dim=2}          # concatenate along dim
+//   %9 = reduce_scatter %8 {axes="tp", dim=1}      # sum, keep my chunk of dim
+//   %10 = all_to_all %9 {axes="ep", split_dim=0, concat_dim=1}
+//   %11 = shard_slice %10 {axes="tp", dim=2}       # my chunk, no messages
+//   ...
+//   loss %64 partial=["dp"]
+//
+// - `mesh` gives the axis sizes (tp, ep, dp, pp; bmrt::Mesh::fromPlan
+//   numbers the ranks tp innermost). Their product is the job's rank count.
+//   Without a mesh line the program is the whole step of one rank of a
+//   data-parallel job, which averages gradients over all ranks.
+// - `sharding=` lists, per tensor dim, the mesh axes splitting it, major to
+//   minor (as #bm.sharding does); omitted: replicated. A dim's global size
+//   is its local size times the product of its axes' sizes; the chunk a
+//   rank holds is the mixed-radix number of its coordinates along the
+//   listed axes, the first listed the most significant.
+// - `partial=` on a gradient: the program leaves it a partial SUM over
+//   those axes (the loss is already scaled), which the trainer reduces
+//   (all-reduce, or reduce-scatter under ZeRO 2 and 3). On the loss: the
+//   trainer sums it over those axes for the loss it reports.
+// - Collectives name their group by `axes="dp,tp"`: the ranks differing
+//   only along those axes. Along `dim` (all_gather, reduce_scatter,
+//   shard_slice; split_dim and concat_dim of all_to_all) the chunks follow
+//   the listed order, first listed major.
 // A slot is one tensor of the step: a graph input or label (filled by the
 // trainer's data), a parameter or its gradient (persistent, owned by the
 // trainer), a constant (its values in the file), or an intermediate value
@@ -40,6 +75,7 @@
 #ifndef BMRT_PROGRAM_H
 #define BMRT_PROGRAM_H
 
+#include "bmrt/Mesh.h"
 #include "bmrt/Tensor.h"
 
 #include <cstdint>
@@ -62,6 +98,11 @@ struct Slot {
   /// A constant's elements, little-endian, numElements(shape) * sizeOf(dtype)
   /// bytes.
   std::vector<uint8_t> data;
+  /// Per dim, the mesh axes that split it, major to minor; empty when the
+  /// slot is replicated (no `sharding=`).
+  std::vector<std::vector<std::string>> sharding;
+  /// The axes a gradient is a partial sum over (`partial=`).
+  std::vector<std::string> partial;
 
   int64_t bytes() const { return numElements(shape) * sizeOf(dtype); }
 };
@@ -115,12 +156,17 @@ struct Function {
 struct Program {
   static constexpr int kVersion = 1;
   std::string model;
+  /// The device mesh in the order the `mesh` line names it; empty when the
+  /// program has none.
+  std::vector<MeshAxis> mesh;
   std::vector<Slot> slots;
   /// Functions called by `call` instructions (attribute callee = name).
   std::vector<Function> functions;
   std::vector<Instr> instrs;
   /// The scalar the step minimises; -1 in a forward-only program.
   int loss = -1;
+  /// The axes the loss is a partial sum over (`loss %N partial=[...]`).
+  std::vector<std::string> lossPartial;
   /// What a forward-only program computes (the model's outputs).
   std::vector<int> outputs;
 
@@ -128,6 +174,8 @@ struct Program {
   std::vector<int> slotsOf(SlotKind kind) const;
   /// The gradient slot of each parameter slot (by name), or -1.
   int gradientOf(int param) const;
+  /// The size of mesh axis `name` (1 for an axis the mesh leaves out).
+  int meshAxisSize(const std::string &name) const;
 };
 
 /// The same program with every call replaced by the callee's instructions
@@ -141,7 +189,8 @@ Program inlineCalls(const Program &program);
 /// reads only slots computed before it, and its results have exactly the
 /// shapes the kernel writes (broadcast shapes, matmul and convolution
 /// sizes, gathers and slices within bounds, ...); the loss is a scalar f32
-/// and every output is computed. Throws a one-line bmrt::Error
+/// and every output is computed; shardings name axes of the mesh, and
+/// collectives' result shapes follow from their groups' sizes. Throws a one-line bmrt::Error
 /// "SOURCE: instruction N ('OP' # COMMENT): WHAT" otherwise.
 void verifyProgram(const Program &flat, const std::string &source);
 

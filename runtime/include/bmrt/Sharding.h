@@ -1,0 +1,62 @@
+//===- Sharding.h - which part of a global tensor a rank holds --*- C++ -*-===//
+//
+// A step program partitioned over a mesh gives every slot its local shape
+// and its sharding (Program.h): per dim, the mesh axes splitting it, major
+// to minor. From these follow the global shape and the box of the global
+// tensor each rank holds; the trainer slices parameters and batches with
+// them and checkpoints record them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMRT_SHARDING_H
+#define BMRT_SHARDING_H
+
+#include "bmrt/Mesh.h"
+#include "bmrt/Program.h"
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace bmrt {
+
+/// The mesh of the program's `mesh` line (Mesh::fromPlan); for a program
+/// without one, a mesh of `ranks` data-parallel ranks.
+Mesh meshOf(const Program &program, int ranks = 1);
+
+/// "dp,tp" -> {"dp", "tp"}; an empty name (",,") is kept, for the verifier
+/// to refuse.
+std::vector<std::string> splitAxes(const std::string &axes);
+
+/// The ranks in `rank`'s group along `axes`: the product of their sizes.
+int groupSize(const Mesh &mesh, const std::vector<std::string> &axes);
+/// The chunk `rank` holds along `axes`: the mixed-radix number of its
+/// coordinates, the first listed axis the most significant.
+int chunkIndex(const Mesh &mesh, int rank,
+               const std::vector<std::string> &axes);
+/// For each member of `rank`'s group along `axes`, in group-rank order
+/// (Mesh::groupRanks), the chunk it holds: where the listed order and the
+/// communicator's order differ.
+std::vector<int> chunkOrder(const Mesh &mesh, int rank,
+                            const std::vector<std::string> &axes);
+
+/// The global shape of a slot of `local` shape under `sharding`.
+Shape globalShape(const Shape &local,
+                  const std::vector<std::vector<std::string>> &sharding,
+                  const Mesh &mesh);
+/// Where `rank`'s block starts in the global tensor, per dim.
+Shape shardOffsets(const Shape &local,
+                   const std::vector<std::vector<std::string>> &sharding,
+                   const Mesh &mesh, int rank);
+
+/// Copies the box of `box` elements per dim (row-major arrays of
+/// `elementBytes`-byte elements) from `src` (shape `srcShape`) at
+/// `srcOffsets` to `dst` (shape `dstShape`) at `dstOffsets`. The box must
+/// lie inside both.
+void copyBox(const void *src, const Shape &srcShape, const Shape &srcOffsets,
+             void *dst, const Shape &dstShape, const Shape &dstOffsets,
+             const Shape &box, size_t elementBytes);
+
+} // namespace bmrt
+
+#endif // BMRT_SHARDING_H

@@ -1,0 +1,163 @@
+//===- MeshProgramTest.cpp - programs partitioned over a mesh -------------===//
+//
+// The mesh line, shardings, partial sums and collectives: their text form
+// round-trips, and everything a kernel or the trainer could not run is
+// refused in one line when the program is loaded.
+//
+//===----------------------------------------------------------------------===//
+
+#include "bmrt/Error.h"
+#include "bmrt/Executor.h"
+#include "bmrt/Program.h"
+#include "bmrt/Sharding.h"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using namespace bmrt;
+
+/// A column- then row-parallel pair over tp = 2, the batch over dp = 2,
+/// and one of each collective.
+const char *kProgram = R"(bmc-step-program 1
+model "mesh"
+mesh tp=2 ep=1 dp=2 pp=1
+
+slot %0 input f32[4,8] "x" sharding=[["dp"],[]]
+slot %1 param f32[8,8] "w1" sharding=[[],["tp"]]
+slot %2 param f32[8,8] "w2" sharding=[["tp"],[]]
+slot %3 grad f32[8,8] "w1" sharding=[[],["tp"]] partial=["dp"]
+slot %4 value f32[4,8]
+slot %5 value f32[4,8]
+slot %6 value f32[4,8]
+slot %7 value f32[4,16]
+slot %8 value f32[4,4]
+slot %9 value f32[2,8]
+slot %10 value f32[4,2]
+slot %11 value f32[]
+
+%4 = matmul %0, %1  # column-parallel
+%5 = matmul %4, %2  # row-parallel
+%6 = all_reduce %5 {axes="tp"}
+%7 = all_gather %6 {axes="tp", dim=1}
+%8 = reduce_scatter %7 {axes="dp,tp", dim=1}
+%9 = all_to_all %8 {axes="tp", concat_dim=1, split_dim=0}
+%10 = shard_slice %8 {axes="tp", dim=1}
+%3 = matmul %0, %6 {trans_a=1}
+%11 = reduce_sum %9 {axes=[0,1]}
+
+loss %11 partial=["dp"]
+)";
+
+TEST(MeshProgram, PrintParseRoundTrip) {
+  Program program = parseProgram(kProgram, "mesh.bmp");
+  ASSERT_EQ(program.mesh.size(), 4u);
+  EXPECT_EQ(program.meshAxisSize("dp"), 2);
+  EXPECT_EQ(program.slots[2].sharding,
+            (std::vector<std::vector<std::string>>{{"tp"}, {}}));
+  EXPECT_EQ(program.slots[3].partial, std::vector<std::string>{"dp"});
+  EXPECT_EQ(program.lossPartial, std::vector<std::string>{"dp"});
+  std::string text = printProgram(program);
+  EXPECT_EQ(text, kProgram);
+  EXPECT_EQ(printProgram(parseProgram(text, "again.bmp")), text);
+}
+
+TEST(MeshProgram, ShardsFollowTheListedAxes) {
+  Program program = parseProgram(kProgram, "mesh.bmp");
+  Mesh mesh = meshOf(program);
+  // Rank 1 is tp 1, dp 0: chunk 0 * 2 + 1 listed dp-major, 1 * 2 + 0
+  // listed tp-major; the communicator numbers the group tp innermost, so
+  // only the tp-major listing reorders.
+  EXPECT_EQ(chunkIndex(mesh, 1, {"dp", "tp"}), 1);
+  EXPECT_EQ(chunkIndex(mesh, 1, {"tp", "dp"}), 2);
+  EXPECT_EQ(chunkOrder(mesh, 0, {"dp", "tp"}), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(chunkOrder(mesh, 0, {"tp", "dp"}), (std::vector<int>{0, 2, 1, 3}));
+  const Slot &w2 = program.slots[2];
+  EXPECT_EQ(globalShape(w2.shape, w2.sharding, mesh), (Shape{16, 8}));
+  EXPECT_EQ(shardOffsets(w2.shape, w2.sharding, mesh, 3), (Shape{8, 0}));
+  EXPECT_EQ(meshOf(Program(), 4).str(), "tp=1,ep=1,dp=4,pp=1");
+}
+
+TEST(MeshProgram, CopyBoxMovesOneBlock) {
+  std::vector<int> global(4 * 6);
+  for (size_t i = 0; i < global.size(); ++i)
+    global[i] = static_cast<int>(i);
+  std::vector<int> box(2 * 3);
+  copyBox(global.data(), {4, 6}, {2, 3}, box.data(), {2, 3}, {0, 0}, {2, 3},
+          sizeof(int));
+  EXPECT_EQ(box, (std::vector<int>{15, 16, 17, 21, 22, 23}));
+}
+
+std::string loadError(const std::string &text) {
+  try {
+    Program program = parseProgram(text, "mesh.bmp");
+    verifyProgram(inlineCalls(program), "mesh.bmp");
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// Each change to kProgram is refused with one line.
+TEST(MeshProgram, BadMeshesAndShardingsAreOneLineErrors) {
+  struct Case {
+    std::string from, to, message;
+  };
+  const Case cases[] = {
+      {"mesh tp=2 ep=1 dp=2 pp=1", "mesh tp=2 sp=1 dp=2",
+       "mesh.bmp: the mesh names axis 'sp'; the runtime knows tp, ep, dp and "
+       "pp"},
+      {"mesh tp=2 ep=1 dp=2 pp=1", "mesh tp=2 dp=0",
+       "mesh.bmp:3: mesh axis 'dp' has size 0"},
+      {"mesh tp=2 ep=1 dp=2 pp=1", "mesh tp=2 tp=2",
+       "mesh.bmp:3: mesh axis 'tp' appears twice"},
+      {"mesh tp=2 ep=1 dp=2 pp=1\n", "",
+       "mesh.bmp: slot %0 'x' is sharded but the program has no mesh line"},
+      {"\"x\" sharding=[[\"dp\"],[]]", "\"x\" sharding=[[\"dp\"]]",
+       "mesh.bmp:5: the sharding lists 1 dims; the slot has 2"},
+      {"\"x\" sharding=[[\"dp\"],[]]", "\"x\" sharding=[[\"xp\"],[]]",
+       "mesh.bmp: slot %0 'x' names 'xp', no axis of the mesh"},
+      {"\"x\" sharding=[[\"dp\"],[]]", "\"x\" sharding=[[\"dp\"],[\"dp\"]]",
+       "mesh.bmp: slot %0 'x' names axis 'dp' twice"},
+      {"\"w1\" sharding=[[],[\"tp\"]]\n", "\"w1\" partial=[\"dp\"]\n",
+       "mesh.bmp: slot %1 'w1' is a param; only gradients (and the loss) are "
+       "partial sums"},
+      {"grad f32[8,8] \"w1\" sharding=[[],[\"tp\"]]",
+       "grad f32[8,8] \"w1\" sharding=[[\"tp\"],[]]",
+       "mesh.bmp: the gradient of 'w1' is sharded unlike the parameter"},
+      {"loss %11 partial=[\"dp\"]", "loss %11 partial=[\"zp\"]",
+       "mesh.bmp: the loss is a partial sum over 'zp', no axis of the mesh"},
+      {"{axes=\"tp\"}\n%7", "{axes=\"xp\"}\n%7",
+       "mesh.bmp: instruction 2 ('all_reduce'): attribute 'axes' is \"xp\"; "
+       "'xp' is no axis of the mesh"},
+      {"{axes=\"dp,tp\", dim=1}", "{axes=\"tp,tp\", dim=1}",
+       "mesh.bmp: instruction 4 ('reduce_scatter'): attribute 'axes' is "
+       "\"tp,tp\"; it names 'tp' twice"},
+      {"slot %7 value f32[4,16]", "slot %7 value f32[4,8]",
+       "mesh.bmp: instruction 3 ('all_gather'): result 0 is f32[4,8], its "
+       "shape must be [4,16] (operand 0's with dim 1 times 2 ranks)"},
+      {"slot %8 value f32[4,4]", "slot %8 value f32[4,8]",
+       "mesh.bmp: instruction 4 ('reduce_scatter'): result 0 is f32[4,8], "
+       "its shape must be [4,4] (operand 0's with dim 1 divided by 4 ranks)"},
+      {"slot %9 value f32[2,8]", "slot %9 value f32[4,8]",
+       "mesh.bmp: instruction 5 ('all_to_all'): result 0 is f32[4,8], its "
+       "shape must be [2,8] (operand 0's split along split_dim and joined "
+       "along concat_dim over 2 ranks)"},
+      {"%10 = shard_slice %8 {axes=\"tp\", dim=1}",
+       "%10 = shard_slice %9 {axes=\"dp,tp\", dim=0}",
+       "mesh.bmp: instruction 6 ('shard_slice'): operand 0 is f32[2,8]; its "
+       "dim 0 does not split into 4 chunks (the group's ranks)"},
+      {"{axes=\"tp\", dim=1}\n%3", "{axes=\"tp\", dim=2}\n%3",
+       "mesh.bmp: instruction 6 ('shard_slice'): attribute 'dim' is 2, not "
+       "an axis of operand 0 (f32[4,4])"},
+  };
+  for (const Case &c : cases) {
+    std::string text = kProgram;
+    size_t at = text.find(c.from);
+    ASSERT_NE(at, std::string::npos) << c.from;
+    text.replace(at, c.from.size(), c.to);
+    EXPECT_EQ(loadError(text), c.message) << c.from << " -> " << c.to;
+  }
+}
+
+} // namespace

@@ -1,0 +1,226 @@
+//===- Parallel.cpp - the trainer's parameters over the mesh --------------===//
+
+#include "Parallel.h"
+
+#include "bmrt/Error.h"
+#include "bmrt/Kernels.h"
+#include "bmrt/Sharding.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace bmrt {
+
+namespace {
+
+const char *const kDp = "dp";
+
+bool contains(const std::vector<std::string> &names, const std::string &name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+/// Runs `transfer` and adds its time to the group of `axes`.
+template <typename F>
+void timed(Collectives &comms, const std::vector<std::string> &axes,
+           Stream &stream, F transfer) {
+  auto begin = std::chrono::steady_clock::now();
+  transfer();
+  stream.synchronize();
+  comms.addTime(comms.groupName(axes),
+                std::chrono::duration<double>(
+                    std::chrono::steady_clock::now() - begin)
+                    .count());
+}
+
+} // namespace
+
+Parallel::Parallel(const Program &program, World &world, int zero)
+    : comms(std::make_unique<Collectives>(world,
+                                          meshOf(program, world.size()))),
+      meshLine(!program.mesh.empty()), zero(zero), ranks(world.size()) {}
+
+void Parallel::describe(ParamSlot &p, const Program &program) const {
+  const Slot &slot = program.slots[p.slot];
+  p.sharding = slot.sharding;
+  p.global = globalShape(slot.shape, slot.sharding, mesh());
+  p.offsets = shardOffsets(slot.shape, slot.sharding, mesh(), comms->rank());
+  int grad = program.gradientOf(p.slot);
+  if (grad >= 0)
+    p.partial = meshLine ? program.slots[grad].partial
+                         : std::vector<std::string>{kDp};
+  int64_t n = numElements(slot.shape);
+  int dp = zero ? mesh().axisSize(kDp) : 1;
+  p.chunk = (n + dp - 1) / dp;
+  p.begin = std::min(n, p.chunk * (zero ? mesh().coordinate(comms->rank(), kDp)
+                                        : 0));
+  p.length = std::min(n - p.begin, p.chunk);
+}
+
+double Parallel::gradientDivisor(int64_t microBatches) const {
+  return double(microBatches) * (meshLine ? 1 : ranks);
+}
+
+TensorView Parallel::flatRange(const TensorView &t, int64_t begin,
+                               int64_t length) {
+  TensorView v = t;
+  v.data = static_cast<char *>(t.data) + begin * sizeOf(t.dtype);
+  v.shape = {length};
+  return v;
+}
+
+void *Parallel::workspace(size_t bytes) {
+  if (buffer.size() < bytes)
+    buffer.resize(bytes);
+  return buffer.data();
+}
+
+void Parallel::reduceGradient(const ParamSlot &p, const TensorView &g,
+                              const TensorView &shardOut, Stream &stream) {
+  bool scatter = zero >= 2;
+  std::vector<std::string> others;
+  for (const std::string &axis : p.partial)
+    if (!scatter || axis != kDp)
+      others.push_back(axis);
+  if (Communicator *c = others.empty() ? nullptr : comms->group(others))
+    timed(*comms, others, stream, [&] {
+      c->allReduce(g.data, g.data, g.size(), g.dtype, stream);
+    });
+  if (!scatter)
+    return;
+  Communicator *dp = contains(p.partial, kDp) ? comms->group({kDp}) : nullptr;
+  if (!dp) {
+    // Not a partial sum over dp (or dp has one rank): the shard is a copy.
+    std::memset(shardOut.data, 0, shardOut.bytes());
+    cpu::copy(stream, flatRange(g, p.begin, p.length),
+              flatRange(shardOut, 0, p.length));
+    return;
+  }
+  // reduceScatter takes whole chunks: pad the gradient to dp x chunk.
+  size_t bytes = p.chunk * dp->size() * sizeOf(g.dtype);
+  char *padded = static_cast<char *>(workspace(bytes));
+  std::memcpy(padded, g.data, g.bytes());
+  std::memset(padded + g.bytes(), 0, bytes - g.bytes());
+  timed(*comms, {kDp}, stream, [&] {
+    dp->reduceScatter(padded, shardOut.data, p.chunk, g.dtype, stream);
+  });
+}
+
+/// The axes that split `p`'s local tensor from the global one.
+static std::vector<std::string> shardedAxes(const ParamSlot &p) {
+  std::vector<std::string> axes;
+  for (const auto &dim : p.sharding)
+    axes.insert(axes.end(), dim.begin(), dim.end());
+  return axes;
+}
+
+/// Whether `rank` holds the replica of a tensor sharded over `sharded`
+/// that counts: coordinate 0 along every other axis.
+bool Parallel::ownsReplica(int rank,
+                           const std::vector<std::string> &sharded) const {
+  std::vector<int> coords = mesh().coordinates(rank);
+  for (size_t i = 0; i < coords.size(); ++i)
+    if (coords[i] != 0 && !contains(sharded, mesh().axes()[i].name))
+      return false;
+  return true;
+}
+
+double Parallel::addSumOfSquares(double sum, const ParamSlot &p,
+                                 const TensorView &g, Stream &stream) const {
+  std::vector<std::string> sharded = shardedAxes(p);
+  if (zero >= 2)
+    sharded.push_back(kDp);
+  if (!ownsReplica(comms->rank(), sharded))
+    return sum;
+  return sum + cpu::sumOfSquares(stream, zero >= 2 ? flatRange(g, 0, p.length)
+                                                   : g);
+}
+
+bool Parallel::writesShard(const ParamSlot &p) const {
+  return ownsReplica(comms->rank(), shardedAxes(p));
+}
+
+std::vector<TensorShard> Parallel::writtenShards(const ParamSlot &p) const {
+  std::vector<TensorShard> shards;
+  const Shape &local = p.value.shape;
+  for (int r = 0; r < mesh().numRanks(); ++r) {
+    if (!ownsReplica(r, shardedAxes(p)))
+      continue;
+    TensorShard s;
+    s.rank = r;
+    s.offsets = shardOffsets(local, p.sharding, mesh(), r);
+    s.shape = local;
+    std::vector<int> coords = mesh().coordinates(r);
+    for (size_t i = 0; i < coords.size(); ++i)
+      s.coordinates[mesh().axes()[i].name] = coords[i];
+    shards.push_back(std::move(s));
+  }
+  return shards;
+}
+
+std::map<std::string, int> Parallel::meshSizes() const {
+  std::map<std::string, int> sizes;
+  for (const MeshAxis &axis : mesh().axes())
+    sizes[axis.name] = axis.size;
+  return sizes;
+}
+
+Communicator *Parallel::everyone() {
+  std::vector<std::string> all;
+  for (const MeshAxis &axis : mesh().axes())
+    all.push_back(axis.name);
+  return comms->group(all);
+}
+
+void Parallel::barrier() {
+  if (Communicator *all = everyone())
+    all->barrier();
+}
+
+double Parallel::finishSumOfSquares(double sum, Stream &stream) {
+  Communicator *world = everyone();
+  if (!world)
+    return sum;
+  // Communicators sum fp32: the norm only sets the clipping factor and
+  // the logged value, where fp32's 1e-7 relative error is immaterial.
+  float value = static_cast<float>(sum);
+  world->allReduce(&value, &value, 1, DType::F32, stream);
+  return value;
+}
+
+double Parallel::reduceLoss(double loss, const std::vector<std::string> &partial,
+                            Stream &stream) {
+  std::vector<std::string> axes =
+      meshLine ? partial : std::vector<std::string>{kDp};
+  Communicator *c = axes.empty() ? nullptr : comms->group(axes);
+  if (!c)
+    return loss;
+  float sum = static_cast<float>(loss);
+  c->allReduce(&sum, &sum, 1, DType::F32, stream);
+  return meshLine ? double(sum) : double(sum) / double(ranks);
+}
+
+void Parallel::gatherOverDp(const ParamSlot &p, const TensorView &flat,
+                            const TensorView &shard, Stream &stream) {
+  Communicator *dp = zero ? comms->group({kDp}) : nullptr;
+  if (!dp) {
+    if (shard.data && shard.data != flat.data)
+      cpu::copy(stream, flatRange(shard, 0, p.length),
+                flatRange(flat, 0, p.length));
+    return;
+  }
+  size_t chunkBytes = p.chunk * sizeOf(flat.dtype);
+  char *gathered = static_cast<char *>(workspace(chunkBytes * dp->size()));
+  const void *mine = shard.data ? shard.data
+                                : static_cast<char *>(flat.data) +
+                                      p.begin * sizeOf(flat.dtype);
+  // The last ranks' chunks may reach past the tensor: send a padded copy.
+  std::vector<char> send(chunkBytes, 0);
+  std::memcpy(send.data(), mine, p.length * sizeOf(flat.dtype));
+  timed(*comms, {kDp}, stream, [&] {
+    dp->allGather(send.data(), gathered, p.chunk, flat.dtype, stream);
+  });
+  std::memcpy(flat.data, gathered, flat.bytes());
+}
+
+} // namespace bmrt

@@ -1,0 +1,122 @@
+//===- Parallel.h - the trainer's parameters over the mesh ------*- C++ -*-===//
+//
+// What the trainer does beyond the step program when the step runs on many
+// ranks: each parameter's shard (its box of the global tensor, from the
+// slot's sharding), the reduction of partial-sum gradients (all-reduce, or
+// under ZeRO 2 and 3 reduce-scatter over dp), the global gradient norm
+// with every element counted once, and ZeRO's shards of optimizer state
+// (1), gradients (2) and parameters (3) over the dp axis.
+//
+// A program without a mesh line is one rank's whole step of a
+// data-parallel job: it runs as a mesh of dp = ranks whose gradients are
+// all partial over dp, averaged rather than summed.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMRT_TRAINER_PARALLEL_H
+#define BMRT_TRAINER_PARALLEL_H
+
+#include "bmrt/Collectives.h"
+#include "bmrt/Executor.h"
+#include "runtime/checkpoint/ShardedCheckpoint.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bmrt {
+
+/// One trained (or frozen) parameter and what the optimizer keeps for it.
+struct ParamSlot {
+  std::string name;
+  /// The program's slot, placed by the executor (under ZeRO 3 bound to the
+  /// gathered parameters during the step only).
+  int slot = -1;
+  TensorView value;
+  /// The step program's gradient slot; null data when frozen.
+  TensorView grad;
+  /// Micro-batch sum of gradients (only with several micro-batches); under
+  /// ZeRO 2 and 3 only this rank's dp shard.
+  TensorView accumulated;
+  /// AdamW's first and second moments, or SGD's momentum buffer (first);
+  /// under ZeRO only this rank's dp shard, flat.
+  TensorView first, second;
+  /// ZeRO 3: this rank's dp shard of the parameter, flat.
+  TensorView shard;
+
+  /// Where the local tensor lies in the global one.
+  Shape global, offsets;
+  std::vector<std::vector<std::string>> sharding;
+  /// Axes the program leaves the gradient a partial sum over.
+  std::vector<std::string> partial;
+  /// The flat range [begin, begin + length) of the local tensor this rank
+  /// updates (ZeRO: its dp shard; otherwise all of it), and the padded
+  /// shard size every dp rank holds.
+  int64_t begin = 0, length = 0, chunk = 0;
+};
+
+class Parallel {
+public:
+  /// `zero` is trainer.json's ZeRO stage (0-3).
+  Parallel(const Program &program, World &world, int zero);
+
+  Collectives &collectives() { return *comms; }
+  const Mesh &mesh() const { return comms->mesh(); }
+  bool hasMesh() const { return meshLine; }
+  int zeroStage() const { return zero; }
+
+  /// Fills in `p`'s shard geometry from its slots.
+  void describe(ParamSlot &p, const Program &program) const;
+  /// Divides the summed gradients: micro-batches, and without a mesh the
+  /// data-parallel ranks (their gradients are averaged).
+  double gradientDivisor(int64_t microBatches) const;
+
+  /// Sums `p`'s gradient `g` over its partial axes; under ZeRO 2 and 3
+  /// leaves only this rank's dp shard, in `shardOut` (chunk elements).
+  void reduceGradient(const ParamSlot &p, const TensorView &g,
+                      const TensorView &shardOut, Stream &stream);
+  /// The gradients' squared norm over the whole job, each element counted
+  /// once (`g` is the reduced gradient this rank holds: the whole local
+  /// tensor, or under ZeRO 2 and 3 its dp shard).
+  double addSumOfSquares(double sum, const ParamSlot &p, const TensorView &g,
+                         Stream &stream) const;
+  double finishSumOfSquares(double sum, Stream &stream);
+  /// The loss of the job: summed over the program's partial axes, or
+  /// without a mesh averaged over the ranks.
+  double reduceLoss(double loss, const std::vector<std::string> &partial,
+                    Stream &stream);
+  /// ZeRO: every dp rank's updated range of `flat` (the whole local
+  /// tensor) gathered back into it; from `shard` under ZeRO 3.
+  void gatherOverDp(const ParamSlot &p, const TensorView &flat,
+                    const TensorView &shard, Stream &stream);
+
+  /// Returns once every rank has called it.
+  void barrier();
+  /// Whether this rank writes `p` (and its optimizer state) to a sharded
+  /// checkpoint: one replica of each shard does.
+  bool writesShard(const ParamSlot &p) const;
+  /// Every rank's shard of `p` that is written, for the manifest.
+  std::vector<TensorShard> writtenShards(const ParamSlot &p) const;
+  /// The mesh's axis sizes, for the manifest.
+  std::map<std::string, int> meshSizes() const;
+
+  /// The flat elements [begin, begin + length) of `t` as a 1-D view.
+  static TensorView flatRange(const TensorView &t, int64_t begin,
+                              int64_t length);
+
+private:
+  bool ownsReplica(int rank, const std::vector<std::string> &sharded) const;
+  /// All ranks (null for a job of one).
+  Communicator *everyone();
+  void *workspace(size_t bytes);
+
+  std::unique_ptr<Collectives> comms;
+  bool meshLine;
+  int zero;
+  int ranks;
+  std::vector<char> buffer;
+};
+
+} // namespace bmrt
+
+#endif // BMRT_TRAINER_PARALLEL_H

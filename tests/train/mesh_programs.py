@@ -1,0 +1,171 @@
+"""Hand-written step programs partitioned over a device mesh, and trainer
+folders around them: the runtime's own test of tensor, sequence and data
+parallelism, ZeRO and resharding checkpoints, independent of the compiler.
+
+The model is a Megatron MLP block behind a replicated linear layer,
+    x0 = x @ w0;  y = relu(x0 @ w1) @ w2;  loss = sum(y * y) / (B * D)
+with w1 split by columns and w2 by rows over tp (Megatron-LM's column- then
+row-parallel pair: one all-reduce over tp forward, one backward), the
+batch over dp, and every backward op written out by hand. The sequence-
+parallel variant keeps x0 and y split over tp along the hidden dim between
+the pair (shard_slice, all-gather before the pair, reduce-scatter after),
+with a relu in the split region, as Megatron's sequence parallelism keeps
+LayerNorm and dropout there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from conftest import read_safetensors, write_safetensors
+
+BATCH, WIDTH, HIDDEN = 8, 8, 16
+
+
+def _slot(index, kind, shape, name=None, sharding=None, partial=None, values=None):
+    text = f"slot %{index} {kind} f32[{','.join(map(str, shape))}]"
+    if name:
+        text += f' "{name}"'
+    if sharding is not None:
+        text += " sharding=[" + ",".join(
+            "[" + ",".join(f'"{a}"' for a in dim) + "]" for dim in sharding) + "]"
+    if partial:
+        text += " partial=[" + ",".join(f'"{a}"' for a in partial) + "]"
+    if values is not None:
+        text += " = " + " ".join(repr(float(v)) for v in values)
+    return text
+
+
+def _header(tp, dp):
+    b, h = BATCH // dp, HIDDEN // tp
+    params = [("w0", [WIDTH, WIDTH], [[], []]),
+              ("w1", [WIDTH, h], [[], ["tp"]]),
+              ("w2", [h, WIDTH], [["tp"], []])]
+    lines = ["bmc-step-program 1", 'model "mlp"', f"mesh tp={tp} dp={dp}",
+             _slot(0, "input", [b, WIDTH], "x", [["dp"], []])]
+    for i, (name, shape, sharding) in enumerate(params):
+        lines.append(_slot(1 + i, "param", shape, name, sharding))
+    for i, (name, shape, sharding) in enumerate(params):
+        lines.append(_slot(4 + i, "grad", shape, name, sharding, ["dp"]))
+    scale = 1.0 / (BATCH * WIDTH)
+    lines += [_slot(7, "const", [], values=[scale]),
+              _slot(8, "const", [], values=[2 * scale])]
+    return lines
+
+
+def _program(tp, dp, values, instructions):
+    lines = _header(tp, dp)
+    lines += [_slot(i, "value", shape) for i, shape in values.items()]
+    return "\n".join(lines + instructions) + "\n"
+
+
+def megatron_mlp(tp: int, dp: int) -> str:
+    b, h = BATCH // dp, HIDDEN // tp
+    values = {9: [b, WIDTH], 10: [b, h], 11: [b, h], 12: [b, WIDTH], 13: [b, WIDTH],
+              14: [b, WIDTH], 15: [], 16: [], 17: [b, WIDTH], 18: [b, h], 19: [b, h],
+              20: [b, WIDTH], 21: [b, WIDTH]}
+    return _program(tp, dp, values, [
+        "%9 = matmul %0, %1  # x0",
+        "%10 = matmul %9, %2  # column-parallel",
+        "%11 = relu %10",
+        "%12 = matmul %11, %3  # row-parallel: a partial sum over tp",
+        '%13 = all_reduce %12 {axes="tp"}',
+        "%14 = mul %13, %13",
+        "%15 = reduce_sum %14 {axes=[0,1]}",
+        "%16 = mul %15, %7  # loss",
+        "%17 = mul %13, %8  # dy",
+        "%6 = matmul %11, %17 {trans_a=1}",
+        "%18 = matmul %17, %3 {trans_b=1}",
+        '%19 = unary_grad %10, %18 {op="relu"}',
+        "%5 = matmul %9, %19 {trans_a=1}",
+        "%20 = matmul %19, %2 {trans_b=1}  # dx0: a partial sum over tp",
+        '%21 = all_reduce %20 {axes="tp"}',
+        "%4 = matmul %0, %21 {trans_a=1}",
+        'loss %16 partial=["dp"]',
+    ])
+
+
+def sequence_parallel_mlp(tp: int, dp: int) -> str:
+    b, h, s = BATCH // dp, HIDDEN // tp, WIDTH // tp
+    values = {9: [b, WIDTH], 10: [b, s], 11: [b, s], 12: [b, WIDTH], 13: [b, h],
+              14: [b, h], 15: [b, WIDTH], 16: [b, s], 17: [b, s], 18: [], 19: [],
+              20: [b, s], 21: [b, WIDTH], 22: [b, h], 23: [b, h], 24: [b, WIDTH],
+              25: [b, s], 26: [b, s], 27: [b, WIDTH]}
+    return _program(tp, dp, values, [
+        "%9 = matmul %0, %1  # x0",
+        '%10 = shard_slice %9 {axes="tp", dim=1}',
+        "%11 = relu %10  # the split region",
+        '%12 = all_gather %11 {axes="tp", dim=1}',
+        "%13 = matmul %12, %2  # column-parallel",
+        "%14 = relu %13",
+        "%15 = matmul %14, %3  # row-parallel",
+        '%16 = reduce_scatter %15 {axes="tp", dim=1}',
+        "%17 = mul %16, %16",
+        "%18 = reduce_sum %17 {axes=[0,1]}",
+        "%19 = mul %18, %7  # loss: a partial sum over tp",
+        "%20 = mul %16, %8",
+        '%21 = all_gather %20 {axes="tp", dim=1}',
+        "%6 = matmul %14, %21 {trans_a=1}",
+        "%22 = matmul %21, %3 {trans_b=1}",
+        '%23 = unary_grad %13, %22 {op="relu"}',
+        "%5 = matmul %12, %23 {trans_a=1}",
+        "%24 = matmul %23, %2 {trans_b=1}",
+        '%25 = reduce_scatter %24 {axes="tp", dim=1}',
+        '%26 = unary_grad %10, %25 {op="relu"}',
+        '%27 = all_gather %26 {axes="tp", dim=1}',
+        "%4 = matmul %0, %27 {trans_a=1}",
+        'loss %19 partial=["tp","dp"]',
+    ])
+
+
+def initial_weights(seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"w0": (rng.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32),
+            "w1": (rng.standard_normal((WIDTH, HIDDEN)) / np.sqrt(WIDTH)).astype(np.float32),
+            "w2": (rng.standard_normal((HIDDEN, WIDTH)) / np.sqrt(HIDDEN)).astype(np.float32)}
+
+
+def trainer_folder(path: str, program: str, ranks: int, zero: int = 0,
+                   micro_batches: int = 1, **extra) -> str:
+    """A folder the trainer runs as `bmc compile` would have written it."""
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "step.bmp"), "w") as f:
+        f.write(program)
+    write_safetensors(os.path.join(path, "params.safetensors"), initial_weights(),
+                      {"model_hash": "mlp-test"})
+    with open(os.path.join(path, "plan.json"), "w") as f:
+        f.write("{}")
+    config = {"format": 1, "model": "mlp", "model_hash": "mlp-test", "task": "own-loss",
+              "optimizer": "adamw", "precision": "fp32", "program": "step.bmp",
+              "parameters": "params.safetensors", "plan": "plan.json",
+              "micro_batch": BATCH, "micro_batches": micro_batches, "ranks": ranks,
+              "zero": zero, **extra}
+    with open(os.path.join(path, "trainer.json"), "w") as f:
+        json.dump(config, f)
+    return path
+
+
+def read_checkpoint(folder: str, kind: str = "parameter") -> dict:
+    """The global tensors of a checkpoint, unsharded or sharded (assembled
+    here from the manifest's shards, independently of the runtime)."""
+    with open(os.path.join(folder, "manifest.json")) as f:
+        manifest = json.load(f)
+    if not manifest.get("sharded"):
+        name = "model.safetensors" if kind == "parameter" else "optimizer.safetensors"
+        return read_safetensors(os.path.join(folder, name))
+    files, tensors = {}, {}
+    for t in manifest["tensors"]:
+        if t["kind"] != kind:
+            continue
+        whole = np.full(t["shape"], np.nan, dtype=np.float32)
+        for s in t["shards"]:
+            if s["file"] not in files:
+                files[s["file"]] = read_safetensors(os.path.join(folder, s["file"]))
+            box = tuple(slice(o, o + n) for o, n in zip(s["offsets"], s["shape"]))
+            whole[box] = files[s["file"]][t["name"]]
+        assert not np.isnan(whole).any(), f"the shards of {t['name']} leave holes"
+        tensors[t["name"]] = whole
+    return tensors
