@@ -160,6 +160,9 @@ bmrt::Function makeFunction(const Program &program, const Run &run,
     s.kind = bmrt::SlotKind::Value;
     s.name.clear();
     s.data.clear();
+    // A call binds the caller's slot, sharding and all.
+    s.sharding.clear();
+    s.partial.clear();
     function.slots.push_back(std::move(s));
   };
   for (int a : shape.args)

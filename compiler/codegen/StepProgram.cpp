@@ -36,6 +36,32 @@ llvm::Error failAt(Operation *op, const llvm::Twine &message) {
       message.str());
 }
 
+/// A collective's mesh axes as the program names them: "dp,tp".
+std::string joinAxes(ArrayAttr axes) {
+  std::string text;
+  for (Attribute axis : axes)
+    text += (text.empty() ? "" : ",") + cast<StringAttr>(axis).getValue().str();
+  return text;
+}
+
+std::vector<std::string> axisNames(ArrayAttr axes) {
+  std::vector<std::string> names;
+  for (Attribute axis : axes)
+    names.push_back(cast<StringAttr>(axis).getValue().str());
+  return names;
+}
+
+/// Per dim, the axes splitting it; empty when nothing is split.
+std::vector<std::vector<std::string>> shardingOf(mlir::bm::ShardingAttr attr) {
+  std::vector<std::vector<std::string>> dims;
+  bool split = false;
+  for (Attribute dim : attr.getDims()) {
+    dims.push_back(axisNames(cast<ArrayAttr>(dim)));
+    split |= !dims.back().empty();
+  }
+  return split ? dims : std::vector<std::vector<std::string>>{};
+}
+
 std::string typeText(Type type) {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -101,9 +127,13 @@ private:
                                                     : bmrt::SlotKind::Input;
       std::string name = nameAttr ? nameAttr.getValue().str()
                                   : "arg" + std::to_string(i);
-      if (auto slot = addSlot(func.getArgument(i), slotKind, name, nullptr);
-          !slot)
+      auto slot = addSlot(func.getArgument(i), slotKind, name, nullptr);
+      if (!slot)
         return slot.takeError();
+      auto sharding =
+          func.getArgAttrOfType<mlir::bm::ShardingAttr>(i, "bm.sharding");
+      if (sharding && !program.mesh.empty())
+        program.slots[*slot].sharding = shardingOf(sharding);
     }
     return llvm::Error::success();
   }
@@ -181,6 +211,11 @@ private:
       } else if (auto s = dyn_cast<StringAttr>(value)) {
         attr.kind = bmrt::Attr::Kind::String;
         attr.s = s.getValue().str();
+      } else if (isa<FlatSymbolRefAttr>(value)) {
+        continue; // a collective's mesh: the program has one
+      } else if (auto axes = dyn_cast<ArrayAttr>(value)) {
+        attr.kind = bmrt::Attr::Kind::String;
+        attr.s = joinAxes(axes);
       } else {
         return failAt(op, "has attribute '" + key +
                               "' of a kind the runtime cannot read");
@@ -193,6 +228,11 @@ private:
   llvm::Error lowerOp(Operation *op) {
     if (auto constant = dyn_cast<ConstantOp>(op))
       return lowerConstant(constant);
+    // On the whole (unpartitioned) model a reshard is the same value.
+    if (auto reshard = dyn_cast<mlir::bm::ReshardOp>(op)) {
+      slots[reshard.getResult()] = slots.lookup(reshard.getInput());
+      return llvm::Error::success();
+    }
     bmrt::Instr instr;
     instr.op = op->getName().stripDialect().str();
     if (!bmrt::findKernel(instr.op))
@@ -229,9 +269,14 @@ private:
       int slot = slots.lookup(value);
       auto gradOf = func.getResultAttrOfType<StringAttr>(index, "bm.grad_of");
       auto kind = func.getResultAttrOfType<StringAttr>(index, "bm.kind");
+      std::vector<std::string> partial;
+      if (auto axes = func.getResultAttrOfType<ArrayAttr>(index, "bm.partial"))
+        partial = axisNames(axes);
       if (!gradOf) {
-        if (kind && kind.getValue() == "loss")
+        if (kind && kind.getValue() == "loss") {
           program.loss = slot;
+          program.lossPartial = partial;
+        }
         else
           program.outputs.push_back(slot);
         claimed.insert(slot);
@@ -243,6 +288,7 @@ private:
           !claimed.contains(slot)) {
         from.kind = bmrt::SlotKind::Grad;
         from.name = gradOf.getValue().str();
+        shardLikeParameter(from, partial);
         claimed.insert(slot);
         continue;
       }
@@ -250,6 +296,7 @@ private:
                           gradOf.getValue().str(), ret);
       if (!grad)
         return grad.takeError();
+      shardLikeParameter(program.slots[*grad], partial);
       bmrt::Instr copy;
       copy.op = "copy";
       copy.operands = {slot};
@@ -260,12 +307,47 @@ private:
     return llvm::Error::success();
   }
 
+  /// A gradient is split like its parameter; `partial` are the axes the
+  /// trainer still sums it over.
+  void shardLikeParameter(bmrt::Slot &grad, std::vector<std::string> partial) {
+    for (const bmrt::Slot &param : program.slots)
+      if (param.kind == bmrt::SlotKind::Param && param.name == grad.name)
+        grad.sharding = param.sharding;
+    grad.partial = std::move(partial);
+  }
+
   func::FuncOp func;
   bmrt::Program &program;
   llvm::DenseMap<Value, int> slots;
 };
 
 } // namespace
+
+/// bm-partition marks what a partitioned step leaves to the trainer on
+/// its results (`bm.partial`); @main, annotated but whole, has none.
+static bool isPartitioned(func::FuncOp func) {
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (func.getResultAttr(i, "bm.partial"))
+      return true;
+  return false;
+}
+
+/// The mesh of a partitioned step, in the order ranks are numbered (tp
+/// innermost, then ep, dp, pp); empty for a step that is not partitioned.
+static std::vector<bmrt::MeshAxis> meshOf(func::FuncOp func) {
+  auto module = func->getParentOfType<ModuleOp>();
+  auto mesh = module ? module.lookupSymbol<mlir::bm::MeshOp>("mesh")
+                     : mlir::bm::MeshOp();
+  if (!mesh || !isPartitioned(func))
+    return {};
+  std::vector<bmrt::MeshAxis> axes;
+  for (const char *name : {"tp", "ep", "dp", "pp"}) {
+    int64_t index = mesh.getMesh().findAxis(name);
+    axes.push_back(
+        {name, index < 0 ? 1 : static_cast<int>(mesh.getMesh().getAxisSizes()[index])});
+  }
+  return axes;
+}
 
 std::optional<bmrt::DType> runtimeDType(Type element) {
   if (element.isF32())
@@ -283,6 +365,7 @@ llvm::Expected<bmrt::Program> lowerToProgram(func::FuncOp func,
                                              llvm::StringRef model) {
   bmrt::Program program;
   program.model = model.str();
+  program.mesh = meshOf(func);
   Lowering lowering(func, program);
   if (auto err = lowering.run())
     return std::move(err);

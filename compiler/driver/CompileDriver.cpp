@@ -58,11 +58,10 @@ TrainingTask taskOf(mlir::func::FuncOp step) {
   return TrainingTask::Classifier;
 }
 
-/// What the compiler runs so far: one device, or data parallelism over
-/// several (each rank the whole step on its share of the batch, gradients
-/// all-reduced). Tensor, pipeline and expert parallelism and ZeRO need the
-/// partitioner: the plan is searched without them, and pinning them is an
-/// error.
+/// What the compiler runs so far: one device, or data and tensor
+/// parallelism with ZeRO over several (bm-partition). Pipeline and expert
+/// parallelism are not built yet: the plan is searched without them, and
+/// pinning them is an error.
 llvm::Expected<plan::TrainingConfig>
 runnableConfig(const plan::TrainingConfig &training) {
   plan::TrainingConfig config = training;
@@ -72,19 +71,24 @@ runnableConfig(const plan::TrainingConfig &training) {
   auto pinned = [](const std::optional<int> &choice, int runnable) {
     return choice && *choice != runnable;
   };
-  if (pinned(fixed.tp, 1) || pinned(fixed.pp, 1) || pinned(fixed.ep, 1) ||
-      pinned(fixed.zeroStage, 0))
+  if (pinned(fixed.pp, 1) || pinned(fixed.ep, 1))
     return llvm::createStringError(
-        "bmc compile runs data parallelism only for now (tp=1, pp=1, ep=1, "
-        "zero=0: the partitioner for the rest is not built yet); --fix " +
+        "bmc compile runs data and tensor parallelism only for now (pp=1, "
+        "ep=1: pipeline stages and experts are not partitioned yet); --fix " +
         plan::formatFixedChoices(fixed) + " asks for more");
-  fixed.tp = fixed.pp = fixed.ep = 1;
-  fixed.zeroStage = 0;
+  fixed.pp = fixed.ep = 1;
   return config;
 }
 
-llvm::Expected<plan::Plan> planRunnable(mlir::MLIRContext &context,
-                                        const CompileOptions &options) {
+/// The plan, and the model it was searched on (annotation matches the
+/// step's ops to it).
+struct Planned {
+  plan::Plan plan;
+  ModelForPlanning model;
+};
+
+llvm::Expected<Planned> planRunnable(mlir::MLIRContext &context,
+                                     const CompileOptions &options) {
   auto training = runnableConfig(options.training);
   if (!training)
     return training.takeError();
@@ -94,40 +98,22 @@ llvm::Expected<plan::Plan> planRunnable(mlir::MLIRContext &context,
   auto planning = loadModelForPlanning(context, options.model, options.import);
   if (!planning)
     return planning.takeError();
-  return planModel(planning->graph, *cluster, *training);
-}
-
-} // namespace
-
-llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
-                                           const CompileOptions &options) {
-  CompiledModel compiled;
-  auto plan = planRunnable(context, options);
+  auto plan = planModel(planning->graph, *cluster, *training);
   if (!plan)
     return plan.takeError();
-  compiled.plan = std::move(*plan);
+  return Planned{std::move(*plan), std::move(*planning)};
+}
 
+/// One device: the model at the plan's micro-batch, fused (fewer kernels)
+/// then folded (full recomputation reruns the layers folding marks).
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importWhole(mlir::MLIRContext &context, const CompileOptions &options,
+            const plan::Plan &plan) {
   ImportOptions importOptions = options.import;
-  importOptions.batchSize = compiled.plan.config.microBatch;
+  importOptions.batchSize = plan.config.microBatch;
   auto module = importOnnxFile(context, options.model, importOptions);
   if (!module)
     return module.takeError();
-  auto main = (*module)->lookupSymbol<mlir::func::FuncOp>("main");
-
-  if (options.initSeed) {
-    auto params = initialiseParameters(main, *options.initSeed);
-    if (!params)
-      return params.takeError();
-    compiled.parameters = std::move(*params);
-  } else {
-    auto params = readParameters(options.model, main);
-    if (!params)
-      return params.takeError();
-    compiled.parameters = std::move(*params);
-  }
-
-  // Fusion first (fewer kernels), then folding, which marks the layers
-  // that full recomputation runs again.
   if (llvm::Error err = runPipeline(
           **module,
           [](mlir::OpPassManager &pm) {
@@ -137,29 +123,116 @@ llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
           },
           "folding"))
     return std::move(err);
-  std::string recompute = plan::toString(compiled.plan.config.recompute);
+  return module;
+}
+
+/// Several devices: the model at one step's batch (dp x micro-batch),
+/// folded and annotated with the plan, then fused (keeping the
+/// annotations).
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importAnnotated(mlir::MLIRContext &context, const CompileOptions &options,
+                const Planned &planned) {
+  auto step = annotateForStep(context, options.model, options.import,
+                              planned.plan, planned.model.graph);
+  if (!step)
+    return step.takeError();
   if (llvm::Error err = runPipeline(
-          **module,
+          *step->module,
+          [](mlir::OpPassManager &pm) {
+            pm.addNestedPass<mlir::func::FuncOp>(
+                mlir::bm::createBmFuseGeluPass());
+          },
+          "fusing"))
+    return std::move(err);
+  return std::move(step->module);
+}
+
+llvm::Expected<std::vector<ParameterValue>>
+parametersOf(const CompileOptions &options, mlir::func::FuncOp main) {
+  if (options.initSeed)
+    return initialiseParameters(main, *options.initSeed);
+  return readParameters(options.model, main);
+}
+
+/// Autodiff (with the plan's recomputation); on several devices, with
+/// every planned operand read through a reshard before and bm-partition
+/// after. (Parameters are initialised before: their roles are read off
+/// the ops that use them directly.)
+/// The task is read off the whole step (global shapes), before
+/// partitioning splits its inputs.
+llvm::Expected<TrainingTask> buildTrainingStep(mlir::ModuleOp module,
+                                               const plan::Plan &plan,
+                                               bool partition) {
+  std::string recompute = plan::toString(plan.config.recompute);
+  if (llvm::Error err = runPipeline(
+          module,
           [&](mlir::OpPassManager &pm) {
+            if (partition)
+              pm.addNestedPass<mlir::func::FuncOp>(
+                  mlir::bm::createBmInsertReshardsPass());
             mlir::bm::buildAutodiffPhase(pm, recompute);
           },
           "autodiff"))
     return std::move(err);
+  TrainingTask task =
+      taskOf(module.lookupSymbol<mlir::func::FuncOp>("train_step"));
+  if (!partition)
+    return task;
+  if (llvm::Error err = runPipeline(
+          module,
+          [](mlir::OpPassManager &pm) {
+            pm.addPass(mlir::bm::createBmPartitionPass());
+          },
+          "partitioning"))
+    return std::move(err);
+  return task;
+}
+
+llvm::Expected<bmrt::Program> lowerAndOutline(mlir::func::FuncOp func,
+                                              llvm::StringRef model) {
+  auto program = lowerToProgram(func, model);
+  if (!program)
+    return program.takeError();
+  foldTransposesIntoMatmuls(*program);
+  outlineBlocks(*program);
+  return program;
+}
+
+} // namespace
+
+llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
+                                           const CompileOptions &options) {
+  auto planned = planRunnable(context, options);
+  if (!planned)
+    return planned.takeError();
+  CompiledModel compiled;
+  compiled.plan = planned->plan;
+  const bool partition = compiled.plan.gpus > 1;
+
+  auto module = partition ? importAnnotated(context, options, *planned)
+                          : importWhole(context, options, compiled.plan);
+  if (!module)
+    return module.takeError();
+  auto main = (*module)->lookupSymbol<mlir::func::FuncOp>("main");
+  auto params = parametersOf(options, main);
+  if (!params)
+    return params.takeError();
+  compiled.parameters = std::move(*params);
+
+  auto task = buildTrainingStep(**module, compiled.plan, partition);
+  if (!task)
+    return task.takeError();
+  compiled.task = *task;
   auto step = (*module)->lookupSymbol<mlir::func::FuncOp>("train_step");
-  compiled.task = taskOf(step);
   std::string name = compiled.plan.modelName;
-  auto stepProgram = lowerToProgram(step, name);
+  auto stepProgram = lowerAndOutline(step, name);
   if (!stepProgram)
     return stepProgram.takeError();
   compiled.step = std::move(*stepProgram);
-  foldTransposesIntoMatmuls(compiled.step);
-  outlineBlocks(compiled.step);
-  auto forwardProgram = lowerToProgram(main, name);
+  auto forwardProgram = lowerAndOutline(main, name);
   if (!forwardProgram)
     return forwardProgram.takeError();
   compiled.forward = std::move(*forwardProgram);
-  foldTransposesIntoMatmuls(compiled.forward);
-  outlineBlocks(compiled.forward);
 
   auto hash = hashFile(options.model);
   if (!hash)

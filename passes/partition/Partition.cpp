@@ -15,6 +15,7 @@
 #include "bm/BmOps.h"
 #include "passes/Passes.h"
 #include "passes/partition/Propagate.h"
+#include "passes/plan/Plan.h"
 #include "passes/partition/Reshard.h"
 
 #include "mlir/IR/Builders.h"
@@ -45,14 +46,30 @@ public:
   }
 
 private:
+  /// Parameters are stored as their first planned reader wants them;
+  /// data (tokens, labels, images) is split by replicas only: each replica
+  /// reads its rows whole, and a reader that wants them split further
+  /// slices them.
   void shardArguments() {
+    MLIRContext *context = step.getContext();
     for (BlockArgument arg : step.getArguments()) {
-      auto attr = step.getArgAttrOfType<ShardingAttr>(
-          arg.getArgNumber(), BmDialect::kShardingAttrName);
-      state.of[arg] =
+      unsigned index = arg.getArgNumber();
+      auto attr =
+          step.getArgAttrOfType<ShardingAttr>(index, BmDialect::kShardingAttrName);
+      ValueSharding sharding =
           attr ? ValueSharding::fromAttr(attr)
                : ValueSharding::replicated(
                      cast<RankedTensorType>(arg.getType()).getRank());
+      auto kind = step.getArgAttrOfType<StringAttr>(index, "bm.kind");
+      if (!kind || kind.getValue() != "parameter")
+        for (AxisList &axes : sharding.dims)
+          llvm::erase_if(axes, [](const std::string &axis) {
+            return axis != ::bm::plan::kDataAxis &&
+                   axis != ::bm::plan::kExpertAxis;
+          });
+      state.of[arg] = sharding;
+      step.setArgAttr(index, BmDialect::kShardingAttrName,
+                      sharding.toAttr(context, state.meshRef));
     }
   }
 
@@ -161,6 +178,27 @@ private:
     return {};
   }
 
+  /// A slice keeps the dims the partition splits whole (their factor is
+  /// parallel in its rule): those bounds become the local dim's.
+  void localizeSliceBounds(SliceOp slice) {
+    SmallVector<int64_t> starts(slice.getStarts()), limits(slice.getLimits()),
+        strides(slice.getStrides());
+    // Operands come first in the walk: the input's type is already local.
+    auto local = cast<RankedTensorType>(slice.getInput().getType());
+    const ValueSharding &sharding = state[slice.getInput()];
+    for (size_t d = 0; d < sharding.dims.size(); ++d) {
+      if (sharding.dims[d].empty())
+        continue;
+      starts[d] = 0;
+      limits[d] = local.getDimSize(d);
+      strides[d] = 1;
+    }
+    Builder b(slice.getContext());
+    slice.setStartsAttr(b.getDenseI64ArrayAttr(starts));
+    slice.setLimitsAttr(b.getDenseI64ArrayAttr(limits));
+    slice.setStridesAttr(b.getDenseI64ArrayAttr(strides));
+  }
+
   /// Every value gets the shape one device holds; the plan's annotations
   /// describe global shapes and go.
   void localizeTypes() {
@@ -171,6 +209,8 @@ private:
     for (BlockArgument arg : step.getArguments())
       localize(arg);
     step.walk([&](Operation *op) {
+      if (auto slice = dyn_cast<SliceOp>(op))
+        localizeSliceBounds(slice);
       for (Value result : op->getResults())
         localize(result);
       op->removeAttr(BmDialect::kShardingAttrName);

@@ -157,7 +157,8 @@ private:
   /// whole and their readers slice them.
   void assignFromPlan() {
     auto planned = op->getAttrOfType<ArrayAttr>(BmDialect::kShardingAttrName);
-    if (!planned || op->getNumOperands() == 0)
+    // A one-hot's classes are numbered globally: its readers slice them.
+    if (!planned || op->getNumOperands() == 0 || isa<OneHotOp>(op))
       return;
     for (auto [r, attr] : llvm::enumerate(planned)) {
       ValueSharding sharding =

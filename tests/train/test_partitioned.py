@@ -1,0 +1,115 @@
+"""Parallelism does not change the math: `bmc compile --gpus N --fix ...`
+partitions the training step (bm-partition) and `mpirun -np N trainer`
+runs it; ten AdamW steps give the one-rank losses and, merged from the
+shards of the final checkpoint, the one-rank weights.
+
+Tolerance, fp32: losses within 1e-5 relative, weights within 1e-5
+relative plus 1e-6 absolute. The partitioned step computes the same sums
+in other groupings (a GEMM's reduction over the hidden dim as tp partial
+sums joined by an all-reduce, the batch as dp partial sums, means as sums
+of local means scaled by 1/dp), each a rounding of about 1e-7 relative.
+The runs use SGD: its update is proportional to the gradient, so those
+roundings stay roundings in the weights. (Adam's m / sqrt(v) is
+scale-free per element: an element whose gradient is at rounding level
+steps by up to lr in a direction rounding decides, so Adam runs cannot be
+compared element by element at this tolerance.) The worst differences
+measured are printed (-s).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import read_log, read_safetensors, run, tool, MODELS
+from mesh_programs import read_checkpoint
+
+MPIRUN = shutil.which("mpirun")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLUSTER = os.path.join(ROOT, "tests", "data", "clusters", "slow-compute.yaml")
+LOSS_RTOL = 1e-5
+WEIGHT_RTOL, WEIGHT_ATOL = 1e-5, 1e-6
+STEPS = 10
+
+
+def compile_for(tmp_path_factory, model, gpus, fix=None):
+    out = str(tmp_path_factory.mktemp(f"{model}-{gpus}"))
+    args = [tool("bmc"), "compile", os.path.join(MODELS, f"{model}.onnx"), "-o", out,
+            "--init", "random", "--seed", "3", "--optimizer", "sgd", "--gpus", str(gpus),
+            "--cluster", CLUSTER]
+    if fix:
+        args += ["--fix", fix]
+    run(args)
+    return out
+
+
+# SGD's learning rate per model: as high as keeps ten steps stable (a
+# rounding then stays a rounding), high enough that they visibly train.
+LR = {"bert-tiny": "0.3", "moe-tiny": "0.3", "t5-tiny": "30",
+      "wresnet-tiny": "0.02"}
+
+
+def train(folder, ranks, tmp_path, name, lr):
+    log, ckpt = str(tmp_path / f"{name}.jsonl"), str(tmp_path / f"{name}.ckpt")
+    args = [os.path.join(folder, "trainer"), "--steps", str(STEPS), "--lr", lr,
+            "--threads", "1", "--quiet", "--log", log, "--checkpoint", ckpt]
+    if ranks > 1:
+        args = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
+                "-x", "OMP_NUM_THREADS=1", "-x", "OPENBLAS_NUM_THREADS=1", *args]
+    run(args)
+    losses = [r["loss"] for r in read_log(log) if r.get("rank", 0) == 0]
+    return np.array(losses), read_checkpoint(ckpt)
+
+
+_one_rank = {}
+
+
+def one_rank(tmp_path_factory, model):
+    if model not in _one_rank:
+        tmp = tmp_path_factory.mktemp(f"{model}-one")
+        folder = compile_for(tmp_path_factory, model, 1)
+        losses, weights = train(folder, 1, tmp, "one", LR.get(model, "10"))
+        start = read_safetensors(os.path.join(folder, "params.safetensors"))
+        moved = max(float(np.max(np.abs(weights[k] - start[k]))) for k in weights)
+        assert moved > 1e-3, f"{model}: ten steps moved no weight: a vacuous check"
+        _one_rank[model] = losses, weights
+    return _one_rank[model]
+
+
+PLANS = [
+    ("llama2-tiny", 2, "dp=2,tp=1,pp=1"),
+    ("llama2-tiny", 2, "dp=1,tp=2,pp=1"),
+    ("llama2-tiny", 4, "dp=2,tp=2,pp=1"),
+    ("llama2-tiny", 2, "dp=1,tp=2,pp=1,recompute=full"),
+    ("llama2-tiny", 2, "dp=1,tp=2,pp=1,recompute=selective"),
+    ("llama2-tiny", 2, "dp=1,tp=2,pp=1,stream=sequence"),
+    ("bert-tiny", 2, "dp=1,tp=2,pp=1"),
+    ("bert-tiny", 4, "dp=2,tp=2,pp=1"),
+    ("t5-tiny", 2, "dp=1,tp=2,pp=1"),
+    ("hf-llama2-tiny", 2, "dp=1,tp=2,pp=1"),
+    ("moe-tiny", 2, "dp=1,tp=2,pp=1"),
+    ("wresnet-tiny", 2, "dp=2,tp=1,pp=1"),
+]
+
+
+@pytest.mark.skipif(MPIRUN is None, reason="needs mpirun")
+@pytest.mark.parametrize("model,gpus,fix", PLANS,
+                         ids=[f"{m}-{f}" for m, _, f in PLANS])
+def test_partitioned_step_matches_one_rank(tmp_path_factory, tmp_path, model, gpus, fix):
+    want_losses, want_weights = one_rank(tmp_path_factory, model)
+    losses, weights = train(compile_for(tmp_path_factory, model, gpus, fix), gpus,
+                            tmp_path, "parallel", LR.get(model, "10"))
+    assert len(losses) == STEPS
+    print(f"{model} {fix}: losses {losses[0]:.4f} -> {losses[-1]:.4f}, worst relative "
+          f"difference {np.max(np.abs(losses - want_losses) / np.abs(want_losses)):.2e}")
+    np.testing.assert_allclose(losses, want_losses, rtol=LOSS_RTOL)
+    assert weights.keys() == want_weights.keys()
+    worst = 0.0
+    for name, value in weights.items():
+        np.testing.assert_allclose(value, want_weights[name], rtol=WEIGHT_RTOL, atol=WEIGHT_ATOL,
+                                   err_msg=name)
+        worst = max(worst, float(np.max(np.abs(value - want_weights[name]))))
+    print(f"  weights: worst absolute difference {worst:.2e}")
