@@ -199,6 +199,20 @@ private:
     slice.setStridesAttr(b.getDenseI64ArrayAttr(strides));
   }
 
+  /// A split along a dim the partition splits too (a fused projection read
+  /// by heads) cuts each device's strided share into equal local parts.
+  void localizeSplitSizes(SplitOp split) {
+    const ValueSharding &sharding = state[split.getInput()];
+    int64_t axis = split.getAxis();
+    int64_t devices = groupSize(state.mesh, sharding.dims[axis]);
+    if (devices == 1)
+      return;
+    SmallVector<int64_t> sizes(split.getSizes());
+    for (int64_t &size : sizes)
+      size /= devices;
+    split.setSizesAttr(Builder(split.getContext()).getDenseI64ArrayAttr(sizes));
+  }
+
   /// Every value gets the shape one device holds; the plan's annotations
   /// describe global shapes and go.
   void localizeTypes() {
@@ -211,6 +225,8 @@ private:
     step.walk([&](Operation *op) {
       if (auto slice = dyn_cast<SliceOp>(op))
         localizeSliceBounds(slice);
+      if (auto split = dyn_cast<SplitOp>(op))
+        localizeSplitSizes(split);
       for (Value result : op->getResults())
         localize(result);
       op->removeAttr(BmDialect::kShardingAttrName);

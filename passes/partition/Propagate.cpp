@@ -108,23 +108,16 @@ public:
       return failure();
     assignFromPlan();
     dropUnsummable();
-    if (failed(refuseSplitTables()) || failed(reshardOperands()) ||
-        failed(shardResults()))
+    if (failed(refuseSplitTables()) || failed(reshardOperands()))
+      return failure();
+    scaleBias();
+    if (failed(shardResults()))
       return failure();
     scaleMeans();
     return success();
   }
 
 private:
-  LogicalResult strided(StringRef what, unsigned index, size_t dim) {
-    return op->emitOpError()
-           << "needs a strided sharding of its " << what << " #" << index
-           << " dim " << dim
-           << " (a minor factor of a merged dim split over mesh axes, as in "
-              "a fused QKV projection split by heads), which bm-partition "
-              "does not support yet";
-  }
-
   LogicalResult assignFromOperands() {
     for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
       const ValueSharding &sharding = state[operand];
@@ -132,12 +125,14 @@ private:
         if (axes.empty() || d >= rule.operandFactors[i].size() ||
             rule.operandFactors[i][d].empty())
           continue;
+        // A merged dim's split goes to its major factor, else (a strided
+        // layout, converted around the op) to the first that divides.
         const std::vector<int> &factors = rule.operandFactors[i][d];
-        int f = factors.front();
-        if (factors.size() > 1 &&
-            rule.factorSizes[f] % groupSize(state.mesh, axes) != 0)
-          return strided("operand", i, d);
-        assign(f, axes);
+        int64_t devices = groupSize(state.mesh, axes);
+        auto divides = llvm::find_if(
+            factors, [&](int f) { return rule.factorSizes[f] % devices == 0; });
+        if (divides != factors.end())
+          assign(*divides, axes);
       }
     }
     return success();
@@ -202,36 +197,117 @@ private:
     return success();
   }
 
-  FailureOr<ValueSharding> wanted(const std::vector<std::vector<int>> &dims,
-                                  StringRef what, unsigned index) {
+  /// A dim merged from several factors (a fused projection [.., 3 x 64]
+  /// read as three [.., 64]) whose split factor is not the major one: one
+  /// device's share is strided in the merged dim.
+  struct StridedDim {
+    size_t dim;
+    SmallVector<int64_t> factorSizes;
+    size_t split;
+    AxisList axes;
+  };
+
+  /// The sharding `dims` (factors per dim) give under the factors' axes. A
+  /// strided dim is listed in `strided` and labelled with its axes (its
+  /// local size is right; its layout is what the conversion around the op
+  /// makes).
+  ValueSharding wanted(const std::vector<std::vector<int>> &dims,
+                       SmallVectorImpl<StridedDim> &strided) {
     ValueSharding sharding;
     for (auto [d, factors] : llvm::enumerate(dims)) {
       AxisList axes;
       for (auto [k, f] : llvm::enumerate(factors)) {
         if (factorAxes[f].empty())
           continue;
-        if (k > 0) {
-          (void)strided(what, index, d);
-          return failure();
-        }
         axes = factorAxes[f];
+        if (k == 0)
+          continue;
+        StridedDim dim{d, {}, k, axes};
+        for (int g : factors)
+          dim.factorSizes.push_back(rule.factorSizes[g]);
+        strided.push_back(dim);
       }
       sharding.dims.push_back(axes);
     }
     return sharding;
   }
 
+  /// `value` (global type) with dim `d` seen as its factors.
+  Value splitDim(Value value, const StridedDim &dim, ValueSharding sharding) {
+    auto type = cast<RankedTensorType>(value.getType());
+    SmallVector<int64_t> shape(type.getShape().take_front(dim.dim));
+    shape.append(dim.factorSizes.begin(), dim.factorSizes.end());
+    shape.append(type.getShape().begin() + dim.dim + 1, type.getShape().end());
+    Value split = ReshapeOp::create(b, op->getLoc(),
+                                    type.clone(shape), value);
+    lastSplit = split.getDefiningOp();
+    AxisList whole = sharding.dims[dim.dim];
+    sharding.dims.erase(sharding.dims.begin() + dim.dim);
+    sharding.dims.insert(sharding.dims.begin() + dim.dim,
+                         dim.factorSizes.size(), AxisList{});
+    sharding.dims[dim.dim + dim.split] = whole;
+    state.of[split] = sharding;
+    return split;
+  }
+
+  /// The merged form of a value `splitDim` made, labelled like `like`.
+  Value mergeDim(Value split, Type type, const ValueSharding &like) {
+    Value merged = ReshapeOp::create(b, op->getLoc(), type, split);
+    state.of[merged] = like;
+    return merged;
+  }
+
+  /// Whole along the dim, then this device's strided share: the merged
+  /// dim's factors, the split one sliced, merged again.
+  FailureOr<Value> toStrided(Value value, const StridedDim &dim,
+                             const ValueSharding &want) {
+    ValueSharding whole = state[value];
+    whole.dims[dim.dim].clear();
+    FailureOr<Value> gathered =
+        reshardValue(b, op->getLoc(), value, whole, state);
+    if (failed(gathered))
+      return failure();
+    Value split = splitDim(*gathered, dim, whole);
+    ValueSharding sliced = state[split];
+    sliced.dims[dim.dim + dim.split] = dim.axes;
+    FailureOr<Value> share =
+        reshardValue(b, op->getLoc(), split, sliced, state);
+    if (failed(share))
+      return failure();
+    ValueSharding label = whole;
+    label.dims[dim.dim] = want.dims[dim.dim];
+    return mergeDim(*share, value.getType(), label);
+  }
+
+  /// A strided result made whole along the dim.
+  FailureOr<Value> fromStrided(Value value, const StridedDim &dim) {
+    ValueSharding label = state[value];
+    Value split = splitDim(value, dim, label);
+    ValueSharding whole = state[split];
+    whole.dims[dim.dim + dim.split].clear();
+    FailureOr<Value> gathered =
+        reshardValue(b, op->getLoc(), split, whole, state);
+    if (failed(gathered))
+      return failure();
+    label.dims[dim.dim].clear();
+    return mergeDim(*gathered, value.getType(), label);
+  }
+
   LogicalResult reshardOperands() {
     for (OpOperand &operand : op->getOpOperands()) {
       unsigned i = operand.getOperandNumber();
-      FailureOr<ValueSharding> want =
-          wanted(rule.operandFactors[i], "operand", i);
-      if (failed(want))
-        return failure();
+      SmallVector<StridedDim> strided;
+      ValueSharding want = wanted(rule.operandFactors[i], strided);
       if (keepsPartial(op, i, passing, state))
-        want->partial = passing;
+        want.partial = passing;
+      ValueSharding contiguous = want;
+      for (const StridedDim &dim : strided)
+        contiguous.dims[dim.dim] = state[operand.get()].dims[dim.dim];
       FailureOr<Value> value =
-          reshardValue(b, op->getLoc(), operand.get(), *want, state);
+          reshardValue(b, op->getLoc(), operand.get(), contiguous, state);
+      for (const StridedDim &dim : strided)
+        if (succeeded(value))
+          value = toStrided(*value, dim, want);
       if (failed(value))
         return failure();
       operand.set(*value);
@@ -240,11 +316,10 @@ private:
   }
 
   LogicalResult shardResults() {
+    b.setInsertionPointAfter(op);
     for (auto [r, result] : llvm::enumerate(op->getResults())) {
-      FailureOr<ValueSharding> sharding =
-          wanted(rule.resultFactors[r], "result", r);
-      if (failed(sharding))
-        return failure();
+      SmallVector<StridedDim> strided;
+      ValueSharding sharding = wanted(rule.resultFactors[r], strided);
       std::set<std::string> partial(passing.begin(), passing.end());
       for (int f = 0; f < rule.numFactors(); ++f) {
         bool inResult = llvm::any_of(rule.resultFactors[r], [&](auto &dim) {
@@ -253,10 +328,61 @@ private:
         if (!inResult)
           partial.insert(factorAxes[f].begin(), factorAxes[f].end());
       }
-      sharding->partial.assign(partial.begin(), partial.end());
-      state.of[result] = *sharding;
+      sharding.partial.assign(partial.begin(), partial.end());
+      state.of[result] = sharding;
+      if (strided.empty())
+        continue;
+      if (sharding.isPartial())
+        return op->emitOpError("leaves a strided partial sum, which "
+                               "bm-partition cannot lay out yet");
+      Value value = result;
+      Operation *readsResult = nullptr;
+      for (const StridedDim &dim : strided) {
+        FailureOr<Value> whole = fromStrided(value, dim);
+        if (failed(whole))
+          return failure();
+        if (!readsResult)
+          readsResult = lastSplit;
+        value = *whole;
+      }
+      result.replaceAllUsesExcept(value, readsResult);
     }
     return success();
+  }
+
+
+
+  /// Gemm and conv add their bias to a sum over a factor: where that
+  /// factor is split, every device's partial sum would carry the whole
+  /// bias, so each adds its share. (The bias's gradient, the sum of the
+  /// result's, is unchanged.)
+  void scaleBias() {
+    if (!isa<GemmOp, ConvOp>(op) || op->getNumOperands() < 3)
+      return;
+    AxisList axes;
+    for (int f = 0; f < rule.numFactors(); ++f)
+      if (!inResults(f))
+        axes.insert(axes.end(), factorAxes[f].begin(), factorAxes[f].end());
+    int64_t devices = groupSize(state.mesh, axes);
+    if (devices == 1)
+      return;
+    Value bias = op->getOperand(2);
+    Value share = scaled(bias, 1.0 / devices);
+    op->setOperand(2, share);
+  }
+
+  /// `value` times `factor`, at the builder's insertion point.
+  Value scaled(Value value, double factor) {
+    auto type = cast<RankedTensorType>(value.getType());
+    auto scalarType = RankedTensorType::get({}, type.getElementType());
+    Value scale = ConstantOp::create(
+        b, op->getLoc(),
+        DenseElementsAttr::get(scalarType,
+                               b.getFloatAttr(type.getElementType(), factor)));
+    Value product = MulOp::create(b, op->getLoc(), value, scale);
+    state.of[scale] = ValueSharding::replicated(0);
+    state.of[product] = state[value];
+    return product;
   }
 
   /// Devices splitting the dims that `op` averages over: its local mean is
@@ -278,17 +404,9 @@ private:
     if (divisor == 1)
       return;
     Value result = op->getResult(0);
-    auto type = cast<RankedTensorType>(result.getType());
     b.setInsertionPointAfter(op);
-    auto scalarType = RankedTensorType::get({}, type.getElementType());
-    Value scale = ConstantOp::create(
-        b, op->getLoc(),
-        DenseElementsAttr::get(
-            scalarType, b.getFloatAttr(type.getElementType(), 1.0 / divisor)));
-    auto scaled = MulOp::create(b, op->getLoc(), result, scale);
-    result.replaceAllUsesExcept(scaled, scaled);
-    state.of[scale] = ValueSharding::replicated(0);
-    state.of[scaled] = state[result];
+    Value share = scaled(result, 1.0 / divisor);
+    result.replaceAllUsesExcept(share, share.getDefiningOp());
   }
 
   Operation *op;
@@ -298,6 +416,8 @@ private:
   AxisList passing;
   std::vector<AxisList> factorAxes;
   std::set<std::string> used;
+  /// The reshape splitDim made last.
+  Operation *lastSplit = nullptr;
 };
 
 } // namespace

@@ -89,20 +89,3 @@ def test_parallelism_the_partitioner_needs_is_refused(tmp_path):
     assert result.returncode != 0
     assert "data and tensor parallelism only" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
-
-
-def test_a_strided_sharding_is_one_line(tmp_path):
-    # On slow devices the planner splits GPT's fused QKV projection by heads,
-    # which needs a strided layout the partitioner does not build yet.
-    model = os.path.join(os.path.dirname(tool("bmc")), "..", "..", "models", "onnx",
-                         "gpt3-tiny.onnx")
-    cluster = os.path.join(os.path.dirname(tool("bmc")), "..", "..", "tests", "data",
-                           "clusters", "slow-compute.yaml")
-    result = run([tool("bmc"), "compile", model, "-o", str(tmp_path / "o"), "--gpus", "2",
-                  "--cluster", cluster, "--fix", "dp=1,tp=2,pp=1", "--init", "random"],
-                 check=False)
-    assert result.returncode != 0
-    assert result.stderr.strip().splitlines() == [
-        "bmc: error: partitioning: 'bm.split' op needs a strided sharding of its operand "
-        "#0 dim 2 (a minor factor of a merged dim split over mesh axes, as in a fused QKV "
-        "projection split by heads), which bm-partition does not support yet"]

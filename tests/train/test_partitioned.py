@@ -48,7 +48,8 @@ def compile_for(tmp_path_factory, model, gpus, fix=None):
 
 # SGD's learning rate per model: as high as keeps ten steps stable (a
 # rounding then stays a rounding), high enough that they visibly train.
-LR = {"bert-tiny": "0.3", "moe-tiny": "0.3", "t5-tiny": "30",
+LR = {"bert-tiny": "0.3", "gpt3-tiny": "0.3", "hf-gpt2-tiny": "0.3",
+      "moe-tiny": "0.3", "t5-tiny": "30", "vit-tiny": "0.3",
       "wresnet-tiny": "0.02"}
 
 
@@ -80,6 +81,10 @@ def one_rank(tmp_path_factory, model):
 
 
 PLANS = [
+    ("gpt3-tiny", 2, "dp=1,tp=2,pp=1"),
+    ("gpt3-tiny", 4, "dp=2,tp=2,pp=1,zero=1"),
+    ("hf-gpt2-tiny", 2, "dp=1,tp=2,pp=1"),
+    ("vit-tiny", 2, "dp=1,tp=2,pp=1"),
     ("llama2-tiny", 2, "dp=2,tp=1,pp=1"),
     ("llama2-tiny", 2, "dp=1,tp=2,pp=1"),
     ("llama2-tiny", 4, "dp=2,tp=2,pp=1"),

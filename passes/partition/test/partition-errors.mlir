@@ -1,24 +1,22 @@
 // RUN: bmc-opt %s --pass-pipeline='builtin.module(func.func(bm-insert-reshards),bm-autodiff,bm-partition)' --split-input-file --verify-diagnostics
 
-// A fused projection split into three by a dim whose minor factor is split
-// over tp (a fused QKV projection split by heads) needs a strided layout:
+// Gathering rows of a table split by rows (a vocabulary-parallel
+// embedding) would need each device to mask the ids it does not own:
 // refused, naming the op.
 
 bm.mesh @mesh = <["tp"=2]>
 func.func @main(
-    %x: tensor<4x12xf32> {bm.kind = "parameter", bm.name = "x",
-                          bm.sharding = #bm.sharding<@mesh, [{}, {"tp"}]>})
-    -> tensor<4x4xf32> {
-  // expected-error @+1 {{'bm.split' op needs a strided sharding of its operand #0 dim 1}}
-  %a, %b, %c = bm.split %x {axis = 1 : i64, sizes = array<i64: 4, 4, 4>,
-      bm.sharding = [#bm.sharding<@mesh, [{}, {"tp"}]>,
-                     #bm.sharding<@mesh, [{}, {"tp"}]>,
-                     #bm.sharding<@mesh, [{}, {"tp"}]>],
-      bm.operand_sharding = [#bm.sharding<@mesh, [{}, {"tp"}]>]}
-      : tensor<4x12xf32>
-  %s = bm.add %a, %b : tensor<4x4xf32>, tensor<4x4xf32>
-  %t = bm.add %s, %c : tensor<4x4xf32>, tensor<4x4xf32>
-  return %t : tensor<4x4xf32>
+    %table: tensor<8x4xf32> {bm.kind = "parameter", bm.name = "table",
+                             bm.sharding = #bm.sharding<@mesh, [{"tp"}, {}]>},
+    %ids: tensor<3xi64> {bm.kind = "input", bm.name = "ids"}) -> tensor<f32> {
+  // expected-error @+1 {{'bm.gather' op gathers from a table split over its rows}}
+  %rows = bm.gather %table, %ids {axis = 0 : i64,
+      bm.operand_sharding = [#bm.sharding<@mesh, [{"tp"}, {}]>,
+                             #bm.sharding<@mesh, [{}]>]}
+      : tensor<8x4xf32>, tensor<3xi64>
+  %s = bm.reduce_sum %rows {axes = array<i64: 0, 1>, keep_dims = false}
+      : tensor<3x4xf32>
+  return %s : tensor<f32>
 }
 
 // -----

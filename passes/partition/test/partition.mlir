@@ -56,3 +56,44 @@ func.func @main(
 // CHECK: %[[DLS:.*]] = bm.mul %[[DL]], %{{.*}} : tensor<4x10xf32>, tensor<f32>
 // CHECK-NOT: bm.all_
 // CHECK: return %[[LOSS]]
+
+// -----
+
+// A fused projection [4, 3 x 4] whose columns tp splits contiguously, read
+// by a split into three parts each split over tp (heads): each device's
+// share of the split is strided in the fused dim, so the partition gathers
+// the fused value, views it as [4, 3, 4], slices the minor dim and merges
+// it again (2 x 3 x 2 = 6 local columns, cut into 2, 2, 2). The split's
+// gradient concatenates whole parts (the concat's dim needs them) and takes
+// this device's contiguous share back. The loss, a sum over a split dim,
+// leaves as a partial sum over tp.
+
+bm.mesh @mesh = <["tp"=2]>
+func.func @main(
+    %x: tensor<4x12xf32> {bm.kind = "parameter", bm.name = "x",
+                          bm.sharding = #bm.sharding<@mesh, [{}, {"tp"}]>})
+    -> tensor<f32> {
+  %a, %b, %c = bm.split %x {axis = 1 : i64, sizes = array<i64: 4, 4, 4>,
+      bm.sharding = [#bm.sharding<@mesh, [{}, {"tp"}]>,
+                     #bm.sharding<@mesh, [{}, {"tp"}]>,
+                     #bm.sharding<@mesh, [{}, {"tp"}]>],
+      bm.operand_sharding = [#bm.sharding<@mesh, [{}, {"tp"}]>]}
+      : tensor<4x12xf32>
+  %p = bm.mul %a, %b : tensor<4x4xf32>, tensor<4x4xf32>
+  %q = bm.mul %p, %c : tensor<4x4xf32>, tensor<4x4xf32>
+  %s = bm.reduce_sum %q {axes = array<i64: 0, 1>, keep_dims = false}
+      : tensor<4x4xf32>
+  return %s : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[X:.*]]: tensor<4x6xf32>
+// CHECK-SAME: -> (tensor<f32> {bm.kind = "loss", bm.partial = ["tp"]}
+// CHECK: %[[WHOLE:.*]] = bm.all_gather %[[X]] over ["tp"] on @mesh {dim = 1 : i64} : tensor<4x6xf32> -> tensor<4x12xf32>
+// CHECK: %[[VIEW:.*]] = bm.reshape %[[WHOLE]] : tensor<4x12xf32> -> tensor<4x3x4xf32>
+// CHECK: %[[SHARE:.*]] = bm.shard_slice %[[VIEW]] over ["tp"] on @mesh {dim = 2 : i64} : tensor<4x3x4xf32> -> tensor<4x3x2xf32>
+// CHECK: %[[LOCAL:.*]] = bm.reshape %[[SHARE]] : tensor<4x3x2xf32> -> tensor<4x6xf32>
+// CHECK: bm.split %[[LOCAL]] {axis = 1 : i64, sizes = array<i64: 2, 2, 2>}
+// CHECK: %[[CAT:.*]] = bm.concat {{.*}} : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
+// CHECK: %[[DX:.*]] = bm.shard_slice %[[CAT]] over ["tp"] on @mesh {dim = 1 : i64} : tensor<4x12xf32> -> tensor<4x6xf32>
+// CHECK: return %{{.*}}, %[[DX]]
