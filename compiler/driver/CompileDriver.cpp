@@ -71,12 +71,12 @@ runnableConfig(const plan::TrainingConfig &training) {
   auto pinned = [](const std::optional<int> &choice, int runnable) {
     return choice && *choice != runnable;
   };
-  if (pinned(fixed.pp, 1) || pinned(fixed.ep, 1))
+  if (pinned(fixed.pp, 1))
     return llvm::createStringError(
-        "bmc compile runs data and tensor parallelism only for now (pp=1, "
-        "ep=1: pipeline stages and experts are not partitioned yet); --fix " +
+        "bmc compile runs data, tensor and expert parallelism only for now "
+        "(pp=1: pipeline stages are not partitioned yet); --fix " +
         plan::formatFixedChoices(fixed) + " asks for more");
-  fixed.pp = fixed.ep = 1;
+  fixed.pp = 1;
   return config;
 }
 

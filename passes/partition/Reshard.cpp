@@ -18,6 +18,13 @@ AxisList minus(const AxisList &from, const AxisList &remove) {
   return kept;
 }
 
+size_t commonPrefix(const AxisList &a, const AxisList &b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n])
+    ++n;
+  return n;
+}
+
 bool sameAxes(AxisList a, AxisList b) {
   std::sort(a.begin(), a.end());
   std::sort(b.begin(), b.end());
@@ -65,20 +72,25 @@ struct Mover {
            now);
   }
 
+  /// Axes that leave the minor end of one dim for the minor end of
+  /// another: one all_to_all (the tokens of expert parallelism).
   void moveAxes(const ValueSharding &to) {
     for (size_t from = 0; from < to.dims.size(); ++from) {
-      const AxisList &axes = sharding.dims[from];
-      if (axes.empty() || !to.dims[from].empty())
+      const AxisList &have = sharding.dims[from];
+      size_t keep = commonPrefix(have, to.dims[from]);
+      AxisList moving(have.begin() + keep, have.end());
+      if (moving.empty())
         continue;
       for (size_t into = 0; into < to.dims.size(); ++into) {
-        if (into == from || !sharding.dims[into].empty() ||
-            to.dims[into] != axes)
+        AxisList grown = sharding.dims[into];
+        grown.insert(grown.end(), moving.begin(), moving.end());
+        if (into == from || to.dims[into] != grown)
           continue;
         ValueSharding now = sharding;
-        now.dims[into] = axes;
-        now.dims[from].clear();
+        now.dims[into] = grown;
+        now.dims[from].resize(keep);
         record(AllToAllOp::create(b, loc, type(), current, state.meshRef,
-                                  axesAttr(axes), b.getI64IntegerAttr(into),
+                                  axesAttr(moving), b.getI64IntegerAttr(into),
                                   b.getI64IntegerAttr(from)),
                now);
         break;
@@ -89,11 +101,8 @@ struct Mover {
   /// Keeps the longest prefix of each dim's axes that `to` keeps too.
   void gather(const ValueSharding &to) {
     for (size_t d = 0; d < to.dims.size(); ++d) {
-      const AxisList &have = sharding.dims[d], &want = to.dims[d];
-      size_t common = 0;
-      while (common < have.size() && common < want.size() &&
-             have[common] == want[common])
-        ++common;
+      const AxisList &have = sharding.dims[d];
+      size_t common = commonPrefix(have, to.dims[d]);
       if (common == have.size())
         continue;
       ValueSharding now = sharding;

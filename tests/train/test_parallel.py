@@ -87,5 +87,5 @@ def test_parallelism_the_partitioner_needs_is_refused(tmp_path):
     result = run([tool("bmc"), "compile", model, "-o", str(tmp_path / "o"), "--gpus", "2",
                   "--fix", "pp=2"], check=False)
     assert result.returncode != 0
-    assert "data and tensor parallelism only" in result.stderr
+    assert "data, tensor and expert parallelism only" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

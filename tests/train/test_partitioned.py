@@ -4,7 +4,7 @@ runs it; ten AdamW steps give the one-rank losses and, merged from the
 shards of the final checkpoint, the one-rank weights.
 
 Tolerance, fp32: losses within 1e-5 relative, weights within 1e-5
-relative plus 1e-6 absolute. The partitioned step computes the same sums
+relative plus 1e-5 absolute. The partitioned step computes the same sums
 in other groupings (a GEMM's reduction over the hidden dim as tp partial
 sums joined by an all-reduce, the batch as dp partial sums, means as sums
 of local means scaled by 1/dp), each a rounding of about 1e-7 relative.
@@ -12,8 +12,12 @@ The runs use SGD: its update is proportional to the gradient, so those
 roundings stay roundings in the weights. (Adam's m / sqrt(v) is
 scale-free per element: an element whose gradient is at rounding level
 steps by up to lr in a direction rounding decides, so Adam runs cannot be
-compared element by element at this tolerance.) The worst differences
-measured are printed (-s).
+compared element by element at this tolerance.) The absolute part covers
+weights whose gradient is a sum that cancels (an embedding row summed over
+tokens of both dp halves): their error scales with the terms, not the
+sum. Measured worst: losses 9.4e-8 relative; weights 3.1e-6 absolute
+(moe-tiny, ep2: an embedding row), 3.6e-7 elsewhere. Each test prints
+its own (-s).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ MPIRUN = shutil.which("mpirun")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLUSTER = os.path.join(ROOT, "tests", "data", "clusters", "slow-compute.yaml")
 LOSS_RTOL = 1e-5
-WEIGHT_RTOL, WEIGHT_ATOL = 1e-5, 1e-6
+WEIGHT_RTOL, WEIGHT_ATOL = 1e-5, 1e-5
 STEPS = 10
 
 
@@ -96,6 +100,7 @@ PLANS = [
     ("t5-tiny", 2, "dp=1,tp=2,pp=1"),
     ("hf-llama2-tiny", 2, "dp=1,tp=2,pp=1"),
     ("moe-tiny", 2, "dp=1,tp=2,pp=1"),
+    ("moe-tiny", 2, "dp=2,ep=2,tp=1,pp=1"),
     ("wresnet-tiny", 2, "dp=2,tp=1,pp=1"),
 ]
 

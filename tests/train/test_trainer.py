@@ -202,7 +202,7 @@ def test_compile_errors_are_one_line(tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1
     result = run([bmc, "compile", graph_only, "-o", str(tmp_path / "o"), "--gpus", "4",
                   "--fix", "pp=2"], check=False)
-    assert "data and tensor parallelism only" in result.stderr
+    assert "data, tensor and expert parallelism only" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 
