@@ -242,16 +242,20 @@ private:
   }
 
   /// Backward ops belong to the layer of the forward op they differentiate,
-  /// so that codegen can give each block class one backward function.
+  /// so that codegen can give each block class one backward function, and
+  /// run on its pipeline stage.
   void tagWithLayer(Operation *op, Operation *lastBefore) {
     Attribute layer = op->getAttr(BmDialect::kLayerAttrName);
     Attribute blockClass = op->getAttr(BmDialect::kBlockClassAttrName);
-    if (!layer || !blockClass)
-      return;
+    Attribute stage = op->getAttr(BmDialect::kStageAttrName);
     for (Operation *made = b.getInsertionPoint()->getPrevNode();
          made && made != lastBefore; made = made->getPrevNode()) {
-      made->setAttr(BmDialect::kLayerAttrName, layer);
-      made->setAttr(BmDialect::kBlockClassAttrName, blockClass);
+      if (layer && blockClass) {
+        made->setAttr(BmDialect::kLayerAttrName, layer);
+        made->setAttr(BmDialect::kBlockClassAttrName, blockClass);
+      }
+      if (stage)
+        made->setAttr(BmDialect::kStageAttrName, stage);
     }
   }
 
@@ -285,6 +289,27 @@ private:
   llvm::DenseMap<Operation *, unsigned> segmentOf;
   llvm::DenseMap<Operation *, Operation *> cloneOf;
 };
+
+/// The loss runs on the pipeline stage of the output it reads: the ops
+/// appended after `lastForward` and before `end` take its stage.
+void placeLikeOutput(Value output, Operation *lastForward, Operation *end) {
+  Operation *producer = output.getDefiningOp();
+  Attribute stage =
+      producer ? producer->getAttr(BmDialect::kStageAttrName) : Attribute();
+  if (!stage || !lastForward)
+    return;
+  for (Operation *op = lastForward->getNextNode(); op && op != end;
+       op = op->getNextNode())
+    op->setAttr(BmDialect::kStageAttrName, stage);
+}
+
+/// Marks where the backward pass begins (its seed, the loss's gradient):
+/// every op from it on runs in the backward pass, recomputation included,
+/// which a pipeline stage runs at another time than its forward.
+void markBackward(Operation *seed) {
+  seed->setAttr(BmDialect::kGradientSeedAttrName,
+                UnitAttr::get(seed->getContext()));
+}
 
 /// Removes backward ops whose results nothing reads (gradients rules build
 /// for every operand; unused ones, such as a bias's reduction when only
@@ -326,9 +351,11 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main,
            << ret.getNumOperands()
            << " outputs; training needs one (a scalar loss or logits)";
   b.setInsertionPoint(ret);
+  Operation *lastForward = ret->getPrevNode();
   FailureOr<Value> loss = appendLoss(step, ret.getOperand(0), b);
   if (failed(loss))
     return failure();
+  placeLikeOutput(ret.getOperand(0), lastForward, ret);
 
   Value one = ConstantOp::create(
       b, loss->getLoc(),
@@ -370,6 +397,7 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main,
   }
   func::ReturnOp::create(b, ret.getLoc(), results);
   ret.erase();
+  markBackward(firstBackward);
   eraseDeadOps(firstBackward);
   step.setType(b.getFunctionType(step.getArgumentTypes(),
                                  ValueRange(results).getTypes()));

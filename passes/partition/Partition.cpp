@@ -74,21 +74,23 @@ private:
   }
 
   /// Collectives and scalings made for an op join its layer and block
-  /// class, so that codegen keeps them in the layer's function.
+  /// class (codegen keeps them in the layer's function) and its pipeline
+  /// stage.
   LogicalResult visitPlaced(Operation *op) {
-    Attribute layer = op->getAttr(BmDialect::kLayerAttrName);
-    Attribute blockClass = op->getAttr(BmDialect::kBlockClassAttrName);
+    SmallVector<NamedAttribute> placement;
+    for (StringRef name :
+         {BmDialect::kLayerAttrName, BmDialect::kBlockClassAttrName,
+          BmDialect::kStageAttrName})
+      if (Attribute attr = op->getAttr(name))
+        placement.push_back(NamedAttribute(name, attr));
     Operation *before = op->getPrevNode(), *after = op->getNextNode();
     if (failed(visit(op)))
       return failure();
-    if (!layer || !blockClass)
-      return success();
     Block &body = step.getBody().front();
     for (Operation *made = before ? before->getNextNode() : &body.front();
-         made && made != after; made = made->getNextNode()) {
-      made->setAttr(BmDialect::kLayerAttrName, layer);
-      made->setAttr(BmDialect::kBlockClassAttrName, blockClass);
-    }
+         made && made != after; made = made->getNextNode())
+      for (NamedAttribute attr : placement)
+        made->setAttr(attr.getName(), attr.getValue());
     return success();
   }
 

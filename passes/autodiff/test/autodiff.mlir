@@ -22,7 +22,7 @@
 // CHECK-NEXT: %[[LOGITS:.*]] = bm.reshape %[[Z]] : tensor<2x3x5xf32> -> tensor<6x5xf32>
 // CHECK-NEXT: %[[LABELS:.*]] = bm.reshape %[[L]] : tensor<2x3xi64> -> tensor<6xi64>
 // CHECK-NEXT: %[[LOSS:.*]] = bm.cross_entropy %[[LOGITS]], %[[LABELS]] : tensor<6x5xf32>, tensor<6xi64> -> tensor<f32>
-// CHECK-NEXT: %[[ONE:.*]] = bm.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[ONE:.*]] = bm.constant {bm.gradient_seed} dense<1.000000e+00> : tensor<f32>
 // CHECK-NEXT: %[[DLOGITS:.*]] = bm.cross_entropy_grad %[[LOGITS]], %[[LABELS]], %[[ONE]] : tensor<6x5xf32>, tensor<6xi64>, tensor<f32>
 // CHECK-NEXT: %[[DZ:.*]] = bm.reshape %[[DLOGITS]] : tensor<6x5xf32> -> tensor<2x3x5xf32>
 // CHECK-NEXT: %[[DB_KEPT:.*]] = bm.reduce_sum %[[DZ]] {axes = array<i64: 0, 1>} : tensor<2x3x5xf32>
@@ -52,7 +52,7 @@ func.func @main(%x: tensor<2x3x4xf32>,
 // CHECK-NOT: bm.cross_entropy
 // CHECK: %[[S:.*]] = bm.tanh %[[X]]
 // CHECK: %[[LOSS:.*]] = bm.reduce_sum
-// CHECK: %[[ONE:.*]] = bm.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[ONE:.*]] = bm.constant {bm.gradient_seed} dense<1.000000e+00> : tensor<f32>
 // CHECK: %[[DC:.*]] = bm.expand
 // CHECK-DAG: %[[D_SIN:.*]] = bm.unary_grad %[[S]], %[[DC]] {op = "sin"} : tensor<4xf32>
 // CHECK-DAG: %[[D_EXP:.*]] = bm.unary_grad %[[S]], %[[DC]] {op = "exp"} : tensor<4xf32>

@@ -46,6 +46,10 @@ def Bm_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kBlockClassAttrName = "bm.block_class";
     /// Annotation: the pipeline stage (coordinate on "pp") that runs an op.
     static constexpr ::llvm::StringLiteral kStageAttrName = "bm.stage";
+    /// Autodiff: the op that starts the backward pass (the loss's gradient);
+    /// every op after it runs in the backward pass.
+    static constexpr ::llvm::StringLiteral kGradientSeedAttrName =
+        "bm.gradient_seed";
   }];
 }
 
