@@ -126,6 +126,22 @@ def BmPartitionPass : Pass<"bm-partition", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::bm::BmDialect"];
 }
 
+def BmSplitStagesPass : Pass<"bm-split-stages", "::mlir::ModuleOp"> {
+  let summary = "Splits the partitioned step into one function per pipeline stage";
+  let description = [{
+    Phase 6, last: with a mesh whose "pp" axis has several devices, the
+    partitioned @train_step becomes @stage_0 ... @stage_N: each stage's ops,
+    forward then backward (the first backward op marked
+    bm.gradient_seed); the activation from the previous stage and the
+    gradient from the next are arguments (bm.kind "activation",
+    "activation_grad"), what goes to them results ("send", "send_grad");
+    values that depend on no parameter are computed again where they are
+    read. More than one value crossing a boundary, or a parameter read on
+    several stages, is an error. Without pipeline stages it does nothing.
+  }];
+  let dependentDialects = ["::mlir::bm::BmDialect"];
+}
+
 def BmAutodiffPass : Pass<"bm-autodiff", "::mlir::ModuleOp"> {
   let summary = "Builds the training step: forward, loss and backward";
   let description = [{

@@ -1,0 +1,299 @@
+//===- SplitStages.cpp - the partitioned step, one function per stage -----===//
+//
+// Pipeline parallelism: the ops of @train_step carry the pipeline stage
+// that runs them (bm.stage: annotation places forward ops by the plan's
+// layers per stage, autodiff puts backward ops on their forward op's
+// stage). Each stage becomes @stage_N with the ops it runs, forward then
+// backward (from the op autodiff marked bm.gradient_seed on), where:
+//  - the one value the previous stage computes and this one reads in
+//    forward is an argument (bm.kind = "activation"), and a result
+//    (bm.kind = "send") of the previous stage;
+//  - the one gradient the next stage sends back is an argument
+//    (bm.kind = "activation_grad"), and a result (bm.kind = "send_grad")
+//    of the next stage;
+//  - values that depend on no parameter (masks, positions, the tokens) are
+//    computed again where they are read;
+//  - the step's arguments are each stage's arguments as they are read, and
+//    the loss and the gradients are results of the stage computing them.
+// A parameter read on several stages (embeddings tied to the output layer,
+// rotary tables stored as parameters) would need its gradient summed over
+// them: refused, as is more than one value crossing a stage boundary.
+//
+//===----------------------------------------------------------------------===//
+
+#include "bm/BmOps.h"
+#include "passes/Passes.h"
+#include "passes/plan/Plan.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include <climits>
+#include <set>
+
+namespace mlir::bm {
+#define GEN_PASS_DEF_BMSPLITSTAGESPASS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+constexpr int kFloating = -1;
+
+class StageSplitter {
+public:
+  StageSplitter(func::FuncOp step, int stages) : step(step), stages(stages) {
+    int index = 0;
+    for (Operation &op : step.getBody().front()) {
+      position[&op] = index++;
+      if (op.hasAttr(BmDialect::kGradientSeedAttrName))
+        seedPosition = position[&op];
+    }
+  }
+
+  LogicalResult run() {
+    if (failed(checkParameters()) || failed(findCrossings()))
+      return failure();
+    OpBuilder b(step);
+    for (int s = 0; s < stages; ++s)
+      if (failed(buildStage(b, s)))
+        return failure();
+    step.erase();
+    return success();
+  }
+
+private:
+  int stageOf(Operation *op) const {
+    auto stage = op->getAttrOfType<IntegerAttr>(BmDialect::kStageAttrName);
+    return stage ? static_cast<int>(stage.getInt()) : kFloating;
+  }
+  bool isBackward(Operation *op) const {
+    return position.lookup(op) >= seedPosition;
+  }
+  bool isParameter(Value value) {
+    auto arg = dyn_cast<BlockArgument>(value);
+    if (!arg)
+      return false;
+    auto kind = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  "bm.kind");
+    return kind && kind.getValue() == "parameter";
+  }
+
+  /// Whether `value` depends on no parameter: it can be computed again on
+  /// any stage (its ops are pure and its arguments are data).
+  bool isRecomputable(Value value) {
+    if (auto it = recomputable.find(value); it != recomputable.end())
+      return it->second;
+    bool result;
+    if (isa<BlockArgument>(value)) {
+      result = !isParameter(value);
+    } else {
+      Operation *producer = value.getDefiningOp();
+      result = isPure(producer) && llvm::all_of(producer->getOperands(),
+                                                [&](Value v) {
+                                                  return isRecomputable(v);
+                                                });
+    }
+    recomputable[value] = result;
+    return result;
+  }
+
+  /// The value crossing into stage `to`, forward or backward; each stage
+  /// boundary carries one of each at most.
+  LogicalResult crossing(Value value, Operation *reader, int from, int to,
+                         bool backward) {
+    bool ahead = backward ? from == to + 1 : from + 1 == to;
+    llvm::DenseMap<int, Value> &crossings =
+        backward ? gradientInto : activationInto;
+    if (!ahead)
+      return reader->emitOpError()
+             << "on pipeline stage " << to << " reads a value of stage "
+             << from << ": only neighbouring stages exchange values";
+    Value &known = crossings[to];
+    if (known && known != value)
+      return reader->emitOpError()
+             << "makes a second value cross from stage " << from
+             << " to stage " << to
+             << " (the pipeline sends one activation and one gradient per "
+                "boundary)";
+    known = value;
+    return success();
+  }
+
+  LogicalResult findCrossings() {
+    for (Operation &op : step.getBody().front()) {
+      int to = stageOf(&op);
+      if (to == kFloating || isa<func::ReturnOp>(op))
+        continue;
+      for (Value operand : op.getOperands()) {
+        Operation *producer = operand.getDefiningOp();
+        if (!producer || isRecomputable(operand))
+          continue;
+        int from = stageOf(producer);
+        if (from == to || from == kFloating)
+          continue;
+        // A forward value is the activation (backward reads it too); a
+        // backward one the gradient sent back.
+        if (failed(crossing(operand, &op, from, to, isBackward(producer))))
+          return failure();
+      }
+    }
+    return success();
+  }
+
+  LogicalResult checkParameters() {
+    for (BlockArgument arg : step.getArguments()) {
+      if (!isParameter(arg))
+        continue;
+      std::set<int> readers;
+      for (Operation *user : arg.getUsers())
+        if (stageOf(user) != kFloating)
+          readers.insert(stageOf(user));
+      if (readers.size() > 1)
+        return step.emitError()
+               << "parameter '"
+               << step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    "bm.name")
+                      .getValue()
+               << "' is read on " << readers.size()
+               << " pipeline stages (tied embeddings, shared tables); "
+                  "pipelining a parameter shared by stages is not "
+                  "supported yet";
+    }
+    return success();
+  }
+
+  LogicalResult buildStage(OpBuilder &b, int s);
+
+  func::FuncOp step;
+  int stages;
+  int seedPosition = INT_MAX;
+  llvm::DenseMap<Operation *, int> position;
+  llvm::DenseMap<Value, bool> recomputable;
+  llvm::DenseMap<int, Value> activationInto, gradientInto;
+};
+
+/// Builds one stage's function: its arguments as its ops first read them.
+class StageBuilder {
+public:
+  StageBuilder(func::FuncOp step, func::FuncOp stage, OpBuilder &b)
+      : step(step), stage(stage), b(b) {}
+
+  /// `value` in the stage: mapped, an argument added, or (depending on no
+  /// parameter) its producer cloned.
+  Value get(Value value) {
+    if (Value mapped = map.lookupOrNull(value))
+      return mapped;
+    if (auto arg = dyn_cast<BlockArgument>(value))
+      return addArgument(value, step.getArgAttrDict(arg.getArgNumber()));
+    Operation *producer = value.getDefiningOp();
+    for (Value operand : producer->getOperands())
+      get(operand);
+    b.clone(*producer, map);
+    return map.lookup(value);
+  }
+
+  Value addArgument(Value value, DictionaryAttr attrs) {
+    Block &body = stage.getBody().front();
+    Value arg = body.addArgument(value.getType(), value.getLoc());
+    argAttrs.push_back(attrs ? attrs : DictionaryAttr::get(stage.getContext()));
+    map.map(value, arg);
+    return arg;
+  }
+
+  void clone(Operation *op) {
+    for (Value operand : op->getOperands())
+      get(operand);
+    b.clone(*op, map);
+  }
+
+  void addResult(Value value, DictionaryAttr attrs) {
+    results.push_back(get(value));
+    resultAttrs.push_back(attrs);
+  }
+
+  void finish(Location loc) {
+    func::ReturnOp::create(b, loc, results);
+    Block &body = stage.getBody().front();
+    stage.setType(FunctionType::get(stage.getContext(),
+                                    body.getArgumentTypes(),
+                                    ValueRange(results).getTypes()));
+    stage.setAllArgAttrs(argAttrs);
+    stage.setAllResultAttrs(resultAttrs);
+  }
+
+private:
+  func::FuncOp step, stage;
+  OpBuilder &b;
+  IRMapping map;
+  SmallVector<DictionaryAttr> argAttrs, resultAttrs;
+  SmallVector<Value> results;
+};
+
+DictionaryAttr kindAttr(MLIRContext *context, StringRef kind) {
+  Builder b(context);
+  return b.getDictionaryAttr({b.getNamedAttr("bm.kind", b.getStringAttr(kind))});
+}
+
+LogicalResult StageSplitter::buildStage(OpBuilder &b, int s) {
+  MLIRContext *context = step.getContext();
+  b.setInsertionPoint(step);
+  auto stage = func::FuncOp::create(b, step.getLoc(),
+                                    ("stage_" + Twine(s)).str(),
+                                    FunctionType::get(context, {}, {}));
+  b.setInsertionPointToStart(stage.addEntryBlock());
+  StageBuilder builder(step, stage, b);
+  if (Value in = activationInto.lookup(s))
+    builder.addArgument(in, kindAttr(context, "activation"));
+  if (Value in = gradientInto.lookup(s))
+    builder.addArgument(in, kindAttr(context, "activation_grad"));
+  bool marked = false;
+  for (Operation &op : step.getBody().front()) {
+    if (stageOf(&op) != s || isa<func::ReturnOp>(op))
+      continue;
+    size_t before = stage.getBody().front().getOperations().size();
+    builder.clone(&op);
+    // The stage's backward starts at its first backward op (or what that
+    // op's operands needed cloned first).
+    if (!marked && isBackward(&op)) {
+      auto &ops = stage.getBody().front().getOperations();
+      auto first = std::next(ops.begin(), before);
+      first->setAttr(BmDialect::kGradientSeedAttrName, UnitAttr::get(context));
+      marked = true;
+    }
+  }
+  auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
+  for (OpOperand &operand : ret->getOpOperands()) {
+    Operation *producer = operand.get().getDefiningOp();
+    if (!producer || stageOf(producer) != s)
+      continue;
+    DictionaryAttr attrs = step.getResultAttrDict(operand.getOperandNumber());
+    builder.addResult(operand.get(), attrs);
+  }
+  if (Value out = activationInto.lookup(s + 1))
+    builder.addResult(out, kindAttr(context, "send"));
+  if (Value out = gradientInto.lookup(s - 1))
+    builder.addResult(out, kindAttr(context, "send_grad"));
+  builder.finish(step.getLoc());
+  return success();
+}
+
+} // namespace
+
+struct SplitStagesPass : impl::BmSplitStagesPassBase<SplitStagesPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    auto mesh = module.lookupSymbol<MeshOp>("mesh");
+    if (!step || !mesh) {
+      module.emitError("bm-split-stages needs a partitioned @train_step and "
+                       "the plan's bm.mesh @mesh");
+      return signalPassFailure();
+    }
+    int64_t axis = mesh.getMesh().findAxis(::bm::plan::kPipelineAxis);
+    int stages =
+        axis < 0 ? 1 : static_cast<int>(mesh.getMesh().getAxisSizes()[axis]);
+    if (stages > 1 && failed(StageSplitter(step, stages).run()))
+      signalPassFailure();
+  }
+};
+
+} // namespace mlir::bm

@@ -1,0 +1,60 @@
+// RUN: bmc-opt %s --pass-pipeline='builtin.module(func.func(bm-insert-reshards),bm-autodiff,bm-partition,bm-split-stages)' --split-input-file --verify-diagnostics | FileCheck %s
+
+// Two layers on two pipeline stages: stage 0 runs the first layer's
+// forward, sends its output and, in backward, receives that output's
+// gradient and returns its weight's gradient; stage 1 receives the
+// activation, computes the loss and sends the gradient back. The mask, a
+// value of no parameter, is computed on each stage that reads it.
+
+bm.mesh @mesh = <["pp"=2]>
+func.func @main(
+    %x: tensor<4x8xf32> {bm.kind = "input", bm.name = "x",
+                         bm.sharding = #bm.sharding<@mesh, [{}, {}]>},
+    %w0: tensor<8x8xf32> {bm.kind = "parameter", bm.name = "w0",
+                          bm.sharding = #bm.sharding<@mesh, [{}, {}]>},
+    %w1: tensor<8x8xf32> {bm.kind = "parameter", bm.name = "w1",
+                          bm.sharding = #bm.sharding<@mesh, [{}, {}]>})
+    -> tensor<4x8xf32> {
+  %mask = bm.constant {bm.stage = 0 : i64} dense<0.5> : tensor<8xf32>
+  %h0 = bm.matmul %x, %w0 {bm.stage = 0 : i64} : tensor<4x8xf32>, tensor<8x8xf32>
+  %a0 = bm.mul %h0, %mask {bm.stage = 0 : i64} : tensor<4x8xf32>, tensor<8xf32>
+  %h1 = bm.matmul %a0, %w1 {bm.stage = 1 : i64} : tensor<4x8xf32>, tensor<8x8xf32>
+  %a1 = bm.mul %h1, %mask {bm.stage = 1 : i64} : tensor<4x8xf32>, tensor<8xf32>
+  return %a1 : tensor<4x8xf32>
+}
+
+// CHECK-NOT: func.func @train_step
+// CHECK-LABEL: func.func @stage_0
+// CHECK-SAME: %[[G:[a-z0-9]+]]: tensor<4x8xf32> {bm.kind = "activation_grad"}
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<4x8xf32> {bm.kind = "input"
+// CHECK-SAME: %[[W0:[a-z0-9]+]]: tensor<8x8xf32> {bm.kind = "parameter", bm.name = "w0"
+// CHECK-SAME: -> (tensor<8x8xf32> {bm.grad_of = "w0", bm.partial = []}, tensor<4x8xf32> {bm.kind = "send"})
+// CHECK: %[[MASK:[0-9]+]] = bm.constant
+// CHECK: %[[H0:[0-9]+]] = bm.matmul %[[X]], %[[W0]]
+// CHECK: %[[A0:[0-9]+]] = bm.mul %[[H0]], %[[MASK]]
+// CHECK: bm.mul %[[G]], %[[MASK]] {bm.gradient_seed
+// CHECK: return %{{[0-9]+}}, %[[A0]]
+// CHECK-LABEL: func.func @stage_1
+// CHECK-SAME: %[[A:[a-z0-9]+]]: tensor<4x8xf32> {bm.kind = "activation"}
+// CHECK-SAME: -> (tensor<f32> {bm.kind = "loss", bm.partial = []}, tensor<8x8xf32> {bm.grad_of = "w1", bm.partial = []}, tensor<4x8xf32> {bm.kind = "send_grad"})
+// CHECK: bm.matmul %[[A]]
+// CHECK: bm.constant {{.*}}dense<5.000000e-01>
+// CHECK: bm.cross_entropy
+// CHECK: bm.constant {bm.gradient_seed}
+
+// -----
+
+// An embedding tied to the output layer is read on both stages: refused.
+
+bm.mesh @mesh = <["pp"=2]>
+// expected-error @+1 {{parameter 'w' is read on 2 pipeline stages}}
+func.func @main(
+    %x: tensor<4x8xf32> {bm.kind = "input", bm.name = "x",
+                         bm.sharding = #bm.sharding<@mesh, [{}, {}]>},
+    %w: tensor<8x8xf32> {bm.kind = "parameter", bm.name = "w",
+                         bm.sharding = #bm.sharding<@mesh, [{}, {}]>})
+    -> tensor<4x8xf32> {
+  %h0 = bm.matmul %x, %w {bm.stage = 0 : i64} : tensor<4x8xf32>, tensor<8x8xf32>
+  %h1 = bm.matmul %h0, %w {bm.stage = 1 : i64} : tensor<4x8xf32>, tensor<8x8xf32>
+  return %h1 : tensor<4x8xf32>
+}
