@@ -6,6 +6,7 @@
 #include "compiler/codegen/OutlineBlocks.h"
 #include "compiler/codegen/StepProgram.h"
 #include "passes/Passes.h"
+#include "passes/plan/PlanOutput.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -87,17 +88,62 @@ struct Planned {
   ModelForPlanning model;
 };
 
+/// A plan file for this compile: its own shapes (batch, sequence) bind the
+/// model; a rank count or sequence given besides must agree with it.
+llvm::Expected<plan::Plan> readPlanFile(const CompileOptions &options,
+                                        ImportOptions &import) {
+  const std::string &path = *options.planFile;
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return llvm::createStringError("cannot read plan '" + path +
+                                   "': " + buffer.getError().message());
+  auto plan = plan::parsePlanJson((*buffer)->getBuffer());
+  if (!plan)
+    return llvm::createStringError("plan '" + path +
+                                   "': " + llvm::toString(plan.takeError()));
+  if (options.training.gpus != 1 && options.training.gpus != plan->gpus)
+    return llvm::createStringError(
+        "plan '" + path + "' is for " + std::to_string(plan->gpus) +
+        " GPUs but --gpus says " + std::to_string(options.training.gpus));
+  if (plan->config.pp > 1)
+    return llvm::createStringError(
+        "plan '" + path + "' pipelines over " +
+        std::to_string(plan->config.pp) +
+        " stages; bmc compile runs data, tensor and expert parallelism only "
+        "for now");
+  if (import.sequenceLength && plan->sequenceLength &&
+      *import.sequenceLength != plan->sequenceLength)
+    return llvm::createStringError(
+        "plan '" + path + "' is for sequences of " +
+        std::to_string(plan->sequenceLength) + " but --seq says " +
+        std::to_string(*import.sequenceLength));
+  if (plan->sequenceLength && !import.sequenceLength) {
+    import.sequenceLength = plan->sequenceLength;
+    import.dims.try_emplace("seq", plan->sequenceLength);
+  }
+  return plan;
+}
+
 llvm::Expected<Planned> planRunnable(mlir::MLIRContext &context,
-                                     const CompileOptions &options) {
+                                     CompileOptions &options) {
+  std::optional<plan::Plan> given;
+  if (options.planFile) {
+    auto plan = readPlanFile(options, options.import);
+    if (!plan)
+      return plan.takeError();
+    given = std::move(*plan);
+  }
+  auto planning = loadModelForPlanning(context, options.model, options.import);
+  if (!planning)
+    return planning.takeError();
+  if (given)
+    return Planned{std::move(*given), std::move(*planning)};
   auto training = runnableConfig(options.training);
   if (!training)
     return training.takeError();
   auto cluster = cost::loadCluster(options.cluster);
   if (!cluster)
     return cluster.takeError();
-  auto planning = loadModelForPlanning(context, options.model, options.import);
-  if (!planning)
-    return planning.takeError();
   auto plan = planModel(planning->graph, *cluster, *training);
   if (!plan)
     return plan.takeError();
@@ -201,7 +247,8 @@ llvm::Expected<bmrt::Program> lowerAndOutline(mlir::func::FuncOp func,
 } // namespace
 
 llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
-                                           const CompileOptions &options) {
+                                           const CompileOptions &given) {
+  CompileOptions options = given;
   auto planned = planRunnable(context, options);
   if (!planned)
     return planned.takeError();

@@ -26,6 +26,8 @@ struct CompileOptions {
   std::string cluster = "dgx-a100-80g";
   /// Initialise the parameters from this seed instead of reading them.
   std::optional<uint64_t> initSeed;
+  /// A plan file `bmc plan -o` wrote for this model, instead of planning.
+  std::optional<std::string> planFile;
 };
 
 /// What the trainer learns from the compiler, besides the programs.

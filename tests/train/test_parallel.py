@@ -89,3 +89,50 @@ def test_parallelism_the_partitioner_needs_is_refused(tmp_path):
     assert result.returncode != 0
     assert "data, tensor and expert parallelism only" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _plan(tmp_path, model="llama2-tiny"):
+    root = os.path.join(os.path.dirname(tool("bmc")), "..", "..")
+    plan = tmp_path / "plan.json"
+    run([tool("bmc"), "plan", os.path.join(root, "models", "onnx", f"{model}.onnx"),
+         "--gpus", "4", "--global-batch", "8", "--fix", "dp=2,tp=2,pp=1",
+         "--cluster", os.path.join(root, "tests", "data", "clusters", "slow-compute.yaml"),
+         "-o", str(plan)])
+    return root, plan
+
+
+def test_compile_takes_a_plan_file(tmp_path):
+    # The plan file gives what --gpus, --cluster and --fix would: the same
+    # step program.
+    root, plan = _plan(tmp_path)
+    model = os.path.join(root, "models", "onnx", "llama2-tiny.onnx")
+    run([tool("bmc"), "compile", model, "--plan", str(plan), "--init", "random",
+         "-o", str(tmp_path / "a")])
+    run([tool("bmc"), "compile", model, "--gpus", "4", "--global-batch", "8",
+         "--fix", "dp=2,tp=2,pp=1", "--init", "random", "-o", str(tmp_path / "b"),
+         "--cluster", os.path.join(root, "tests", "data", "clusters", "slow-compute.yaml")])
+    a, b = ((tmp_path / d / "step.bmp").read_text() for d in "ab")
+    assert a == b and "mesh tp=2 ep=1 dp=2 pp=1" in a
+
+
+@pytest.mark.parametrize("case", ["other-model", "other-gpus", "with-fix", "missing",
+                                  "not-json"])
+def test_a_bad_plan_file_is_one_line(tmp_path, case):
+    root, plan = _plan(tmp_path)
+    model = os.path.join(root, "models", "onnx",
+                         "bert-tiny.onnx" if case == "other-model" else "llama2-tiny.onnx")
+    extra = {"other-gpus": ["--gpus", "2"], "with-fix": ["--fix", "tp=1"]}.get(case, [])
+    if case == "missing":
+        plan = tmp_path / "nope.json"
+    if case == "not-json":
+        plan.write_text('{"schema')
+    result = run([tool("bmc"), "compile", model, "--plan", str(plan), "--init", "random",
+                  "-o", str(tmp_path / "o"), *extra], check=False)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bmc: error: ")
+    expected = {"other-model": "made for another model",
+                "other-gpus": "is for 4 GPUs but --gpus says 2",
+                "with-fix": "--plan gives the configuration; --fix goes with planning",
+                "missing": "cannot read plan", "not-json": "malformed JSON"}[case]
+    assert expected in lines[0]

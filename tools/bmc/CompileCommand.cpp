@@ -33,16 +33,17 @@ namespace {
 constexpr StringRef kHelp = R"(USAGE: bmc compile MODEL.onnx -o OUT/ [options]
 
 Compiles the training of MODEL into OUT/trainer, an executable that runs the
-training step on this machine's CPU: on one device, or data-parallel on
---gpus N MPI ranks (mpirun -np N OUT/trainer); tensor, pipeline and expert
-parallelism and ZeRO need the partitioner, which comes next. The step is
-planned first (as bmc plan does), then differentiated and lowered to a step
-program.
+training step on this machine's CPU: on one device, or on --gpus N MPI ranks
+(mpirun -np N OUT/trainer) with the plan's data, tensor and expert
+parallelism and ZeRO stage (pipeline stages are not compiled yet). The step
+is planned first (as bmc plan does) or read from --plan, then
+differentiated, partitioned and lowered to a step program per rank.
 
 OPTIONS:
   -o DIR                the output folder (required; created if missing)
-  --gpus N              devices: MPI ranks, each with its share of every
-                        batch (data parallelism; default 1)
+  --gpus N              devices: MPI ranks (default 1)
+  --plan FILE           a plan from bmc plan -o for this model, instead of
+                        planning (it sets the GPUs, batch and sequence)
   --global-batch N      samples per optimizer step (default 8)
   --seq N               sequence length (binds the model's 'seq' dimension)
   --dim NAME=VALUE      bind a symbolic dimension (repeatable)
@@ -132,6 +133,8 @@ std::optional<std::string> applyFlag(StringRef flag, StringRef v,
     if (v != "random")
       return "--init supports 'random', got '" + v.str() + "'";
     init = v.str();
+  } else if (flag == "--plan") {
+    o.planFile = v.str();
   } else if (flag == "--seed") {
     if (v.getAsInteger(10, seed))
       return "--seed expects a non-negative integer, got '" + v.str() + "'";
@@ -144,6 +147,7 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
   std::optional<std::string> init;
   uint64_t seed = 1;
   bool seedGiven = false;
+  std::vector<std::string> planningFlags;
   out.options.training.gpus = 1;
   out.options.training.globalBatch = kDefaultGlobalBatch;
   while (!cursor.done()) {
@@ -154,7 +158,7 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
     std::optional<std::string> value;
     StringRef matched = cursor.takeAnyFlag(
         {"-o", "--gpus", "--global-batch", "--seq", "--dim", "--cluster",
-         "--optimizer", "--precision", "--fix", "--init", "--seed"},
+         "--optimizer", "--precision", "--fix", "--init", "--seed", "--plan"},
         value);
     if (matched.empty()) {
       if (cursor.isOption())
@@ -169,6 +173,9 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
     if (cursor.error)
       return fail(*cursor.error);
     seedGiven |= matched == "--seed";
+    if (matched == "--fix" || matched == "--global-batch" ||
+        matched == "--cluster")
+      planningFlags.push_back(matched.str());
     if (auto error = applyFlag(matched, *value, out, init, seed))
       return fail(*error);
   }
@@ -178,6 +185,9 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
     return fail("bmc compile needs an output folder: -o DIR");
   if (seedGiven && !init)
     return fail("--seed goes with --init random");
+  if (out.options.planFile && !planningFlags.empty())
+    return fail("--plan gives the configuration; " + planningFlags.front() +
+                " goes with planning");
   if (init)
     out.options.initSeed = seed;
   return std::nullopt;
