@@ -166,9 +166,49 @@ const TensorView &Executor::result(const Instr &instr, size_t i) const {
   return views[instr.results[i]];
 }
 
+SlotProvider::~SlotProvider() = default;
+
+void Executor::releaseSlot(int index, SlotProvider &slots) {
+  BMRT_CHECK(!provider || provider == &slots,
+             "an executor takes released slots from one provider");
+  provider = &slots;
+  auto it = std::find_if(owned.begin(), owned.end(), [&](const Allocation &a) {
+    return a.pointer == views.at(index).data;
+  });
+  BMRT_CHECK(it != owned.end() && prog.slots[index].kind != SlotKind::Value,
+             "slot %" + std::to_string(index) + " has no memory of its own");
+  dev.deallocate(it->pointer, it->bytes, it->kind);
+  owned.erase(it);
+  views[index].data = nullptr;
+  // Acquire before the first of each run of consecutive readers, release
+  // after its last.
+  size_t n = prog.instrs.size();
+  acquireBefore.resize(n);
+  releaseAfter.resize(n);
+  auto reads = [&](size_t t) {
+    const std::vector<int> &ops = prog.instrs[t].operands;
+    return std::find(ops.begin(), ops.end(), index) != ops.end();
+  };
+  for (size_t t = 0; t < n; ++t) {
+    if (!reads(t))
+      continue;
+    if (t == 0 || !reads(t - 1))
+      acquireBefore[t].push_back(index);
+    if (t + 1 == n || !reads(t + 1))
+      releaseAfter[t].push_back(index);
+  }
+}
+
 void Executor::runRange(size_t begin, size_t end) {
-  for (size_t t = begin; t < end && t < prog.instrs.size(); ++t)
+  for (size_t t = begin; t < end && t < prog.instrs.size(); ++t) {
+    if (provider)
+      for (int slot : acquireBefore[t])
+        provider->acquire(*this, slot);
     launchers[t](*this, prog.instrs[t]);
+    if (provider)
+      for (int slot : releaseAfter[t])
+        provider->release(*this, slot);
+  }
 }
 
 void Executor::run() {

@@ -223,4 +223,19 @@ void Parallel::gatherOverDp(const ParamSlot &p, const TensorView &flat,
   std::memcpy(flat.data, gathered, flat.bytes());
 }
 
+void GatheredParameters::acquire(Executor &executor, int slot) {
+  const ParamSlot &p = *bySlot.at(slot);
+  TensorView full = p.value;
+  full.data = device.allocate(full.bytes(), MemoryKind::Parameters);
+  parallel.gatherOverDp(p, full, p.shard, executor.stream());
+  executor.bindSlot(slot, full.data);
+}
+
+void GatheredParameters::release(Executor &executor, int slot) {
+  executor.stream().synchronize();
+  device.deallocate(executor.view(slot).data, bySlot.at(slot)->value.bytes(),
+                    MemoryKind::Parameters);
+  executor.bindSlot(slot, nullptr);
+}
+
 } // namespace bmrt

@@ -55,6 +55,26 @@ struct ParamSlot {
   int64_t begin = 0, length = 0, chunk = 0;
 };
 
+class Parallel;
+
+/// ZeRO 3: the parameters live as dp shards; each is gathered into memory
+/// of its own before the instructions that read it and freed after them
+/// (Executor::releaseSlot).
+class GatheredParameters : public SlotProvider {
+public:
+  GatheredParameters(Parallel &parallel, Device &device)
+      : parallel(parallel), device(device) {}
+  /// `p` (which must outlive this) is gathered from its shard on demand.
+  void add(const ParamSlot &p) { bySlot[p.slot] = &p; }
+  void acquire(Executor &executor, int slot) override;
+  void release(Executor &executor, int slot) override;
+
+private:
+  Parallel &parallel;
+  Device &device;
+  std::map<int, const ParamSlot *> bySlot;
+};
+
 class Parallel {
 public:
   /// `zero` is trainer.json's ZeRO stage (0-3).

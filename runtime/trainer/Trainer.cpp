@@ -81,9 +81,9 @@ CompiledConfig readConfig(const std::string &dir) {
               e.what() + ")");
   }
   BMRT_CHECK(c.microBatches >= 1, "'" + path + "': micro_batches must be >= 1");
-  BMRT_CHECK(c.zero >= 0 && c.zero <= 2,
+  BMRT_CHECK(c.zero >= 0 && c.zero <= 3,
              "'" + path + "': zero is " + std::to_string(c.zero) +
-                 "; this runtime runs ZeRO stages 0, 1 and 2");
+                 "; ZeRO has stages 0 to 3");
   return c;
 }
 
@@ -109,7 +109,8 @@ public:
       : options(options), config(readConfig(options.dir)), world(world),
         program(loadProgramFor(config, world, options.dir)),
         parallel(program, world, config.zero), device(createCpuDevice()),
-        executor(program, *device, config.program, &parallel.collectives()) {
+        executor(program, *device, config.program, &parallel.collectives()),
+        gathered(parallel, *device) {
     BMRT_CHECK(world.size() == config.ranks,
                "the trainer in '" + options.dir + "' was compiled for " +
                    std::to_string(config.ranks) + " ranks; it was started on " +
@@ -160,6 +161,7 @@ private:
   void saveWhole(int64_t step);
   void saveShards(int64_t step);
   TrainingState stateAt(int64_t step) const;
+  const TensorView &parameterOf(const ParamSlot &p) const;
   std::vector<uint8_t> localOf(const ParamSlot &p, const TensorView &state);
   void loadBox(const TrainingState &state, const ParamSlot &p, TensorRole role,
                const TensorView &into);
@@ -179,6 +181,8 @@ private:
   int64_t lastSaved = 0;
   /// ZeRO 2: one micro-batch's reduced gradient shard, before it is added.
   TensorView shardTemp;
+  /// ZeRO 3: the parameters gathered for their readers.
+  GatheredParameters gathered;
 };
 
 /// A view of `shape` on the host bytes of `data` (for loading shards).
@@ -216,6 +220,18 @@ void Trainer::bindParameters() {
     params.push_back(std::move(p));
   }
   executor.stream().synchronize();
+  // ZeRO 3: from now on each rank keeps its dp shard of every trained
+  // parameter; the executor gathers it for the instructions that read it.
+  for (ParamSlot &p : params)
+    if (p.shard.data) {
+      cpu::copy(executor.stream(), Parallel::flatRange(p.value, p.begin, p.length),
+                Parallel::flatRange(p.shard, 0, p.length));
+      executor.stream().synchronize();
+      executor.releaseSlot(p.slot, gathered);
+      p.value.data = nullptr;
+      gathered.add(p);
+    }
+  device->resetPeaks();
 }
 
 void Trainer::allocateOptimizerState(ParamSlot &p) {
@@ -229,6 +245,8 @@ void Trainer::allocateOptimizerState(ParamSlot &p) {
     return v;
   };
   p.first = buffer(MemoryKind::OptimizerState, stateShape);
+  if (config.zero >= 3)
+    p.shard = buffer(MemoryKind::Parameters, stateShape);
   if (config.optimizer == "adamw")
     p.second = buffer(MemoryKind::OptimizerState, stateShape);
   if (config.zero >= 2) {
@@ -339,7 +357,8 @@ void Trainer::update(int64_t step, float lr, float gradScale) {
     TensorView value = p.value, grad = gradientOf(p), first = p.first,
                second = p.second;
     if (config.zero) {
-      value = Parallel::flatRange(p.value, p.begin, p.length);
+      value = p.shard.data ? Parallel::flatRange(p.shard, 0, p.length)
+                           : Parallel::flatRange(p.value, p.begin, p.length);
       grad = config.zero >= 2 ? Parallel::flatRange(grad, 0, p.length)
                               : Parallel::flatRange(grad, p.begin, p.length);
       first = Parallel::flatRange(p.first, 0, p.length);
@@ -352,7 +371,7 @@ void Trainer::update(int64_t step, float lr, float gradScale) {
     else
       cpu::sgdUpdate(executor.stream(), value, grad, first, hyper.sgd, lr,
                      step, gradScale);
-    if (config.zero)
+    if (config.zero && !p.shard.data)
       parallel.gatherOverDp(p, p.value, {}, executor.stream());
   }
 }
@@ -428,6 +447,11 @@ std::vector<uint8_t> Trainer::localOf(const ParamSlot &p,
   return local;
 }
 
+/// Where `p`'s value is kept between steps: its dp shard under ZeRO 3.
+const TensorView &Trainer::parameterOf(const ParamSlot &p) const {
+  return p.shard.data ? p.shard : p.value;
+}
+
 TrainingState Trainer::stateAt(int64_t step) const {
   TrainingState state;
   state.model = config.model;
@@ -459,7 +483,7 @@ void Trainer::saveWhole(int64_t step) {
         state.addTensor(*device, p.name, role,
                         hostView(bytes, p.value.dtype, p.global));
     };
-    add(TensorRole::Parameter, localOf(p, p.value));
+    add(TensorRole::Parameter, localOf(p, parameterOf(p)));
     if (p.first.data)
       add(TensorRole::FirstMoment, localOf(p, p.first));
     if (p.second.data)
@@ -492,7 +516,7 @@ void Trainer::saveShards(int64_t step) {
         state.addTensor(*device, p.name, role,
                         hostView(bytes, p.value.dtype, p.value.shape));
     };
-    add(TensorRole::Parameter, p.value);
+    add(TensorRole::Parameter, parameterOf(p));
     if (p.first.data)
       add(TensorRole::FirstMoment, p.first);
     if (p.second.data)
@@ -513,7 +537,7 @@ void Trainer::loadBox(const TrainingState &state, const ParamSlot &p,
   TensorView local = hostView(box, p.value.dtype, p.value.shape);
   copyBox(t.data.data(), p.global, p.offsets, local.data, local.shape,
           Shape(local.shape.size(), 0), local.shape, sizeOf(local.dtype));
-  bool chunked = role != TensorRole::Parameter && config.zero;
+  bool chunked = config.zero && (role != TensorRole::Parameter || p.shard.data);
   TensorView from = chunked ? Parallel::flatRange(local, p.begin, p.length)
                             : local;
   device->copyToDevice(into.data, from.data, from.bytes(), executor.stream());
@@ -532,7 +556,7 @@ int64_t Trainer::resume() {
              "the checkpoint in '" + options.checkpoint + "' was trained with " +
                  state.optimizer + ", this trainer uses " + config.optimizer);
   for (ParamSlot &p : params) {
-    loadBox(state, p, TensorRole::Parameter, p.value);
+    loadBox(state, p, TensorRole::Parameter, parameterOf(p));
     if (p.first.data)
       loadBox(state, p, TensorRole::FirstMoment, p.first);
     if (p.second.data)

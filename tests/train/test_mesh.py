@@ -91,45 +91,54 @@ def test_sequence_parallel_matches_one_rank(tmp_path):
     assert_same_run(run_plan(tmp_path, "sp2", sequence_parallel_mlp(2, 1), 2), one)
 
 
-@pytest.mark.parametrize("zero", [1, 2])
+@pytest.mark.parametrize("zero", [1, 2, 3])
 def test_zero_shards_optimizer_state(tmp_path, zero):
-    # dp = 2: ZeRO halves each rank's optimizer state (AdamW's two moments)
-    # and, at stage 2, its gradient buffers beside the program's; the
-    # losses and weights stay those of ZeRO 0 (the update is elementwise).
+    # dp = 2: ZeRO halves each rank's optimizer state (AdamW's two moments),
+    # at stage 2 also its gradient buffers beside the program's, at stage 3
+    # also its parameters (each gathered only for the instructions reading
+    # it); the losses and weights stay those of ZeRO 0 (the update is
+    # elementwise).
     plain = run_plan(tmp_path, "z0", megatron_mlp(1, 2), 2, micro_batches=2)
     sharded = run_plan(tmp_path, f"z{zero}", megatron_mlp(1, 2), 2, zero=zero,
                        micro_batches=2)
     assert_same_run(sharded, plain)
     memory = [read_log(run[2])[-1]["peak_memory_bytes"] for run in (plain, sharded)]
     assert memory[1]["optimizer_state"] * 2 <= memory[0]["optimizer_state"] + 256
-    if zero == 2:
+    if zero >= 2:
         assert memory[1]["gradients"] < memory[0]["gradients"]
+    if zero == 3:
+        assert memory[1]["parameters"] < memory[0]["parameters"]
 
 
-def test_resume_is_bit_for_bit(tmp_path):
-    program = megatron_mlp(2, 1)
-    straight = run_plan(tmp_path, "straight", program, 2)
-    folder = trainer_folder(str(tmp_path / "split"), program, 2)
+@pytest.mark.parametrize("tp,dp,zero", [(2, 1, 0), (1, 2, 3)])
+def test_resume_is_bit_for_bit(tmp_path, tp, dp, zero):
+    program, ranks = megatron_mlp(tp, dp), tp * dp
+    straight = run_plan(tmp_path, "straight", program, ranks, zero=zero)
+    folder = trainer_folder(str(tmp_path / "split"), program, ranks, zero=zero)
     log, ckpt = str(tmp_path / "split.jsonl"), str(tmp_path / "split.ckpt")
-    train(folder, 2, "--steps", "10", "--stop-at", "5", "--log", log, "--checkpoint", ckpt)
-    train(folder, 2, "--steps", "10", "--resume", "--log", log, "--checkpoint", ckpt)
+    train(folder, ranks, "--steps", "10", "--stop-at", "5", "--log", log, "--checkpoint", ckpt)
+    train(folder, ranks, "--steps", "10", "--resume", "--log", log, "--checkpoint", ckpt)
     assert losses(log) == straight[0]
     resumed = read_checkpoint(ckpt)
     assert all(np.array_equal(resumed[k], straight[1][k]) for k in resumed)
+    state = read_checkpoint(ckpt, "optimizer_state")
+    assert all(np.array_equal(state[k], read_checkpoint(str(tmp_path / "straight.ckpt"),
+                                                        "optimizer_state")[k])
+               for k in state)
 
 
-@pytest.mark.parametrize("target", [(1, 1), (2, 2), (1, 2)])
+@pytest.mark.parametrize("target", [(1, 1, 0), (2, 2, 0), (1, 2, 1), (1, 2, 3)])
 def test_checkpoint_reshards_on_load(one_rank, tmp_path, target):
     # Five steps on tp = 2, then five more on another mesh (one rank,
-    # tp2 x dp2, dp2 under ZeRO 1): the losses and weights of one run on one
-    # rank, within the tolerance above.
+    # tp2 x dp2, dp2 under ZeRO 1 and 3): the losses and weights of one run
+    # on one rank, within the tolerance above.
     first = trainer_folder(str(tmp_path / "first"), megatron_mlp(2, 1), 2)
     ckpt = str(tmp_path / "ckpt")
     train(first, 2, "--steps", "10", "--stop-at", "5", "--checkpoint", ckpt)
-    tp, dp = target
+    tp, dp, zero = target
     ranks = tp * dp
     second = trainer_folder(str(tmp_path / "second"), megatron_mlp(tp, dp), ranks,
-                            zero=1 if (tp, dp) == (1, 2) else 0)
+                            zero=zero)
     log = str(tmp_path / "second.jsonl")
     train(second, ranks, "--steps", "10", "--resume", "--checkpoint", ckpt, "--log", log)
     np.testing.assert_allclose(losses(log), one_rank[0][5:], rtol=RTOL, atol=ATOL)

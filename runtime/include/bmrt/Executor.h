@@ -23,6 +23,18 @@ namespace bmrt {
 
 class Collectives;
 class Executor;
+
+/// Where a slot's memory comes from while the step runs, for slots whose
+/// memory the executor gave up (releaseSlot): ZeRO 3's parameters, gathered
+/// before their readers and freed after.
+class SlotProvider {
+public:
+  virtual ~SlotProvider();
+  /// Gives `slot` memory holding its value (Executor::bindSlot).
+  virtual void acquire(Executor &executor, int slot) = 0;
+  /// Takes it back once the readers so far are done.
+  virtual void release(Executor &executor, int slot) = 0;
+};
 /// Runs one instruction's kernel.
 using KernelLauncher = void (*)(Executor &executor, const Instr &instr);
 
@@ -71,6 +83,13 @@ public:
   /// the next call (collectives reorder chunks through it).
   void *scratch(size_t bytes);
 
+  /// Frees the memory of a parameter or constant slot; from now on
+  /// `provider` gives it memory before each run of instructions that read
+  /// it and takes it back after (runs of consecutive readers share one).
+  void releaseSlot(int index, SlotProvider &provider);
+  /// Points slot `index` at `data` (null: none).
+  void bindSlot(int index, void *data) { views.at(index).data = data; }
+
 private:
   void placeSlots();
   void placeValues();
@@ -93,6 +112,10 @@ private:
   };
   std::vector<Allocation> owned;
   std::vector<KernelLauncher> launchers;
+  /// Released slots and, per instruction, those it reads that must be
+  /// acquired before it and released after it.
+  SlotProvider *provider = nullptr;
+  std::vector<std::vector<int>> acquireBefore, releaseAfter;
 };
 
 } // namespace bmrt
