@@ -24,6 +24,8 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
+#include <thread>
 
 namespace bmrt {
 namespace {
@@ -87,17 +89,41 @@ CompiledConfig readConfig(const std::string &dir) {
   return c;
 }
 
+/// An error every rank finds alike (the job's shape): rank 0 reports it
+/// and ends the job (abortJob); the others wait for that, so that the job
+/// says it in one line, not one per rank. (Blocking them in a collective
+/// rank 0 never joins is not enough: Open MPI lets that return once rank 0
+/// aborts.) Should rank 0 not end the job within a minute, they report it
+/// themselves.
+[[noreturn]] void failOnRankZero(World &world, const std::string &message) {
+  if (world.rank() != 0)
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+  BMRT_FAIL(message);
+}
+
 /// The step program, once the job is known to have the ranks it was
-/// compiled for (a program with a mesh line: checked against the mesh when
-/// the communicators are made).
-Program loadProgramFor(const CompiledConfig &config, const World &world,
+/// compiled for: the mesh's, or without a mesh line trainer.json's.
+Program loadProgramFor(const CompiledConfig &config, World &world,
                        const std::string &dir) {
   Program program = loadProgram(config.program);
-  BMRT_CHECK(!program.mesh.empty() || world.size() == config.ranks,
-             "the trainer in '" + dir + "' was compiled for " +
-                 std::to_string(config.ranks) +
-                 " ranks (the plan's data parallelism); it was started on " +
-                 std::to_string(world.size()));
+  Mesh mesh = meshOf(program, config.ranks);
+  if (mesh.numRanks() != world.size())
+    failOnRankZero(
+        world, program.mesh.empty()
+                   ? "the trainer in '" + dir + "' was compiled for " +
+                         std::to_string(config.ranks) +
+                         " ranks (the plan's data parallelism); it was "
+                         "started on " +
+                         std::to_string(world.size())
+                   : "the step program's mesh " + mesh.str() + " has " +
+                         std::to_string(mesh.numRanks()) +
+                         " ranks; the trainer was started on " +
+                         std::to_string(world.size()));
+  if (config.ranks != world.size())
+    failOnRankZero(world, "the trainer in '" + dir + "' was compiled for " +
+                              std::to_string(config.ranks) +
+                              " ranks; it was started on " +
+                              std::to_string(world.size()));
   return program;
 }
 
@@ -111,10 +137,6 @@ public:
         parallel(program, world, config.zero), device(createCpuDevice()),
         executor(program, *device, config.program, &parallel.collectives()),
         gathered(parallel, *device) {
-    BMRT_CHECK(world.size() == config.ranks,
-               "the trainer in '" + options.dir + "' was compiled for " +
-                   std::to_string(config.ranks) + " ranks; it was started on " +
-                   std::to_string(world.size()));
     if (options.threads)
       cpu::setThreads(options.threads);
     bindParameters();
@@ -548,10 +570,16 @@ int64_t Trainer::resume() {
   // with rank 0's one line, not one line per rank.
   if (world.rank() != 0)
     parallel.barrier();
-  TrainingState state =
-      loadTrainingState(options.checkpoint, config.model, config.modelHash);
+  std::optional<TrainingState> read;
+  try {
+    read = loadTrainingState(options.checkpoint, config.model,
+                             config.modelHash);
+  } catch (const Error &e) {
+    failOnRankZero(world, e.what());
+  }
   if (world.rank() == 0)
     parallel.barrier();
+  TrainingState &state = *read;
   BMRT_CHECK(state.optimizer == config.optimizer,
              "the checkpoint in '" + options.checkpoint + "' was trained with " +
                  state.optimizer + ", this trainer uses " + config.optimizer);

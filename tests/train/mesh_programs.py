@@ -129,12 +129,14 @@ def initial_weights(seed: int = 0) -> dict:
 
 
 def trainer_folder(path: str, program: str, ranks: int, zero: int = 0,
-                   micro_batches: int = 1, **extra) -> str:
+                   micro_batches: int = 1, weights: dict | None = None,
+                   **extra) -> str:
     """A folder the trainer runs as `bmc compile` would have written it."""
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, "step.bmp"), "w") as f:
         f.write(program)
-    write_safetensors(os.path.join(path, "params.safetensors"), initial_weights(),
+    write_safetensors(os.path.join(path, "params.safetensors"),
+                      initial_weights() if weights is None else weights,
                       {"model_hash": "mlp-test"})
     with open(os.path.join(path, "plan.json"), "w") as f:
         f.write("{}")
@@ -169,3 +171,92 @@ def read_checkpoint(folder: str, kind: str = "parameter") -> dict:
         assert not np.isnan(whole).any(), f"the shards of {t['name']} leave holes"
         tensors[t["name"]] = whole
     return tensors
+
+
+EXPERTS = 2  # = the ranks of the expert-parallel run
+
+
+class _Steps:
+    """Numbers value slots as instructions are written."""
+
+    def __init__(self, first: int):
+        self.slots, self.code, self.next = [], [], first
+
+    def __call__(self, shape, text):
+        index = self.next
+        self.next += 1
+        self.slots.append(_slot(index, "value", shape))
+        self.code.append(f"%{index} = {text}")
+        return f"%{index}"
+
+    def into(self, slot, text):
+        self.code.append(f"{slot} = {text}")
+
+
+def _exchange(s, x, to_experts, ep):
+    """Tokens to their experts (`to_experts`) or back, as the parallel run
+    moves them with all_to_all over ep, or as one rank permutes them.
+
+    Rank r of the parallel run holds global tokens r*b .. r*b + b-1 and
+    sends its j-th to expert j // c (c = b / EXPERTS tokens per expert);
+    each expert takes its tokens ordered by (rank, j)."""
+    b = BATCH // EXPERTS
+    c = b // EXPERTS
+    if ep == EXPERTS:
+        if to_experts:
+            x3 = s([EXPERTS, c, WIDTH], f"reshape {x}")
+            return s([1, EXPERTS * c, WIDTH],
+                     f'all_to_all {x3} {{axes="ep", concat_dim=1, split_dim=0}}')
+        back = s([EXPERTS, c, WIDTH],
+                 f'all_to_all {x} {{axes="ep", concat_dim=0, split_dim=1}}')
+        return s([b, WIDTH], f"reshape {back}")
+    by_rank, by_expert = [EXPERTS, EXPERTS, c, WIDTH], [EXPERTS, EXPERTS, c, WIDTH]
+    if to_experts:
+        x4 = s(by_rank, f"reshape {x}")
+        xt = s(by_expert, f"transpose {x4} {{permutation=[1,0,2,3]}}")
+        return s([EXPERTS, EXPERTS * c, WIDTH], f"reshape {xt}")
+    x4 = s(by_expert, f"reshape {x}")
+    xt = s(by_rank, f"transpose {x4} {{permutation=[1,0,2,3]}}")
+    return s([BATCH, WIDTH], f"reshape {xt}")
+
+
+def mixture_of_experts(ep: int) -> str:
+    """A replicated linear layer, then one expert MLP per token chosen by its
+    position: with ep = 2 each rank holds one expert and half the batch and
+    tokens travel by all_to_all; with ep = 1 one rank holds both experts
+    and permutes the whole batch the same way."""
+    b, local = BATCH // ep, EXPERTS // ep
+    n = BATCH // EXPERTS  # tokens per expert
+    scale = 1.0 / (BATCH * WIDTH)
+    lines = ["bmc-step-program 1", 'model "moe"', f"mesh ep={ep}",
+             _slot(0, "input", [b, WIDTH], "x", [["ep"], []]),
+             _slot(1, "param", [WIDTH, WIDTH], "w0", [[], []]),
+             _slot(2, "param", [local, WIDTH, WIDTH], "experts", [["ep"], [], []]),
+             _slot(3, "grad", [WIDTH, WIDTH], "w0", [[], []], ["ep"]),
+             _slot(4, "grad", [local, WIDTH, WIDTH], "experts", [["ep"], [], []]),
+             _slot(5, "const", [], values=[scale]),
+             _slot(6, "const", [], values=[2 * scale])]
+    s = _Steps(7)
+    x0 = s([b, WIDTH], "matmul %0, %1")
+    a = _exchange(s, x0, True, ep)
+    h = s([local, n, WIDTH], f"matmul {a}, %2  # each expert")
+    r = s([local, n, WIDTH], f"relu {h}")
+    y = _exchange(s, r, False, ep)
+    squares = s([b, WIDTH], f"mul {y}, {y}")
+    total = s([], f"reduce_sum {squares} {{axes=[0,1]}}")
+    loss = s([], f"mul {total}, %5")
+    dy = s([b, WIDTH], f"mul {y}, %6")
+    dr = _exchange(s, dy, True, ep)
+    dh = s([local, n, WIDTH], f'unary_grad {h}, {dr} {{op="relu"}}')
+    s.into("%4", f"matmul {a}, {dh} {{trans_a=1}}")
+    da = s([local, n, WIDTH], f"matmul {dh}, %2 {{trans_b=1}}")
+    dx0 = _exchange(s, da, False, ep)
+    s.into("%3", f"matmul %0, {dx0} {{trans_a=1}}")
+    return "\n".join(lines + s.slots + s.code + [f'loss {loss} partial=["ep"]']) + "\n"
+
+
+def expert_weights(seed: int = 1) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"w0": (rng.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32),
+            "experts": (rng.standard_normal((EXPERTS, WIDTH, WIDTH)) /
+                        np.sqrt(WIDTH)).astype(np.float32)}
