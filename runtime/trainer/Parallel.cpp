@@ -136,26 +136,41 @@ double Parallel::addSumOfSquares(double sum, const ParamSlot &p,
                                                    : g);
 }
 
-bool Parallel::writesShard(const ParamSlot &p) const {
-  return ownsReplica(comms->rank(), shardedAxes(p));
-}
-
-std::vector<TensorShard> Parallel::writtenShards(const ParamSlot &p) const {
+std::vector<TensorShard> Parallel::writtenShards(const ParamSlot &p,
+                                                bool flat) const {
+  std::vector<std::string> axes = shardedAxes(p);
+  if (flat)
+    axes.push_back(kDp);
   std::vector<TensorShard> shards;
   const Shape &local = p.value.shape;
+  int64_t n = numElements(local);
   for (int r = 0; r < mesh().numRanks(); ++r) {
-    if (!ownsReplica(r, shardedAxes(p)))
+    if (!ownsReplica(r, axes))
       continue;
     TensorShard s;
     s.rank = r;
     s.offsets = shardOffsets(local, p.sharding, mesh(), r);
     s.shape = local;
+    if (flat) {
+      int dp = zero ? mesh().coordinate(r, kDp) : 0;
+      s.flatBegin = std::min(n, p.chunk * dp);
+      s.flatEnd = std::min(n, s.flatBegin + p.chunk);
+      if (s.flatBegin == s.flatEnd)
+        continue;
+    }
     std::vector<int> coords = mesh().coordinates(r);
     for (size_t i = 0; i < coords.size(); ++i)
       s.coordinates[mesh().axes()[i].name] = coords[i];
     shards.push_back(std::move(s));
   }
   return shards;
+}
+
+bool Parallel::writesShard(const ParamSlot &p, bool flat) const {
+  for (const TensorShard &s : writtenShards(p, flat))
+    if (s.rank == comms->rank())
+      return true;
+  return false;
 }
 
 std::map<std::string, int> Parallel::meshSizes() const {

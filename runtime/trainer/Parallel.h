@@ -112,11 +112,12 @@ public:
 
   /// Returns once every rank has called it.
   void barrier();
-  /// Whether this rank writes `p` (and its optimizer state) to a sharded
-  /// checkpoint: one replica of each shard does.
-  bool writesShard(const ParamSlot &p) const;
-  /// Every rank's shard of `p` that is written, for the manifest.
-  std::vector<TensorShard> writtenShards(const ParamSlot &p) const;
+  /// Every rank's shard of `p` (or of its optimizer state) written to a
+  /// sharded checkpoint, for the manifest: one replica of each box, or
+  /// where `flat` (ZeRO's shards) each dp rank's flat range of it.
+  std::vector<TensorShard> writtenShards(const ParamSlot &p, bool flat) const;
+  /// Whether this rank writes one of them.
+  bool writesShard(const ParamSlot &p, bool flat) const;
   /// The mesh's axis sizes, for the manifest.
   std::map<std::string, int> meshSizes() const;
 

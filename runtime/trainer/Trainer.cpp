@@ -517,13 +517,16 @@ void Trainer::saveWhole(int64_t step) {
 }
 
 /// A job over a mesh: every rank writes the shards it is the replica of
-/// that counts, rank 0 the manifest (ShardedCheckpoint.h).
+/// that counts, rank 0 the manifest (ShardedCheckpoint.h). ZeRO's shards
+/// (optimizer state; parameters under ZeRO 3) are written flat, each dp
+/// rank its own range.
 void Trainer::saveShards(int64_t step) {
   TrainingState state = stateAt(step);
   std::vector<ShardedTensor> listed;
   for (ParamSlot &p : params) {
     auto add = [&](TensorRole role, const TensorView &value) {
-      std::vector<uint8_t> bytes = localOf(p, value);
+      bool flat = role == TensorRole::Parameter ? p.shard.data != nullptr
+                                                : config.zero > 0;
       ShardedTensor t;
       t.name = role == TensorRole::Parameter
                    ? p.name
@@ -532,11 +535,11 @@ void Trainer::saveShards(int64_t step) {
                                              : TensorKind::OptimizerState;
       t.dtype = p.value.dtype;
       t.global = p.global;
-      t.shards = parallel.writtenShards(p);
+      t.shards = parallel.writtenShards(p, flat);
       listed.push_back(std::move(t));
-      if (parallel.writesShard(p))
+      if (parallel.writesShard(p, flat))
         state.addTensor(*device, p.name, role,
-                        hostView(bytes, p.value.dtype, p.value.shape));
+                        flat ? Parallel::flatRange(value, 0, p.length) : value);
     };
     add(TensorRole::Parameter, parameterOf(p));
     if (p.first.data)

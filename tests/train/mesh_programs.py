@@ -163,11 +163,18 @@ def read_checkpoint(folder: str, kind: str = "parameter") -> dict:
         if t["kind"] != kind:
             continue
         whole = np.full(t["shape"], np.nan, dtype=np.float32)
+        boxes = {}  # (offsets, shape) -> the box, flattened
         for s in t["shards"]:
             if s["file"] not in files:
                 files[s["file"]] = read_safetensors(os.path.join(folder, s["file"]))
-            box = tuple(slice(o, o + n) for o, n in zip(s["offsets"], s["shape"]))
-            whole[box] = files[s["file"]][t["name"]]
+            key = (tuple(s["offsets"]), tuple(s["shape"]))
+            box = boxes.setdefault(key, np.full(int(np.prod(s["shape"])), np.nan,
+                                                dtype=np.float32))
+            begin, end = s.get("flat_range", (0, box.size))
+            box[begin:end] = files[s["file"]][t["name"]].reshape(-1)
+        for (offsets, shape), box in boxes.items():
+            whole[tuple(slice(o, o + n) for o, n in zip(offsets, shape))] = \
+                box.reshape(shape)
         assert not np.isnan(whole).any(), f"the shards of {t['name']} leave holes"
         tensors[t["name"]] = whole
     return tensors

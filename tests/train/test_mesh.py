@@ -271,6 +271,23 @@ def test_sharded_checkpoint_layout(tmp_path):
     assert read_checkpoint(str(ckpt))["w2"].shape == (16, 8)
 
 
+@pytest.mark.parametrize("zero", [1, 3])
+def test_zero_checkpoints_record_flat_ranges(tmp_path, zero):
+    # dp = 2 under ZeRO: each dp rank writes its flat range of AdamW's
+    # moments (under ZeRO 3 of the parameters too), as Megatron's
+    # flattened_range; the manifest says which elements each holds.
+    folder = trainer_folder(str(tmp_path / "dp2"), megatron_mlp(1, 2), 2, zero=zero)
+    ckpt = tmp_path / "ckpt"
+    train(folder, 2, "--steps", "2", "--checkpoint", str(ckpt))
+    manifest = json.loads((ckpt / "manifest.json").read_text())
+    shards = {t["name"]: t["shards"] for t in manifest["tensors"]}
+    assert [(s["rank"], s["flat_range"]) for s in shards["exp_avg.w1"]] == [
+        (0, [0, 64]), (1, [64, 128])]
+    assert ("flat_range" in shards["w1"][0]) == (zero == 3)
+    held = read_safetensors(str(ckpt / "shards" / "rank00001.safetensors"))
+    assert held["exp_avg.w1"].shape == (64,)
+
+
 @pytest.mark.parametrize("damage", ["missing", "truncated"])
 def test_a_damaged_shard_file_is_named(tmp_path, damage):
     folder = trainer_folder(str(tmp_path / "tp2"), megatron_mlp(2, 1), 2)
