@@ -46,6 +46,7 @@ void Parallel::describe(ParamSlot &p, const Program &program) const {
   p.global = globalShape(slot.shape, slot.sharding, mesh());
   p.offsets = shardOffsets(slot.shape, slot.sharding, mesh(), comms->rank());
   int grad = program.gradientOf(p.slot);
+  p.trained = grad >= 0;
   if (grad >= 0)
     p.partial = meshLine ? program.slots[grad].partial
                          : std::vector<std::string>{kDp};
@@ -106,9 +107,10 @@ void Parallel::reduceGradient(const ParamSlot &p, const TensorView &g,
   });
 }
 
-/// The axes that split `p`'s local tensor from the global one.
+/// The axes that split `p`'s local tensor from the global one (and pp: each
+/// pipeline rank holds other parameters).
 static std::vector<std::string> shardedAxes(const ParamSlot &p) {
-  std::vector<std::string> axes;
+  std::vector<std::string> axes{"pp"};
   for (const auto &dim : p.sharding)
     axes.insert(axes.end(), dim.begin(), dim.end());
   return axes;
@@ -145,7 +147,7 @@ std::vector<TensorShard> Parallel::writtenShards(const ParamSlot &p,
   const Shape &local = p.value.shape;
   int64_t n = numElements(local);
   for (int r = 0; r < mesh().numRanks(); ++r) {
-    if (!ownsReplica(r, axes))
+    if (!ownsReplica(r, axes) || mesh().coordinate(r, "pp") != p.ppRank)
       continue;
     TensorShard s;
     s.rank = r;
@@ -239,7 +241,7 @@ void Parallel::gatherOverDp(const ParamSlot &p, const TensorView &flat,
 }
 
 void GatheredParameters::acquire(Executor &executor, int slot) {
-  const ParamSlot &p = *bySlot.at(slot);
+  const ParamSlot &p = *bySlot.at({&executor, slot});
   TensorView full = p.value;
   full.data = device.allocate(full.bytes(), MemoryKind::Parameters);
   parallel.gatherOverDp(p, full, p.shard, executor.stream());
@@ -248,7 +250,8 @@ void GatheredParameters::acquire(Executor &executor, int slot) {
 
 void GatheredParameters::release(Executor &executor, int slot) {
   executor.stream().synchronize();
-  device.deallocate(executor.view(slot).data, bySlot.at(slot)->value.bytes(),
+  device.deallocate(executor.view(slot).data,
+                    bySlot.at({&executor, slot})->value.bytes(),
                     MemoryKind::Parameters);
   executor.bindSlot(slot, nullptr);
 }

@@ -32,6 +32,10 @@ struct ParamSlot {
   /// The program's slot, placed by the executor (under ZeRO 3 bound to the
   /// gathered parameters during the step only).
   int slot = -1;
+  /// The trainer's stage (program) it belongs to, the pipeline rank that
+  /// holds it, and whether the program computes its gradient.
+  int stage = 0, ppRank = 0;
+  bool trained = false;
   TensorView value;
   /// The step program's gradient slot; null data when frozen.
   TensorView grad;
@@ -64,15 +68,18 @@ class GatheredParameters : public SlotProvider {
 public:
   GatheredParameters(Parallel &parallel, Device &device)
       : parallel(parallel), device(device) {}
-  /// `p` (which must outlive this) is gathered from its shard on demand.
-  void add(const ParamSlot &p) { bySlot[p.slot] = &p; }
+  /// `p` (which must outlive this), a slot of `executor`, is gathered from
+  /// its shard on demand.
+  void add(const ParamSlot &p, const Executor &executor) {
+    bySlot[{&executor, p.slot}] = &p;
+  }
   void acquire(Executor &executor, int slot) override;
   void release(Executor &executor, int slot) override;
 
 private:
   Parallel &parallel;
   Device &device;
-  std::map<int, const ParamSlot *> bySlot;
+  std::map<std::pair<const Executor *, int>, const ParamSlot *> bySlot;
 };
 
 class Parallel {

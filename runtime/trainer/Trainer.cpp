@@ -4,6 +4,7 @@
 
 #include "Feeder.h"
 #include "Parallel.h"
+#include "Pipeline.h"
 #include "StepReport.h"
 #include "TrainingState.h"
 
@@ -46,6 +47,8 @@ struct CompiledConfig {
   /// "interleaved") and virtual stages per rank.
   int pp = 1, chunks = 1;
   std::string schedule = "none";
+  /// With a pipeline: each virtual stage's program, in virtual-stage order.
+  std::vector<std::string> stages;
 };
 
 CompiledConfig readConfig(const std::string &dir) {
@@ -78,6 +81,9 @@ CompiledConfig readConfig(const std::string &dir) {
     c.pp = j.value("pp", 1);
     c.chunks = j.value("chunks", 1);
     c.schedule = j.value("schedule", std::string("none"));
+    for (const std::string &stage :
+         j.value("stages", std::vector<std::string>()))
+      c.stages.push_back(dir + "/" + stage);
   } catch (const json::exception &e) {
     BMRT_FAIL("'" + path + "' is missing a field or has a wrong type (" +
               e.what() + ")");
@@ -101,11 +107,13 @@ CompiledConfig readConfig(const std::string &dir) {
   BMRT_FAIL(message);
 }
 
-/// The step program, once the job is known to have the ranks it was
-/// compiled for: the mesh's, or without a mesh line trainer.json's.
+/// The step program (with a pipeline, the first stage's), once the job is
+/// known to have the ranks it was compiled for: the mesh's, or without a
+/// mesh line trainer.json's.
 Program loadProgramFor(const CompiledConfig &config, World &world,
                        const std::string &dir) {
-  Program program = loadProgram(config.program);
+  Program program = loadProgram(config.stages.empty() ? config.program
+                                                      : config.stages.front());
   Mesh mesh = meshOf(program, config.ranks);
   if (mesh.numRanks() != world.size())
     failOnRankZero(
@@ -133,15 +141,13 @@ class Trainer {
 public:
   Trainer(const TrainerOptions &options, World &world)
       : options(options), config(readConfig(options.dir)), world(world),
-        program(loadProgramFor(config, world, options.dir)),
-        parallel(program, world, config.zero), device(createCpuDevice()),
-        executor(program, *device, config.program, &parallel.collectives()),
+        first(loadProgramFor(config, world, options.dir)),
+        parallel(first, world, config.zero), device(createCpuDevice()),
         gathered(parallel, *device) {
     if (options.threads)
       cpu::setThreads(options.threads);
+    loadStages();
     bindParameters();
-    feeder = std::make_unique<Feeder>(program, executor, config.task, options,
-                                      parallel.mesh(), world.rank());
     hyper = Hyperparameters::from(options, config.optimizer);
   }
 
@@ -172,10 +178,24 @@ public:
   }
 
 private:
+  void loadStages();
+  void placeStage(Stage &stage, const std::string &source);
+  void startPipeline();
+  Stream &stream() { return device->computeStream(); }
+  /// The feeder of the data (stage 0's), or null on ranks without it.
+  Feeder *dataFeeder() const;
+  size_t arenaBytes() const {
+    size_t bytes = 0;
+    for (const Stage &stage : stages)
+      bytes += stage.executor->arenaBytes();
+    return bytes;
+  }
   void bindParameters();
+  void describeEveryParameter(const std::vector<std::string> &files);
+  double runMicroBatch();
+  void accumulate(int stage, int backwardsBefore);
   void allocateOptimizerState(ParamSlot &p);
   StepReport trainStep(int64_t step);
-  double accumulateGradients(int64_t microBatch);
   void update(int64_t step, float lr, float gradScale);
   void printStart(int64_t start) const;
   std::unique_ptr<std::ofstream> openLog() const;
@@ -183,6 +203,8 @@ private:
   void saveWhole(int64_t step);
   void saveShards(int64_t step);
   TrainingState stateAt(int64_t step) const;
+  std::vector<TensorRole> rolesOf(const ParamSlot &p) const;
+  bool isFlat(const ParamSlot &p, TensorRole role) const;
   const TensorView &parameterOf(const ParamSlot &p) const;
   std::vector<uint8_t> localOf(const ParamSlot &p, const TensorView &state);
   void loadBox(const TrainingState &state, const ParamSlot &p, TensorRole role,
@@ -193,12 +215,22 @@ private:
   TrainerOptions options;
   CompiledConfig config;
   World &world;
-  Program program;
+  /// The program the mesh is read from (the first stage's with a pipeline).
+  Program first;
   Parallel parallel;
   std::unique_ptr<Device> device;
-  Executor executor;
+  /// This rank's step programs: the whole step, or its pipeline chunks.
+  std::vector<Stage> stages;
+  std::unique_ptr<Pipeline> pipeline;
+  /// The axes the reported loss is summed over.
+  std::vector<std::string> lossAxes;
+  /// Backwards run this step per stage (a stage's first one starts its
+  /// gradient sum).
+  std::vector<int> backwards;
   std::vector<ParamSlot> params;
-  std::unique_ptr<Feeder> feeder;
+  /// Every parameter of every stage, described (no memory): what a sharded
+  /// checkpoint's manifest lists.
+  std::vector<ParamSlot> everyParam;
   Hyperparameters hyper;
   int64_t lastSaved = 0;
   /// ZeRO 2: one micro-batch's reduced gradient shard, before it is added.
@@ -214,12 +246,107 @@ TensorView hostView(std::vector<uint8_t> &data, DType dtype,
   return {data.data(), dtype, shape};
 }
 
+/// This rank's programs: the step, or its chunks of the pipeline (virtual
+/// stages c * pp + its pp coordinate).
+void Trainer::loadStages() {
+  if (config.stages.empty()) {
+    stages.resize(1);
+    stages[0].program = first;
+    placeStage(stages[0], config.program);
+    lossAxes = first.lossPartial;
+    describeEveryParameter({config.program});
+    return;
+  }
+  int pp = first.meshAxisSize("pp");
+  if (static_cast<int>(config.stages.size()) != pp * config.chunks)
+    failOnRankZero(world, "trainer.json lists " +
+                              std::to_string(config.stages.size()) +
+                              " stages; pp " + std::to_string(pp) +
+                              " x chunks " + std::to_string(config.chunks) +
+                              " needs " + std::to_string(pp * config.chunks));
+  int ppRank = parallel.mesh().coordinate(world.rank(), "pp");
+  // Placed only once all are loaded: feeders keep references to them.
+  stages.resize(config.chunks);
+  for (int c = 0; c < config.chunks; ++c) {
+    stages[c].virtualStage = c * pp + ppRank;
+    stages[c].program = loadProgram(config.stages[stages[c].virtualStage]);
+  }
+  for (Stage &stage : stages)
+    placeStage(stage, config.stages[stage.virtualStage]);
+  // The last stage has the loss: every rank sums it over pp too.
+  lossAxes = loadProgram(config.stages.back()).lossPartial;
+  lossAxes.push_back("pp");
+  describeEveryParameter(config.stages);
+  startPipeline();
+}
+
+void Trainer::placeStage(Stage &stage, const std::string &source) {
+  stage.executor = std::make_unique<Executor>(stage.program, *device, source,
+                                              &parallel.collectives());
+  if (!stage.program.slotsOf(SlotKind::Input).empty() ||
+      !stage.program.slotsOf(SlotKind::Label).empty())
+    stage.feeder = std::make_unique<Feeder>(stage.program, *stage.executor,
+                                            config.task, options,
+                                            parallel.mesh(), world.rank());
+}
+
+void Trainer::startPipeline() {
+  std::optional<ScheduleKind> kind = parseScheduleKind(config.schedule);
+  if (!kind)
+    failOnRankZero(world, "trainer.json lists pipeline stages but its "
+                          "schedule is '" + config.schedule +
+                              "'; expected gpipe, 1f1b or interleaved");
+  ScheduleSpec spec;
+  spec.kind = *kind;
+  spec.pp = first.meshAxisSize("pp");
+  spec.v = config.chunks;
+  spec.m = static_cast<int>(config.microBatches);
+  try {
+    pipeline = std::make_unique<Pipeline>(
+        spec, parallel.mesh().coordinate(world.rank(), "pp"), stages,
+        parallel.collectives());
+  } catch (const Error &e) {
+    failOnRankZero(world, e.what()); // a schedule every rank refuses alike
+  }
+}
+
+Feeder *Trainer::dataFeeder() const {
+  for (const Stage &stage : stages)
+    if (stage.feeder)
+      return stage.feeder.get();
+  return nullptr;
+}
+
+/// Every parameter of every program in `files` (all stages, on every
+/// rank), for the checkpoint's manifest.
+void Trainer::describeEveryParameter(const std::vector<std::string> &files) {
+  int pp = first.meshAxisSize("pp");
+  for (size_t s = 0; s < files.size(); ++s) {
+    Program program = files.size() == 1 ? first : loadProgram(files[s]);
+    for (int slot : program.slotsOf(SlotKind::Param)) {
+      ParamSlot p;
+      p.name = program.slots[slot].name;
+      p.slot = slot;
+      p.value.dtype = program.slots[slot].dtype;
+      p.value.shape = program.slots[slot].shape;
+      p.ppRank = static_cast<int>(s) % pp;
+      parallel.describe(p, program);
+      everyParam.push_back(std::move(p));
+    }
+  }
+}
+
 void Trainer::bindParameters() {
   std::vector<HostTensor> initial = readSafetensors(config.parameters).tensors;
-  for (int slot : program.slotsOf(SlotKind::Param)) {
+  for (size_t st = 0; st < stages.size(); ++st)
+  for (int slot : stages[st].program.slotsOf(SlotKind::Param)) {
+    const Program &program = stages[st].program;
+    Executor &executor = *stages[st].executor;
     ParamSlot p;
     p.name = program.slots[slot].name;
     p.slot = slot;
+    p.stage = static_cast<int>(st);
+    p.ppRank = stages[st].virtualStage % first.meshAxisSize("pp");
     p.value = executor.view(slot);
     parallel.describe(p, program);
     // params.safetensors holds the global tensor; this rank keeps its box.
@@ -232,8 +359,7 @@ void Trainer::bindParameters() {
             hostView(box, p.value.dtype, p.value.shape).data, p.value.shape,
             Shape(p.value.shape.size(), 0), p.value.shape,
             sizeOf(p.value.dtype));
-    device->copyToDevice(p.value.data, box.data(), p.value.bytes(),
-                         executor.stream());
+    device->copyToDevice(p.value.data, box.data(), p.value.bytes(), stream());
     int grad = program.gradientOf(slot);
     if (grad >= 0) {
       p.grad = executor.view(grad);
@@ -241,17 +367,17 @@ void Trainer::bindParameters() {
     }
     params.push_back(std::move(p));
   }
-  executor.stream().synchronize();
+  stream().synchronize();
   // ZeRO 3: from now on each rank keeps its dp shard of every trained
   // parameter; the executor gathers it for the instructions that read it.
   for (ParamSlot &p : params)
     if (p.shard.data) {
-      cpu::copy(executor.stream(), Parallel::flatRange(p.value, p.begin, p.length),
+      cpu::copy(stream(), Parallel::flatRange(p.value, p.begin, p.length),
                 Parallel::flatRange(p.shard, 0, p.length));
-      executor.stream().synchronize();
-      executor.releaseSlot(p.slot, gathered);
+      stream().synchronize();
+      stages[p.stage].executor->releaseSlot(p.slot, gathered);
       p.value.data = nullptr;
-      gathered.add(p);
+      gathered.add(p, *stages[p.stage].executor);
     }
   device->resetPeaks();
 }
@@ -286,46 +412,63 @@ const TensorView &Trainer::gradientOf(const ParamSlot &p) const {
   return p.accumulated.data ? p.accumulated : p.grad;
 }
 
-/// Runs the step program on one micro-batch; returns its loss. With several
-/// micro-batches the gradients add up in `accumulated`; under ZeRO 2 each
-/// micro-batch's gradient is reduce-scattered first.
-double Trainer::accumulateGradients(int64_t microBatch) {
-  feeder->fill();
-  executor.run();
+/// Runs the whole step program on one micro-batch (no pipeline); returns
+/// its loss.
+double Trainer::runMicroBatch() {
+  Stage &stage = stages[0];
+  stage.feeder->fill();
+  stage.executor->run();
   float loss = 0;
-  device->copyToHost(&loss, executor.view(program.loss).data, sizeof loss,
-                     executor.stream());
+  device->copyToHost(&loss, stage.executor->view(stage.program.loss).data,
+                     sizeof loss, stream());
+  stream().synchronize();
+  return loss;
+}
+
+/// Adds the gradients a stage's backward just wrote to its sums (with
+/// several micro-batches); under ZeRO 2 each micro-batch's gradient is
+/// reduce-scattered first.
+void Trainer::accumulate(int stage, int backwardsBefore) {
   for (ParamSlot &p : params) {
-    if (!p.grad.data || !p.accumulated.data)
+    if (p.stage != stage || !p.grad.data || !p.accumulated.data)
       continue;
     if (config.zero >= 2) {
-      TensorView into = microBatch == 0 ? p.accumulated : shardTemp;
+      TensorView into = backwardsBefore == 0 ? p.accumulated : shardTemp;
       into.shape = {p.chunk};
-      parallel.reduceGradient(p, p.grad, into, executor.stream());
-      if (microBatch > 0)
-        cpu::binary(executor.stream(), cpu::BinaryOp::Add, p.accumulated,
-                    into, p.accumulated);
-    } else if (microBatch == 0) {
-      cpu::copy(executor.stream(), p.grad, p.accumulated);
+      parallel.reduceGradient(p, p.grad, into, stream());
+      if (backwardsBefore > 0)
+        cpu::binary(stream(), cpu::BinaryOp::Add, p.accumulated, into,
+                    p.accumulated);
+    } else if (backwardsBefore == 0) {
+      cpu::copy(stream(), p.grad, p.accumulated);
     } else {
-      cpu::binary(executor.stream(), cpu::BinaryOp::Add, p.accumulated, p.grad,
+      cpu::binary(stream(), cpu::BinaryOp::Add, p.accumulated, p.grad,
                   p.accumulated);
     }
   }
-  return loss;
 }
 
 StepReport Trainer::trainStep(int64_t step) {
   auto begin = std::chrono::steady_clock::now();
   double loss = 0;
-  for (int64_t m = 0; m < config.microBatches; ++m)
-    loss += accumulateGradients(m);
+  backwards.assign(stages.size(), 0);
+  auto afterBackward = [&](int stage, int) {
+    accumulate(stage, backwards[stage]++);
+  };
+  if (pipeline) {
+    loss = pipeline->runStep(afterBackward);
+  } else {
+    for (int64_t m = 0; m < config.microBatches; ++m) {
+      loss += runMicroBatch();
+      afterBackward(0, static_cast<int>(m));
+    }
+  }
   loss /= double(config.microBatches);
   if (config.zero < 2)
     for (ParamSlot &p : params)
       if (p.grad.data)
-        parallel.reduceGradient(p, gradientOf(p), {}, executor.stream());
-  loss = parallel.reduceLoss(loss, program.lossPartial, executor.stream());
+        parallel.reduceGradient(p, gradientOf(p), {}, stream());
+  loss = parallel.reduceLoss(loss, lossAxes, stream());
   BMRT_CHECK(std::isfinite(loss),
              "the loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
                  " at step " + std::to_string(step) + "; stopping" +
@@ -341,15 +484,15 @@ StepReport Trainer::trainStep(int64_t step) {
   double sumSquares = 0;
   for (ParamSlot &p : params)
     if (p.grad.data)
-      sumSquares = parallel.addSumOfSquares(sumSquares, p, gradientOf(p),
-                                            executor.stream());
-  sumSquares = parallel.finishSumOfSquares(sumSquares, executor.stream());
+      sumSquares =
+          parallel.addSumOfSquares(sumSquares, p, gradientOf(p), stream());
+  sumSquares = parallel.finishSumOfSquares(sumSquares, stream());
   double mean = 1.0 / parallel.gradientDivisor(config.microBatches);
   double norm = std::sqrt(sumSquares) * mean;
   float scale = static_cast<float>(mean * clipScale(norm, options.clip));
   float lr = hyper.schedule.learningRate(step);
   update(step, lr, scale);
-  executor.stream().synchronize();
+  stream().synchronize();
 
   StepReport report;
   report.step = step;
@@ -360,10 +503,13 @@ StepReport Trainer::trainStep(int64_t step) {
   report.seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - begin)
                        .count();
-  report.items = feeder->itemsPerMicroBatch() * config.microBatches;
-  report.itemName = feeder->itemName();
+  if (Feeder *feeder = dataFeeder()) {
+    report.items = feeder->itemsPerMicroBatch() * config.microBatches;
+    report.itemName = feeder->itemName();
+  }
   report.rank = world.rank();
   report.communication = parallel.collectives().takeTimes();
+  report.bubble = pipeline ? pipeline->bubbleSeconds() : 0;
   for (int k = 0; k < kNumMemoryKinds; ++k)
     report.peakBytes[k] = device->peakBytes(static_cast<MemoryKind>(k));
   report.peakTotal = device->peakTotalBytes();
@@ -388,13 +534,13 @@ void Trainer::update(int64_t step, float lr, float gradScale) {
         second = Parallel::flatRange(p.second, 0, p.length);
     }
     if (config.optimizer == "adamw")
-      cpu::adamwUpdate(executor.stream(), value, grad, first, second,
+      cpu::adamwUpdate(stream(), value, grad, first, second,
                        hyper.adamw, lr, step, gradScale);
     else
-      cpu::sgdUpdate(executor.stream(), value, grad, first, hyper.sgd, lr,
+      cpu::sgdUpdate(stream(), value, grad, first, hyper.sgd, lr,
                      step, gradScale);
     if (config.zero && !p.shard.data)
-      parallel.gatherOverDp(p, p.value, {}, executor.stream());
+      parallel.gatherOverDp(p, p.value, {}, stream());
   }
 }
 
@@ -414,7 +560,7 @@ void Trainer::printStart(int64_t start) const {
               (long long)config.microBatch, (long long)config.microBatches,
               config.recompute.c_str(),
               hyper.describe(config.optimizer).c_str(),
-              feeder->describe().c_str());
+              dataFeeder() ? dataFeeder()->describe().c_str() : "no data");
   if (config.precision != "fp32")
     std::printf("note: the plan trains in %s mixed precision; the CPU "
                 "runtime computes in fp32\n",
@@ -426,7 +572,7 @@ void Trainer::printStart(int64_t start) const {
               mib(device->bytesInUse(MemoryKind::Gradients)),
               mib(device->bytesInUse(MemoryKind::OptimizerState)),
               mib(device->bytesInUse(MemoryKind::Activations)),
-              mib(executor.arenaBytes()),
+              mib(arenaBytes()),
               mib(device->bytesInUse(MemoryKind::Workspace)));
   if (start)
     std::printf("resumed at step %lld of %lld from '%s'\n", (long long)start,
@@ -461,11 +607,11 @@ std::vector<uint8_t> Trainer::localOf(const ParamSlot &p,
   std::vector<uint8_t> local(p.value.bytes());
   TensorView whole{local.data(), p.value.dtype, p.value.shape};
   if (config.zero && state.data != p.value.data)
-    parallel.gatherOverDp(p, whole, state, executor.stream());
+    parallel.gatherOverDp(p, whole, state, stream());
   else
     device->copyToHost(local.data(), state.data, whole.bytes(),
-                       executor.stream());
-  executor.stream().synchronize();
+                       stream());
+  stream().synchronize();
   return local;
 }
 
@@ -481,7 +627,8 @@ TrainingState Trainer::stateAt(int64_t step) const {
   state.modelPath = config.modelPath;
   state.step = step;
   state.optimizer = config.optimizer;
-  state.data = feeder->state();
+  if (Feeder *feeder = dataFeeder())
+    state.data = feeder->state();
   state.planFile = config.plan;
   return state;
 }
@@ -521,12 +668,10 @@ void Trainer::saveWhole(int64_t step) {
 /// (optimizer state; parameters under ZeRO 3) are written flat, each dp
 /// rank its own range.
 void Trainer::saveShards(int64_t step) {
-  TrainingState state = stateAt(step);
+  // Rank 0 lists every stage's tensors, held here or not.
   std::vector<ShardedTensor> listed;
-  for (ParamSlot &p : params) {
-    auto add = [&](TensorRole role, const TensorView &value) {
-      bool flat = role == TensorRole::Parameter ? p.shard.data != nullptr
-                                                : config.zero > 0;
+  for (const ParamSlot &p : everyParam)
+    for (TensorRole role : rolesOf(p)) {
       ShardedTensor t;
       t.name = role == TensorRole::Parameter
                    ? p.name
@@ -535,22 +680,42 @@ void Trainer::saveShards(int64_t step) {
                                              : TensorKind::OptimizerState;
       t.dtype = p.value.dtype;
       t.global = p.global;
-      t.shards = parallel.writtenShards(p, flat);
+      t.shards = parallel.writtenShards(p, isFlat(p, role));
       listed.push_back(std::move(t));
+    }
+  TrainingState state = stateAt(step);
+  for (ParamSlot &p : params)
+    for (TensorRole role : rolesOf(p)) {
+      bool flat = isFlat(p, role);
+      const TensorView &value = role == TensorRole::Parameter ? parameterOf(p)
+                                : role == TensorRole::FirstMoment ? p.first
+                                                                  : p.second;
       if (parallel.writesShard(p, flat))
         state.addTensor(*device, p.name, role,
                         flat ? Parallel::flatRange(value, 0, p.length) : value);
-    };
-    add(TensorRole::Parameter, parameterOf(p));
-    if (p.first.data)
-      add(TensorRole::FirstMoment, p.first);
-    if (p.second.data)
-      add(TensorRole::SecondMoment, p.second);
-  }
+    }
   saveShardedTrainingState(options.checkpoint, state, world.rank(),
                            parallel.meshSizes(), listed,
                            [&] { parallel.barrier(); });
   parallel.barrier();
+}
+
+/// What a checkpoint holds of `p`: its value, and its optimizer state if
+/// it is trained.
+std::vector<TensorRole> Trainer::rolesOf(const ParamSlot &p) const {
+  if (!p.trained)
+    return {TensorRole::Parameter};
+  if (config.optimizer == "adamw")
+    return {TensorRole::Parameter, TensorRole::FirstMoment,
+            TensorRole::SecondMoment};
+  return {TensorRole::Parameter, TensorRole::FirstMoment};
+}
+
+/// ZeRO's shards are flat: optimizer state, and trained parameters under
+/// ZeRO 3.
+bool Trainer::isFlat(const ParamSlot &p, TensorRole role) const {
+  return role == TensorRole::Parameter ? config.zero >= 3 && p.trained
+                                       : config.zero > 0;
 }
 
 /// Copies this rank's box of the checkpoint's global tensor into `into`
@@ -565,7 +730,7 @@ void Trainer::loadBox(const TrainingState &state, const ParamSlot &p,
   bool chunked = config.zero && (role != TensorRole::Parameter || p.shard.data);
   TensorView from = chunked ? Parallel::flatRange(local, p.begin, p.length)
                             : local;
-  device->copyToDevice(into.data, from.data, from.bytes(), executor.stream());
+  device->copyToDevice(into.data, from.data, from.bytes(), stream());
 }
 
 int64_t Trainer::resume() {
@@ -593,8 +758,10 @@ int64_t Trainer::resume() {
     if (p.second.data)
       loadBox(state, p, TensorRole::SecondMoment, p.second);
   }
-  executor.stream().synchronize();
-  feeder->restore(state.data);
+  stream().synchronize();
+  for (Stage &stage : stages)
+    if (stage.feeder)
+      stage.feeder->restore(state.data);
   BMRT_CHECK(state.step < options.steps,
              "the checkpoint in '" + options.checkpoint + "' is at step " +
                  std::to_string(state.step) + ", not before --steps " +

@@ -28,7 +28,8 @@ import pytest
 
 from conftest import ENV, read_log, read_safetensors, run, tool, write_safetensors
 from mesh_programs import (expert_weights, megatron_mlp, mixture_of_experts,
-                           read_checkpoint, sequence_parallel_mlp, trainer_folder)
+                           pipeline_folder, pipeline_stages, read_checkpoint,
+                           sequence_parallel_mlp, trainer_folder)
 
 MPIRUN = shutil.which("mpirun")
 RTOL, ATOL = 1e-5, 1e-6
@@ -342,3 +343,62 @@ def test_export_merges_a_sharded_checkpoint(compiled, tmp_path):
     model = onnx.load(str(tmp_path / "m.onnx"))
     exported = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     assert trained and all(np.array_equal(exported[k], v) for k, v in trained.items())
+
+
+@pytest.fixture(scope="module")
+def one_rank_four_micro_batches(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("one_m4")
+    return run_plan(tmp, "m4", megatron_mlp(1, 1), 1, micro_batches=4)
+
+
+def run_pipeline(tmp_path, name, stages, pp, schedule, chunks=1, *flags, **extra):
+    folder = pipeline_folder(str(tmp_path / name), stages, pp, schedule, 4, chunks, **extra)
+    log, ckpt = str(tmp_path / f"{name}.jsonl"), str(tmp_path / f"{name}.ckpt")
+    train(folder, pp, "--steps", "10", "--log", log, "--checkpoint", ckpt, *flags)
+    return losses(log), read_checkpoint(ckpt), log
+
+
+@pytest.mark.parametrize("schedule,stages,pp,chunks", [
+    ("gpipe", 2, 2, 1), ("1f1b", 2, 2, 1), ("interleaved", 4, 2, 2), ("1f1b", 4, 4, 1)])
+def test_pipeline_matches_one_rank(one_rank_four_micro_batches, tmp_path, schedule, stages,
+                                   pp, chunks):
+    # The step cut into stages run in the schedule's order over four
+    # micro-batches: one rank's losses and weights (each stage computes the
+    # same sums as the whole step; only where they run changes).
+    run = run_pipeline(tmp_path, "pipe", pipeline_stages(stages, pp), pp, schedule, chunks)
+    assert_same_run(run, one_rank_four_micro_batches)
+    assert run[0][-1] < run[0][0] / 2
+
+
+def test_pipeline_resumes_bit_for_bit_and_reshards(one_rank_four_micro_batches, tmp_path):
+    # Interleaved over two ranks: 10 straight = 5 + resume + 5, bit for
+    # bit; its checkpoint (each rank its own stages' tensors) then goes on
+    # under one rank with the whole step, as one rank's run does.
+    stages = pipeline_stages(4, 2)
+    straight = run_pipeline(tmp_path, "straight", stages, 2, "interleaved", 2)
+    assert read_log(straight[2].replace(".jsonl", ".rank1.jsonl"))[-1]["bubble_time_s"] > 0
+    folder = pipeline_folder(str(tmp_path / "split"), stages, 2, "interleaved", 4, 2)
+    log, ckpt = str(tmp_path / "split.jsonl"), str(tmp_path / "split.ckpt")
+    train(folder, 2, "--steps", "10", "--stop-at", "5", "--log", log, "--checkpoint", ckpt)
+    manifest = json.loads((tmp_path / "split.ckpt" / "manifest.json").read_text())
+    assert {t["name"]: t["shards"][0]["rank"] for t in manifest["tensors"]
+            if t["kind"] == "parameter"} == {"w0": 0, "w1": 1, "w2": 0}
+    whole = trainer_folder(str(tmp_path / "whole"), megatron_mlp(1, 1), 1, micro_batches=4)
+    moved = str(tmp_path / "moved.ckpt")
+    shutil.copytree(ckpt, moved)
+    train(folder, 2, "--steps", "10", "--resume", "--log", log, "--checkpoint", ckpt)
+    assert losses(log) == straight[0]
+    assert all(np.array_equal(v, straight[1][k]) for k, v in read_checkpoint(ckpt).items())
+    log1 = str(tmp_path / "whole.jsonl")
+    train(whole, 1, "--steps", "10", "--resume", "--log", log1, "--checkpoint", moved)
+    np.testing.assert_allclose(losses(log1), one_rank_four_micro_batches[0][5:],
+                               rtol=RTOL, atol=ATOL)
+
+
+def test_pipeline_with_too_few_stage_programs_is_one_line(tmp_path):
+    folder = pipeline_folder(str(tmp_path / "p"), pipeline_stages(2, 2), 2, "interleaved",
+                             4, 2)
+    result = train(folder, 2, "--steps", "1", check=False)
+    assert result.returncode != 0
+    assert [l for l in result.stderr.splitlines() if l.startswith("trainer: error")] == [
+        "trainer: error: rank 0: trainer.json lists 2 stages; pp 2 x chunks 2 needs 4"]

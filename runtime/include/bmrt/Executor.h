@@ -63,6 +63,16 @@ public:
   void run();
   /// Runs instructions [begin, end) without waiting; for tests and tracing.
   void runRange(size_t begin, size_t end);
+  /// A pipeline stage's forward and backward (Program::backwardStart),
+  /// each then waiting for the device.
+  void runForward();
+  void runBackward();
+  /// The values a stage's backward reads from its forward (the arena and
+  /// the slots filled from outside: inputs, labels, activations), copied
+  /// out, so that other micro-batches' forwards can run in between, and
+  /// back.
+  void stash(std::vector<uint8_t> &out);
+  void unstash(const std::vector<uint8_t> &in);
 
   const Program &program() const { return prog; }
   Device &device() { return dev; }
