@@ -269,8 +269,8 @@ def expert_weights(seed: int = 1) -> dict:
                         np.sqrt(WIDTH)).astype(np.float32)}
 
 
-def _stage(pp, slots, code, backward, ends):
-    lines = ["bmc-step-program 1", 'model "mlp"', f"mesh pp={pp}"]
+def _stage(pp, dp, slots, code, backward, ends):
+    lines = ["bmc-step-program 1", 'model "mlp"', f"mesh pp={pp} dp={dp}"]
     lines += [_slot(i, kind, shape, name, sharding, partial, values)
               for i, (kind, shape, name, sharding, partial, values) in enumerate(slots)]
     return "\n".join(lines + code + ["backward"] + backward + ends) + "\n"
@@ -281,27 +281,28 @@ def _param(name, shape):
 
 
 def _grad(name, shape):
-    return ("grad", shape, name, None, None, None)
+    return ("grad", shape, name, None, ["dp"], None)
 
 
 def _value(shape, kind="value"):
     return (kind, shape, None, None, None, None)
 
 
-def pipeline_stages(stages: int, pp: int) -> list[str]:
-    """megatron_mlp(1, 1) cut into 4 pipeline stages (x0 = x @ w0 | relu(x0
+def pipeline_stages(stages: int, pp: int, dp: int = 1) -> list[str]:
+    """megatron_mlp(1, dp) cut into 4 pipeline stages (x0 = x @ w0 | relu(x0
     @ w1) | y = a @ w2 | the loss), or 2 (the first two and the last two
-    joined), each with its backward, for a mesh of `pp` pipeline ranks."""
-    B, D, H = BATCH, WIDTH, HIDDEN
-    scale = 1.0 / (B * D)
-    first = [("input", [B, D], "x", None, None, None), _param("w0", [D, D]),
+    joined), each with its backward, for a mesh of `pp` pipeline ranks
+    (and the batch over `dp`)."""
+    B, D, H = BATCH // dp, WIDTH, HIDDEN
+    scale = 1.0 / (BATCH * D)
+    first = [("input", [B, D], "x", [["dp"], []], None, None), _param("w0", [D, D]),
              _grad("w0", [D, D])]
     if stages == 2:
         a = [*first, _param("w1", [D, H]), _grad("w1", [D, H]),
              _value([B, H], "activation_grad"), _value([B, D]), _value([B, H]),
              _value([B, H]), _value([B, H]), _value([B, D])]
         # %0 x, %1 w0, %2 dw0, %3 w1, %4 dw1, %5 da, %6 x0, %7 h, %8 a, %9 dh, %10 dx0
-        stage_a = _stage(pp, a, ["%6 = matmul %0, %1", "%7 = matmul %6, %3", "%8 = relu %7"],
+        stage_a = _stage(pp, dp, a, ["%6 = matmul %0, %1", "%7 = matmul %6, %3", "%8 = relu %7"],
                          ['%9 = unary_grad %7, %5 {op="relu"}',
                           "%4 = matmul %6, %9 {trans_a=1}",
                           "%10 = matmul %9, %3 {trans_b=1}",
@@ -312,41 +313,43 @@ def pipeline_stages(stages: int, pp: int) -> list[str]:
              _value([B, D]), _value([B, D]), _value([]), _value([]), _value([B, D]),
              _value([B, H])]
         # %0 a, %1 w2, %2 dw2, %3 c, %4 2c, %5 y, %6 y2, %7 sum, %8 loss, %9 dy, %10 da
-        stage_b = _stage(pp, b, ["%5 = matmul %0, %1", "%6 = mul %5, %5",
+        stage_b = _stage(pp, dp, b, ["%5 = matmul %0, %1", "%6 = mul %5, %5",
                                  "%7 = reduce_sum %6 {axes=[0,1]}", "%8 = mul %7, %3"],
                          ["%9 = mul %5, %4", "%2 = matmul %0, %9 {trans_a=1}",
                           "%10 = matmul %9, %1 {trans_b=1}"],
-                         ["send_grad %10", "loss %8"])
+                         ["send_grad %10", 'loss %8 partial=["dp"]'])
         return [stage_a, stage_b]
-    s0 = _stage(pp, [*first, _value([B, D], "activation_grad"), _value([B, D])],
+    s0 = _stage(pp, dp, [*first, _value([B, D], "activation_grad"), _value([B, D])],
                 ["%4 = matmul %0, %1"], ["%2 = matmul %0, %3 {trans_a=1}"], ["send %4"])
     # %0 x0, %1 w1, %2 dw1, %3 da, %4 h, %5 a, %6 dh, %7 dx0
-    s1 = _stage(pp, [_value([B, D], "activation"), _param("w1", [D, H]),
+    s1 = _stage(pp, dp, [_value([B, D], "activation"), _param("w1", [D, H]),
                      _grad("w1", [D, H]), _value([B, H], "activation_grad"),
                      _value([B, H]), _value([B, H]), _value([B, H]), _value([B, D])],
                 ["%4 = matmul %0, %1", "%5 = relu %4"],
                 ['%6 = unary_grad %4, %3 {op="relu"}', "%2 = matmul %0, %6 {trans_a=1}",
                  "%7 = matmul %6, %1 {trans_b=1}"], ["send %5", "send_grad %7"])
     # %0 a, %1 w2, %2 dw2, %3 dy, %4 y, %5 da
-    s2 = _stage(pp, [_value([B, H], "activation"), _param("w2", [H, D]),
+    s2 = _stage(pp, dp, [_value([B, H], "activation"), _param("w2", [H, D]),
                      _grad("w2", [H, D]), _value([B, D], "activation_grad"),
                      _value([B, D]), _value([B, H])],
                 ["%4 = matmul %0, %1"],
                 ["%2 = matmul %0, %3 {trans_a=1}", "%5 = matmul %3, %1 {trans_b=1}"],
                 ["send %4", "send_grad %5"])
     # %0 y, %1 c, %2 2c, %3 y2, %4 sum, %5 loss, %6 dy
-    s3 = _stage(pp, [_value([B, D], "activation"),
+    s3 = _stage(pp, dp, [_value([B, D], "activation"),
                      ("const", [], None, None, None, [scale]),
                      ("const", [], None, None, None, [2 * scale]),
                      _value([B, D]), _value([]), _value([]), _value([B, D])],
                 ["%3 = mul %0, %0", "%4 = reduce_sum %3 {axes=[0,1]}", "%5 = mul %4, %1"],
-                ["%6 = mul %0, %2"], ["send_grad %6", "loss %5"])
+                ["%6 = mul %0, %2"], ["send_grad %6", 'loss %5 partial=["dp"]'])
     return [s0, s1, s2, s3]
 
 
 def pipeline_folder(path: str, stages: list[str], pp: int, schedule: str,
-                    micro_batches: int, chunks: int = 1, **extra) -> str:
-    folder = trainer_folder(path, stages[0], pp, micro_batches=micro_batches, pp=pp,
+                    micro_batches: int, chunks: int = 1, ranks: int = 0,
+                    **extra) -> str:
+    folder = trainer_folder(path, stages[0], ranks or pp, micro_batches=micro_batches,
+                            pp=pp,
                             schedule=schedule, chunks=chunks,
                             stages=[f"stage{i}.bmp" for i in range(len(stages))], **extra)
     for i, text in enumerate(stages):

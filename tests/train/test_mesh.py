@@ -351,10 +351,11 @@ def one_rank_four_micro_batches(tmp_path_factory):
     return run_plan(tmp, "m4", megatron_mlp(1, 1), 1, micro_batches=4)
 
 
-def run_pipeline(tmp_path, name, stages, pp, schedule, chunks=1, *flags, **extra):
-    folder = pipeline_folder(str(tmp_path / name), stages, pp, schedule, 4, chunks, **extra)
+def run_pipeline(tmp_path, name, stages, pp, schedule, chunks=1, *flags, dp=1, **extra):
+    folder = pipeline_folder(str(tmp_path / name), stages, pp, schedule, 4, chunks,
+                             ranks=pp * dp, **extra)
     log, ckpt = str(tmp_path / f"{name}.jsonl"), str(tmp_path / f"{name}.ckpt")
-    train(folder, pp, "--steps", "10", "--log", log, "--checkpoint", ckpt, *flags)
+    train(folder, pp * dp, "--steps", "10", "--log", log, "--checkpoint", ckpt, *flags)
     return losses(log), read_checkpoint(ckpt), log
 
 
@@ -368,6 +369,16 @@ def test_pipeline_matches_one_rank(one_rank_four_micro_batches, tmp_path, schedu
     run = run_pipeline(tmp_path, "pipe", pipeline_stages(stages, pp), pp, schedule, chunks)
     assert_same_run(run, one_rank_four_micro_batches)
     assert run[0][-1] < run[0][0] / 2
+
+
+@pytest.mark.parametrize("zero", [0, 1])
+def test_pipeline_and_data_parallel_on_four_ranks(one_rank_four_micro_batches, tmp_path,
+                                                  zero):
+    # 1F1B over pp = 2 with the batch over dp = 2 (ZeRO 1 over dp too): the
+    # dp reduction and the global norm see each stage's parameters once.
+    run = run_pipeline(tmp_path, "ppdp", pipeline_stages(2, 2, 2), 2, "1f1b", dp=2,
+                       zero=zero)
+    assert_same_run(run, one_rank_four_micro_batches)
 
 
 def test_pipeline_resumes_bit_for_bit_and_reshards(one_rank_four_micro_batches, tmp_path):
