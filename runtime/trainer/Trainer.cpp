@@ -249,6 +249,12 @@ TensorView hostView(std::vector<uint8_t> &data, DType dtype,
 /// This rank's programs: the step, or its chunks of the pipeline (virtual
 /// stages c * pp + its pp coordinate).
 void Trainer::loadStages() {
+  if (config.stages.empty() && first.meshAxisSize("pp") > 1)
+    failOnRankZero(world, "the step program's mesh has pp=" +
+                              std::to_string(first.meshAxisSize("pp")) +
+                              " but trainer.json lists no pipeline stages "
+                              "(\"stages\"): this runtime runs a pipeline "
+                              "from one program per stage");
   if (config.stages.empty()) {
     stages.resize(1);
     stages[0].program = first;

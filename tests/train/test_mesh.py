@@ -371,11 +371,12 @@ def test_pipeline_matches_one_rank(one_rank_four_micro_batches, tmp_path, schedu
     assert run[0][-1] < run[0][0] / 2
 
 
-@pytest.mark.parametrize("zero", [0, 1])
+@pytest.mark.parametrize("zero", [0, 1, 3])
 def test_pipeline_and_data_parallel_on_four_ranks(one_rank_four_micro_batches, tmp_path,
                                                   zero):
-    # 1F1B over pp = 2 with the batch over dp = 2 (ZeRO 1 over dp too): the
-    # dp reduction and the global norm see each stage's parameters once.
+    # 1F1B over pp = 2 with the batch over dp = 2 (ZeRO 1 and 3 over dp
+    # too): the dp reduction and the global norm see each stage's
+    # parameters once.
     run = run_pipeline(tmp_path, "ppdp", pipeline_stages(2, 2, 2), 2, "1f1b", dp=2,
                        zero=zero)
     assert_same_run(run, one_rank_four_micro_batches)
@@ -413,3 +414,14 @@ def test_pipeline_with_too_few_stage_programs_is_one_line(tmp_path):
     assert result.returncode != 0
     assert [l for l in result.stderr.splitlines() if l.startswith("trainer: error")] == [
         "trainer: error: rank 0: trainer.json lists 2 stages; pp 2 x chunks 2 needs 4"]
+
+
+def test_a_pipeline_mesh_without_stage_programs_is_one_line(tmp_path):
+    program = megatron_mlp(1, 1).replace("mesh tp=1 dp=1", "mesh tp=1 dp=1 pp=2")
+    folder = trainer_folder(str(tmp_path / "p"), program, 2)
+    result = train(folder, 2, "--steps", "1", check=False)
+    assert result.returncode != 0
+    assert [l for l in result.stderr.splitlines() if l.startswith("trainer: error")] == [
+        "trainer: error: rank 0: the step program's mesh has pp=2 but trainer.json lists "
+        'no pipeline stages ("stages"): this runtime runs a pipeline from one program '
+        "per stage"]
