@@ -15,6 +15,10 @@
 // replace DIR (the old one moves to DIR.old until the new one is in place;
 // loading falls back to DIR.old if a crash came between the two renames).
 //
+// A job over a device mesh writes a sharded checkpoint instead: every
+// rank's own shards and a manifest of where they lie (ShardedCheckpoint.h).
+// loadCheckpoint reads either form and returns global tensors.
+//
 // The API takes host tensors: the trainer copies device tensors to the
 // host and hands them over as TensorRefs.
 //

@@ -9,6 +9,7 @@
 #include "bmrt/Sharding.h"
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 namespace bmrt {
@@ -25,11 +26,14 @@ std::string tempFolderOf(const std::string &dir) {
 }
 
 json shardEntry(const TensorShard &shard) {
-  return {{"file", shardFileOf(shard.rank)},
-          {"rank", shard.rank},
-          {"offsets", shard.offsets},
-          {"shape", shard.shape},
-          {"coordinates", shard.coordinates}};
+  json entry = {{"file", shardFileOf(shard.rank)},
+                {"rank", shard.rank},
+                {"offsets", shard.offsets},
+                {"shape", shard.shape},
+                {"coordinates", shard.coordinates}};
+  if (shard.flat())
+    entry["flat_range"] = {shard.flatBegin, shard.flatEnd};
+  return entry;
 }
 
 json tensorEntry(const ShardedTensor &t) {
@@ -65,6 +69,16 @@ ShardedTensor parseTensor(const std::string &dir, const json &entry) {
       shard.rank = s.at("rank");
       shard.offsets = s.at("offsets").get<Shape>();
       shard.shape = s.at("shape").get<Shape>();
+      if (s.contains("flat_range")) {
+        shard.flatBegin = s["flat_range"].at(0);
+        shard.flatEnd = s["flat_range"].at(1);
+        BMRT_CHECK(shard.flatBegin >= 0 && shard.flatBegin <= shard.flatEnd &&
+                       shard.flatEnd <= numElements(shard.shape),
+                   where(dir) + ": a shard of '" + t.name +
+                       "' has flat_range [" + std::to_string(shard.flatBegin) +
+                       ", " + std::to_string(shard.flatEnd) + "] outside " +
+                       formatShape(shard.shape));
+      }
       t.shards.push_back(shard);
     }
   } catch (const json::exception &e) {
@@ -95,11 +109,12 @@ public:
     std::string path = (fs::path(folder) / file).string();
     BMRT_CHECK(found, "checkpoint '" + dir + "': '" + path +
                           "' does not hold its shard of '" + t.name + "'");
-    BMRT_CHECK(found->dtype == t.dtype && found->shape == s.shape,
+    Shape held = s.flat() ? Shape{s.flatEnd - s.flatBegin} : s.shape;
+    BMRT_CHECK(found->dtype == t.dtype && found->shape == held,
                "checkpoint '" + dir + "': '" + path + "' holds '" + t.name +
                    "' as " + nameOf(found->dtype) +
                    formatShape(found->shape) + " but manifest.json says " +
-                   nameOf(t.dtype) + formatShape(s.shape));
+                   nameOf(t.dtype) + formatShape(held));
     return *found;
   }
 
@@ -108,7 +123,8 @@ private:
   std::map<std::string, std::vector<HostTensor>> files;
 };
 
-/// The global tensor from its shards, which must tile it.
+/// The global tensor from its shards, which must tile it. Flat shards fill
+/// their box first; each box, once whole, goes into place.
 HostTensor assemble(const std::string &dir, const ShardedTensor &t,
                     ShardFiles &files) {
   HostTensor global;
@@ -116,20 +132,28 @@ HostTensor assemble(const std::string &dir, const ShardedTensor &t,
   global.dtype = t.dtype;
   global.shape = t.global;
   global.data.resize(numElements(t.global) * sizeOf(t.dtype));
+  size_t width = sizeOf(t.dtype);
+  std::map<std::pair<Shape, Shape>, std::vector<uint8_t>> boxes;
   int64_t covered = 0;
   for (const TensorShard &s : t.shards) {
     const HostTensor &part = files.shard(t, s);
-    BMRT_CHECK(s.offsets.size() == t.global.size(),
+    BMRT_CHECK(s.offsets.size() == t.global.size() &&
+                   s.shape.size() == t.global.size(),
                where(dir) + ": a shard of '" + t.name + "' has offsets " +
                    formatShape(s.offsets) + " for " + formatShape(t.global));
-    copyBox(part.data.data(), s.shape, Shape(s.shape.size(), 0),
-            global.data.data(), t.global, s.offsets, s.shape, sizeOf(t.dtype));
-    covered += numElements(s.shape);
+    std::vector<uint8_t> &box = boxes[{s.offsets, s.shape}];
+    box.resize(numElements(s.shape) * width);
+    std::memcpy(box.data() + (s.flat() ? s.flatBegin : 0) * width,
+                part.data.data(), part.data.size());
+    covered += numElements(part.shape);
   }
   BMRT_CHECK(covered == numElements(t.global),
              where(dir) + ": the shards of '" + t.name + "' hold " +
                  std::to_string(covered) + " elements of its " +
                  std::to_string(numElements(t.global)));
+  for (const auto &[where, box] : boxes)
+    copyBox(box.data(), where.second, Shape(where.second.size(), 0),
+            global.data.data(), t.global, where.first, where.second, width);
   return global;
 }
 

@@ -6,7 +6,8 @@
 //   manifest.json                 Checkpoint.h's manifest, plus "mesh" and,
 //                                 per tensor, its global shape and shards:
 //                                 {"file", "rank", "offsets", "shape",
-//                                  "coordinates": {"tp": 1, ...}}
+//                                  "coordinates": {"tp": 1, ...}} and, for
+//                                 ZeRO's flat shards, "flat_range": [b, e]
 //   shards/rank00003.safetensors  rank 3's boxes of the global tensors,
 //                                 named as in an unsharded checkpoint
 //
@@ -29,10 +30,14 @@
 
 namespace bmrt {
 
-/// One rank's box of a global tensor.
+/// One rank's box of a global tensor, or (ZeRO, as Megatron's
+/// ShardedTensor.flattened_range) the elements [flatBegin, flatEnd) of the
+/// box flattened, held as a 1-D tensor.
 struct TensorShard {
   int rank = 0;
   Shape offsets, shape;
+  int64_t flatBegin = 0, flatEnd = -1; // -1: the whole box
+  bool flat() const { return flatEnd >= 0; }
   /// The rank's place on the mesh, axis name -> coordinate.
   std::map<std::string, int> coordinates;
 };

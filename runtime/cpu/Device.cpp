@@ -106,6 +106,11 @@ size_t Device::bytesInUse(MemoryKind kind) const {
   return inUse[static_cast<size_t>(kind)];
 }
 
+void Device::resetPeaks() {
+  peak = inUse;
+  peakTotal = total;
+}
+
 size_t Device::peakBytes(MemoryKind kind) const {
   return peak[static_cast<size_t>(kind)];
 }

@@ -61,6 +61,8 @@ static MemoryKind memoryKindOf(SlotKind kind) {
   case SlotKind::Input:
   case SlotKind::Label:
   case SlotKind::Value:
+  case SlotKind::Activation:
+  case SlotKind::ActivationGrad:
     return MemoryKind::Activations;
   case SlotKind::Const:
     return MemoryKind::Workspace;
@@ -106,6 +108,10 @@ void Executor::placeValues() {
   }
   if (prog.loss >= 0)
     last[prog.loss] = end;
+  // What a stage sends lives to the end of its forward, for the send.
+  for (int sent : {prog.send, prog.sendGrad})
+    if (sent >= 0)
+      last[sent] = end;
   for (int output : prog.outputs)
     last[output] = end;
 
@@ -166,9 +172,99 @@ const TensorView &Executor::result(const Instr &instr, size_t i) const {
   return views[instr.results[i]];
 }
 
+SlotProvider::~SlotProvider() = default;
+
+void Executor::releaseSlot(int index, SlotProvider &slots) {
+  BMRT_CHECK(!provider || provider == &slots,
+             "an executor takes released slots from one provider");
+  provider = &slots;
+  auto it = std::find_if(owned.begin(), owned.end(), [&](const Allocation &a) {
+    return a.pointer == views.at(index).data;
+  });
+  BMRT_CHECK(it != owned.end() && prog.slots[index].kind != SlotKind::Value,
+             "slot %" + std::to_string(index) + " has no memory of its own");
+  dev.deallocate(it->pointer, it->bytes, it->kind);
+  owned.erase(it);
+  views[index].data = nullptr;
+  // Acquire before the first of each run of consecutive readers, release
+  // after its last.
+  size_t n = prog.instrs.size();
+  acquireBefore.resize(n);
+  releaseAfter.resize(n);
+  auto reads = [&](size_t t) {
+    const std::vector<int> &ops = prog.instrs[t].operands;
+    return std::find(ops.begin(), ops.end(), index) != ops.end();
+  };
+  for (size_t t = 0; t < n; ++t) {
+    if (!reads(t))
+      continue;
+    if (t == 0 || !reads(t - 1))
+      acquireBefore[t].push_back(index);
+    if (t + 1 == n || !reads(t + 1))
+      releaseAfter[t].push_back(index);
+  }
+}
+
 void Executor::runRange(size_t begin, size_t end) {
-  for (size_t t = begin; t < end && t < prog.instrs.size(); ++t)
+  for (size_t t = begin; t < end && t < prog.instrs.size(); ++t) {
+    if (provider)
+      for (int slot : acquireBefore[t])
+        provider->acquire(*this, slot);
     launchers[t](*this, prog.instrs[t]);
+    if (provider)
+      for (int slot : releaseAfter[t])
+        provider->release(*this, slot);
+  }
+}
+
+void Executor::runForward() {
+  BMRT_CHECK(prog.backwardStart >= 0,
+             "the step program has no 'backward' line: it is no pipeline "
+             "stage");
+  runRange(0, prog.backwardStart);
+  stream().synchronize();
+}
+
+void Executor::runBackward() {
+  runRange(prog.backwardStart, prog.instrs.size());
+  stream().synchronize();
+}
+
+/// The memory a stash covers: the arena, then each slot filled from
+/// outside, in slot order.
+template <typename F> static void forStashed(const Program &prog,
+                                             const std::vector<TensorView> &views,
+                                             void *arena, size_t arenaSize,
+                                             F each) {
+  if (arenaSize)
+    each(arena, arenaSize);
+  for (size_t i = 0; i < prog.slots.size(); ++i) {
+    SlotKind kind = prog.slots[i].kind;
+    if (kind == SlotKind::Input || kind == SlotKind::Label ||
+        kind == SlotKind::Activation || kind == SlotKind::ActivationGrad)
+      each(views[i].data, views[i].bytes());
+  }
+}
+
+void Executor::stash(std::vector<uint8_t> &out) {
+  stream().synchronize();
+  out.clear();
+  forStashed(prog, views, arena, arenaSize, [&](void *data, size_t bytes) {
+    size_t at = out.size();
+    out.resize(at + bytes);
+    dev.copyToHost(out.data() + at, data, bytes, stream());
+  });
+  stream().synchronize();
+}
+
+void Executor::unstash(const std::vector<uint8_t> &in) {
+  size_t at = 0;
+  forStashed(prog, views, arena, arenaSize, [&](void *data, size_t bytes) {
+    BMRT_CHECK(at + bytes <= in.size(), "a stash of another program");
+    dev.copyToDevice(data, in.data() + at, bytes, stream());
+    at += bytes;
+  });
+  stream().synchronize();
 }
 
 void Executor::run() {

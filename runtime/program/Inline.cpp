@@ -50,7 +50,12 @@ Program inlineCalls(const Program &program) {
   flat.loss = program.loss;
   flat.lossPartial = program.lossPartial;
   flat.outputs = program.outputs;
-  for (const Instr &instr : program.instrs) {
+  flat.send = program.send;
+  flat.sendGrad = program.sendGrad;
+  for (size_t i = 0; i < program.instrs.size(); ++i) {
+    const Instr &instr = program.instrs[i];
+    if (static_cast<int>(i) == program.backwardStart)
+      flat.backwardStart = static_cast<int>(flat.instrs.size());
     if (instr.op != "call") {
       flat.instrs.push_back(instr);
       continue;

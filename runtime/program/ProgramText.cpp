@@ -41,13 +41,18 @@ const char *nameOf(SlotKind kind) {
     return "const";
   case SlotKind::Value:
     return "value";
+  case SlotKind::Activation:
+    return "activation";
+  case SlotKind::ActivationGrad:
+    return "activation_grad";
   }
   return "?";
 }
 
 static bool parseSlotKind(const std::string &name, SlotKind &kind) {
   for (SlotKind k : {SlotKind::Input, SlotKind::Label, SlotKind::Param,
-                     SlotKind::Grad, SlotKind::Const, SlotKind::Value})
+                     SlotKind::Grad, SlotKind::Const, SlotKind::Value,
+                     SlotKind::Activation, SlotKind::ActivationGrad})
     if (name == nameOf(k)) {
       kind = k;
       return true;
@@ -271,9 +276,16 @@ std::string printProgram(const Program &program) {
   os << '\n';
   for (const Function &function : program.functions)
     printFunction(os, function);
-  for (const Instr &instr : program.instrs)
-    printInstr(os, instr);
+  for (size_t i = 0; i < program.instrs.size(); ++i) {
+    if (static_cast<int>(i) == program.backwardStart)
+      os << "backward\n";
+    printInstr(os, program.instrs[i]);
+  }
   os << '\n';
+  if (program.send >= 0)
+    os << "send %" << program.send << '\n';
+  if (program.sendGrad >= 0)
+    os << "send_grad %" << program.sendGrad << '\n';
   if (program.loss >= 0) {
     os << "loss %" << program.loss;
     if (!program.lossPartial.empty())
@@ -774,6 +786,19 @@ Program parseProgram(const std::string &text, const std::string &source) {
       program.model = p.quoted();
     } else if (keyword == "mesh") {
       parseMesh(p, program);
+    } else if (keyword == "backward") {
+      if (program.backwardStart >= 0)
+        p.fail("a second 'backward' line");
+      program.backwardStart = static_cast<int>(program.instrs.size());
+    } else if (keyword == "send" || keyword == "send_grad") {
+      int slot = p.slotRef();
+      if (slot >= static_cast<int>(program.slots.size()))
+        p.fail(keyword + " %" + std::to_string(slot) + " is not a slot");
+      int &target = keyword == "send" ? program.send : program.sendGrad;
+      if (target >= 0)
+        p.fail("a second '" + keyword + "'");
+      target = slot;
+      sawLoss = true;
     } else if (keyword == "loss" || keyword == "output") {
       int slot = p.slotRef();
       if (slot >= static_cast<int>(program.slots.size()))

@@ -1322,6 +1322,15 @@ void checkEnds(const Program &program, const std::vector<bool> &computed,
   }
   for (int output : program.outputs)
     checkSlot(output, "output %" + std::to_string(output));
+  if (program.send >= 0)
+    checkSlot(program.send, "send %" + std::to_string(program.send));
+  if (program.sendGrad >= 0)
+    checkSlot(program.sendGrad,
+              "send_grad %" + std::to_string(program.sendGrad));
+  BMRT_CHECK(program.backwardStart <= static_cast<int>(program.instrs.size()),
+             source + ": the backward starts at instruction " +
+                 std::to_string(program.backwardStart) + " of " +
+                 std::to_string(program.instrs.size()));
 }
 
 /// The mesh's axes are those bmrt::Mesh::fromPlan lays out.

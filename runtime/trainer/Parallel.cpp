@@ -46,6 +46,7 @@ void Parallel::describe(ParamSlot &p, const Program &program) const {
   p.global = globalShape(slot.shape, slot.sharding, mesh());
   p.offsets = shardOffsets(slot.shape, slot.sharding, mesh(), comms->rank());
   int grad = program.gradientOf(p.slot);
+  p.trained = grad >= 0;
   if (grad >= 0)
     p.partial = meshLine ? program.slots[grad].partial
                          : std::vector<std::string>{kDp};
@@ -106,9 +107,10 @@ void Parallel::reduceGradient(const ParamSlot &p, const TensorView &g,
   });
 }
 
-/// The axes that split `p`'s local tensor from the global one.
+/// The axes that split `p`'s local tensor from the global one (and pp: each
+/// pipeline rank holds other parameters).
 static std::vector<std::string> shardedAxes(const ParamSlot &p) {
-  std::vector<std::string> axes;
+  std::vector<std::string> axes{"pp"};
   for (const auto &dim : p.sharding)
     axes.insert(axes.end(), dim.begin(), dim.end());
   return axes;
@@ -136,26 +138,41 @@ double Parallel::addSumOfSquares(double sum, const ParamSlot &p,
                                                    : g);
 }
 
-bool Parallel::writesShard(const ParamSlot &p) const {
-  return ownsReplica(comms->rank(), shardedAxes(p));
-}
-
-std::vector<TensorShard> Parallel::writtenShards(const ParamSlot &p) const {
+std::vector<TensorShard> Parallel::writtenShards(const ParamSlot &p,
+                                                bool flat) const {
+  std::vector<std::string> axes = shardedAxes(p);
+  if (flat)
+    axes.push_back(kDp);
   std::vector<TensorShard> shards;
   const Shape &local = p.value.shape;
+  int64_t n = numElements(local);
   for (int r = 0; r < mesh().numRanks(); ++r) {
-    if (!ownsReplica(r, shardedAxes(p)))
+    if (!ownsReplica(r, axes) || mesh().coordinate(r, "pp") != p.ppRank)
       continue;
     TensorShard s;
     s.rank = r;
     s.offsets = shardOffsets(local, p.sharding, mesh(), r);
     s.shape = local;
+    if (flat) {
+      int dp = zero ? mesh().coordinate(r, kDp) : 0;
+      s.flatBegin = std::min(n, p.chunk * dp);
+      s.flatEnd = std::min(n, s.flatBegin + p.chunk);
+      if (s.flatBegin == s.flatEnd)
+        continue;
+    }
     std::vector<int> coords = mesh().coordinates(r);
     for (size_t i = 0; i < coords.size(); ++i)
       s.coordinates[mesh().axes()[i].name] = coords[i];
     shards.push_back(std::move(s));
   }
   return shards;
+}
+
+bool Parallel::writesShard(const ParamSlot &p, bool flat) const {
+  for (const TensorShard &s : writtenShards(p, flat))
+    if (s.rank == comms->rank())
+      return true;
+  return false;
 }
 
 std::map<std::string, int> Parallel::meshSizes() const {
@@ -221,6 +238,22 @@ void Parallel::gatherOverDp(const ParamSlot &p, const TensorView &flat,
     dp->allGather(send.data(), gathered, p.chunk, flat.dtype, stream);
   });
   std::memcpy(flat.data, gathered, flat.bytes());
+}
+
+void GatheredParameters::acquire(Executor &executor, int slot) {
+  const ParamSlot &p = *bySlot.at({&executor, slot});
+  TensorView full = p.value;
+  full.data = device.allocate(full.bytes(), MemoryKind::Parameters);
+  parallel.gatherOverDp(p, full, p.shard, executor.stream());
+  executor.bindSlot(slot, full.data);
+}
+
+void GatheredParameters::release(Executor &executor, int slot) {
+  executor.stream().synchronize();
+  device.deallocate(executor.view(slot).data,
+                    bySlot.at({&executor, slot})->value.bytes(),
+                    MemoryKind::Parameters);
+  executor.bindSlot(slot, nullptr);
 }
 
 } // namespace bmrt

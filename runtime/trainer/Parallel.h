@@ -32,6 +32,10 @@ struct ParamSlot {
   /// The program's slot, placed by the executor (under ZeRO 3 bound to the
   /// gathered parameters during the step only).
   int slot = -1;
+  /// The trainer's stage (program) it belongs to, the pipeline rank that
+  /// holds it, and whether the program computes its gradient.
+  int stage = 0, ppRank = 0;
+  bool trained = false;
   TensorView value;
   /// The step program's gradient slot; null data when frozen.
   TensorView grad;
@@ -53,6 +57,29 @@ struct ParamSlot {
   /// updates (ZeRO: its dp shard; otherwise all of it), and the padded
   /// shard size every dp rank holds.
   int64_t begin = 0, length = 0, chunk = 0;
+};
+
+class Parallel;
+
+/// ZeRO 3: the parameters live as dp shards; each is gathered into memory
+/// of its own before the instructions that read it and freed after them
+/// (Executor::releaseSlot).
+class GatheredParameters : public SlotProvider {
+public:
+  GatheredParameters(Parallel &parallel, Device &device)
+      : parallel(parallel), device(device) {}
+  /// `p` (which must outlive this), a slot of `executor`, is gathered from
+  /// its shard on demand.
+  void add(const ParamSlot &p, const Executor &executor) {
+    bySlot[{&executor, p.slot}] = &p;
+  }
+  void acquire(Executor &executor, int slot) override;
+  void release(Executor &executor, int slot) override;
+
+private:
+  Parallel &parallel;
+  Device &device;
+  std::map<std::pair<const Executor *, int>, const ParamSlot *> bySlot;
 };
 
 class Parallel {
@@ -92,11 +119,12 @@ public:
 
   /// Returns once every rank has called it.
   void barrier();
-  /// Whether this rank writes `p` (and its optimizer state) to a sharded
-  /// checkpoint: one replica of each shard does.
-  bool writesShard(const ParamSlot &p) const;
-  /// Every rank's shard of `p` that is written, for the manifest.
-  std::vector<TensorShard> writtenShards(const ParamSlot &p) const;
+  /// Every rank's shard of `p` (or of its optimizer state) written to a
+  /// sharded checkpoint, for the manifest: one replica of each box, or
+  /// where `flat` (ZeRO's shards) each dp rank's flat range of it.
+  std::vector<TensorShard> writtenShards(const ParamSlot &p, bool flat) const;
+  /// Whether this rank writes one of them.
+  bool writesShard(const ParamSlot &p, bool flat) const;
   /// The mesh's axis sizes, for the manifest.
   std::map<std::string, int> meshSizes() const;
 

@@ -40,10 +40,9 @@ std::string StepReport::json() const {
     byAxis[group] = time;
     communicating += time;
   }
-  j["compute_time_s"] = seconds - communicating;
+  j["compute_time_s"] = seconds - communicating - bubble;
   j["communication_time_s"] = byAxis;
-  // No pipeline runs yet: no bubble.
-  j["bubble_time_s"] = 0.0;
+  j["bubble_time_s"] = bubble;
   j[std::string(itemName) + "_per_s"] =
       seconds > 0 ? double(items) / seconds : 0.0;
   nlohmann::json memory;

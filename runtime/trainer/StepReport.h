@@ -32,6 +32,8 @@ struct StepReport {
   /// of mesh axes ("tp", "dp+tp"); the rest of the step is compute.
   int rank = 0;
   std::map<std::string, double> communication;
+  /// Seconds waiting for the pipeline's other stages (0 without one).
+  double bubble = 0;
   std::array<size_t, kNumMemoryKinds> peakBytes{};
   size_t peakTotal = 0;
 

@@ -2,10 +2,7 @@
 
 #include "Trainer.h"
 
-#include "Feeder.h"
-#include "Parallel.h"
-#include "StepReport.h"
-#include "TrainingState.h"
+#include "TrainerLoop.h"
 
 #include "runtime/checkpoint/Safetensors.h"
 
@@ -16,184 +13,125 @@
 #include "bmrt/Schedule.h"
 #include "bmrt/Sharding.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 namespace bmrt {
-namespace {
 
-using json = nlohmann::json;
+static double mib(size_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
 
-/// What `bmc compile` wrote beside the program (trainer.json).
-struct CompiledConfig {
-  std::string model, modelHash, modelPath, task, optimizer, precision,
-      recompute;
-  std::string program, parameters, plan;
-  int64_t microBatch = 1, microBatches = 1;
-  /// Ranks the step was compiled for.
-  int ranks = 1;
-  /// ZeRO stage over dp (0: none).
-  int zero = 0;
-  /// The pipeline: stages, schedule ("none", "gpipe", "1f1b",
-  /// "interleaved") and virtual stages per rank.
-  int pp = 1, chunks = 1;
-  std::string schedule = "none";
-};
+/// This rank's programs: the step, or its chunks of the pipeline (virtual
+/// stages c * pp + its pp coordinate).
+void Trainer::loadStages() {
+  if (config.stages.empty() && first.meshAxisSize("pp") > 1)
+    failOnRankZero(world, "the step program's mesh has pp=" +
+                              std::to_string(first.meshAxisSize("pp")) +
+                              " but trainer.json lists no pipeline stages "
+                              "(\"stages\"): this runtime runs a pipeline "
+                              "from one program per stage");
+  if (config.stages.empty()) {
+    stages.resize(1);
+    stages[0].program = first;
+    placeStage(stages[0], config.program);
+    lossAxes = first.lossPartial;
+    describeEveryParameter({config.program});
+    return;
+  }
+  int pp = first.meshAxisSize("pp");
+  if (static_cast<int>(config.stages.size()) != pp * config.chunks)
+    failOnRankZero(world, "trainer.json lists " +
+                              std::to_string(config.stages.size()) +
+                              " stages; pp " + std::to_string(pp) +
+                              " x chunks " + std::to_string(config.chunks) +
+                              " needs " + std::to_string(pp * config.chunks));
+  int ppRank = parallel.mesh().coordinate(world.rank(), "pp");
+  // Placed only once all are loaded: feeders keep references to them.
+  stages.resize(config.chunks);
+  for (int c = 0; c < config.chunks; ++c) {
+    stages[c].virtualStage = c * pp + ppRank;
+    stages[c].program = loadProgram(config.stages[stages[c].virtualStage]);
+  }
+  for (Stage &stage : stages)
+    placeStage(stage, config.stages[stage.virtualStage]);
+  // The last stage has the loss: every rank sums it over pp too.
+  lossAxes = loadProgram(config.stages.back()).lossPartial;
+  lossAxes.push_back("pp");
+  describeEveryParameter(config.stages);
+  startPipeline();
+}
 
-CompiledConfig readConfig(const std::string &dir) {
-  std::string path = dir + "/trainer.json";
-  std::ifstream in(path);
-  BMRT_CHECK(in, "cannot read '" + path +
-                     "': is this a folder that bmc compile wrote?");
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  BMRT_CHECK(!j.is_discarded() && j.is_object(),
-             "'" + path + "' is not valid JSON");
-  BMRT_CHECK(j.value("format", 0) == 1,
-             "'" + path + "' has format " + std::to_string(j.value("format", 0)) +
-                 "; this trainer reads format 1");
-  CompiledConfig c;
+void Trainer::placeStage(Stage &stage, const std::string &source) {
+  stage.executor = std::make_unique<Executor>(stage.program, *device, source,
+                                              &parallel.collectives());
+  if (!stage.program.slotsOf(SlotKind::Input).empty() ||
+      !stage.program.slotsOf(SlotKind::Label).empty())
+    stage.feeder = std::make_unique<Feeder>(stage.program, *stage.executor,
+                                            config.task, options,
+                                            parallel.mesh(), world.rank());
+}
+
+void Trainer::startPipeline() {
+  std::optional<ScheduleKind> kind = parseScheduleKind(config.schedule);
+  if (!kind)
+    failOnRankZero(world, "trainer.json lists pipeline stages but its "
+                          "schedule is '" + config.schedule +
+                              "'; expected gpipe, 1f1b or interleaved");
+  ScheduleSpec spec;
+  spec.kind = *kind;
+  spec.pp = first.meshAxisSize("pp");
+  spec.v = config.chunks;
+  spec.m = static_cast<int>(config.microBatches);
   try {
-    c.model = j.at("model");
-    c.modelHash = j.at("model_hash");
-    c.modelPath = j.value("model_path", std::string());
-    c.task = j.at("task");
-    c.optimizer = j.at("optimizer");
-    c.precision = j.at("precision");
-    c.recompute = j.value("recompute", "none");
-    c.program = dir + "/" + j.at("program").get<std::string>();
-    c.parameters = dir + "/" + j.at("parameters").get<std::string>();
-    c.plan = dir + "/" + j.at("plan").get<std::string>();
-    c.microBatch = j.at("micro_batch");
-    c.microBatches = j.at("micro_batches");
-    c.ranks = j.value("ranks", 1);
-    c.zero = j.value("zero", 0);
-    c.pp = j.value("pp", 1);
-    c.chunks = j.value("chunks", 1);
-    c.schedule = j.value("schedule", std::string("none"));
-  } catch (const json::exception &e) {
-    BMRT_FAIL("'" + path + "' is missing a field or has a wrong type (" +
-              e.what() + ")");
+    pipeline = std::make_unique<Pipeline>(
+        spec, parallel.mesh().coordinate(world.rank(), "pp"), stages,
+        parallel.collectives());
+  } catch (const Error &e) {
+    failOnRankZero(world, e.what()); // a schedule every rank refuses alike
   }
-  BMRT_CHECK(c.microBatches >= 1, "'" + path + "': micro_batches must be >= 1");
-  BMRT_CHECK(c.zero >= 0 && c.zero <= 2,
-             "'" + path + "': zero is " + std::to_string(c.zero) +
-                 "; this runtime runs ZeRO stages 0, 1 and 2");
-  return c;
 }
 
-/// The step program, once the job is known to have the ranks it was
-/// compiled for (a program with a mesh line: checked against the mesh when
-/// the communicators are made).
-Program loadProgramFor(const CompiledConfig &config, const World &world,
-                       const std::string &dir) {
-  Program program = loadProgram(config.program);
-  BMRT_CHECK(!program.mesh.empty() || world.size() == config.ranks,
-             "the trainer in '" + dir + "' was compiled for " +
-                 std::to_string(config.ranks) +
-                 " ranks (the plan's data parallelism); it was started on " +
-                 std::to_string(world.size()));
-  return program;
+Feeder *Trainer::dataFeeder() const {
+  for (const Stage &stage : stages)
+    if (stage.feeder)
+      return stage.feeder.get();
+  return nullptr;
 }
 
-double mib(size_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
-
-class Trainer {
-public:
-  Trainer(const TrainerOptions &options, World &world)
-      : options(options), config(readConfig(options.dir)), world(world),
-        program(loadProgramFor(config, world, options.dir)),
-        parallel(program, world, config.zero), device(createCpuDevice()),
-        executor(program, *device, config.program, &parallel.collectives()) {
-    BMRT_CHECK(world.size() == config.ranks,
-               "the trainer in '" + options.dir + "' was compiled for " +
-                   std::to_string(config.ranks) + " ranks; it was started on " +
-                   std::to_string(world.size()));
-    if (options.threads)
-      cpu::setThreads(options.threads);
-    bindParameters();
-    feeder = std::make_unique<Feeder>(program, executor, config.task, options,
-                                      parallel.mesh(), world.rank());
-    hyper = Hyperparameters::from(options, config.optimizer);
-  }
-
-  void run() {
-    int64_t start = 0;
-    if (options.resume)
-      start = resume();
-    if (world.rank() == 0)
-      printStart(start);
-    std::unique_ptr<std::ofstream> log = openLog();
-    int64_t last = options.stopAt ? std::min(options.stopAt, options.steps)
-                                  : options.steps;
-    // --steps 0 writes the step-0 checkpoint: the compiled weights, for
-    // bmc export or a later --resume.
-    if (last == 0 && !options.checkpoint.empty())
-      save(0);
-    for (int64_t step = start + 1; step <= last; ++step) {
-      StepReport report = trainStep(step);
-      if (world.rank() == 0)
-        report.print(options, stdout);
-      if (log)
-        *log << report.json() << "\n" << std::flush;
-      if (!options.checkpoint.empty() &&
-          ((options.saveEvery && step % options.saveEvery == 0) ||
-           step == last))
-        save(step);
+/// Every parameter of every program in `files` (all stages, on every
+/// rank), for the checkpoint's manifest.
+void Trainer::describeEveryParameter(const std::vector<std::string> &files) {
+  int pp = first.meshAxisSize("pp");
+  for (size_t s = 0; s < files.size(); ++s) {
+    Program program = files.size() == 1 ? first : loadProgram(files[s]);
+    for (int slot : program.slotsOf(SlotKind::Param)) {
+      ParamSlot p;
+      p.name = program.slots[slot].name;
+      p.slot = slot;
+      p.value.dtype = program.slots[slot].dtype;
+      p.value.shape = program.slots[slot].shape;
+      p.ppRank = static_cast<int>(s) % pp;
+      parallel.describe(p, program);
+      everyParam.push_back(std::move(p));
     }
   }
-
-private:
-  void bindParameters();
-  void allocateOptimizerState(ParamSlot &p);
-  StepReport trainStep(int64_t step);
-  double accumulateGradients(int64_t microBatch);
-  void update(int64_t step, float lr, float gradScale);
-  void printStart(int64_t start) const;
-  std::unique_ptr<std::ofstream> openLog() const;
-  void save(int64_t step);
-  void saveWhole(int64_t step);
-  void saveShards(int64_t step);
-  TrainingState stateAt(int64_t step) const;
-  std::vector<uint8_t> localOf(const ParamSlot &p, const TensorView &state);
-  void loadBox(const TrainingState &state, const ParamSlot &p, TensorRole role,
-               const TensorView &into);
-  const TensorView &gradientOf(const ParamSlot &p) const;
-  int64_t resume();
-
-  TrainerOptions options;
-  CompiledConfig config;
-  World &world;
-  Program program;
-  Parallel parallel;
-  std::unique_ptr<Device> device;
-  Executor executor;
-  std::vector<ParamSlot> params;
-  std::unique_ptr<Feeder> feeder;
-  Hyperparameters hyper;
-  int64_t lastSaved = 0;
-  /// ZeRO 2: one micro-batch's reduced gradient shard, before it is added.
-  TensorView shardTemp;
-};
-
-/// A view of `shape` on the host bytes of `data` (for loading shards).
-TensorView hostView(std::vector<uint8_t> &data, DType dtype,
-                    const Shape &shape) {
-  data.resize(numElements(shape) * sizeOf(dtype));
-  return {data.data(), dtype, shape};
 }
 
 void Trainer::bindParameters() {
   std::vector<HostTensor> initial = readSafetensors(config.parameters).tensors;
-  for (int slot : program.slotsOf(SlotKind::Param)) {
+  for (size_t st = 0; st < stages.size(); ++st)
+  for (int slot : stages[st].program.slotsOf(SlotKind::Param)) {
+    const Program &program = stages[st].program;
+    Executor &executor = *stages[st].executor;
     ParamSlot p;
     p.name = program.slots[slot].name;
     p.slot = slot;
+    p.stage = static_cast<int>(st);
+    p.ppRank = stages[st].virtualStage % first.meshAxisSize("pp");
     p.value = executor.view(slot);
     parallel.describe(p, program);
     // params.safetensors holds the global tensor; this rank keeps its box.
@@ -206,8 +144,7 @@ void Trainer::bindParameters() {
             hostView(box, p.value.dtype, p.value.shape).data, p.value.shape,
             Shape(p.value.shape.size(), 0), p.value.shape,
             sizeOf(p.value.dtype));
-    device->copyToDevice(p.value.data, box.data(), p.value.bytes(),
-                         executor.stream());
+    device->copyToDevice(p.value.data, box.data(), p.value.bytes(), stream());
     int grad = program.gradientOf(slot);
     if (grad >= 0) {
       p.grad = executor.view(grad);
@@ -215,7 +152,19 @@ void Trainer::bindParameters() {
     }
     params.push_back(std::move(p));
   }
-  executor.stream().synchronize();
+  stream().synchronize();
+  // ZeRO 3: from now on each rank keeps its dp shard of every trained
+  // parameter; the executor gathers it for the instructions that read it.
+  for (ParamSlot &p : params)
+    if (p.shard.data) {
+      cpu::copy(stream(), Parallel::flatRange(p.value, p.begin, p.length),
+                Parallel::flatRange(p.shard, 0, p.length));
+      stream().synchronize();
+      stages[p.stage].executor->releaseSlot(p.slot, gathered);
+      p.value.data = nullptr;
+      gathered.add(p, *stages[p.stage].executor);
+    }
+  device->resetPeaks();
 }
 
 void Trainer::allocateOptimizerState(ParamSlot &p) {
@@ -229,6 +178,8 @@ void Trainer::allocateOptimizerState(ParamSlot &p) {
     return v;
   };
   p.first = buffer(MemoryKind::OptimizerState, stateShape);
+  if (config.zero >= 3)
+    p.shard = buffer(MemoryKind::Parameters, stateShape);
   if (config.optimizer == "adamw")
     p.second = buffer(MemoryKind::OptimizerState, stateShape);
   if (config.zero >= 2) {
@@ -246,46 +197,63 @@ const TensorView &Trainer::gradientOf(const ParamSlot &p) const {
   return p.accumulated.data ? p.accumulated : p.grad;
 }
 
-/// Runs the step program on one micro-batch; returns its loss. With several
-/// micro-batches the gradients add up in `accumulated`; under ZeRO 2 each
-/// micro-batch's gradient is reduce-scattered first.
-double Trainer::accumulateGradients(int64_t microBatch) {
-  feeder->fill();
-  executor.run();
+/// Runs the whole step program on one micro-batch (no pipeline); returns
+/// its loss.
+double Trainer::runMicroBatch() {
+  Stage &stage = stages[0];
+  stage.feeder->fill();
+  stage.executor->run();
   float loss = 0;
-  device->copyToHost(&loss, executor.view(program.loss).data, sizeof loss,
-                     executor.stream());
+  device->copyToHost(&loss, stage.executor->view(stage.program.loss).data,
+                     sizeof loss, stream());
+  stream().synchronize();
+  return loss;
+}
+
+/// Adds the gradients a stage's backward just wrote to its sums (with
+/// several micro-batches); under ZeRO 2 each micro-batch's gradient is
+/// reduce-scattered first.
+void Trainer::accumulate(int stage, int backwardsBefore) {
   for (ParamSlot &p : params) {
-    if (!p.grad.data || !p.accumulated.data)
+    if (p.stage != stage || !p.grad.data || !p.accumulated.data)
       continue;
     if (config.zero >= 2) {
-      TensorView into = microBatch == 0 ? p.accumulated : shardTemp;
+      TensorView into = backwardsBefore == 0 ? p.accumulated : shardTemp;
       into.shape = {p.chunk};
-      parallel.reduceGradient(p, p.grad, into, executor.stream());
-      if (microBatch > 0)
-        cpu::binary(executor.stream(), cpu::BinaryOp::Add, p.accumulated,
-                    into, p.accumulated);
-    } else if (microBatch == 0) {
-      cpu::copy(executor.stream(), p.grad, p.accumulated);
+      parallel.reduceGradient(p, p.grad, into, stream());
+      if (backwardsBefore > 0)
+        cpu::binary(stream(), cpu::BinaryOp::Add, p.accumulated, into,
+                    p.accumulated);
+    } else if (backwardsBefore == 0) {
+      cpu::copy(stream(), p.grad, p.accumulated);
     } else {
-      cpu::binary(executor.stream(), cpu::BinaryOp::Add, p.accumulated, p.grad,
+      cpu::binary(stream(), cpu::BinaryOp::Add, p.accumulated, p.grad,
                   p.accumulated);
     }
   }
-  return loss;
 }
 
 StepReport Trainer::trainStep(int64_t step) {
   auto begin = std::chrono::steady_clock::now();
   double loss = 0;
-  for (int64_t m = 0; m < config.microBatches; ++m)
-    loss += accumulateGradients(m);
+  backwards.assign(stages.size(), 0);
+  auto afterBackward = [&](int stage, int) {
+    accumulate(stage, backwards[stage]++);
+  };
+  if (pipeline) {
+    loss = pipeline->runStep(afterBackward);
+  } else {
+    for (int64_t m = 0; m < config.microBatches; ++m) {
+      loss += runMicroBatch();
+      afterBackward(0, static_cast<int>(m));
+    }
+  }
   loss /= double(config.microBatches);
   if (config.zero < 2)
     for (ParamSlot &p : params)
       if (p.grad.data)
-        parallel.reduceGradient(p, gradientOf(p), {}, executor.stream());
-  loss = parallel.reduceLoss(loss, program.lossPartial, executor.stream());
+        parallel.reduceGradient(p, gradientOf(p), {}, stream());
+  loss = parallel.reduceLoss(loss, lossAxes, stream());
   BMRT_CHECK(std::isfinite(loss),
              "the loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
                  " at step " + std::to_string(step) + "; stopping" +
@@ -301,15 +269,15 @@ StepReport Trainer::trainStep(int64_t step) {
   double sumSquares = 0;
   for (ParamSlot &p : params)
     if (p.grad.data)
-      sumSquares = parallel.addSumOfSquares(sumSquares, p, gradientOf(p),
-                                            executor.stream());
-  sumSquares = parallel.finishSumOfSquares(sumSquares, executor.stream());
+      sumSquares =
+          parallel.addSumOfSquares(sumSquares, p, gradientOf(p), stream());
+  sumSquares = parallel.finishSumOfSquares(sumSquares, stream());
   double mean = 1.0 / parallel.gradientDivisor(config.microBatches);
   double norm = std::sqrt(sumSquares) * mean;
   float scale = static_cast<float>(mean * clipScale(norm, options.clip));
   float lr = hyper.schedule.learningRate(step);
   update(step, lr, scale);
-  executor.stream().synchronize();
+  stream().synchronize();
 
   StepReport report;
   report.step = step;
@@ -320,10 +288,13 @@ StepReport Trainer::trainStep(int64_t step) {
   report.seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - begin)
                        .count();
-  report.items = feeder->itemsPerMicroBatch() * config.microBatches;
-  report.itemName = feeder->itemName();
+  if (Feeder *feeder = dataFeeder()) {
+    report.items = feeder->itemsPerMicroBatch() * config.microBatches;
+    report.itemName = feeder->itemName();
+  }
   report.rank = world.rank();
   report.communication = parallel.collectives().takeTimes();
+  report.bubble = pipeline ? pipeline->bubbleSeconds() : 0;
   for (int k = 0; k < kNumMemoryKinds; ++k)
     report.peakBytes[k] = device->peakBytes(static_cast<MemoryKind>(k));
   report.peakTotal = device->peakTotalBytes();
@@ -339,7 +310,8 @@ void Trainer::update(int64_t step, float lr, float gradScale) {
     TensorView value = p.value, grad = gradientOf(p), first = p.first,
                second = p.second;
     if (config.zero) {
-      value = Parallel::flatRange(p.value, p.begin, p.length);
+      value = p.shard.data ? Parallel::flatRange(p.shard, 0, p.length)
+                           : Parallel::flatRange(p.value, p.begin, p.length);
       grad = config.zero >= 2 ? Parallel::flatRange(grad, 0, p.length)
                               : Parallel::flatRange(grad, p.begin, p.length);
       first = Parallel::flatRange(p.first, 0, p.length);
@@ -347,13 +319,13 @@ void Trainer::update(int64_t step, float lr, float gradScale) {
         second = Parallel::flatRange(p.second, 0, p.length);
     }
     if (config.optimizer == "adamw")
-      cpu::adamwUpdate(executor.stream(), value, grad, first, second,
+      cpu::adamwUpdate(stream(), value, grad, first, second,
                        hyper.adamw, lr, step, gradScale);
     else
-      cpu::sgdUpdate(executor.stream(), value, grad, first, hyper.sgd, lr,
+      cpu::sgdUpdate(stream(), value, grad, first, hyper.sgd, lr,
                      step, gradScale);
-    if (config.zero)
-      parallel.gatherOverDp(p, p.value, {}, executor.stream());
+    if (config.zero && !p.shard.data)
+      parallel.gatherOverDp(p, p.value, {}, stream());
   }
 }
 
@@ -373,7 +345,7 @@ void Trainer::printStart(int64_t start) const {
               (long long)config.microBatch, (long long)config.microBatches,
               config.recompute.c_str(),
               hyper.describe(config.optimizer).c_str(),
-              feeder->describe().c_str());
+              dataFeeder() ? dataFeeder()->describe().c_str() : "no data");
   if (config.precision != "fp32")
     std::printf("note: the plan trains in %s mixed precision; the CPU "
                 "runtime computes in fp32\n",
@@ -385,7 +357,7 @@ void Trainer::printStart(int64_t start) const {
               mib(device->bytesInUse(MemoryKind::Gradients)),
               mib(device->bytesInUse(MemoryKind::OptimizerState)),
               mib(device->bytesInUse(MemoryKind::Activations)),
-              mib(executor.arenaBytes()),
+              mib(arenaBytes()),
               mib(device->bytesInUse(MemoryKind::Workspace)));
   if (start)
     std::printf("resumed at step %lld of %lld from '%s'\n", (long long)start,
@@ -394,7 +366,7 @@ void Trainer::printStart(int64_t start) const {
 }
 
 /// Rank 0 logs to --log; rank r > 0 beside it, "run.jsonl" -> "run.rank1.jsonl".
-std::string logPathOf(const std::string &log, int rank) {
+static std::string logPathOf(const std::string &log, int rank) {
   if (rank == 0)
     return log;
   size_t dot = log.rfind('.'), slash = log.rfind('/');
@@ -412,166 +384,6 @@ std::unique_ptr<std::ofstream> Trainer::openLog() const {
   BMRT_CHECK(*log, "cannot write the log '" + path + "'");
   return log;
 }
-
-/// `p`'s whole local tensor of optimizer state `state` (under ZeRO this
-/// rank's dp chunk, gathered over dp: collective) on the host.
-std::vector<uint8_t> Trainer::localOf(const ParamSlot &p,
-                                      const TensorView &state) {
-  std::vector<uint8_t> local(p.value.bytes());
-  TensorView whole{local.data(), p.value.dtype, p.value.shape};
-  if (config.zero && state.data != p.value.data)
-    parallel.gatherOverDp(p, whole, state, executor.stream());
-  else
-    device->copyToHost(local.data(), state.data, whole.bytes(),
-                       executor.stream());
-  executor.stream().synchronize();
-  return local;
-}
-
-TrainingState Trainer::stateAt(int64_t step) const {
-  TrainingState state;
-  state.model = config.model;
-  state.modelHash = config.modelHash;
-  state.modelPath = config.modelPath;
-  state.step = step;
-  state.optimizer = config.optimizer;
-  state.data = feeder->state();
-  state.planFile = config.plan;
-  return state;
-}
-
-void Trainer::save(int64_t step) {
-  if (parallel.hasMesh())
-    saveShards(step);
-  else
-    saveWhole(step);
-  lastSaved = step;
-}
-
-/// A data-parallel job without a mesh: rank 0 writes the global tensors
-/// (under ZeRO gathered over dp), the others wait, so that no rank runs
-/// ahead of a save that might fail.
-void Trainer::saveWhole(int64_t step) {
-  TrainingState state = stateAt(step);
-  for (ParamSlot &p : params) {
-    auto add = [&](TensorRole role, std::vector<uint8_t> bytes) {
-      if (world.rank() == 0)
-        state.addTensor(*device, p.name, role,
-                        hostView(bytes, p.value.dtype, p.global));
-    };
-    add(TensorRole::Parameter, localOf(p, p.value));
-    if (p.first.data)
-      add(TensorRole::FirstMoment, localOf(p, p.first));
-    if (p.second.data)
-      add(TensorRole::SecondMoment, localOf(p, p.second));
-  }
-  if (world.rank() == 0)
-    saveTrainingState(options.checkpoint, state);
-  parallel.barrier();
-}
-
-/// A job over a mesh: every rank writes the shards it is the replica of
-/// that counts, rank 0 the manifest (ShardedCheckpoint.h).
-void Trainer::saveShards(int64_t step) {
-  TrainingState state = stateAt(step);
-  std::vector<ShardedTensor> listed;
-  for (ParamSlot &p : params) {
-    auto add = [&](TensorRole role, const TensorView &value) {
-      std::vector<uint8_t> bytes = localOf(p, value);
-      ShardedTensor t;
-      t.name = role == TensorRole::Parameter
-                   ? p.name
-                   : stateName(config.optimizer, role, p.name);
-      t.kind = role == TensorRole::Parameter ? TensorKind::Parameter
-                                             : TensorKind::OptimizerState;
-      t.dtype = p.value.dtype;
-      t.global = p.global;
-      t.shards = parallel.writtenShards(p);
-      listed.push_back(std::move(t));
-      if (parallel.writesShard(p))
-        state.addTensor(*device, p.name, role,
-                        hostView(bytes, p.value.dtype, p.value.shape));
-    };
-    add(TensorRole::Parameter, p.value);
-    if (p.first.data)
-      add(TensorRole::FirstMoment, p.first);
-    if (p.second.data)
-      add(TensorRole::SecondMoment, p.second);
-  }
-  saveShardedTrainingState(options.checkpoint, state, world.rank(),
-                           parallel.meshSizes(), listed,
-                           [&] { parallel.barrier(); });
-  parallel.barrier();
-}
-
-/// Copies this rank's box of the checkpoint's global tensor into `into`
-/// (under ZeRO, for optimizer state, its dp chunk of the box).
-void Trainer::loadBox(const TrainingState &state, const ParamSlot &p,
-                      TensorRole role, const TensorView &into) {
-  const HostTensor &t = state.tensor(p.name, role, p.value.dtype, p.global);
-  std::vector<uint8_t> box;
-  TensorView local = hostView(box, p.value.dtype, p.value.shape);
-  copyBox(t.data.data(), p.global, p.offsets, local.data, local.shape,
-          Shape(local.shape.size(), 0), local.shape, sizeOf(local.dtype));
-  bool chunked = role != TensorRole::Parameter && config.zero;
-  TensorView from = chunked ? Parallel::flatRange(local, p.begin, p.length)
-                            : local;
-  device->copyToDevice(into.data, from.data, from.bytes(), executor.stream());
-}
-
-int64_t Trainer::resume() {
-  // Rank 0 reads the checkpoint first: a damaged one then ends the job
-  // with rank 0's one line, not one line per rank.
-  if (world.rank() != 0)
-    parallel.barrier();
-  TrainingState state =
-      loadTrainingState(options.checkpoint, config.model, config.modelHash);
-  if (world.rank() == 0)
-    parallel.barrier();
-  BMRT_CHECK(state.optimizer == config.optimizer,
-             "the checkpoint in '" + options.checkpoint + "' was trained with " +
-                 state.optimizer + ", this trainer uses " + config.optimizer);
-  for (ParamSlot &p : params) {
-    loadBox(state, p, TensorRole::Parameter, p.value);
-    if (p.first.data)
-      loadBox(state, p, TensorRole::FirstMoment, p.first);
-    if (p.second.data)
-      loadBox(state, p, TensorRole::SecondMoment, p.second);
-  }
-  executor.stream().synchronize();
-  feeder->restore(state.data);
-  BMRT_CHECK(state.step < options.steps,
-             "the checkpoint in '" + options.checkpoint + "' is at step " +
-                 std::to_string(state.step) + ", not before --steps " +
-                 std::to_string(options.steps) + ": nothing to do");
-  lastSaved = state.step;
-  return state.step;
-}
-
-/// `--print-schedule`: the plan's pipeline schedule, generated, checked
-/// by simulating every rank and printed as a rank x time grid.
-void printPipeline(const CompiledConfig &config, std::FILE *out) {
-  if (config.schedule == "none" || config.pp <= 1) {
-    std::fprintf(out, "%s: no pipeline (pp %d, schedule %s): every rank runs "
-                      "the whole step, %lld micro-batch%s per step\n",
-                 config.model.c_str(), config.pp, config.schedule.c_str(),
-                 (long long)config.microBatches,
-                 config.microBatches == 1 ? "" : "es");
-    return;
-  }
-  std::optional<ScheduleKind> kind = parseScheduleKind(config.schedule);
-  BMRT_CHECK(kind, "trainer.json's schedule is '" + config.schedule +
-                       "'; expected none, gpipe, 1f1b or interleaved");
-  ScheduleSpec spec;
-  spec.kind = *kind;
-  spec.pp = config.pp;
-  spec.v = config.chunks;
-  spec.m = static_cast<int>(config.microBatches);
-  validateSchedule(spec);
-  std::fputs(printSchedule(spec).c_str(), out);
-}
-
-} // namespace
 
 void runTrainer(const TrainerOptions &options, World &world) {
   if (options.printSchedule) {

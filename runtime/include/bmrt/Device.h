@@ -65,6 +65,10 @@ public:
   size_t bytesInUse(MemoryKind kind) const;
   size_t peakBytes(MemoryKind kind) const;
   size_t peakTotalBytes() const { return peakTotal; }
+  /// Starts the peaks over from what is in use now: a trainer measures its
+  /// steps, not the set-up before them (ZeRO 3 loads whole parameters once
+  /// before it keeps their shards).
+  void resetPeaks();
 
 protected:
   virtual void *rawAllocate(size_t bytes) = 0;

@@ -23,6 +23,18 @@ namespace bmrt {
 
 class Collectives;
 class Executor;
+
+/// Where a slot's memory comes from while the step runs, for slots whose
+/// memory the executor gave up (releaseSlot): ZeRO 3's parameters, gathered
+/// before their readers and freed after.
+class SlotProvider {
+public:
+  virtual ~SlotProvider();
+  /// Gives `slot` memory holding its value (Executor::bindSlot).
+  virtual void acquire(Executor &executor, int slot) = 0;
+  /// Takes it back once the readers so far are done.
+  virtual void release(Executor &executor, int slot) = 0;
+};
 /// Runs one instruction's kernel.
 using KernelLauncher = void (*)(Executor &executor, const Instr &instr);
 
@@ -51,6 +63,16 @@ public:
   void run();
   /// Runs instructions [begin, end) without waiting; for tests and tracing.
   void runRange(size_t begin, size_t end);
+  /// A pipeline stage's forward and backward (Program::backwardStart),
+  /// each then waiting for the device.
+  void runForward();
+  void runBackward();
+  /// The values a stage's backward reads from its forward (the arena and
+  /// the slots filled from outside: inputs, labels, activations), copied
+  /// out, so that other micro-batches' forwards can run in between, and
+  /// back.
+  void stash(std::vector<uint8_t> &out);
+  void unstash(const std::vector<uint8_t> &in);
 
   const Program &program() const { return prog; }
   Device &device() { return dev; }
@@ -70,6 +92,13 @@ public:
   /// Workspace of at least `bytes` for a kernel's temporaries, valid until
   /// the next call (collectives reorder chunks through it).
   void *scratch(size_t bytes);
+
+  /// Frees the memory of a parameter or constant slot; from now on
+  /// `provider` gives it memory before each run of instructions that read
+  /// it and takes it back after (runs of consecutive readers share one).
+  void releaseSlot(int index, SlotProvider &provider);
+  /// Points slot `index` at `data` (null: none).
+  void bindSlot(int index, void *data) { views.at(index).data = data; }
 
 private:
   void placeSlots();
@@ -93,6 +122,10 @@ private:
   };
   std::vector<Allocation> owned;
   std::vector<KernelLauncher> launchers;
+  /// Released slots and, per instruction, those it reads that must be
+  /// acquired before it and released after it.
+  SlotProvider *provider = nullptr;
+  std::vector<std::vector<int>> acquireBefore, releaseAfter;
 };
 
 } // namespace bmrt

@@ -63,6 +63,24 @@
 //   only along those axes. Along `dim` (all_gather, reduce_scatter,
 //   shard_slice; split_dim and concat_dim of all_to_all) the chunks follow
 //   the listed order, first listed major.
+//
+// Pipeline parallelism: each virtual stage (model chunk) is a program of
+// its own (trainer.json's "stages", in virtual-stage order; the mesh line
+// names pp), split into forward and backward by a `backward` line, which
+// the trainer runs per micro-batch in the order of the plan's schedule:
+//
+//   slot %0 activation f32[4,8]        # the previous stage's output
+//   slot %9 activation_grad f32[4,8]   # the gradient of this stage's output
+//   ...forward instructions...
+//   backward
+//   ...backward instructions...
+//   send %7                            # this stage's output, to the next
+//   send_grad %12                      # d loss / d %0, to the previous
+//
+// The first stage has no activation and sends no gradient; the last has
+// the loss instead of send and activation_grad. Between a micro-batch's
+// forward and backward, the trainer keeps the stage's values (its arena
+// and its input slots) per micro-batch in flight.
 // A slot is one tensor of the step: a graph input or label (filled by the
 // trainer's data), a parameter or its gradient (persistent, owned by the
 // trainer), a constant (its values in the file), or an intermediate value
@@ -85,7 +103,18 @@
 
 namespace bmrt {
 
-enum class SlotKind : uint8_t { Input, Label, Param, Grad, Const, Value };
+enum class SlotKind : uint8_t {
+  Input,
+  Label,
+  Param,
+  Grad,
+  Const,
+  Value,
+  /// A pipeline stage's input from the previous stage, and the gradient of
+  /// its output from the next one.
+  Activation,
+  ActivationGrad,
+};
 const char *nameOf(SlotKind kind);
 
 struct Slot {
@@ -167,6 +196,11 @@ struct Program {
   int loss = -1;
   /// The axes the loss is a partial sum over (`loss %N partial=[...]`).
   std::vector<std::string> lossPartial;
+  /// A pipeline stage's program: where its backward starts (the `backward`
+  /// line, an index into `instrs`; -1: the step runs as one), the value it
+  /// sends to the next stage (`send %N`) and the gradient it sends back to
+  /// the previous one (`send_grad %N`); -1 where there is none.
+  int backwardStart = -1, send = -1, sendGrad = -1;
   /// What a forward-only program computes (the model's outputs).
   std::vector<int> outputs;
 

@@ -160,4 +160,51 @@ TEST(MeshProgram, BadMeshesAndShardingsAreOneLineErrors) {
   }
 }
 
+/// A pipeline stage: an activation in, a backward part, sends both ways.
+const char *kStage = R"(bmc-step-program 1
+model "stage"
+mesh pp=2
+
+slot %0 activation f32[2,4]
+slot %1 param f32[4,4] "w"
+slot %2 grad f32[4,4] "w"
+slot %3 activation_grad f32[2,4]
+slot %4 value f32[2,4]
+slot %5 value f32[2,4]
+
+%4 = matmul %0, %1
+backward
+%2 = matmul %0, %3 {trans_a=1}
+%5 = matmul %3, %1 {trans_b=1}
+
+send %4
+send_grad %5
+)";
+
+TEST(MeshProgram, PipelineStagesRoundTripAndRunInTwoParts) {
+  Program program = parseProgram(kStage, "stage.bmp");
+  EXPECT_EQ(program.backwardStart, 1);
+  EXPECT_EQ(program.send, 4);
+  EXPECT_EQ(program.sendGrad, 5);
+  EXPECT_EQ(printProgram(program), kStage);
+  std::unique_ptr<Device> device = createCpuDevice();
+  Executor e(program, *device, "stage.bmp");
+  for (int slot : {0, 1, 3})
+    for (int64_t i = 0; i < e.view(slot).size(); ++i)
+      e.view(slot).f32()[i] = float(i % 5) - 2;
+  e.runForward();
+  std::vector<uint8_t> saved;
+  e.stash(saved);
+  float sent = e.view(4).f32()[3];
+  e.view(0).f32()[0] = 100; // another micro-batch's forward in between
+  e.runForward();
+  e.unstash(saved);
+  EXPECT_EQ(e.view(0).f32()[0], -2.0f);
+  EXPECT_EQ(e.view(4).f32()[3], sent);
+  e.runBackward();
+  std::string unsent = kStage;
+  unsent.replace(unsent.find("%5 = matmul %3, %1 {trans_b=1}\n"), 31, "");
+  EXPECT_EQ(loadError(unsent), "mesh.bmp: send_grad %5 is never computed");
+}
+
 } // namespace

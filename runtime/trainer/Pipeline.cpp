@@ -1,0 +1,149 @@
+//===- Pipeline.cpp - one step of a pipeline schedule on this rank --------===//
+
+#include "Pipeline.h"
+
+#include "bmrt/Error.h"
+
+#include <chrono>
+
+namespace bmrt {
+
+namespace {
+
+/// The one slot of `kind` (an activation or its gradient), or -1.
+int slotOf(const Program &program, SlotKind kind) {
+  std::vector<int> slots = program.slotsOf(kind);
+  return slots.empty() ? -1 : slots.front();
+}
+
+/// Copies a slot's bytes off the device into `out`.
+void read(Executor &e, int slot, std::vector<uint8_t> &out) {
+  const TensorView &v = e.view(slot);
+  out.resize(v.bytes());
+  e.device().copyToHost(out.data(), v.data, v.bytes(), e.stream());
+  e.stream().synchronize();
+}
+
+double secondsSince(std::chrono::steady_clock::time_point begin) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+      .count();
+}
+
+void write(Executor &e, int slot, const std::vector<uint8_t> &in) {
+  const TensorView &v = e.view(slot);
+  BMRT_CHECK(in.size() == v.bytes(),
+             "a pipeline stage received " + std::to_string(in.size()) +
+                 " bytes for a slot of " + std::to_string(v.bytes()));
+  e.device().copyToDevice(v.data, in.data(), v.bytes(), e.stream());
+}
+
+} // namespace
+
+Pipeline::Pipeline(const ScheduleSpec &spec, int ppRank,
+                   std::vector<Stage> &stages, Collectives &collectives)
+    : spec(spec), stages(stages), pp(collectives.group({"pp"})),
+      collectives(collectives) {
+  std::vector<RankActions> lists = generateSchedule(spec);
+  SimulationResult check = simulate(lists);
+  BMRT_CHECK(check.deadlock.empty() && check.violations.empty(),
+             "the " + std::string(toString(spec.kind)) +
+                 " schedule does not run to its end: " + check.describe());
+  actions = lists.at(ppRank);
+}
+
+std::vector<uint8_t> &Pipeline::buffer(ActionKind kind, int microBatch,
+                                       int chunk) {
+  return inFlight[{static_cast<int>(kind), microBatch, chunk}];
+}
+
+double Pipeline::runStep(const std::function<void(int, int)> &afterBackward) {
+  loss = 0;
+  waited = 0;
+  for (const Action &a : actions) {
+    if (a.kind == ActionKind::Forward)
+      forward(a);
+    else if (a.kind == ActionKind::Backward) {
+      backward(a);
+      afterBackward(a.chunk, a.microBatch);
+    } else if (a.isSend() || a.isRecv())
+      transfer(a);
+    // ReduceGradients and OptimizerStep: the trainer's, after the list.
+  }
+  return loss;
+}
+
+void Pipeline::forward(const Action &a) {
+  Stage &stage = stages.at(a.chunk);
+  Executor &e = *stage.executor;
+  if (stage.feeder)
+    stage.feeder->fill();
+  int in = slotOf(stage.program, SlotKind::Activation);
+  if (in >= 0) {
+    write(e, in, buffer(ActionKind::RecvActivation, a.microBatch, a.chunk));
+    inFlight.erase({int(ActionKind::RecvActivation), a.microBatch, a.chunk});
+  }
+  e.runForward();
+  if (stage.program.loss >= 0) {
+    float value = 0;
+    e.device().copyToHost(&value, e.view(stage.program.loss).data,
+                          sizeof value, e.stream());
+    e.stream().synchronize();
+    loss += value;
+  }
+  if (stage.program.send >= 0)
+    read(e, stage.program.send,
+         buffer(ActionKind::SendActivation, a.microBatch, a.chunk));
+  e.stash(stashes[{a.chunk, a.microBatch}]);
+}
+
+void Pipeline::backward(const Action &a) {
+  Stage &stage = stages.at(a.chunk);
+  Executor &e = *stage.executor;
+  auto stashed = stashes.find({a.chunk, a.microBatch});
+  BMRT_CHECK(stashed != stashes.end(),
+             "the schedule runs the backward of micro-batch " +
+                 std::to_string(a.microBatch) + " before its forward");
+  e.unstash(stashed->second);
+  stashes.erase(stashed);
+  int in = slotOf(stage.program, SlotKind::ActivationGrad);
+  if (in >= 0) {
+    write(e, in, buffer(ActionKind::RecvGradient, a.microBatch, a.chunk));
+    inFlight.erase({int(ActionKind::RecvGradient), a.microBatch, a.chunk});
+  }
+  e.runBackward();
+  if (stage.program.sendGrad >= 0)
+    read(e, stage.program.sendGrad,
+         buffer(ActionKind::SendGradient, a.microBatch, a.chunk));
+}
+
+void Pipeline::transfer(const Action &a) {
+  BMRT_CHECK(pp, "a pipeline transfer without a pp communicator");
+  const Program &program = stages.at(a.chunk).program;
+  if (a.isSend()) {
+    std::vector<uint8_t> &data = buffer(a.kind, a.microBatch, a.chunk);
+    auto begin = std::chrono::steady_clock::now();
+    pp->send(data.data(), data.size(), DType::Bool, a.peer,
+             stages.at(a.chunk).executor->stream());
+    collectives.addTime("pp", secondsSince(begin));
+    inFlight.erase({int(a.kind), a.microBatch, a.chunk});
+    return;
+  }
+  int slot = slotOf(program, a.kind == ActionKind::RecvActivation
+                                 ? SlotKind::Activation
+                                 : SlotKind::ActivationGrad);
+  BMRT_CHECK(slot >= 0, "stage " +
+                            std::to_string(stages.at(a.chunk).virtualStage) +
+                            " receives, but its program has no " +
+                            (a.kind == ActionKind::RecvActivation
+                                 ? "activation"
+                                 : "activation_grad") +
+                            " slot");
+  std::vector<uint8_t> &data = buffer(a.kind, a.microBatch, a.chunk);
+  data.resize(program.slots[slot].bytes());
+  auto begin = std::chrono::steady_clock::now();
+  pp->recv(data.data(), data.size(), DType::Bool, a.peer,
+           stages.at(a.chunk).executor->stream());
+  waited += secondsSince(begin);
+}
+
+} // namespace bmrt

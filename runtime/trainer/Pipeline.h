@@ -1,0 +1,76 @@
+//===- Pipeline.h - one step of a pipeline schedule on this rank -*- C++ -*-===//
+//
+// Runs this rank's instruction list of the plan's schedule (Schedule.h:
+// forward and backward of micro-batch m on chunk c, sends and receives of
+// activations and gradients between neighbouring stages) over this rank's
+// stage programs. Each forward keeps its stage's values per micro-batch
+// (Executor::stash) until its backward; each received activation or
+// gradient waits in its own buffer until the compute that reads it. The
+// lists finish under blocking sends (generateSchedule's guarantee, checked
+// by simulate before the run), so each send and receive runs as it comes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMRT_TRAINER_PIPELINE_H
+#define BMRT_TRAINER_PIPELINE_H
+
+#include "Feeder.h"
+
+#include "bmrt/Collectives.h"
+#include "bmrt/Comm.h"
+#include "bmrt/Executor.h"
+#include "bmrt/Schedule.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace bmrt {
+
+/// One step program this rank runs: the whole step, or one virtual stage
+/// (model chunk) of a pipeline.
+struct Stage {
+  Program program;
+  std::unique_ptr<Executor> executor;
+  /// Fills the stage's inputs and labels; null when it reads no data.
+  std::unique_ptr<Feeder> feeder;
+  int virtualStage = 0;
+};
+
+class Pipeline {
+public:
+  /// `stages[c]` is this rank's chunk c.
+  /// Sends are timed as communication over pp in `collectives`.
+  Pipeline(const ScheduleSpec &spec, int ppRank, std::vector<Stage> &stages,
+           Collectives &collectives);
+
+  /// Runs one step's list; after each backward calls `afterBackward(chunk,
+  /// microBatch)` (gradient accumulation). Returns the sum of the last
+  /// stage's losses over the micro-batches (0 on other ranks).
+  double runStep(const std::function<void(int, int)> &afterBackward);
+  /// Seconds of the last step this rank waited in pipeline receives: its
+  /// bubble (with the transfers themselves, which are small beside it).
+  double bubbleSeconds() const { return waited; }
+
+private:
+  void forward(const Action &a);
+  void backward(const Action &a);
+  void transfer(const Action &a);
+  /// The buffer of an activation or gradient in flight.
+  std::vector<uint8_t> &buffer(ActionKind kind, int microBatch, int chunk);
+
+  ScheduleSpec spec;
+  std::vector<Stage> &stages;
+  Communicator *pp;
+  Collectives &collectives;
+  RankActions actions;
+  double waited = 0;
+  double loss = 0;
+  std::map<std::tuple<int, int, int>, std::vector<uint8_t>> inFlight;
+  std::map<std::pair<int, int>, std::vector<uint8_t>> stashes;
+};
+
+} // namespace bmrt
+
+#endif // BMRT_TRAINER_PIPELINE_H

@@ -1,0 +1,141 @@
+//===- TrainerLoop.h - the trainer's state and steps -----------*- C++ -*-===//
+//
+// Private to runtime/trainer: the Trainer that runTrainer runs, split over
+// Trainer.cpp (set-up and steps) and TrainerCheckpoints.cpp (saving and
+// resuming).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMRT_TRAINER_TRAINERLOOP_H
+#define BMRT_TRAINER_TRAINERLOOP_H
+
+#include "Feeder.h"
+#include "Parallel.h"
+#include "Pipeline.h"
+#include "StepReport.h"
+#include "TrainerConfig.h"
+#include "TrainerOptions.h"
+#include "TrainingState.h"
+
+#include "bmrt/Comm.h"
+#include "bmrt/Executor.h"
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bmrt {
+
+class Trainer {
+public:
+  Trainer(const TrainerOptions &options, World &world)
+      : options(options), config(readConfig(options.dir)), world(world),
+        first(loadProgramFor(config, world, options.dir)),
+        parallel(first, world, config.zero), device(createCpuDevice()),
+        gathered(parallel, *device) {
+    if (options.threads)
+      cpu::setThreads(options.threads);
+    loadStages();
+    bindParameters();
+    hyper = Hyperparameters::from(options, config.optimizer);
+  }
+
+  void run() {
+    int64_t start = 0;
+    if (options.resume)
+      start = resume();
+    if (world.rank() == 0)
+      printStart(start);
+    std::unique_ptr<std::ofstream> log = openLog();
+    int64_t last = options.stopAt ? std::min(options.stopAt, options.steps)
+                                  : options.steps;
+    // --steps 0 writes the step-0 checkpoint: the compiled weights, for
+    // bmc export or a later --resume.
+    if (last == 0 && !options.checkpoint.empty())
+      save(0);
+    for (int64_t step = start + 1; step <= last; ++step) {
+      StepReport report = trainStep(step);
+      if (world.rank() == 0)
+        report.print(options, stdout);
+      if (log)
+        *log << report.json() << "\n" << std::flush;
+      if (!options.checkpoint.empty() &&
+          ((options.saveEvery && step % options.saveEvery == 0) ||
+           step == last))
+        save(step);
+    }
+  }
+
+private:
+  void loadStages();
+  void placeStage(Stage &stage, const std::string &source);
+  void startPipeline();
+  Stream &stream() { return device->computeStream(); }
+  /// The feeder of the data (stage 0's), or null on ranks without it.
+  Feeder *dataFeeder() const;
+  size_t arenaBytes() const {
+    size_t bytes = 0;
+    for (const Stage &stage : stages)
+      bytes += stage.executor->arenaBytes();
+    return bytes;
+  }
+  void bindParameters();
+  void describeEveryParameter(const std::vector<std::string> &files);
+  double runMicroBatch();
+  void accumulate(int stage, int backwardsBefore);
+  void allocateOptimizerState(ParamSlot &p);
+  StepReport trainStep(int64_t step);
+  void update(int64_t step, float lr, float gradScale);
+  void printStart(int64_t start) const;
+  std::unique_ptr<std::ofstream> openLog() const;
+  void save(int64_t step);
+  void saveWhole(int64_t step);
+  void saveShards(int64_t step);
+  TrainingState stateAt(int64_t step) const;
+  std::vector<TensorRole> rolesOf(const ParamSlot &p) const;
+  bool isFlat(const ParamSlot &p, TensorRole role) const;
+  const TensorView &parameterOf(const ParamSlot &p) const;
+  std::vector<uint8_t> localOf(const ParamSlot &p, const TensorView &state);
+  void loadBox(const TrainingState &state, const ParamSlot &p, TensorRole role,
+               const TensorView &into);
+  const TensorView &gradientOf(const ParamSlot &p) const;
+  int64_t resume();
+
+  TrainerOptions options;
+  CompiledConfig config;
+  World &world;
+  /// The program the mesh is read from (the first stage's with a pipeline).
+  Program first;
+  Parallel parallel;
+  std::unique_ptr<Device> device;
+  /// This rank's step programs: the whole step, or its pipeline chunks.
+  std::vector<Stage> stages;
+  std::unique_ptr<Pipeline> pipeline;
+  /// The axes the reported loss is summed over.
+  std::vector<std::string> lossAxes;
+  /// Backwards run this step per stage (a stage's first one starts its
+  /// gradient sum).
+  std::vector<int> backwards;
+  std::vector<ParamSlot> params;
+  /// Every parameter of every stage, described (no memory): what a sharded
+  /// checkpoint's manifest lists.
+  std::vector<ParamSlot> everyParam;
+  Hyperparameters hyper;
+  int64_t lastSaved = 0;
+  /// ZeRO 2: one micro-batch's reduced gradient shard, before it is added.
+  TensorView shardTemp;
+  /// ZeRO 3: the parameters gathered for their readers.
+  GatheredParameters gathered;
+};
+
+/// A view of `shape` on the host bytes of `data` (for loading shards).
+inline TensorView hostView(std::vector<uint8_t> &data, DType dtype,
+                           const Shape &shape) {
+  data.resize(numElements(shape) * sizeOf(dtype));
+  return {data.data(), dtype, shape};
+}
+
+} // namespace bmrt
+
+#endif // BMRT_TRAINER_TRAINERLOOP_H
