@@ -33,7 +33,8 @@ bool isFoldableTranspose(const Instr &instr) {
 
 /// Slots the loss, the outputs or a gradient hold: never dropped.
 bool isKept(const bmrt::Program &program, int slot) {
-  return slot == program.loss ||
+  return slot == program.loss || slot == program.send ||
+         slot == program.sendGrad ||
          program.slots[slot].kind != bmrt::SlotKind::Value ||
          std::find(program.outputs.begin(), program.outputs.end(), slot) !=
              program.outputs.end();
@@ -67,13 +68,18 @@ void foldTransposesIntoMatmuls(bmrt::Program &program) {
       if (o >= 0)
         ++readers[o];
   std::vector<Instr> kept;
-  for (Instr &instr : program.instrs) {
+  int backwardStart = program.backwardStart;
+  for (size_t t = 0; t < program.instrs.size(); ++t) {
+    Instr &instr = program.instrs[t];
+    if (static_cast<int>(t) == program.backwardStart)
+      backwardStart = static_cast<int>(kept.size());
     bool dead = instr.op == "transpose" && readers[instr.results[0]] == 0 &&
                 !isKept(program, instr.results[0]);
     if (!dead)
       kept.push_back(std::move(instr));
   }
   program.instrs = std::move(kept);
+  program.backwardStart = backwardStart;
   compactSlots(program);
 }
 

@@ -28,7 +28,9 @@ std::vector<Run> findRuns(const Program &program) {
       i = j;
       continue;
     }
-    while (j < instrs.size() && instrs[j].layer == instrs[i].layer)
+    // A pipeline stage's forward and backward run apart: no run spans both.
+    while (j < instrs.size() && instrs[j].layer == instrs[i].layer &&
+           static_cast<int>(j) != program.backwardStart)
       ++j;
     runs.push_back({instrs[i].layer, instrs[i].blockClass,
                     seen[instrs[i].layer]++, i, j});
@@ -198,8 +200,9 @@ void compactSlots(Program &program) {
     for (int r : instr.results)
       keep[r] = true;
   }
-  if (program.loss >= 0)
-    keep[program.loss] = true;
+  for (int kept : {program.loss, program.send, program.sendGrad})
+    if (kept >= 0)
+      keep[kept] = true;
   for (int o : program.outputs)
     keep[o] = true;
   std::vector<int> renumber(program.slots.size(), -1);
@@ -217,8 +220,9 @@ void compactSlots(Program &program) {
     for (int &r : instr.results)
       r = renumber[r];
   }
-  if (program.loss >= 0)
-    program.loss = renumber[program.loss];
+  for (int *kept : {&program.loss, &program.send, &program.sendGrad})
+    if (*kept >= 0)
+      *kept = renumber[*kept];
   for (int &o : program.outputs)
     o = renumber[o];
 }
@@ -256,7 +260,10 @@ void outlineBlocks(Program &program) {
   if (callAt.empty())
     return;
   std::vector<Instr> instrs;
+  int backwardStart = program.backwardStart;
   for (size_t t = 0; t < program.instrs.size();) {
+    if (static_cast<int>(t) == program.backwardStart)
+      backwardStart = static_cast<int>(instrs.size());
     auto it = callAt.find(t);
     if (it == callAt.end()) {
       instrs.push_back(std::move(program.instrs[t++]));
@@ -275,6 +282,7 @@ void outlineBlocks(Program &program) {
     t = run.end;
   }
   program.instrs = std::move(instrs);
+  program.backwardStart = backwardStart;
   compactSlots(program);
 }
 

@@ -81,6 +81,8 @@ public:
     for (Operation &op : body.without_terminator())
       if (auto err = lowerOp(&op))
         return err;
+    if (backwardFrom)
+      program.backwardStart = static_cast<int>(program.instrs.size());
     return lowerResults(cast<func::ReturnOp>(body.getTerminator()));
   }
 
@@ -117,14 +119,24 @@ private:
     return addSlot(value.getType(), value, kind, std::move(name), where);
   }
 
+  static bmrt::SlotKind slotKindOf(StringRef kind) {
+    if (kind == "parameter")
+      return bmrt::SlotKind::Param;
+    if (kind == "label")
+      return bmrt::SlotKind::Label;
+    if (kind == "activation")
+      return bmrt::SlotKind::Activation;
+    if (kind == "activation_grad")
+      return bmrt::SlotKind::ActivationGrad;
+    return bmrt::SlotKind::Input;
+  }
+
   llvm::Error addArguments() {
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
       auto kindAttr = func.getArgAttrOfType<StringAttr>(i, "bm.kind");
       auto nameAttr = func.getArgAttrOfType<StringAttr>(i, "bm.name");
       StringRef kind = kindAttr ? kindAttr.getValue() : "input";
-      bmrt::SlotKind slotKind = kind == "parameter" ? bmrt::SlotKind::Param
-                                : kind == "label"   ? bmrt::SlotKind::Label
-                                                    : bmrt::SlotKind::Input;
+      bmrt::SlotKind slotKind = slotKindOf(kind);
       std::string name = nameAttr ? nameAttr.getValue().str()
                                   : "arg" + std::to_string(i);
       auto slot = addSlot(func.getArgument(i), slotKind, name, nullptr);
@@ -226,6 +238,11 @@ private:
   }
 
   llvm::Error lowerOp(Operation *op) {
+    // A pipeline stage's backward starts at the first instruction from the
+    // op autodiff (or stage splitting) marked on.
+    if (op->hasAttr(mlir::bm::BmDialect::kGradientSeedAttrName) &&
+        program.backwardStart < 0 && isStage)
+      backwardFrom = true;
     if (auto constant = dyn_cast<ConstantOp>(op))
       return lowerConstant(constant);
     // On the whole (unpartitioned) model a reshard is the same value.
@@ -248,6 +265,10 @@ private:
     if (auto err = lowerAttrs(op, instr))
       return err;
     instr.comment = nodeOf(op);
+    if (backwardFrom) {
+      program.backwardStart = static_cast<int>(program.instrs.size());
+      backwardFrom = false;
+    }
     if (auto layer = op->getAttrOfType<IntegerAttr>("bm.layer"))
       instr.layer = static_cast<int>(layer.getInt());
     if (auto blockClass = op->getAttrOfType<IntegerAttr>("bm.block_class"))
@@ -272,6 +293,11 @@ private:
       std::vector<std::string> partial;
       if (auto axes = func.getResultAttrOfType<ArrayAttr>(index, "bm.partial"))
         partial = axisNames(axes);
+      if (kind && (kind.getValue() == "send" || kind.getValue() == "send_grad")) {
+        (kind.getValue() == "send" ? program.send : program.sendGrad) = slot;
+        claimed.insert(slot);
+        continue;
+      }
       if (!gradOf) {
         if (kind && kind.getValue() == "loss") {
           program.loss = slot;
@@ -319,6 +345,10 @@ private:
   func::FuncOp func;
   bmrt::Program &program;
   llvm::DenseMap<Value, int> slots;
+  /// A pipeline stage's function (bm-split-stages): its backward runs
+  /// apart from its forward.
+  bool isStage = func.getSymName().starts_with("stage_");
+  bool backwardFrom = false;
 };
 
 } // namespace

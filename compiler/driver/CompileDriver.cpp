@@ -59,9 +59,10 @@ TrainingTask taskOf(mlir::func::FuncOp step) {
   return TrainingTask::Classifier;
 }
 
-/// What the compiler runs so far: one device, or data and tensor
-/// parallelism with ZeRO over several (bm-partition). Pipeline and expert
-/// parallelism are not built yet: the plan is searched without them, and
+/// What the compiler runs so far: one device, or data, tensor, expert and
+/// pipeline parallelism with ZeRO over several (bm-partition,
+/// bm-split-stages); interleaved schedules (several model chunks per
+/// stage) are not split yet: the plan is searched without them, and
 /// pinning them is an error.
 llvm::Expected<plan::TrainingConfig>
 runnableConfig(const plan::TrainingConfig &training) {
@@ -72,12 +73,17 @@ runnableConfig(const plan::TrainingConfig &training) {
   auto pinned = [](const std::optional<int> &choice, int runnable) {
     return choice && *choice != runnable;
   };
-  if (pinned(fixed.pp, 1))
+  if (pinned(fixed.chunks, 1))
     return llvm::createStringError(
-        "bmc compile runs data, tensor and expert parallelism only for now "
-        "(pp=1: pipeline stages are not partitioned yet); --fix " +
+        "bmc compile runs one model chunk per pipeline stage for now (v=1: "
+        "interleaved schedules are not split yet); --fix " +
         plan::formatFixedChoices(fixed) + " asks for more");
-  fixed.pp = 1;
+  fixed.chunks = 1;
+  if (fixed.schedule == plan::PipelineSchedule::Interleaved)
+    return llvm::createStringError(
+        "bmc compile does not split interleaved schedules yet (GPipe and "
+        "1F1B run); --fix " + plan::formatFixedChoices(fixed) +
+        " asks for one");
   return config;
 }
 
@@ -105,12 +111,12 @@ llvm::Expected<plan::Plan> readPlanFile(const CompileOptions &options,
     return llvm::createStringError(
         "plan '" + path + "' is for " + std::to_string(plan->gpus) +
         " GPUs but --gpus says " + std::to_string(options.training.gpus));
-  if (plan->config.pp > 1)
+  if (plan->config.chunks > 1)
     return llvm::createStringError(
-        "plan '" + path + "' pipelines over " +
-        std::to_string(plan->config.pp) +
-        " stages; bmc compile runs data, tensor and expert parallelism only "
-        "for now");
+        "plan '" + path + "' interleaves " +
+        std::to_string(plan->config.chunks) +
+        " model chunks per pipeline stage; bmc compile does not split "
+        "interleaved schedules yet");
   if (import.sequenceLength && plan->sequenceLength &&
       *import.sequenceLength != plan->sequenceLength)
     return llvm::createStringError(
@@ -228,6 +234,7 @@ llvm::Expected<TrainingTask> buildTrainingStep(mlir::ModuleOp module,
           module,
           [](mlir::OpPassManager &pm) {
             pm.addPass(mlir::bm::createBmPartitionPass());
+            pm.addPass(mlir::bm::createBmSplitStagesPass());
           },
           "partitioning"))
     return std::move(err);
@@ -270,12 +277,23 @@ llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
   if (!task)
     return task.takeError();
   compiled.task = *task;
-  auto step = (*module)->lookupSymbol<mlir::func::FuncOp>("train_step");
   std::string name = compiled.plan.modelName;
-  auto stepProgram = lowerAndOutline(step, name);
-  if (!stepProgram)
-    return stepProgram.takeError();
-  compiled.step = std::move(*stepProgram);
+  if (auto step = (*module)->lookupSymbol<mlir::func::FuncOp>("train_step")) {
+    auto stepProgram = lowerAndOutline(step, name);
+    if (!stepProgram)
+      return stepProgram.takeError();
+    compiled.step = std::move(*stepProgram);
+  }
+  for (int s = 0;; ++s) {
+    auto stage = (*module)->lookupSymbol<mlir::func::FuncOp>(
+        "stage_" + std::to_string(s));
+    if (!stage)
+      break;
+    auto program = lowerAndOutline(stage, name);
+    if (!program)
+      return program.takeError();
+    compiled.stages.push_back(std::move(*program));
+  }
   auto forwardProgram = lowerAndOutline(main, name);
   if (!forwardProgram)
     return forwardProgram.takeError();

@@ -43,7 +43,10 @@ const char *nameOf(TrainingTask task);
 
 struct CompiledModel {
   plan::Plan plan;
+  /// The whole step (one device, or each rank's share without pipeline
+  /// stages); with stages, `stages` holds one program per stage instead.
   bmrt::Program step;
+  std::vector<bmrt::Program> stages;
   bmrt::Program forward;
   std::vector<ParameterValue> parameters;
   TrainingTask task = TrainingTask::OwnLoss;

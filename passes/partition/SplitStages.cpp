@@ -13,8 +13,9 @@
 //    of the next stage;
 //  - values that depend on no parameter (masks, positions, the tokens) are
 //    computed again where they are read;
-//  - the step's arguments are each stage's arguments as they are read, and
-//    the loss and the gradients are results of the stage computing them.
+//  - the step's data (tokens or images, labels) are every stage's
+//    arguments, its parameters those of the stages reading them; the loss
+//    and the gradients are results of the stage computing them.
 // A parameter read on several stages (embeddings tied to the output layer,
 // rotary tables stored as parameters) would need its gradient summed over
 // them: refused, as is more than one value crossing a stage boundary.
@@ -228,9 +229,11 @@ private:
   SmallVector<Value> results;
 };
 
+/// An argument or result between stages, named after its kind.
 DictionaryAttr kindAttr(MLIRContext *context, StringRef kind) {
   Builder b(context);
-  return b.getDictionaryAttr({b.getNamedAttr("bm.kind", b.getStringAttr(kind))});
+  return b.getDictionaryAttr({b.getNamedAttr("bm.kind", b.getStringAttr(kind)),
+                              b.getNamedAttr("bm.name", b.getStringAttr(kind))});
 }
 
 LogicalResult StageSplitter::buildStage(OpBuilder &b, int s) {
@@ -241,6 +244,11 @@ LogicalResult StageSplitter::buildStage(OpBuilder &b, int s) {
                                     FunctionType::get(context, {}, {}));
   b.setInsertionPointToStart(stage.addEntryBlock());
   StageBuilder builder(step, stage, b);
+  // Every stage takes all the data (tokens or images, and labels), read or
+  // not: each draws the same batches, and keeps what it reads.
+  for (BlockArgument arg : step.getArguments())
+    if (!isParameter(arg))
+      builder.get(arg);
   if (Value in = activationInto.lookup(s))
     builder.addArgument(in, kindAttr(context, "activation"));
   if (Value in = gradientInto.lookup(s))

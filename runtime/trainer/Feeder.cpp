@@ -13,24 +13,24 @@ namespace {
 
 constexpr int64_t kSyntheticClasses = 10;
 
+} // namespace
+
 /// The classes of the step's cross-entropy (the vocabulary of a language
 /// model), or 0 when the model brings its own loss.
-int64_t lossClasses(const Program &program) {
+int64_t Feeder::lossClasses(const Program &program) {
   for (const Instr &instr : program.instrs)
     if (instr.op == "cross_entropy")
       return program.slots[instr.operands[0]].shape.back();
   return 0;
 }
 
-} // namespace
-
 Feeder::Feeder(const Program &program, Executor &executor,
                const std::string &task, const TrainerOptions &options,
-               const Mesh &mesh, int rank)
+               const Mesh &mesh, int rank, int64_t lossClassCount)
     : program(program), executor(executor), mesh(mesh), rank(rank),
       noise(options.seed ^ 0x5eed) {
   lm = task == "language-model";
-  classes = lossClasses(program);
+  classes = lossClassCount ? lossClassCount : lossClasses(program);
   std::vector<int> labelSlots = program.slotsOf(SlotKind::Label);
   labels = labelSlots.empty() ? -1 : labelSlots.front();
   for (int slot : program.slotsOf(SlotKind::Input)) {

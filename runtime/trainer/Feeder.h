@@ -31,8 +31,16 @@ public:
   /// Every rank draws the global batch and keeps its box of each input and
   /// label: by the slot's sharding over `mesh`, or in a program without a
   /// mesh line, its rows of the batch (dim 0 over the mesh's dp ranks).
+  /// `classes` is the loss's class count (the vocabulary of a language
+  /// model) where `program` has no loss of its own (a pipeline stage
+  /// before the last, which draws the same batches to keep its inputs);
+  /// 0 reads it off `program`.
   Feeder(const Program &program, Executor &executor, const std::string &task,
-         const TrainerOptions &options, const Mesh &mesh, int rank);
+         const TrainerOptions &options, const Mesh &mesh, int rank,
+         int64_t classes = 0);
+
+  /// The class count of the step's cross-entropy, or 0 without one.
+  static int64_t lossClasses(const Program &program);
 
   /// Writes the next micro-batch into the input and label slots.
   void fill();

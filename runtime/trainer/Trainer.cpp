@@ -56,6 +56,9 @@ void Trainer::loadStages() {
     stages[c].virtualStage = c * pp + ppRank;
     stages[c].program = loadProgram(config.stages[stages[c].virtualStage]);
   }
+  // Every stage draws the same batches: those without the loss learn its
+  // class count from the last.
+  lossClasses = Feeder::lossClasses(loadProgram(config.stages.back()));
   for (Stage &stage : stages)
     placeStage(stage, config.stages[stage.virtualStage]);
   // The last stage has the loss: every rank sums it over pp too.
@@ -70,9 +73,9 @@ void Trainer::placeStage(Stage &stage, const std::string &source) {
                                               &parallel.collectives());
   if (!stage.program.slotsOf(SlotKind::Input).empty() ||
       !stage.program.slotsOf(SlotKind::Label).empty())
-    stage.feeder = std::make_unique<Feeder>(stage.program, *stage.executor,
-                                            config.task, options,
-                                            parallel.mesh(), world.rank());
+    stage.feeder = std::make_unique<Feeder>(
+        stage.program, *stage.executor, config.task, options, parallel.mesh(),
+        world.rank(), lossClasses);
 }
 
 void Trainer::startPipeline() {

@@ -114,6 +114,9 @@ private:
   std::unique_ptr<Pipeline> pipeline;
   /// The axes the reported loss is summed over.
   std::vector<std::string> lossAxes;
+  /// The loss's class count, for the feeders of stages without the loss
+  /// (0: each reads its own program's).
+  int64_t lossClasses = 0;
   /// Backwards run this step per stage (a stage's first one starts its
   /// gradient sum).
   std::vector<int> backwards;

@@ -1,6 +1,7 @@
 // RUN: bmc-opt %s --pass-pipeline='builtin.module(func.func(bm-insert-reshards),bm-autodiff,bm-partition,bm-split-stages)' --split-input-file --verify-diagnostics | FileCheck %s
 
-// Two layers on two pipeline stages: stage 0 runs the first layer's
+// Two layers on two pipeline stages (each takes all the data, the input
+// and the labels, read or not): stage 0 runs the first layer's
 // forward, sends its output and, in backward, receives that output's
 // gradient and returns its weight's gradient; stage 1 receives the
 // activation, computes the loss and sends the gradient back. The mask, a
@@ -25,18 +26,20 @@ func.func @main(
 
 // CHECK-NOT: func.func @train_step
 // CHECK-LABEL: func.func @stage_0
-// CHECK-SAME: %[[G:[a-z0-9]+]]: tensor<4x8xf32> {bm.kind = "activation_grad"}
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<4x8xf32> {bm.kind = "input"
+// CHECK-SAME: %[[G:[a-z0-9]+]]: tensor<4x8xf32> {bm.kind = "activation_grad", bm.name = "activation_grad"}
 // CHECK-SAME: %[[W0:[a-z0-9]+]]: tensor<8x8xf32> {bm.kind = "parameter", bm.name = "w0"
-// CHECK-SAME: -> (tensor<8x8xf32> {bm.grad_of = "w0", bm.partial = []}, tensor<4x8xf32> {bm.kind = "send"})
+// CHECK-SAME: -> (tensor<8x8xf32> {bm.grad_of = "w0", bm.partial = []}, tensor<4x8xf32> {bm.kind = "send", bm.name = "send"})
 // CHECK: %[[MASK:[0-9]+]] = bm.constant
 // CHECK: %[[H0:[0-9]+]] = bm.matmul %[[X]], %[[W0]]
 // CHECK: %[[A0:[0-9]+]] = bm.mul %[[H0]], %[[MASK]]
 // CHECK: bm.mul %[[G]], %[[MASK]] {bm.gradient_seed
 // CHECK: return %{{[0-9]+}}, %[[A0]]
 // CHECK-LABEL: func.func @stage_1
-// CHECK-SAME: %[[A:[a-z0-9]+]]: tensor<4x8xf32> {bm.kind = "activation"}
-// CHECK-SAME: -> (tensor<f32> {bm.kind = "loss", bm.partial = []}, tensor<8x8xf32> {bm.grad_of = "w1", bm.partial = []}, tensor<4x8xf32> {bm.kind = "send_grad"})
+// CHECK-SAME: {bm.kind = "input"
+// CHECK-SAME: {bm.kind = "label"
+// CHECK-SAME: %[[A:[a-z0-9]+]]: tensor<4x8xf32> {bm.kind = "activation", bm.name = "activation"}
+// CHECK-SAME: -> (tensor<f32> {bm.kind = "loss", bm.partial = []}, tensor<8x8xf32> {bm.grad_of = "w1", bm.partial = []}, tensor<4x8xf32> {bm.kind = "send_grad", bm.name = "send_grad"})
 // CHECK: bm.matmul %[[A]]
 // CHECK: bm.constant {{.*}}dense<5.000000e-01>
 // CHECK: bm.cross_entropy
