@@ -16,9 +16,10 @@
 //  - the step's data (tokens or images, labels) are every stage's
 //    arguments, its parameters those of the stages reading them; the loss
 //    and the gradients are results of the stage computing them.
-// A parameter read on several stages (embeddings tied to the output layer,
-// rotary tables stored as parameters) would need its gradient summed over
-// them: refused, as is more than one value crossing a stage boundary.
+// A parameter read on several stages (embeddings tied to the output layer)
+// is an argument of every stage, each returning its share of the gradient
+// (zeros where it reads none) as a partial sum over "pp" too. More than
+// one value crossing a stage boundary is refused.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +40,14 @@ namespace {
 
 constexpr int kFloating = -1;
 
+/// A parameter read on several stages, the step's result holding its
+/// gradient, and the shares that gradient sums.
+struct SharedParameter {
+  BlockArgument arg;
+  int result;
+  SmallVector<Value> shares;
+};
+
 class StageSplitter {
 public:
   StageSplitter(func::FuncOp step, int stages) : step(step), stages(stages) {
@@ -51,7 +60,8 @@ public:
   }
 
   LogicalResult run() {
-    if (failed(checkParameters()) || failed(findCrossings()))
+    findSharedParameters();
+    if (failed(findCrossings()))
       return failure();
     OpBuilder b(step);
     for (int s = 0; s < stages; ++s)
@@ -122,7 +132,7 @@ private:
   LogicalResult findCrossings() {
     for (Operation &op : step.getBody().front()) {
       int to = stageOf(&op);
-      if (to == kFloating || isa<func::ReturnOp>(op))
+      if (to == kFloating || isa<func::ReturnOp>(op) || summingOps.contains(&op))
         continue;
       for (Value operand : op.getOperands()) {
         Operation *producer = operand.getDefiningOp();
@@ -140,7 +150,12 @@ private:
     return success();
   }
 
-  LogicalResult checkParameters() {
+  /// Parameters read on several stages (embeddings tied to the output
+  /// layer): every stage holds a copy, computes its share of the gradient
+  /// (zero where it reads none) and the trainer sums the shares over "pp".
+  /// The adds that summed the shares in the whole step are left out.
+  void findSharedParameters() {
+    auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
     for (BlockArgument arg : step.getArguments()) {
       if (!isParameter(arg))
         continue;
@@ -148,21 +163,48 @@ private:
       for (Operation *user : arg.getUsers())
         if (stageOf(user) != kFloating)
           readers.insert(stageOf(user));
-      if (readers.size() > 1)
-        return step.emitError()
-               << "parameter '"
-               << step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                    "bm.name")
-                      .getValue()
-               << "' is read on " << readers.size()
-               << " pipeline stages (tied embeddings, shared tables); "
-                  "pipelining a parameter shared by stages is not "
-                  "supported yet";
+      if (readers.size() < 2)
+        continue;
+      StringAttr name =
+          step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "bm.name");
+      SharedParameter shared{arg, -1, {}};
+      for (OpOperand &operand : ret->getOpOperands())
+        if (step.getResultAttrOfType<StringAttr>(operand.getOperandNumber(),
+                                                 "bm.grad_of") == name) {
+          shared.result = operand.getOperandNumber();
+          collectShares(operand.get(), shared.shares);
+        }
+      sharedParameters.push_back(std::move(shared));
     }
-    return success();
+  }
+
+  /// The terms of a sum of gradient shares: an add read by nothing else is
+  /// taken apart (sums associate), anything else is a share.
+  void collectShares(Value value, SmallVectorImpl<Value> &shares) {
+    auto add = value.getDefiningOp<AddOp>();
+    if (add && value.hasOneUse() && add.getLhs().getType() == value.getType() &&
+        add.getRhs().getType() == value.getType()) {
+      summingOps.insert(add);
+      collectShares(add.getLhs(), shares);
+      collectShares(add.getRhs(), shares);
+      return;
+    }
+    shares.push_back(value);
   }
 
   LogicalResult buildStage(OpBuilder &b, int s);
+
+  /// The shares of a shared parameter's gradient that stage `s` computes.
+  SmallVector<Value> stageShare(const SharedParameter &shared, int s) {
+    SmallVector<Value> mine;
+    for (Value share : shared.shares) {
+      Operation *producer = share.getDefiningOp();
+      int stage = producer ? stageOf(producer) : kFloating;
+      if (stage == s || (stage == kFloating && s == 0))
+        mine.push_back(share);
+    }
+    return mine;
+  }
 
   func::FuncOp step;
   int stages;
@@ -170,6 +212,8 @@ private:
   llvm::DenseMap<Operation *, int> position;
   llvm::DenseMap<Value, bool> recomputable;
   llvm::DenseMap<int, Value> activationInto, gradientInto;
+  std::vector<SharedParameter> sharedParameters;
+  llvm::DenseSet<Operation *> summingOps;
 };
 
 /// Builds one stage's function: its arguments as its ops first read them.
@@ -211,6 +255,35 @@ public:
     resultAttrs.push_back(attrs);
   }
 
+  /// A shared parameter's gradient on this stage: the sum of its shares
+  /// here (zeros without), a partial sum over "pp" too.
+  void addShare(ArrayRef<Value> shares, Value parameter, DictionaryAttr attrs) {
+    Value sum;
+    for (Value share : shares) {
+      Value here = get(share);
+      sum = sum ? AddOp::create(b, here.getLoc(), sum, here).getResult() : here;
+    }
+    if (!sum) {
+      auto type = cast<RankedTensorType>(get(parameter).getType());
+      sum = ConstantOp::create(
+          b, parameter.getLoc(),
+          DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0)));
+    }
+    results.push_back(sum);
+    resultAttrs.push_back(withPipelinePartial(attrs));
+  }
+
+  DictionaryAttr withPipelinePartial(DictionaryAttr attrs) {
+    Builder builder(stage.getContext());
+    NamedAttrList list(attrs);
+    SmallVector<Attribute> partial;
+    if (auto axes = dyn_cast_or_null<ArrayAttr>(list.get("bm.partial")))
+      partial.append(axes.begin(), axes.end());
+    partial.push_back(builder.getStringAttr(::bm::plan::kPipelineAxis));
+    list.set("bm.partial", builder.getArrayAttr(partial));
+    return list.getDictionary(stage.getContext());
+  }
+
   void finish(Location loc) {
     func::ReturnOp::create(b, loc, results);
     Block &body = stage.getBody().front();
@@ -249,13 +322,16 @@ LogicalResult StageSplitter::buildStage(OpBuilder &b, int s) {
   for (BlockArgument arg : step.getArguments())
     if (!isParameter(arg))
       builder.get(arg);
+  for (const SharedParameter &shared : sharedParameters)
+    builder.get(shared.arg);
   if (Value in = activationInto.lookup(s))
     builder.addArgument(in, kindAttr(context, "activation"));
   if (Value in = gradientInto.lookup(s))
     builder.addArgument(in, kindAttr(context, "activation_grad"));
   bool marked = false;
   for (Operation &op : step.getBody().front()) {
-    if (stageOf(&op) != s || isa<func::ReturnOp>(op))
+    if (stageOf(&op) != s || isa<func::ReturnOp>(op) ||
+        summingOps.contains(&op))
       continue;
     size_t before = stage.getBody().front().getOperations().size();
     builder.clone(&op);
@@ -269,13 +345,21 @@ LogicalResult StageSplitter::buildStage(OpBuilder &b, int s) {
     }
   }
   auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
+  llvm::DenseSet<unsigned> sharedResults;
+  for (const SharedParameter &shared : sharedParameters)
+    sharedResults.insert(shared.result);
   for (OpOperand &operand : ret->getOpOperands()) {
     Operation *producer = operand.get().getDefiningOp();
-    if (!producer || stageOf(producer) != s)
+    if (!producer || stageOf(producer) != s ||
+        sharedResults.contains(operand.getOperandNumber()))
       continue;
     DictionaryAttr attrs = step.getResultAttrDict(operand.getOperandNumber());
     builder.addResult(operand.get(), attrs);
   }
+  for (const SharedParameter &shared : sharedParameters)
+    if (shared.result >= 0)
+      builder.addShare(stageShare(shared, s), shared.arg,
+                       step.getResultAttrDict(shared.result));
   if (Value out = activationInto.lookup(s + 1))
     builder.addResult(out, kindAttr(context, "send"));
   if (Value out = gradientInto.lookup(s - 1))

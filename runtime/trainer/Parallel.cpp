@@ -50,6 +50,11 @@ void Parallel::describe(ParamSlot &p, const Program &program) const {
   if (grad >= 0)
     p.partial = meshLine ? program.slots[grad].partial
                          : std::vector<std::string>{kDp};
+  // A parameter every pipeline stage holds a copy of (embeddings tied to
+  // the output layer; its gradient a sum over pp) counts, and is saved,
+  // once: pipeline rank 0's.
+  if (contains(p.partial, "pp"))
+    p.ppRank = 0;
   int64_t n = numElements(slot.shape);
   int dp = zero ? mesh().axisSize(kDp) : 1;
   p.chunk = (n + dp - 1) / dp;
@@ -110,7 +115,11 @@ void Parallel::reduceGradient(const ParamSlot &p, const TensorView &g,
 /// The axes that split `p`'s local tensor from the global one (and pp: each
 /// pipeline rank holds other parameters).
 static std::vector<std::string> shardedAxes(const ParamSlot &p) {
-  std::vector<std::string> axes{"pp"};
+  // Each pipeline rank holds its own stages' parameters, except copies on
+  // every stage (a partial sum over pp, then whole on each).
+  std::vector<std::string> axes;
+  if (std::find(p.partial.begin(), p.partial.end(), "pp") == p.partial.end())
+    axes.push_back("pp");
   for (const auto &dim : p.sharding)
     axes.insert(axes.end(), dim.begin(), dim.end());
   return axes;

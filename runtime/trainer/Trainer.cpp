@@ -119,6 +119,10 @@ void Trainer::describeEveryParameter(const std::vector<std::string> &files) {
       p.value.shape = program.slots[slot].shape;
       p.ppRank = static_cast<int>(s) % pp;
       parallel.describe(p, program);
+      // A copy on every stage (tied embeddings) is listed once.
+      if (std::any_of(everyParam.begin(), everyParam.end(),
+                      [&](const ParamSlot &q) { return q.name == p.name; }))
+        continue;
       everyParam.push_back(std::move(p));
     }
   }
