@@ -28,9 +28,15 @@ def step_collectives(ir):
     return counts
 
 
-def plan_collectives(plan):
-    """Counter of (kind, axis, phase) -> calls per step in a plan's JSON."""
+def plan_collectives(plan, micro_batches=1):
+    """Counter of (kind, axis, phase) -> calls per micro-batch in a plan's
+    JSON (recomputation's own collectives count as backward, where the
+    partitioned step runs them)."""
     counts = Counter()
     for c in plan["collectives"]:
-        counts[(c["kind"], c["axis"], c["phase"])] += c["count_per_step"]
+        phase = "backward" if c["phase"] == "recompute" else c["phase"]
+        per_step = c["count_per_step"]
+        if phase in ("forward", "backward"):
+            per_step //= micro_batches
+        counts[(c["kind"], c["axis"], phase)] += per_step
     return counts
