@@ -135,9 +135,11 @@ def BmSplitStagesPass : Pass<"bm-split-stages", "::mlir::ModuleOp"> {
     bm.gradient_seed); the activation from the previous stage and the
     gradient from the next are arguments (bm.kind "activation",
     "activation_grad"), what goes to them results ("send", "send_grad");
-    values that depend on no parameter are computed again where they are
-    read. More than one value crossing a boundary, or a parameter read on
-    several stages, is an error. Without pipeline stages it does nothing.
+    values that do not mix data with parameters (masks, rotary tables) are
+    computed again where they are read; a parameter read on several stages
+    is held by every stage, whose gradients of it are partial sums over
+    "pp". More than one value crossing a boundary is an error. Without
+    pipeline stages it does nothing.
   }];
   let dependentDialects = ["::mlir::bm::BmDialect"];
 }

@@ -11,15 +11,18 @@
 //  - the one gradient the next stage sends back is an argument
 //    (bm.kind = "activation_grad"), and a result (bm.kind = "send_grad")
 //    of the next stage;
-//  - values that depend on no parameter (masks, positions, the tokens) are
+//  - values that do not mix data with parameters (masks and positions from
+//    the tokens; tables such as rotary embeddings from parameters) are
 //    computed again where they are read;
 //  - the step's data (tokens or images, labels) are every stage's
 //    arguments, its parameters those of the stages reading them; the loss
 //    and the gradients are results of the stage computing them.
-// A parameter read on several stages (embeddings tied to the output layer)
-// is an argument of every stage, each returning its share of the gradient
-// (zeros where it reads none) as a partial sum over "pp" too. More than
-// one value crossing a stage boundary is refused.
+// A parameter read on several stages (embeddings tied to the output layer,
+// a table computed again) is an argument of every stage, each returning its
+// share of the gradient (zeros where it reads none; a share goes through
+// the linear ops that summed the shares' gradient in the whole step) as a
+// partial sum over "pp" too. More than one value crossing a stage boundary
+// is refused.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,12 +43,19 @@ namespace {
 
 constexpr int kFloating = -1;
 
+/// A term of a gradient: a value one stage computes, and the linear ops
+/// (first to last) that the whole step applies to the sum of such terms.
+struct Share {
+  Value term;
+  SmallVector<Operation *> through;
+};
+
 /// A parameter read on several stages, the step's result holding its
 /// gradient, and the shares that gradient sums.
 struct SharedParameter {
   BlockArgument arg;
   int result;
-  SmallVector<Value> shares;
+  SmallVector<Share> shares;
 };
 
 class StageSplitter {
@@ -60,6 +70,7 @@ public:
   }
 
   LogicalResult run() {
+    recordRecomputation();
     findSharedParameters();
     if (failed(findCrossings()))
       return failure();
@@ -88,23 +99,49 @@ private:
     return kind && kind.getValue() == "parameter";
   }
 
-  /// Whether `value` depends on no parameter: it can be computed again on
-  /// any stage (its ops are pure and its arguments are data).
-  bool isRecomputable(Value value) {
-    if (auto it = recomputable.find(value); it != recomputable.end())
+  /// What `value` is computed from: whether by pure ops only, and whether
+  /// from data (tokens, images, labels) and from parameters.
+  struct Cone {
+    bool pure = true, data = false, parameters = false;
+  };
+  const Cone &coneOf(Value value) {
+    if (auto it = cones.find(value); it != cones.end())
       return it->second;
-    bool result;
+    Cone cone;
     if (isa<BlockArgument>(value)) {
-      result = !isParameter(value);
+      (isParameter(value) ? cone.parameters : cone.data) = true;
     } else {
       Operation *producer = value.getDefiningOp();
-      result = isPure(producer) && llvm::all_of(producer->getOperands(),
-                                                [&](Value v) {
-                                                  return isRecomputable(v);
-                                                });
+      cone.pure = isPure(producer);
+      for (Value operand : producer->getOperands()) {
+        const Cone &in = coneOf(operand);
+        cone.pure &= in.pure;
+        cone.data |= in.data;
+        cone.parameters |= in.parameters;
+      }
     }
-    recomputable[value] = result;
-    return result;
+    return cones[value] = cone;
+  }
+
+  /// Whether `value` can be computed again on any stage: it does not mix
+  /// data with parameters (masks and positions from data; tables such as
+  /// rotary embeddings from parameters, whose stages then share them).
+  bool isRecomputable(Value value) {
+    const Cone &cone = coneOf(value);
+    return cone.pure && !(cone.data && cone.parameters);
+  }
+
+  /// The parameters `value` is computed from.
+  void parametersOf(Value value, llvm::SmallPtrSetImpl<Value> &seen,
+                    SmallVectorImpl<BlockArgument> &found) {
+    if (!seen.insert(value).second || !coneOf(value).parameters)
+      return;
+    if (auto arg = dyn_cast<BlockArgument>(value)) {
+      found.push_back(arg);
+      return;
+    }
+    for (Value operand : value.getDefiningOp()->getOperands())
+      parametersOf(operand, seen, found);
   }
 
   /// The value crossing into stage `to`, forward or backward; each stage
@@ -129,6 +166,26 @@ private:
     return success();
   }
 
+  /// The stages that compute a value of parameters again read those
+  /// parameters too.
+  void recordRecomputation() {
+    for (Operation &op : step.getBody().front()) {
+      int to = stageOf(&op);
+      if (to == kFloating || isa<func::ReturnOp>(op))
+        continue;
+      for (Value operand : op.getOperands()) {
+        Operation *producer = operand.getDefiningOp();
+        if (!producer || stageOf(producer) == to || !isRecomputable(operand))
+          continue;
+        llvm::SmallPtrSet<Value, 8> seen;
+        SmallVector<BlockArgument> parameters;
+        parametersOf(operand, seen, parameters);
+        for (BlockArgument parameter : parameters)
+          recomputedOn[parameter].insert(to);
+      }
+    }
+  }
+
   LogicalResult findCrossings() {
     for (Operation &op : step.getBody().front()) {
       int to = stageOf(&op);
@@ -136,7 +193,9 @@ private:
         continue;
       for (Value operand : op.getOperands()) {
         Operation *producer = operand.getDefiningOp();
-        if (!producer || isRecomputable(operand))
+        if (!producer)
+          continue;
+        if (isRecomputable(operand))
           continue;
         int from = stageOf(producer);
         if (from == to || from == kFloating)
@@ -159,7 +218,7 @@ private:
     for (BlockArgument arg : step.getArguments()) {
       if (!isParameter(arg))
         continue;
-      std::set<int> readers;
+      std::set<int> readers = recomputedOn.lookup(arg);
       for (Operation *user : arg.getUsers())
         if (stageOf(user) != kFloating)
           readers.insert(stageOf(user));
@@ -172,33 +231,46 @@ private:
         if (step.getResultAttrOfType<StringAttr>(operand.getOperandNumber(),
                                                  "bm.grad_of") == name) {
           shared.result = operand.getOperandNumber();
-          collectShares(operand.get(), shared.shares);
+          collectShares(operand.get(), {}, shared.shares);
         }
       sharedParameters.push_back(std::move(shared));
     }
   }
 
   /// The terms of a sum of gradient shares: an add read by nothing else is
-  /// taken apart (sums associate), anything else is a share.
-  void collectShares(Value value, SmallVectorImpl<Value> &shares) {
-    auto add = value.getDefiningOp<AddOp>();
-    if (add && value.hasOneUse() && add.getLhs().getType() == value.getType() &&
-        add.getRhs().getType() == value.getType()) {
-      summingOps.insert(add);
-      collectShares(add.getLhs(), shares);
-      collectShares(add.getRhs(), shares);
-      return;
+  /// taken apart (sums associate), and so is a linear op of one operand (a
+  /// reshape, the gradient of a slice): each share goes through it alone.
+  void collectShares(Value value, SmallVector<Operation *> chain,
+                     SmallVectorImpl<Share> &shares) {
+    Operation *op = value.getDefiningOp();
+    if (op && value.hasOneUse()) {
+      auto add = dyn_cast<AddOp>(op);
+      if (add && add.getLhs().getType() == value.getType() &&
+          add.getRhs().getType() == value.getType()) {
+        summingOps.insert(add);
+        collectShares(add.getLhs(), chain, shares);
+        collectShares(add.getRhs(), chain, shares);
+        return;
+      }
+      if (isa<ReshapeOp, TransposeOp, SqueezeOp, UnsqueezeOp, FlattenOp,
+              ReduceSumOp, SliceGradOp, NegOp>(op) &&
+          op->getNumOperands() == 1) {
+        summingOps.insert(op);
+        chain.insert(chain.begin(), op);
+        collectShares(op->getOperand(0), chain, shares);
+        return;
+      }
     }
-    shares.push_back(value);
+    shares.push_back({value, chain});
   }
 
   LogicalResult buildStage(OpBuilder &b, int s);
 
   /// The shares of a shared parameter's gradient that stage `s` computes.
-  SmallVector<Value> stageShare(const SharedParameter &shared, int s) {
-    SmallVector<Value> mine;
-    for (Value share : shared.shares) {
-      Operation *producer = share.getDefiningOp();
+  SmallVector<Share> stageShare(const SharedParameter &shared, int s) {
+    SmallVector<Share> mine;
+    for (const Share &share : shared.shares) {
+      Operation *producer = share.term.getDefiningOp();
       int stage = producer ? stageOf(producer) : kFloating;
       if (stage == s || (stage == kFloating && s == 0))
         mine.push_back(share);
@@ -210,7 +282,9 @@ private:
   int stages;
   int seedPosition = INT_MAX;
   llvm::DenseMap<Operation *, int> position;
-  llvm::DenseMap<Value, bool> recomputable;
+  llvm::DenseMap<Value, Cone> cones;
+  /// Stages that compute a value from a parameter again, per parameter.
+  llvm::DenseMap<Value, std::set<int>> recomputedOn;
   llvm::DenseMap<int, Value> activationInto, gradientInto;
   std::vector<SharedParameter> sharedParameters;
   llvm::DenseSet<Operation *> summingOps;
@@ -257,10 +331,15 @@ public:
 
   /// A shared parameter's gradient on this stage: the sum of its shares
   /// here (zeros without), a partial sum over "pp" too.
-  void addShare(ArrayRef<Value> shares, Value parameter, DictionaryAttr attrs) {
+  void addShare(ArrayRef<Share> shares, Value parameter, DictionaryAttr attrs) {
     Value sum;
-    for (Value share : shares) {
-      Value here = get(share);
+    for (const Share &share : shares) {
+      Value here = get(share.term);
+      for (Operation *op : share.through) {
+        IRMapping through;
+        through.map(op->getOperand(0), here);
+        here = b.clone(*op, through)->getResult(0);
+      }
       sum = sum ? AddOp::create(b, here.getLoc(), sum, here).getResult() : here;
     }
     if (!sum) {

@@ -96,6 +96,8 @@ PLANS = [
     ("vit-tiny", 2, "dp=1,tp=2,pp=1"),
     ("vit-tiny", 2, "dp=1,tp=1,pp=2,mb=2,schedule=1f1b"),
     ("gpt3-tiny", 2, "dp=1,tp=1,pp=2,mb=2,schedule=1f1b"),
+    ("llama2-tiny", 2, "dp=1,tp=1,pp=2,mb=2,schedule=1f1b"),
+    ("llama2-tiny", 4, "dp=1,tp=2,pp=2,mb=2,schedule=1f1b"),
     ("gpt3-tiny", 4, "dp=1,tp=2,pp=2,mb=2,schedule=gpipe"),
     ("bert-tiny", 2, "dp=1,tp=1,pp=2,mb=2,schedule=1f1b"),
     ("vit-tiny", 2, "dp=1,tp=1,pp=2,mb=2,schedule=gpipe"),
@@ -126,7 +128,7 @@ FULL_SHAPES = [(2, "dp=2,tp=1,pp=1"), (2, "dp=1,tp=2,pp=1"), (4, "dp=2,tp=2,pp=1
                (2, "dp=2,tp=1,pp=1,zero=1"), (2, "dp=2,tp=1,pp=1,zero=2"),
                (2, "dp=2,tp=1,pp=1,zero=3"), (2, "dp=1,tp=2,pp=1,recompute=selective"),
                (2, "dp=1,tp=2,pp=1,recompute=full"), (2, "dp=1,tp=2,pp=1,stream=sequence")]
-PIPELINED = ["gpt3-tiny", "hf-gpt2-tiny", "bert-tiny", "vit-tiny"]
+PIPELINED = ["gpt3-tiny", "hf-gpt2-tiny", "bert-tiny", "vit-tiny", "llama2-tiny"]
 PIPE_SHAPES = [(2, "dp=1,tp=1,pp=2,mb=2,schedule=1f1b"),
                (2, "dp=1,tp=1,pp=2,mb=2,schedule=gpipe"),
                (4, "dp=1,tp=2,pp=2,mb=2,schedule=1f1b"),

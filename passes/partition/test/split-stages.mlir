@@ -69,3 +69,37 @@ func.func @main(
 // CHECK-LABEL: func.func @stage_1
 // CHECK-SAME: bm.name = "w"
 // CHECK-SAME: -> (tensor<f32> {bm.kind = "loss", bm.partial = []}, tensor<8x8xf32> {bm.grad_of = "w", bm.partial = ["pp"]}, tensor<4x8xf32> {bm.kind = "send_grad", bm.name = "send_grad"})
+
+// -----
+
+// A table computed from a parameter (rotary embeddings) and read on both
+// stages is computed again on each: both hold the parameter, and each
+// returns its share of the gradient through the table's own ops.
+
+bm.mesh @mesh = <["pp"=2]>
+func.func @main(
+    %x: tensor<4x8xf32> {bm.kind = "input", bm.name = "x",
+                         bm.sharding = #bm.sharding<@mesh, [{}, {}]>},
+    %t: tensor<16xf32> {bm.kind = "parameter", bm.name = "t",
+                        bm.sharding = #bm.sharding<@mesh, [{}]>},
+    %w: tensor<8x8xf32> {bm.kind = "parameter", bm.name = "w",
+                         bm.sharding = #bm.sharding<@mesh, [{}, {}]>})
+    -> tensor<4x8xf32> {
+  %table = bm.slice %t {bm.stage = 0 : i64, starts = array<i64: 0>,
+      limits = array<i64: 8>, strides = array<i64: 1>} : tensor<16xf32>
+  %h0 = bm.mul %x, %table {bm.stage = 0 : i64} : tensor<4x8xf32>, tensor<8xf32>
+  %h1 = bm.matmul %h0, %w {bm.stage = 1 : i64} : tensor<4x8xf32>, tensor<8x8xf32>
+  %h2 = bm.mul %h1, %table {bm.stage = 1 : i64} : tensor<4x8xf32>, tensor<8xf32>
+  return %h2 : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @stage_0
+// CHECK-SAME: -> (tensor<16xf32> {bm.grad_of = "t", bm.partial = ["pp"]}
+// CHECK: bm.slice
+// CHECK: bm.slice_grad
+// CHECK-LABEL: func.func @stage_1
+// CHECK-SAME: bm.name = "t"
+// CHECK-SAME: tensor<16xf32> {bm.grad_of = "t", bm.partial = ["pp"]}
+// CHECK: %[[TABLE:[0-9]+]] = bm.slice
+// CHECK: bm.mul %{{[0-9]+}}, %[[TABLE]]
+// CHECK: bm.slice_grad
