@@ -81,7 +81,9 @@ public:
     for (Operation &op : body.without_terminator())
       if (auto err = lowerOp(&op))
         return err;
-    if (backwardFrom)
+    // A stage with no backward of its own (one passing values on) starts
+    // its backward at its end.
+    if (backwardFrom || (isStage && program.backwardStart < 0))
       program.backwardStart = static_cast<int>(program.instrs.size());
     return lowerResults(cast<func::ReturnOp>(body.getTerminator()));
   }
@@ -354,8 +356,11 @@ private:
 } // namespace
 
 /// bm-partition marks what a partitioned step leaves to the trainer on
-/// its results (`bm.partial`); @main, annotated but whole, has none.
+/// its results (`bm.partial`), and bm-split-stages names its stages;
+/// @main, annotated but whole, has neither.
 static bool isPartitioned(func::FuncOp func) {
+  if (func.getSymName().starts_with("stage_"))
+    return true;
   for (unsigned i = 0; i < func.getNumResults(); ++i)
     if (func.getResultAttr(i, "bm.partial"))
       return true;

@@ -59,34 +59,6 @@ TrainingTask taskOf(mlir::func::FuncOp step) {
   return TrainingTask::Classifier;
 }
 
-/// What the compiler runs so far: one device, or data, tensor, expert and
-/// pipeline parallelism with ZeRO over several (bm-partition,
-/// bm-split-stages); interleaved schedules (several model chunks per
-/// stage) are not split yet: the plan is searched without them, and
-/// pinning them is an error.
-llvm::Expected<plan::TrainingConfig>
-runnableConfig(const plan::TrainingConfig &training) {
-  plan::TrainingConfig config = training;
-  if (config.gpus == 1)
-    return config;
-  plan::FixedChoices &fixed = config.fixed;
-  auto pinned = [](const std::optional<int> &choice, int runnable) {
-    return choice && *choice != runnable;
-  };
-  if (pinned(fixed.chunks, 1))
-    return llvm::createStringError(
-        "bmc compile runs one model chunk per pipeline stage for now (v=1: "
-        "interleaved schedules are not split yet); --fix " +
-        plan::formatFixedChoices(fixed) + " asks for more");
-  fixed.chunks = 1;
-  if (fixed.schedule == plan::PipelineSchedule::Interleaved)
-    return llvm::createStringError(
-        "bmc compile does not split interleaved schedules yet (GPipe and "
-        "1F1B run); --fix " + plan::formatFixedChoices(fixed) +
-        " asks for one");
-  return config;
-}
-
 /// The plan, and the model it was searched on (annotation matches the
 /// step's ops to it).
 struct Planned {
@@ -111,12 +83,6 @@ llvm::Expected<plan::Plan> readPlanFile(const CompileOptions &options,
     return llvm::createStringError(
         "plan '" + path + "' is for " + std::to_string(plan->gpus) +
         " GPUs but --gpus says " + std::to_string(options.training.gpus));
-  if (plan->config.chunks > 1)
-    return llvm::createStringError(
-        "plan '" + path + "' interleaves " +
-        std::to_string(plan->config.chunks) +
-        " model chunks per pipeline stage; bmc compile does not split "
-        "interleaved schedules yet");
   if (import.sequenceLength && plan->sequenceLength &&
       *import.sequenceLength != plan->sequenceLength)
     return llvm::createStringError(
@@ -144,13 +110,10 @@ llvm::Expected<Planned> planRunnable(mlir::MLIRContext &context,
     return planning.takeError();
   if (given)
     return Planned{std::move(*given), std::move(*planning)};
-  auto training = runnableConfig(options.training);
-  if (!training)
-    return training.takeError();
   auto cluster = cost::loadCluster(options.cluster);
   if (!cluster)
     return cluster.takeError();
-  auto plan = planModel(planning->graph, *cluster, *training);
+  auto plan = planModel(planning->graph, *cluster, options.training);
   if (!plan)
     return plan.takeError();
   return Planned{std::move(*plan), std::move(*planning)};

@@ -48,13 +48,12 @@ static Attribute toShardingAttr(Builder &b, const TensorSharding &tensor,
       b.getArrayAttr(dims), b.getArrayAttr(partial));
 }
 
-/// Pipeline stage of each layer, from the plan's layers per (virtual)
-/// stage; virtual stage k runs on device stage k % pp.
+/// Virtual pipeline stage of each layer, from the plan's layers per
+/// (virtual) stage; virtual stage k runs on device stage k % pp.
 static std::vector<int> stageOfLayers(const Plan &plan) {
   std::vector<int> stages;
-  int pp = std::max(1, plan.config.pp);
   for (auto [virtualStage, count] : llvm::enumerate(plan.layersPerStage))
-    stages.insert(stages.end(), count, static_cast<int>(virtualStage) % pp);
+    stages.insert(stages.end(), count, static_cast<int>(virtualStage));
   return stages;
 }
 
@@ -156,12 +155,13 @@ resolvePlan(const Plan &plan, const PlannedOps &ops) {
   return resolved;
 }
 
-/// The pipeline stage of each planned op: its layer's stage; ops before
-/// the first layer on stage 0, after the last on the last stage, and ops
-/// between two layers (interludes) with the layer before them.
+/// The (virtual) pipeline stage of each planned op: its layer's stage; ops
+/// before the first layer on stage 0, after the last on the last stage,
+/// and ops between two layers (interludes) with the layer before them.
 static std::vector<int> stagesOf(const Plan &plan, const PlannedOps &ops) {
   std::vector<int> layerStage = stageOfLayers(plan);
-  const int lastStage = std::max(1, plan.config.pp) - 1;
+  const int lastStage =
+      std::max<int>(plan.config.pp, plan.layersPerStage.size()) - 1;
   const int64_t lastLayer =
       ops.layer.empty() ? -1 : *std::max_element(ops.layer.begin(),
                                                  ops.layer.end());
@@ -330,7 +330,10 @@ llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
     int stage = from >= 0 ? stages[from] : previousStage;
     previousStage = stage;
     op->setAttr(mlir::bm::BmDialect::kStageAttrName,
-                b.getI64IntegerAttr(stage));
+                b.getI64IntegerAttr(stage % std::max(1, plan.config.pp)));
+    if (plan.config.chunks > 1)
+      op->setAttr(mlir::bm::BmDialect::kVirtualStageAttrName,
+                  b.getI64IntegerAttr(stage));
   }
 
   annotateArguments(func);

@@ -35,6 +35,14 @@ bool isFloatTensor(Type type) {
   return tensor && isa<FloatType>(tensor.getElementType());
 }
 
+/// The pipeline stage (and virtual stage) of `from` onto `to`.
+void copyStage(Operation *from, Operation *to) {
+  for (StringRef name :
+       {BmDialect::kStageAttrName, BmDialect::kVirtualStageAttrName})
+    if (Attribute stage = from->getAttr(name))
+      to->setAttr(name, stage);
+}
+
 bool isParameter(func::FuncOp func, unsigned index) {
   auto kind = func.getArgAttrOfType<StringAttr>(index, "bm.kind");
   return kind && kind.getValue() == "parameter" &&
@@ -247,15 +255,13 @@ private:
   void tagWithLayer(Operation *op, Operation *lastBefore) {
     Attribute layer = op->getAttr(BmDialect::kLayerAttrName);
     Attribute blockClass = op->getAttr(BmDialect::kBlockClassAttrName);
-    Attribute stage = op->getAttr(BmDialect::kStageAttrName);
     for (Operation *made = b.getInsertionPoint()->getPrevNode();
          made && made != lastBefore; made = made->getPrevNode()) {
       if (layer && blockClass) {
         made->setAttr(BmDialect::kLayerAttrName, layer);
         made->setAttr(BmDialect::kBlockClassAttrName, blockClass);
       }
-      if (stage)
-        made->setAttr(BmDialect::kStageAttrName, stage);
+      copyStage(op, made);
     }
   }
 
@@ -294,13 +300,11 @@ private:
 /// appended after `lastForward` and before `end` take its stage.
 void placeLikeOutput(Value output, Operation *lastForward, Operation *end) {
   Operation *producer = output.getDefiningOp();
-  Attribute stage =
-      producer ? producer->getAttr(BmDialect::kStageAttrName) : Attribute();
-  if (!stage || !lastForward)
+  if (!producer || !lastForward)
     return;
   for (Operation *op = lastForward->getNextNode(); op && op != end;
        op = op->getNextNode())
-    op->setAttr(BmDialect::kStageAttrName, stage);
+    copyStage(producer, op);
 }
 
 /// Marks where the backward pass begins (its seed, the loss's gradient):

@@ -26,7 +26,8 @@ namespace {
 void copyPlacement(Operation *from, Operation *to) {
   for (StringRef name : {BmDialect::kLayerAttrName,
                          BmDialect::kBlockClassAttrName,
-                         BmDialect::kStageAttrName})
+                         BmDialect::kStageAttrName,
+                         BmDialect::kVirtualStageAttrName})
     if (Attribute attr = from->getAttr(name))
       to->setAttr(name, attr);
 }

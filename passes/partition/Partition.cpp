@@ -80,7 +80,7 @@ private:
     SmallVector<NamedAttribute> placement;
     for (StringRef name :
          {BmDialect::kLayerAttrName, BmDialect::kBlockClassAttrName,
-          BmDialect::kStageAttrName})
+          BmDialect::kStageAttrName, BmDialect::kVirtualStageAttrName})
       if (Attribute attr = op->getAttr(name))
         placement.push_back(NamedAttribute(name, attr));
     Operation *before = op->getPrevNode(), *after = op->getNextNode();

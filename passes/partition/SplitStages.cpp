@@ -60,7 +60,8 @@ struct SharedParameter {
 
 class StageSplitter {
 public:
-  StageSplitter(func::FuncOp step, int stages) : step(step), stages(stages) {
+  StageSplitter(func::FuncOp step, int stages, int pipelineRanks)
+      : step(step), stages(stages), pipelineRanks(pipelineRanks) {
     int index = 0;
     for (Operation &op : step.getBody().front()) {
       position[&op] = index++;
@@ -71,8 +72,7 @@ public:
 
   LogicalResult run() {
     recordRecomputation();
-    findSharedParameters();
-    if (failed(findCrossings()))
+    if (failed(findSharedParameters()) || failed(findCrossings()))
       return failure();
     OpBuilder b(step);
     for (int s = 0; s < stages; ++s)
@@ -83,8 +83,13 @@ public:
   }
 
 private:
-  int stageOf(Operation *op) const {
-    auto stage = op->getAttrOfType<IntegerAttr>(BmDialect::kStageAttrName);
+  /// The virtual stage (model chunk) under an interleaved schedule, else
+  /// the stage.
+  static int stageOf(Operation *op) {
+    auto stage =
+        op->getAttrOfType<IntegerAttr>(BmDialect::kVirtualStageAttrName);
+    if (!stage)
+      stage = op->getAttrOfType<IntegerAttr>(BmDialect::kStageAttrName);
     return stage ? static_cast<int>(stage.getInt()) : kFloating;
   }
   bool isBackward(Operation *op) const {
@@ -145,24 +150,27 @@ private:
   }
 
   /// The value crossing into stage `to`, forward or backward; each stage
-  /// boundary carries one of each at most.
+  /// boundary carries one of each at most. Stages in between (empty ones:
+  /// a plan may leave a virtual stage without layers) pass it on.
   LogicalResult crossing(Value value, Operation *reader, int from, int to,
                          bool backward) {
-    bool ahead = backward ? from == to + 1 : from + 1 == to;
+    if (backward ? from <= to : from >= to)
+      return reader->emitOpError()
+             << "on pipeline stage " << to << " reads a "
+             << (backward ? "gradient" : "value") << " of stage " << from
+             << ": the pipeline sends values forward and gradients back";
     llvm::DenseMap<int, Value> &crossings =
         backward ? gradientInto : activationInto;
-    if (!ahead)
-      return reader->emitOpError()
-             << "on pipeline stage " << to << " reads a value of stage "
-             << from << ": only neighbouring stages exchange values";
-    Value &known = crossings[to];
-    if (known && known != value)
-      return reader->emitOpError()
-             << "makes a second value cross from stage " << from
-             << " to stage " << to
-             << " (the pipeline sends one activation and one gradient per "
-                "boundary)";
-    known = value;
+    int first = backward ? to : from + 1, last = backward ? from - 1 : to;
+    for (int stage = first; stage <= last; ++stage) {
+      Value &known = crossings[stage];
+      if (known && known != value)
+        return reader->emitOpError()
+               << "makes a second value cross into stage " << stage
+               << " (the pipeline sends one activation and one gradient per "
+                  "boundary)";
+      known = value;
+    }
     return success();
   }
 
@@ -213,7 +221,7 @@ private:
   /// layer): every stage holds a copy, computes its share of the gradient
   /// (zero where it reads none) and the trainer sums the shares over "pp".
   /// The adds that summed the shares in the whole step are left out.
-  void findSharedParameters() {
+  LogicalResult findSharedParameters() {
     auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
     for (BlockArgument arg : step.getArguments()) {
       if (!isParameter(arg))
@@ -226,6 +234,13 @@ private:
         continue;
       StringAttr name =
           step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "bm.name");
+      if (stages > pipelineRanks)
+        return step.emitError()
+               << "parameter '" << name.getValue() << "' is read on "
+               << readers.size()
+               << " pipeline stages; under an interleaved schedule a rank "
+                  "would hold several copies of it, which is not supported "
+                  "yet";
       SharedParameter shared{arg, -1, {}};
       for (OpOperand &operand : ret->getOpOperands())
         if (step.getResultAttrOfType<StringAttr>(operand.getOperandNumber(),
@@ -235,6 +250,7 @@ private:
         }
       sharedParameters.push_back(std::move(shared));
     }
+    return success();
   }
 
   /// The terms of a sum of gradient shares: an add read by nothing else is
@@ -279,7 +295,8 @@ private:
   }
 
   func::FuncOp step;
-  int stages;
+  /// Virtual stages (programs), and the ranks along pp that run them.
+  int stages, pipelineRanks;
   int seedPosition = INT_MAX;
   llvm::DenseMap<Operation *, int> position;
   llvm::DenseMap<Value, Cone> cones;
@@ -460,9 +477,17 @@ struct SplitStagesPass : impl::BmSplitStagesPassBase<SplitStagesPass> {
       return signalPassFailure();
     }
     int64_t axis = mesh.getMesh().findAxis(::bm::plan::kPipelineAxis);
-    int stages =
+    int pipelineRanks =
         axis < 0 ? 1 : static_cast<int>(mesh.getMesh().getAxisSizes()[axis]);
-    if (stages > 1 && failed(StageSplitter(step, stages).run()))
+    int stages = pipelineRanks;
+    // Interleaved: pp x v virtual stages, each a program.
+    step.walk([&](Operation *op) {
+      if (auto v = op->getAttrOfType<IntegerAttr>(
+              BmDialect::kVirtualStageAttrName))
+        stages = std::max(stages, static_cast<int>(v.getInt()) + 1);
+    });
+    if (stages > 1 &&
+        failed(StageSplitter(step, stages, pipelineRanks).run()))
       signalPassFailure();
   }
 };

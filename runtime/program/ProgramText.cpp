@@ -281,6 +281,9 @@ std::string printProgram(const Program &program) {
       os << "backward\n";
     printInstr(os, program.instrs[i]);
   }
+  // A stage whose backward is empty (it passes gradients on).
+  if (program.backwardStart == static_cast<int>(program.instrs.size()))
+    os << "backward\n";
   os << '\n';
   if (program.send >= 0)
     os << "send %" << program.send << '\n';

@@ -61,7 +61,8 @@ LogicalResult BmDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
   if (attr.getName() == kLayerAttrName ||
       attr.getName() == kBlockClassAttrName ||
-      attr.getName() == kStageAttrName) {
+      attr.getName() == kStageAttrName ||
+      attr.getName() == kVirtualStageAttrName) {
     if (!isa<IntegerAttr>(attr.getValue()))
       return op->emitOpError()
              << "'" << attr.getName().getValue() << "' must be an integer, got "

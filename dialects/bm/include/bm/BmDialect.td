@@ -46,6 +46,10 @@ def Bm_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kBlockClassAttrName = "bm.block_class";
     /// Annotation: the pipeline stage (coordinate on "pp") that runs an op.
     static constexpr ::llvm::StringLiteral kStageAttrName = "bm.stage";
+    /// Annotation, with interleaved schedules: the virtual stage (model
+    /// chunk) that runs an op; its device stage is this modulo pp.
+    static constexpr ::llvm::StringLiteral kVirtualStageAttrName =
+        "bm.virtual_stage";
     /// Autodiff: the op that starts the backward pass (the loss's gradient);
     /// every op after it runs in the backward pass.
     static constexpr ::llvm::StringLiteral kGradientSeedAttrName =
