@@ -135,6 +135,10 @@ public:
                   Stream &) override {
     std::memcpy(host, device, bytes);
   }
+  void copyOnDevice(void *to, const void *from, size_t bytes,
+                    Stream &) override {
+    std::memcpy(to, from, bytes);
+  }
 
 protected:
   void *rawAllocate(size_t bytes) override {

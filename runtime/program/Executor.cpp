@@ -232,10 +232,10 @@ void Executor::runBackward() {
 
 /// The memory a stash covers: the arena, then each slot filled from
 /// outside, in slot order.
-template <typename F> static void forStashed(const Program &prog,
-                                             const std::vector<TensorView> &views,
-                                             void *arena, size_t arenaSize,
-                                             F each) {
+template <typename F>
+static void forStashed(const Program &prog,
+                       const std::vector<TensorView> &views, void *arena,
+                       size_t arenaSize, F each) {
   if (arenaSize)
     each(arena, arenaSize);
   for (size_t i = 0; i < prog.slots.size(); ++i) {
@@ -246,22 +246,26 @@ template <typename F> static void forStashed(const Program &prog,
   }
 }
 
-void Executor::stash(std::vector<uint8_t> &out) {
-  stream().synchronize();
-  out.clear();
+size_t Executor::stashBytes() const {
+  size_t total = 0;
+  forStashed(prog, views, arena, arenaSize,
+             [&](void *, size_t bytes) { total += bytes; });
+  return total;
+}
+
+void Executor::stash(void *out) {
+  char *at = static_cast<char *>(out);
   forStashed(prog, views, arena, arenaSize, [&](void *data, size_t bytes) {
-    size_t at = out.size();
-    out.resize(at + bytes);
-    dev.copyToHost(out.data() + at, data, bytes, stream());
+    dev.copyOnDevice(at, data, bytes, stream());
+    at += bytes;
   });
   stream().synchronize();
 }
 
-void Executor::unstash(const std::vector<uint8_t> &in) {
-  size_t at = 0;
+void Executor::unstash(const void *in) {
+  const char *at = static_cast<const char *>(in);
   forStashed(prog, views, arena, arenaSize, [&](void *data, size_t bytes) {
-    BMRT_CHECK(at + bytes <= in.size(), "a stash of another program");
-    dev.copyToDevice(data, in.data() + at, bytes, stream());
+    dev.copyOnDevice(data, at, bytes, stream());
     at += bytes;
   });
   stream().synchronize();

@@ -4,6 +4,7 @@
 
 #include "bmrt/Error.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace bmrt {
@@ -23,6 +24,9 @@ void read(Executor &e, int slot, std::vector<uint8_t> &out) {
   e.device().copyToHost(out.data(), v.data, v.bytes(), e.stream());
   e.stream().synchronize();
 }
+
+/// A stash's allocation (never empty).
+size_t stashSize(const Executor &e) { return std::max<size_t>(e.stashBytes(), 1); }
 
 double secondsSince(std::chrono::steady_clock::time_point begin) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
@@ -49,6 +53,13 @@ Pipeline::Pipeline(const ScheduleSpec &spec, int ppRank,
              "the " + std::string(toString(spec.kind)) +
                  " schedule does not run to its end: " + check.describe());
   actions = lists.at(ppRank);
+}
+
+Pipeline::~Pipeline() {
+  for (auto &[key, data] : stashes) {
+    Executor &e = *stages.at(key.first).executor;
+    e.device().deallocate(data, stashSize(e), MemoryKind::Activations);
+  }
 }
 
 std::vector<uint8_t> &Pipeline::buffer(ActionKind kind, int microBatch,
@@ -93,7 +104,9 @@ void Pipeline::forward(const Action &a) {
   if (stage.program.send >= 0)
     read(e, stage.program.send,
          buffer(ActionKind::SendActivation, a.microBatch, a.chunk));
-  e.stash(stashes[{a.chunk, a.microBatch}]);
+  void *stash = e.device().allocate(stashSize(e), MemoryKind::Activations);
+  stashes[{a.chunk, a.microBatch}] = stash;
+  e.stash(stash);
 }
 
 void Pipeline::backward(const Action &a) {
@@ -104,6 +117,8 @@ void Pipeline::backward(const Action &a) {
              "the schedule runs the backward of micro-batch " +
                  std::to_string(a.microBatch) + " before its forward");
   e.unstash(stashed->second);
+  e.device().deallocate(stashed->second, stashSize(e),
+                        MemoryKind::Activations);
   stashes.erase(stashed);
   int in = slotOf(stage.program, SlotKind::ActivationGrad);
   if (in >= 0) {

@@ -44,6 +44,7 @@ public:
   /// Sends are timed as communication over pp in `collectives`.
   Pipeline(const ScheduleSpec &spec, int ppRank, std::vector<Stage> &stages,
            Collectives &collectives);
+  ~Pipeline();
 
   /// Runs one step's list; after each backward calls `afterBackward(chunk,
   /// microBatch)` (gradient accumulation). Returns the sum of the last
@@ -68,7 +69,10 @@ private:
   double waited = 0;
   double loss = 0;
   std::map<std::tuple<int, int, int>, std::vector<uint8_t>> inFlight;
-  std::map<std::pair<int, int>, std::vector<uint8_t>> stashes;
+  /// Each micro-batch's stash between its forward and backward, per chunk:
+  /// device memory counted as activations, so that the peak shows the
+  /// schedule's micro-batches in flight.
+  std::map<std::pair<int, int>, void *> stashes;
 };
 
 } // namespace bmrt

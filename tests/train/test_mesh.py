@@ -425,3 +425,14 @@ def test_a_pipeline_mesh_without_stage_programs_is_one_line(tmp_path):
         "trainer: error: rank 0: the step program's mesh has pp=2 but trainer.json lists "
         'no pipeline stages ("stages"): this runtime runs a pipeline from one program '
         "per stage"]
+
+
+def test_one_f_one_b_keeps_fewer_micro_batches_than_gpipe(tmp_path):
+    # Two stages, four micro-batches: GPipe's first stage holds all four
+    # forwards' values before the first backward, 1F1B's at most two (pp);
+    # the stashes count as activations in the logged peak.
+    peaks = {}
+    for schedule in ("gpipe", "1f1b"):
+        run = run_pipeline(tmp_path, schedule, pipeline_stages(2, 2), 2, schedule)
+        peaks[schedule] = read_log(run[2])[-1]["peak_memory_bytes"]["activations"]
+    assert peaks["1f1b"] < peaks["gpipe"]

@@ -60,6 +60,9 @@ public:
                             Stream &stream) = 0;
   virtual void copyToHost(void *host, const void *device, size_t bytes,
                           Stream &stream) = 0;
+  /// Copies between two places of device memory, ordered on `stream`.
+  virtual void copyOnDevice(void *to, const void *from, size_t bytes,
+                            Stream &stream) = 0;
 
   /// Bytes allocated now and at most so far, per kind and in all.
   size_t bytesInUse(MemoryKind kind) const;

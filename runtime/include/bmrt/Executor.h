@@ -69,10 +69,11 @@ public:
   void runBackward();
   /// The values a stage's backward reads from its forward (the arena and
   /// the slots filled from outside: inputs, labels, activations), copied
-  /// out, so that other micro-batches' forwards can run in between, and
-  /// back.
-  void stash(std::vector<uint8_t> &out);
-  void unstash(const std::vector<uint8_t> &in);
+  /// out to `stashBytes()` bytes of device memory, so that other
+  /// micro-batches' forwards can run in between, and back.
+  size_t stashBytes() const;
+  void stash(void *out);
+  void unstash(const void *in);
 
   const Program &program() const { return prog; }
   Device &device() { return dev; }

@@ -193,12 +193,12 @@ TEST(MeshProgram, PipelineStagesRoundTripAndRunInTwoParts) {
     for (int64_t i = 0; i < e.view(slot).size(); ++i)
       e.view(slot).f32()[i] = float(i % 5) - 2;
   e.runForward();
-  std::vector<uint8_t> saved;
-  e.stash(saved);
+  std::vector<uint8_t> saved(e.stashBytes());
+  e.stash(saved.data());
   float sent = e.view(4).f32()[3];
   e.view(0).f32()[0] = 100; // another micro-batch's forward in between
   e.runForward();
-  e.unstash(saved);
+  e.unstash(saved.data());
   EXPECT_EQ(e.view(0).f32()[0], -2.0f);
   EXPECT_EQ(e.view(4).f32()[3], sent);
   e.runBackward();
