@@ -209,6 +209,18 @@ std::string absolutePath(StringRef path) {
   return std::string(absolute);
 }
 
+/// Each pipeline stage's step program: stage0.bmp, stage1.bmp, ...
+std::string stageFile(size_t stage) {
+  return "stage" + std::to_string(stage) + ".bmp";
+}
+
+llvm::json::Array stageFiles(const bm::CompiledModel &model) {
+  llvm::json::Array files;
+  for (size_t s = 0; s < model.stages.size(); ++s)
+    files.push_back(stageFile(s));
+  return files;
+}
+
 llvm::json::Object trainerConfig(const bm::CompiledModel &model,
                                  const bm::CompileOptions &options) {
   const bm::plan::Plan &plan = model.plan;
@@ -230,7 +242,8 @@ llvm::json::Object trainerConfig(const bm::CompiledModel &model,
       {"pp", plan.config.pp},
       {"chunks", plan.config.chunks},
       {"schedule", bm::cost::toString(plan.config.schedule)},
-      {"program", "step.bmp"},
+      {"program", model.stages.empty() ? "step.bmp" : stageFile(0)},
+      {"stages", stageFiles(model)},
       {"forward_program", "forward.bmp"},
       {"parameters", "params.safetensors"},
       {"plan", "plan.json"},
@@ -267,9 +280,14 @@ int writeOutputs(const CompileArgs &args, const bm::CompiledModel &model) {
                                                    llvm::sys::fs::all_exe |
                                                    llvm::sys::fs::owner_write);
   int rc = 0;
-  rc = rc ? rc : writeFile(in("step.bmp"), [&](llvm::raw_ostream &os) {
-    os << bmrt::printProgram(model.step);
-  });
+  if (model.stages.empty())
+    rc = rc ? rc : writeFile(in("step.bmp"), [&](llvm::raw_ostream &os) {
+      os << bmrt::printProgram(model.step);
+    });
+  for (size_t s = 0; s < model.stages.size(); ++s)
+    rc = rc ? rc : writeFile(in(stageFile(s)), [&](llvm::raw_ostream &os) {
+      os << bmrt::printProgram(model.stages[s]);
+    });
   rc = rc ? rc : writeFile(in("forward.bmp"), [&](llvm::raw_ostream &os) {
     os << bmrt::printProgram(model.forward);
   });
@@ -298,9 +316,16 @@ int bmc::runCompile(llvm::ArrayRef<StringRef> args) {
     return rc;
   llvm::SmallString<256> trainer(compileArgs.out);
   llvm::sys::path::append(trainer, "trainer");
+  size_t instructions = model->step.instrs.size();
+  for (const bmrt::Program &stage : model->stages)
+    instructions += stage.instrs.size();
   llvm::outs() << "compiled " << model->plan.modelName << " into " << trainer
-               << ": " << model->step.instrs.size()
-               << " instructions, " << model->parameters.size()
+               << ": " << instructions << " instructions"
+               << (model->stages.empty()
+                       ? std::string()
+                       : " in " + std::to_string(model->stages.size()) +
+                             " pipeline stages")
+               << ", " << model->parameters.size()
                << " parameter tensors, micro-batch "
                << model->plan.config.microBatch << " x "
                << model->plan.config.numMicroBatches << " per step ("
