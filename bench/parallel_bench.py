@@ -1,6 +1,6 @@
 """Step time of partitioned training on 1, 2 and 4 ranks (MPI, one thread
 per rank), split as the trainer measures it: compute, communication by mesh
-axis (and the pipeline bubble, once pipelines run). Prints each plan's step
+axis and the pipeline bubble. Prints each plan's step
 time and its ratio to the one-rank step, side by side in one run.
 
     .venv/bin/python bench/parallel_bench.py [--model gpt3-tiny] [--seq 16]
@@ -27,7 +27,8 @@ from benchlib import MODELS, ROOT, run, threads_env, tool  # noqa: E402
 
 CLUSTER = os.path.join(ROOT, "tests", "data", "clusters", "slow-compute.yaml")
 PLANS = [(1, None), (2, "dp=2,tp=1,pp=1"), (2, "dp=1,tp=2,pp=1"),
-         (4, "dp=2,tp=2,pp=1")]
+         (2, "dp=1,tp=1,pp=2,mb=2,schedule=1f1b"), (4, "dp=2,tp=2,pp=1"),
+         (4, "dp=1,tp=2,pp=2,mb=2,schedule=1f1b")]
 
 
 def compile_plan(model: str, ranks: int, fix: str | None, args, out: str) -> None:
@@ -84,8 +85,8 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{args.model}: global batch {args.global_batch} x {args.seq} tokens, "
           f"{args.steps} steps, one thread per rank, median of the slowest rank")
-    print(f"{'plan':28} {'ranks':>5} {'step ms':>9} {'compute':>9} "
-          f"{'comm by axis (ms)':>24} {'vs 1 rank':>9}")
+    print(f"{'plan':36} {'ranks':>5} {'step ms':>9} {'compute':>9} "
+          f"{'comm by axis (ms)':>24} {'bubble':>7} {'vs 1 rank':>9}")
     base = None
     with tempfile.TemporaryDirectory() as work:
         for ranks, fix in PLANS:
@@ -95,8 +96,9 @@ def main() -> None:
             base = base or s["step"]
             comm = ", ".join(f"{a} {t * 1e3:.2f}" for a, t in sorted(s["comm"].items())
                              if t > 0) or "-"
-            print(f"{fix or 'one rank':28} {ranks:>5} {s['step'] * 1e3:9.2f} "
-                  f"{s['compute'] * 1e3:9.2f} {comm:>24} {s['step'] / base:9.2f}")
+            print(f"{fix or 'one rank':36} {ranks:>5} {s['step'] * 1e3:9.2f} "
+                  f"{s['compute'] * 1e3:9.2f} {comm:>24} {s['bubble'] * 1e3:7.2f} "
+                  f"{s['step'] / base:9.2f}")
 
 
 if __name__ == "__main__":
