@@ -138,6 +138,11 @@ PLANS = [
 ]
 
 
+# Plans taken straight from the planner (bmc compile --gpus 4, no --fix):
+# dp2 x tp2 with ZeRO 1 for most, tp4 for the ViT, dp4 with ep2 for the MoE.
+PLANS += [(m, 4, None) for m in ["llama2-tiny", "gpt3-tiny", "bert-tiny", "t5-tiny",
+                                 "vit-tiny", "moe-tiny", "wresnet-tiny", "hf-gpt2-tiny"]]
+
 # scripts/test --full: every model under every plan shape it supports
 # (pipelines need two layers and at most one value crossing a stage).
 FULL_MODELS = ["llama2-tiny", "hf-llama2-tiny", "gpt3-tiny", "hf-gpt2-tiny",
@@ -154,12 +159,12 @@ PIPE_SHAPES = [(2, "dp=1,tp=1,pp=2,mb=2,schedule=1f1b"),
 if os.environ.get("BMC_TEST_FULL"):
     PLANS = sorted(set(PLANS) | {(m, n, f) for m in FULL_MODELS for n, f in FULL_SHAPES}
                    | {(m, n, f) for m in PIPELINED for n, f in PIPE_SHAPES}
-                   | {("moe-tiny", 4, "dp=4,ep=2,tp=1,pp=1")})
+                   | {("moe-tiny", 4, "dp=4,ep=2,tp=1,pp=1")}, key=str)
 
 
 @pytest.mark.skipif(MPIRUN is None, reason="needs mpirun")
 @pytest.mark.parametrize("model,gpus,fix", PLANS,
-                         ids=[f"{m}-{f}" for m, _, f in PLANS])
+                         ids=[f"{m}-{f or 'planned'}" for m, _, f in PLANS])
 def test_partitioned_step_matches_one_rank(tmp_path_factory, tmp_path, model, gpus, fix):
     want_losses, want_weights = one_rank(tmp_path_factory, model)
     losses, weights = train(compile_for(tmp_path_factory, model, gpus, fix), gpus,
