@@ -21,6 +21,7 @@ namespace mlir::bm {
 void buildFoldPhase(OpPassManager &pm);
 void buildAnnotatePhase(OpPassManager &pm, StringRef planFile);
 void buildAutodiffPhase(OpPassManager &pm, StringRef recompute = "none");
+void buildPartitionPhase(OpPassManager &pm);
 /// Registers every phase pipeline (bm-fold-phase, ...) with bmc-opt.
 void registerPhasePipelines();
 

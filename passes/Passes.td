@@ -144,6 +144,16 @@ def BmSplitStagesPass : Pass<"bm-split-stages", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::bm::BmDialect"];
 }
 
+def BmVerifyPartitionedPass : Pass<"bm-verify-partitioned", "::mlir::ModuleOp"> {
+  let summary = "Checks that the step is partitioned (ends phase 6)";
+  let description = [{
+    No bm.reshard or bm.reshard_grad is left, no op keeps the plan's
+    global-shape annotations (bm.sharding, bm.operand_sharding), and the
+    loss and every gradient of each step function (@train_step or
+    @stage_N) say which partial sums the trainer reduces (bm.partial).
+  }];
+}
+
 def BmAutodiffPass : Pass<"bm-autodiff", "::mlir::ModuleOp"> {
   let summary = "Builds the training step: forward, loss and backward";
   let description = [{

@@ -46,6 +46,12 @@ void buildAutodiffPhase(OpPassManager &pm, StringRef recompute) {
   pm.addPass(createBmVerifyTrainingStepPass());
 }
 
+void buildPartitionPhase(OpPassManager &pm) {
+  pm.addPass(createBmPartitionPass());
+  pm.addPass(createBmSplitStagesPass());
+  pm.addPass(createBmVerifyPartitionedPass());
+}
+
 void registerPhasePipelines() {
   PassPipelineRegistration<>(
       "bm-fold-phase",
@@ -65,6 +71,11 @@ void registerPhasePipelines() {
       [](OpPassManager &pm, const AutodiffPhaseOptions &options) {
         buildAutodiffPhase(pm, options.recompute);
       });
+  PassPipelineRegistration<>(
+      "bm-partition-phase",
+      "Phase 6: partition the training step (bm-partition), split it into "
+      "pipeline stages (bm-split-stages), then bm-verify-partitioned",
+      buildPartitionPhase);
 }
 
 } // namespace mlir::bm

@@ -196,8 +196,7 @@ llvm::Expected<TrainingTask> buildTrainingStep(mlir::ModuleOp module,
   if (llvm::Error err = runPipeline(
           module,
           [](mlir::OpPassManager &pm) {
-            pm.addPass(mlir::bm::createBmPartitionPass());
-            pm.addPass(mlir::bm::createBmSplitStagesPass());
+            mlir::bm::buildPartitionPhase(pm);
           },
           "partitioning"))
     return std::move(err);

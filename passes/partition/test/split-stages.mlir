@@ -1,4 +1,4 @@
-// RUN: bmc-opt %s --pass-pipeline='builtin.module(func.func(bm-insert-reshards),bm-autodiff,bm-partition,bm-split-stages)' --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: bmc-opt %s --pass-pipeline='builtin.module(func.func(bm-insert-reshards),bm-autodiff,bm-partition-phase)' --split-input-file --verify-diagnostics | FileCheck %s
 
 // Two layers on two pipeline stages (each takes all the data, the input
 // and the labels, read or not): stage 0 runs the first layer's
