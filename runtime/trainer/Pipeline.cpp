@@ -70,17 +70,55 @@ std::vector<uint8_t> &Pipeline::buffer(ActionKind kind, int microBatch,
 double Pipeline::runStep(const std::function<void(int, int)> &afterBackward) {
   loss = 0;
   waited = 0;
-  for (const Action &a : actions) {
+  for (size_t i = 0; i < actions.size();) {
+    const Action &a = actions[i];
+    if (a.isSend() || a.isRecv()) {
+      i = transferRun(i);
+      continue;
+    }
     if (a.kind == ActionKind::Forward)
       forward(a);
     else if (a.kind == ActionKind::Backward) {
       backward(a);
       afterBackward(a.chunk, a.microBatch);
-    } else if (a.isSend() || a.isRecv())
-      transfer(a);
+    }
     // ReduceGradients and OptimizerStep: the trainer's, after the list.
+    ++i;
   }
   return loss;
+}
+
+/// The transfers from `first` up to the next compute action, posted
+/// together (as Megatron's batched send / receive pairs): between
+/// groupStart and groupEnd they are all non-blocking, and complete at
+/// groupEnd, so two neighbours that both send before they receive cannot
+/// wait on each other. Send buffers are freed once all are complete.
+size_t Pipeline::transferRun(size_t first) {
+  BMRT_CHECK(pp, "a pipeline transfer without a pp communicator");
+  size_t end = first;
+  while (end < actions.size() &&
+         (actions[end].isSend() || actions[end].isRecv()))
+    ++end;
+  auto begin = std::chrono::steady_clock::now();
+  bool receives = false;
+  pp->groupStart();
+  for (size_t i = first; i < end; ++i) {
+    post(actions[i]);
+    receives |= actions[i].isRecv();
+  }
+  pp->groupEnd();
+  double seconds = secondsSince(begin);
+  // Time in a run with a receive is waiting for the neighbour: the bubble
+  // (and the transfers, small beside it); a run of sends is communication.
+  if (receives)
+    waited += seconds;
+  else
+    collectives.addTime("pp", seconds);
+  for (size_t i = first; i < end; ++i)
+    if (actions[i].isSend())
+      inFlight.erase(
+          {int(actions[i].kind), actions[i].microBatch, actions[i].chunk});
+  return end;
 }
 
 void Pipeline::forward(const Action &a) {
@@ -131,16 +169,12 @@ void Pipeline::backward(const Action &a) {
          buffer(ActionKind::SendGradient, a.microBatch, a.chunk));
 }
 
-void Pipeline::transfer(const Action &a) {
-  BMRT_CHECK(pp, "a pipeline transfer without a pp communicator");
+void Pipeline::post(const Action &a) {
   const Program &program = stages.at(a.chunk).program;
+  Stream &stream = stages.at(a.chunk).executor->stream();
   if (a.isSend()) {
     std::vector<uint8_t> &data = buffer(a.kind, a.microBatch, a.chunk);
-    auto begin = std::chrono::steady_clock::now();
-    pp->send(data.data(), data.size(), DType::Bool, a.peer,
-             stages.at(a.chunk).executor->stream());
-    collectives.addTime("pp", secondsSince(begin));
-    inFlight.erase({int(a.kind), a.microBatch, a.chunk});
+    pp->send(data.data(), data.size(), DType::Bool, a.peer, stream);
     return;
   }
   int slot = slotOf(program, a.kind == ActionKind::RecvActivation
@@ -155,10 +189,7 @@ void Pipeline::transfer(const Action &a) {
                             " slot");
   std::vector<uint8_t> &data = buffer(a.kind, a.microBatch, a.chunk);
   data.resize(program.slots[slot].bytes());
-  auto begin = std::chrono::steady_clock::now();
-  pp->recv(data.data(), data.size(), DType::Bool, a.peer,
-           stages.at(a.chunk).executor->stream());
-  waited += secondsSince(begin);
+  pp->recv(data.data(), data.size(), DType::Bool, a.peer, stream);
 }
 
 } // namespace bmrt

@@ -57,7 +57,10 @@ public:
 private:
   void forward(const Action &a);
   void backward(const Action &a);
-  void transfer(const Action &a);
+  /// Posts the run of transfers starting at action `first` as one group;
+  /// returns the index after it.
+  size_t transferRun(size_t first);
+  void post(const Action &a);
   /// The buffer of an activation or gradient in flight.
   std::vector<uint8_t> &buffer(ActionKind kind, int microBatch, int chunk);
 
