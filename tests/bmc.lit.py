@@ -10,7 +10,7 @@ config.test_source_root = config.bmc_src_root
 config.test_exec_root = os.path.join(config.bmc_obj_root, "tests")
 # Only these folders hold lit tests; the rest of the tree (build, venvs,
 # model files) is not scanned.
-config.excludes = ["build", ".venv", ".venv-export", ".git", "models", "bench",
+config.excludes = ["build", "build-fuzz", "fuzz", ".venv", ".venv-export", ".git", "models", "bench",
                    "scripts", "runtime", "CMakeFiles"]
 
 bin_dir = os.path.join(config.bmc_obj_root, "bin")

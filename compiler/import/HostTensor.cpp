@@ -44,35 +44,6 @@ const llvm::fltSemantics *smallFloatSemantics(int32_t dtype) {
   }
 }
 
-/// Bytes of one element as stored in raw_data; 0 for unsupported types.
-int64_t byteWidth(int32_t dtype) {
-  switch (dtype) {
-  case TensorProto::BOOL:
-  case TensorProto::INT8:
-  case TensorProto::UINT8:
-  case kFloat8E4M3FN:
-  case kFloat8E4M3FNUZ:
-  case kFloat8E5M2:
-  case kFloat8E5M2FNUZ:
-    return 1;
-  case TensorProto::INT16:
-  case TensorProto::UINT16:
-  case TensorProto::FLOAT16:
-  case TensorProto::BFLOAT16:
-    return 2;
-  case TensorProto::INT32:
-  case TensorProto::UINT32:
-  case TensorProto::FLOAT:
-    return 4;
-  case TensorProto::INT64:
-  case TensorProto::UINT64:
-  case TensorProto::DOUBLE:
-    return 8;
-  default:
-    return 0;
-  }
-}
-
 double smallFloatToDouble(int32_t dtype, uint64_t bits) {
   const llvm::fltSemantics &sem = *smallFloatSemantics(dtype);
   llvm::APFloat value(sem,
@@ -123,6 +94,34 @@ bool isUnsigned(int32_t dtype) {
          dtype == kUint4;
 }
 } // namespace
+
+int64_t bm::import::byteWidth(int32_t dtype) {
+  switch (dtype) {
+  case TensorProto::BOOL:
+  case TensorProto::INT8:
+  case TensorProto::UINT8:
+  case kFloat8E4M3FN:
+  case kFloat8E4M3FNUZ:
+  case kFloat8E5M2:
+  case kFloat8E5M2FNUZ:
+    return 1;
+  case TensorProto::INT16:
+  case TensorProto::UINT16:
+  case TensorProto::FLOAT16:
+  case TensorProto::BFLOAT16:
+    return 2;
+  case TensorProto::INT32:
+  case TensorProto::UINT32:
+  case TensorProto::FLOAT:
+    return 4;
+  case TensorProto::INT64:
+  case TensorProto::UINT64:
+  case TensorProto::DOUBLE:
+    return 8;
+  default:
+    return 0;
+  }
+}
 
 bool HostTensor::isFloatType(int32_t dtype) {
   return dtype == TensorProto::FLOAT || dtype == TensorProto::DOUBLE ||
@@ -336,6 +335,27 @@ bm::import::checkedNumElements(llvm::ArrayRef<int64_t> shape) {
   return n;
 }
 
+int64_t bm::import::storedElements(const TensorProto &proto) {
+  int64_t width = byteWidth(proto.data_type());
+  if (proto.has_raw_data())
+    return width == 0 || proto.raw_data().size() % width
+               ? -1
+               : static_cast<int64_t>(proto.raw_data().size()) / width;
+  switch (proto.data_type()) {
+  case TensorProto::FLOAT:
+    return proto.float_data_size();
+  case TensorProto::DOUBLE:
+    return proto.double_data_size();
+  case TensorProto::INT64:
+    return proto.int64_data_size();
+  case TensorProto::UINT32:
+  case TensorProto::UINT64:
+    return proto.uint64_data_size();
+  default:
+    return proto.int32_data_size();
+  }
+}
+
 std::optional<HostTensor>
 bm::import::decodeTensor(const onnx::TensorProto &proto, std::string &error) {
   HostTensor t;
@@ -359,21 +379,7 @@ bm::import::decodeTensor(const onnx::TensorProto &proto, std::string &error) {
   bool isFloat = t.isFloat();
   int64_t n = *count;
   // Check the stored count before allocating: dims may claim terabytes.
-  int64_t stored;
-  if (proto.has_raw_data())
-    stored = proto.raw_data().size() % width
-                 ? -1
-                 : static_cast<int64_t>(proto.raw_data().size()) / width;
-  else if (t.dtype == TensorProto::FLOAT)
-    stored = proto.float_data_size();
-  else if (t.dtype == TensorProto::DOUBLE)
-    stored = proto.double_data_size();
-  else if (t.dtype == TensorProto::INT64)
-    stored = proto.int64_data_size();
-  else if (t.dtype == TensorProto::UINT32 || t.dtype == TensorProto::UINT64)
-    stored = proto.uint64_data_size();
-  else
-    stored = proto.int32_data_size();
+  int64_t stored = storedElements(proto);
   if (stored != n) {
     error = "has " + std::to_string(stored) + " values for " +
             std::to_string(n) + " elements";

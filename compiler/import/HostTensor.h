@@ -81,6 +81,12 @@ std::string shapeText(llvm::ArrayRef<int64_t> shape);
 std::optional<HostTensor> decodeTensor(const onnx::TensorProto &tensor,
                                        std::string &error);
 
+/// Bytes of one element as stored in raw_data; 0 for types bm cannot hold.
+int64_t byteWidth(int32_t dtype);
+/// How many elements an embedded TensorProto stores (raw_data or the typed
+/// field of its type); -1 when raw_data is not a whole number of elements.
+int64_t storedElements(const onnx::TensorProto &proto);
+
 /// Checked element count of a shape; nullopt on a negative dim or overflow.
 std::optional<int64_t> checkedNumElements(llvm::ArrayRef<int64_t> shape);
 

@@ -109,13 +109,31 @@ const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
   return nullptr;
 }
 
-int64_t NodeContext::getInt(StringRef name, int64_t fallback) const {
+const onnx::AttributeProto *
+NodeContext::typedAttr(StringRef name,
+                       std::initializer_list<onnx::AttributeProto::AttributeType>
+                           accepted) const {
   const onnx::AttributeProto *a = attr(name);
+  if (!a || llvm::is_contained(accepted, a->type()))
+    return a;
+  // The importer reads on with the fallback; importNode reports this first.
+  if (graph.error.empty())
+    graph.error = describe() + ": attribute '" + name.str() + "' is " +
+                  onnx::AttributeProto::AttributeType_Name(a->type()) +
+                  ", expected " +
+                  onnx::AttributeProto::AttributeType_Name(*accepted.begin());
+  return nullptr;
+}
+
+int64_t NodeContext::getInt(StringRef name, int64_t fallback) const {
+  const onnx::AttributeProto *a =
+      typedAttr(name, {onnx::AttributeProto::INT});
   return a ? a->i() : fallback;
 }
 
 float NodeContext::getFloat(StringRef name, float fallback) const {
-  const onnx::AttributeProto *a = attr(name);
+  const onnx::AttributeProto *a = typedAttr(
+      name, {onnx::AttributeProto::FLOAT, onnx::AttributeProto::INT});
   if (!a)
     return fallback;
   return a->type() == onnx::AttributeProto::INT ? static_cast<float>(a->i())
@@ -123,12 +141,14 @@ float NodeContext::getFloat(StringRef name, float fallback) const {
 }
 
 std::string NodeContext::getString(StringRef name, StringRef fallback) const {
-  const onnx::AttributeProto *a = attr(name);
+  const onnx::AttributeProto *a =
+      typedAttr(name, {onnx::AttributeProto::STRING});
   return a ? a->s() : fallback.str();
 }
 
 std::optional<std::vector<int64_t>> NodeContext::getInts(StringRef name) const {
-  const onnx::AttributeProto *a = attr(name);
+  const onnx::AttributeProto *a = typedAttr(
+      name, {onnx::AttributeProto::INTS, onnx::AttributeProto::INT});
   if (!a)
     return std::nullopt;
   if (a->type() == onnx::AttributeProto::INT)

@@ -95,6 +95,13 @@ public:
   float getFloat(llvm::StringRef name, float fallback) const;
   std::string getString(llvm::StringRef name, llvm::StringRef fallback) const;
   std::optional<std::vector<int64_t>> getInts(llvm::StringRef name) const;
+  /// The attribute `name` if it has one of the `accepted` types (the first
+  /// is the one an error names); an attribute of another type records the
+  /// node's error and reads as absent.
+  const onnx::AttributeProto *
+  typedAttr(llvm::StringRef name,
+            std::initializer_list<onnx::AttributeProto::AttributeType>
+                accepted) const;
 
   //===--- building -------------------------------------------------------===//
   /// Creates `opName` from operands and attributes. Result types are
@@ -157,6 +164,10 @@ const OpImporter *lookupOpImporter(llvm::StringRef opType);
 /// set, false when the op must be emitted (result too large, not foldable).
 using HostFolderFn = mlir::FailureOr<bool> (*)(NodeContext &);
 HostFolderFn lookupHostFolder(llvm::StringRef opType);
+
+/// Fails on an attribute the model's opset no longer has because it became
+/// an input (OpsetChanges.cpp).
+mlir::LogicalResult checkAttributesOfOpset(NodeContext &nc);
 
 //===--- small builders shared by the op importers ------------------------===//
 

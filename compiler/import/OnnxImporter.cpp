@@ -20,8 +20,11 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <queue>
 #include <set>
 
@@ -63,6 +66,12 @@ private:
                           SmallVectorImpl<DictionaryAttr> &argAttrs);
   LogicalResult addParameters(SmallVectorImpl<Type> &argTypes,
                               SmallVectorImpl<DictionaryAttr> &argAttrs);
+  LogicalResult addExternalData(const onnx::TensorProto &init, int64_t count,
+                                SmallVectorImpl<NamedAttribute> &attrs);
+  LogicalResult checkExternalFile(const std::string &what, StringRef location,
+                                  int64_t offset, int64_t bytes);
+  LogicalResult checkEmbeddedData(const onnx::TensorProto &init,
+                                  int64_t count);
   LogicalResult checkOpsSupported();
   LogicalResult orderNodes(std::vector<int> &order);
   LogicalResult importNode(const onnx::NodeProto &node);
@@ -280,40 +289,106 @@ GraphImporter::addParameters(SmallVectorImpl<Type> &argTypes,
                        b.getStringAttr(init.name())),
         b.getNamedAttr(mlir::bm::BmDialect::kParamKindAttrName,
                        b.getStringAttr("parameter"))};
-    if (external) {
-      std::string location;
-      int64_t offset = -1, length = -1;
-      for (const onnx::StringStringEntryProto &entry : init.external_data()) {
-        StringRef value = entry.value();
-        if (entry.key() == "location")
-          location = entry.value();
-        else if ((entry.key() == "offset" &&
-                  (value.getAsInteger(10, offset) || offset < 0)) ||
-                 (entry.key() == "length" &&
-                  (value.getAsInteger(10, length) || length < 0)))
-          return fail(what + " has an invalid external data " + entry.key() +
-                      " '" + entry.value() + "'");
-      }
-      if (!::bm::externalLocationIsSafe(location, path))
-        return fail(what + " has external data location '" + location +
-                    "' outside the model's folder; refusing to read it");
-      attrs.push_back(
-          b.getNamedAttr(mlir::bm::BmDialect::kExternalLocationAttrName,
-                         b.getStringAttr(location)));
-      if (offset >= 0)
-        attrs.push_back(
-            b.getNamedAttr(mlir::bm::BmDialect::kExternalOffsetAttrName,
-                           b.getI64IntegerAttr(offset)));
-      if (length >= 0)
-        attrs.push_back(
-            b.getNamedAttr(mlir::bm::BmDialect::kExternalLengthAttrName,
-                           b.getI64IntegerAttr(length)));
-    }
+    if (external ? failed(addExternalData(init, *count, attrs))
+                 : failed(checkEmbeddedData(init, *count)))
+      return failure();
     argTypes.push_back(RankedTensorType::get(shape, element));
     argAttrs.push_back(b.getDictionaryAttr(attrs));
     parameters.push_back(&init);
   }
   return success();
+}
+
+/// The initializer's external data entries become argument attributes (the
+/// data is never read here: `bmc plan` works without it). The location must
+/// stay in the model's folder; a length must be the tensor's size; where
+/// the file exists, the range must lie inside it.
+LogicalResult
+GraphImporter::addExternalData(const onnx::TensorProto &init, int64_t count,
+                               SmallVectorImpl<NamedAttribute> &attrs) {
+  std::string what = "initializer '" + init.name() + "'";
+  std::optional<std::string> location;
+  int64_t offset = -1, length = -1;
+  for (const onnx::StringStringEntryProto &entry : init.external_data()) {
+    StringRef value = entry.value();
+    if (entry.key() == "location")
+      location = entry.value();
+    else if ((entry.key() == "offset" &&
+              (value.getAsInteger(10, offset) || offset < 0)) ||
+             (entry.key() == "length" &&
+              (value.getAsInteger(10, length) || length < 0)))
+      return fail(what + " has an invalid external data " + entry.key() +
+                  " '" + entry.value() + "'");
+  }
+  if (!location)
+    return fail(what + " has external data without a 'location' entry");
+  if (!::bm::externalLocationIsSafe(*location, path))
+    return fail(what + " has external data location '" + *location +
+                "' outside the model's folder; refusing to read it");
+  int64_t bytes;
+  if (llvm::MulOverflow(count, byteWidth(init.data_type()), bytes))
+    return fail(what + " needs more than 2^63 bytes");
+  if (length >= 0 && length != bytes)
+    return fail(what + " has external data length " + Twine(length) +
+                " but its shape " + shapeText(SmallVector<int64_t>(
+                                        init.dims().begin(), init.dims().end())) +
+                " of " + dtypeName(init.data_type()) + " needs " +
+                Twine(bytes) + " bytes");
+  if (failed(checkExternalFile(what, *location, std::max<int64_t>(offset, 0),
+                               bytes)))
+    return failure();
+  Builder b(&context);
+  attrs.push_back(b.getNamedAttr(mlir::bm::BmDialect::kExternalLocationAttrName,
+                                 b.getStringAttr(*location)));
+  if (offset >= 0)
+    attrs.push_back(b.getNamedAttr(mlir::bm::BmDialect::kExternalOffsetAttrName,
+                                   b.getI64IntegerAttr(offset)));
+  if (length >= 0)
+    attrs.push_back(b.getNamedAttr(mlir::bm::BmDialect::kExternalLengthAttrName,
+                                   b.getI64IntegerAttr(length)));
+  return success();
+}
+
+/// Where the external data file exists (it may be absent for planning), it
+/// must be a file holding [offset, offset + bytes).
+LogicalResult GraphImporter::checkExternalFile(const std::string &what,
+                                               StringRef location,
+                                               int64_t offset, int64_t bytes) {
+  SmallString<256> file = llvm::sys::path::parent_path(path);
+  llvm::sys::path::append(file, location);
+  llvm::sys::fs::file_status status;
+  if (llvm::sys::fs::status(file, status) ||
+      status.type() == llvm::sys::fs::file_type::file_not_found)
+    return success();
+  if (status.type() != llvm::sys::fs::file_type::regular_file)
+    return fail(what + " has external data location '" + location +
+                "', which is not a file");
+  int64_t end;
+  if (llvm::AddOverflow(offset, bytes, end) ||
+      static_cast<uint64_t>(end) > status.getSize())
+    return fail(what + " has external data past the end of '" + location +
+                "' (bytes " + Twine(offset) + " to " + Twine(offset) + " + " +
+                Twine(bytes) + " of a " + Twine(status.getSize()) +
+                "-byte file)");
+  return success();
+}
+
+/// An embedded parameter's data must have exactly its shape's elements
+/// (`bmc compile` copies them into the checkpoint the trainer starts from).
+LogicalResult GraphImporter::checkEmbeddedData(const onnx::TensorProto &init,
+                                               int64_t count) {
+  int64_t stored = storedElements(init);
+  if (stored == count)
+    return success();
+  std::string what = "initializer '" + init.name() + "'";
+  if (stored < 0)
+    return fail(what + " has " + Twine(init.raw_data().size()) +
+                " bytes of raw data, not a whole number of " +
+                dtypeName(init.data_type()) + " elements");
+  return fail(what + " has " + Twine(stored) + " values for the " +
+              Twine(count) + " elements of its shape " +
+              shapeText(SmallVector<int64_t>(init.dims().begin(),
+                                             init.dims().end())));
 }
 
 LogicalResult GraphImporter::checkOpsSupported() {
@@ -409,6 +484,8 @@ Location GraphImporter::nodeLoc(const onnx::NodeProto &node) {
 LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   NodeContext nc(state, node, opset, nodeLoc(node));
   const OpImporter *importer = lookupOpImporter(node.op_type());
+  if (failed(checkAttributesOfOpset(nc)))
+    return failure();
   for (unsigned i = 0; i < importer->minInputs; ++i)
     if (!nc.hasInput(i))
       return nc.error("input " + Twine(i) + " is missing (the op needs " +
@@ -417,7 +494,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   if (nc.allInputsOnHost()) {
     if (HostFolderFn folder = lookupHostFolder(node.op_type())) {
       FailureOr<bool> folded = folder(nc);
-      if (failed(folded))
+      if (failed(folded) || !state.error.empty())
         return failure();
       if (*folded)
         return success();
@@ -428,6 +505,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
       return nc.error("cannot be imported");
     return failure();
   }
+  if (!state.error.empty()) // an attribute of the wrong type (typedAttr)
+    return failure();
   for (unsigned i = 0, e = node.output_size(); i < e; ++i)
     if (nc.hasOutput(i) && !state.values.count(node.output(i)))
       return nc.error("output " + Twine(i) + " ('" + node.output(i) +
@@ -451,7 +530,11 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
   });
 
   for (const onnx::TensorProto &init : graph.initializer())
-    initializerNames.insert(init.name());
+    if (!initializerNames.insert(init.name()).second)
+      return makeError("initializer '" + init.name() +
+                       "' is defined more than once");
+  if (graph.output_size() == 0)
+    return makeError("the graph has no outputs: it computes nothing");
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
   if (failed(readOpset()) || failed(bindDims()) ||
