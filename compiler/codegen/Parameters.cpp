@@ -8,14 +8,19 @@
 #include "compiler/import/OnnxLoader.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <random>
+
+#include <unistd.h>
 
 using namespace mlir;
 using namespace mlir::bm;
@@ -40,6 +45,28 @@ std::vector<ParamArg> parameterArgs(func::FuncOp main) {
                         main.getArgument(i)});
   }
   return params;
+}
+
+/// Refuses parameters that would need more bytes than this machine has
+/// before allocating any: a declared size is no promise that it fits
+/// (bmc compile builds a trainer that runs here).
+llvm::Error checkFitsInMemory(const std::vector<ParamArg> &params) {
+  uint64_t bytes = 0;
+  for (const ParamArg &param : params) {
+    uint64_t width = std::max(1u, param.type.getElementTypeBitWidth() / 8);
+    bytes = llvm::SaturatingAdd(
+        bytes, llvm::SaturatingMultiply(
+                   static_cast<uint64_t>(param.type.getNumElements()), width));
+  }
+  uint64_t machine = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                     static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (bytes <= machine)
+    return llvm::Error::success();
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  return llvm::createStringError(llvm::formatv(
+      "the model's parameters need {0:F1} GiB, more than this machine's "
+      "{1:F1} GiB of memory",
+      bytes / kGiB, machine / kGiB));
 }
 
 llvm::Error paramError(const std::string &name, const llvm::Twine &problem) {
@@ -211,8 +238,11 @@ readParameters(llvm::StringRef path, func::FuncOp main) {
   std::map<std::string, const onnx::TensorProto *> byName;
   for (const onnx::TensorProto &init : (*model)->graph().initializer())
     byName[init.name()] = &init;
+  std::vector<ParamArg> params = parameterArgs(main);
+  if (llvm::Error err = checkFitsInMemory(params))
+    return std::move(err);
   std::vector<ParameterValue> values;
-  for (const ParamArg &param : parameterArgs(main)) {
+  for (const ParamArg &param : params) {
     auto it = byName.find(param.name);
     if (it == byName.end())
       return paramError(param.name, "is not an initializer of the model");
@@ -228,9 +258,12 @@ readParameters(llvm::StringRef path, func::FuncOp main) {
 
 llvm::Expected<std::vector<ParameterValue>>
 initialiseParameters(func::FuncOp main, uint64_t seed) {
+  std::vector<ParamArg> params = parameterArgs(main);
+  if (llvm::Error err = checkFitsInMemory(params))
+    return std::move(err);
   std::mt19937_64 rng(seed);
   std::vector<ParameterValue> values;
-  for (const ParamArg &param : parameterArgs(main)) {
+  for (const ParamArg &param : params) {
     auto value = emptyValue(param);
     if (!value)
       return value.takeError();

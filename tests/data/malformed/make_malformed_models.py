@@ -125,6 +125,13 @@ def cases():
     c["external_windows_escape"] = external("..\\..\\secret.bin")
     c["external_drive_path"] = external("C:\\weights.bin")
     c["external_huge_weight"] = external("absent.bin", dims=(2**31, 2**31))
+    # 2^48 parameters (1 PiB of fp32): valid, but no machine holds it;
+    # tests/import/limits.test compiles it for a cluster on which it plans.
+    c["petabyte_embedding"] = model(
+        [helper.make_node("Gather", ["w", "ids"], ["y"], name="embed")],
+        inputs=[tensor("ids", I64, ("batch", 16))],
+        outputs=[tensor("y", F, ("batch", 16, 1024))],
+        initializers=[external("absent.bin", dims=(2**38, 1024)).graph.initializer[0]])
     # Opsets.
     c["no_default_opset"] = mlp()
     c["no_default_opset"].opset_import[0].domain = "com.example"
