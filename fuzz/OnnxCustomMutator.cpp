@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "OnnxMutator.h"
+#include "fuzz/OnnxMutator.h"
 
 #include <cstddef>
 #include <cstdint>

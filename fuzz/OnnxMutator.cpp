@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "OnnxMutator.h"
+#include "fuzz/OnnxMutator.h"
 
 #include "compiler/import/OnnxImporter.h"
 
