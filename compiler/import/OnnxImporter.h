@@ -66,6 +66,9 @@ std::vector<std::string> supportedOnnxOps();
 /// The ONNX op types the importer can evaluate on the host when all their
 /// inputs are constants, sorted.
 std::vector<std::string> hostFoldedOnnxOps();
+/// The ONNX op types the importer takes only when it can fold them (their
+/// inputs constants: Mod, Floor, ...), sorted.
+std::vector<std::string> foldOnlyOnnxOps();
 
 } // namespace bm
 

@@ -113,6 +113,20 @@ LogicalResult reduce(NodeContext &nc, StringRef op,
   return setResult(nc, r);
 }
 
+/// Ops bm has no kernel for, which exporters use in shape computations
+/// (Swin's window index arithmetic: Mod; interpolation sizes: Floor, Ceil,
+/// Round): ShapeFolding.cpp evaluates them when all inputs are constants;
+/// on a run-time input they are an error naming it.
+LogicalResult importFoldedOnly(NodeContext &nc) {
+  for (unsigned i = 0; i < nc.numInputs(); ++i)
+    if (nc.hasInput(i) && !nc.host(i))
+      return nc.error("inputs must be constants (bm has no kernel for it; "
+                      "it folds in shape computations), but '" +
+                      nc.proto().input(i) + "' is computed at run time (opset " +
+                      Twine(nc.getOpset()) + ")");
+  return nc.error("cannot be folded (a constant too large or invalid)");
+}
+
 //===----------------------------------------------------------------------===//
 // Importers, alphabetical
 //===----------------------------------------------------------------------===//
@@ -867,6 +881,7 @@ const OpImporter kImporters[] = {
     {"BatchNormalization", 5, importBatchNormalization},
     {"Cast", 1, importCast},
     {"CastLike", 2, importCastLike},
+    {"Ceil", 1, importFoldedOnly},
     {"Celu", 1, importCelu},
     {"Clip", 1, importClip},
     {"Concat", 1, importConcat},
@@ -886,6 +901,7 @@ const OpImporter kImporters[] = {
     {"Exp", 1, importExp},
     {"Expand", 2, importExpand},
     {"Flatten", 1, importFlatten},
+    {"Floor", 1, importFoldedOnly},
     {"Gather", 2, importGather},
     {"Gelu", 1, importGelu},
     {"Gemm", 2, importGemm},
@@ -910,8 +926,10 @@ const OpImporter kImporters[] = {
     {"MaxPool", 1, importMaxPool},
     {"Mean", 1, importMean},
     {"Min", 1, importMin},
+    {"Mod", 2, importFoldedOnly},
     {"Mul", 2, importMul},
     {"Neg", 1, importNeg},
+    {"NonZero", 1, importFoldedOnly},
     {"Not", 1, importNot},
     {"OneHot", 3, importOneHot},
     {"Or", 2, importOr},
@@ -931,9 +949,11 @@ const OpImporter kImporters[] = {
     {"ReduceSumSquare", 1, importReduceSumSquare},
     {"Relu", 1, importRelu},
     {"Reshape", 1, importReshape},
+    {"Round", 1, importFoldedOnly},
     {"Selu", 1, importSelu},
     {"Shape", 1, importShape},
     {"Sigmoid", 1, importSigmoid},
+    {"Sign", 1, importFoldedOnly},
     {"SimplifiedLayerNormalization", 2, importRmsNorm},
     {"Sin", 1, importSin},
     {"Sinh", 1, importSinh},
@@ -978,6 +998,14 @@ std::vector<std::string> supportedOnnxOps() {
   std::vector<std::string> ops;
   for (const OpImporter &e : kImporters)
     ops.push_back(e.opType.str());
+  return ops;
+}
+
+std::vector<std::string> foldOnlyOnnxOps() {
+  std::vector<std::string> ops;
+  for (const OpImporter &e : kImporters)
+    if (e.fn == importFoldedOnly)
+      ops.push_back(e.opType.str());
   return ops;
 }
 } // namespace bm

@@ -331,9 +331,34 @@ FailureOr<bool> foldCompare(NodeContext &nc,
 
 uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
 
+/// Unary ops on a host tensor, keeping splats splat.
+FailureOr<bool> foldUnary(NodeContext &nc,
+                          const std::function<double(double)> &f,
+                          const std::function<int64_t(int64_t)> &fi) {
+  const HostTensor *in = nc.host(0);
+  if (!in->splat && !small(in->shape))
+    return false;
+  HostTensor out = *in;
+  int64_t n = in->splat ? 1 : in->numElements();
+  for (int64_t i = 0; i < n; ++i) {
+    if (in->isFloat())
+      out.set(i, f(in->getFloat(i)));
+    else
+      out.setInt(i, fi(in->getInt(i)));
+  }
+  nc.setOutput(0, std::move(out));
+  return true;
+}
+
 //===----------------------------------------------------------------------===//
 // Folders
 //===----------------------------------------------------------------------===//
+
+FailureOr<bool> foldAbs(NodeContext &nc) {
+  return foldUnary(
+      nc, [](double x) { return std::fabs(x); },
+      [](int64_t x) { return x < 0 ? int64_t(0 - u(x)) : x; });
+}
 
 FailureOr<bool> foldAdd(NodeContext &nc) {
   return foldArithmetic(
@@ -356,6 +381,11 @@ FailureOr<bool> foldCast(NodeContext &nc) {
     return false;
   nc.setOutput(0, in->cast(to));
   return true;
+}
+
+FailureOr<bool> foldCeil(NodeContext &nc) {
+  return foldUnary(
+      nc, [](double x) { return std::ceil(x); }, [](int64_t x) { return x; });
 }
 
 FailureOr<bool> foldConcat(NodeContext &nc) {
@@ -437,6 +467,11 @@ FailureOr<bool> foldExpand(NodeContext &nc) {
   }
   nc.setOutput(0, std::move(out));
   return true;
+}
+
+FailureOr<bool> foldFloor(NodeContext &nc) {
+  return foldUnary(
+      nc, [](double x) { return std::floor(x); }, [](int64_t x) { return x; });
 }
 
 FailureOr<bool> foldGather(NodeContext &nc) {
@@ -522,35 +557,61 @@ FailureOr<bool> foldMin(NodeContext &nc) {
       [](double x, double y) { return std::min(x, y); });
 }
 
+/// Mod: with fmod = 0 (integers only) the result takes the divisor's sign,
+/// as Python's %; with fmod = 1 the dividend's, as C's fmod. Swin's
+/// shifted-window index arithmetic is the exporter pattern.
+FailureOr<bool> foldMod(NodeContext &nc) {
+  bool cStyle = nc.getInt("fmod", 0) != 0;
+  if (!cStyle && (nc.host(0)->isFloat() || nc.host(1)->isFloat()))
+    return nc.error("mod of floating-point values needs fmod = 1");
+  return foldArithmetic(
+      nc,
+      [cStyle](int64_t x, int64_t y) -> std::optional<int64_t> {
+        if (y == 0)
+          return std::nullopt;
+        if (y == -1)
+          return 0; // also for INT64_MIN, whose quotient overflows
+        int64_t r = x % y;
+        if (!cStyle && r != 0 && ((r < 0) != (y < 0)))
+          r += y;
+        return r;
+      },
+      [](double x, double y) { return std::fmod(x, y); });
+}
+
 FailureOr<bool> foldMul(NodeContext &nc) {
   return foldArithmetic(
       nc, [](int64_t x, int64_t y) { return int64_t(u(x) * u(y)); },
       [](double x, double y) { return x * y; });
 }
 
-/// Unary ops on a host tensor, keeping splats splat.
-FailureOr<bool> foldUnary(NodeContext &nc,
-                          const std::function<double(double)> &f,
-                          const std::function<int64_t(int64_t)> &fi) {
-  const HostTensor *in = nc.host(0);
-  if (!in->splat && !small(in->shape))
-    return false;
-  HostTensor out = *in;
-  int64_t n = in->splat ? 1 : in->numElements();
-  for (int64_t i = 0; i < n; ++i) {
-    if (in->isFloat())
-      out.set(i, f(in->getFloat(i)));
-    else
-      out.setInt(i, fi(in->getInt(i)));
-  }
-  nc.setOutput(0, std::move(out));
-  return true;
-}
-
 FailureOr<bool> foldNeg(NodeContext &nc) {
   return foldUnary(
       nc, [](double x) { return -x; },
       [](int64_t x) { return int64_t(0 - u(x)); });
+}
+
+/// NonZero of a constant: the [rank, count] indices of its nonzero
+/// elements in row-major order.
+FailureOr<bool> foldNonZero(NodeContext &nc) {
+  const HostTensor *in = nc.host(0);
+  if (!small(in->shape))
+    return false;
+  SmallVector<int64_t> hits;
+  for (int64_t i = 0, n = in->numElements(); i < n; ++i)
+    if (in->isFloat() ? in->getFloat(i) != 0 : in->getInt(i) != 0)
+      hits.push_back(i);
+  int64_t rank = in->shape.size(), count = hits.size();
+  HostTensor out = HostTensor::zeros(onnx::TensorProto::INT64, {rank, count});
+  for (int64_t j = 0; j < count; ++j) {
+    int64_t rest = hits[j];
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      out.setInt(d * count + j, rest % in->shape[d]);
+      rest /= in->shape[d];
+    }
+  }
+  nc.setOutput(0, std::move(out));
+  return true;
 }
 
 FailureOr<bool> foldNot(NodeContext &nc) {
@@ -585,6 +646,13 @@ FailureOr<bool> foldRange(NodeContext &nc) {
   return true;
 }
 
+/// Round half to even, as ONNX specifies (the default rounding mode).
+FailureOr<bool> foldRound(NodeContext &nc) {
+  return foldUnary(
+      nc, [](double x) { return std::nearbyint(x); },
+      [](int64_t x) { return x; });
+}
+
 FailureOr<bool> foldReshape(NodeContext &nc) {
   const HostTensor *in = nc.host(0);
   auto target = reshapeTargetOf(nc);
@@ -595,6 +663,12 @@ FailureOr<bool> foldReshape(NodeContext &nc) {
     return failure();
   nc.setOutput(0, reshaped(*in, *shape));
   return true;
+}
+
+FailureOr<bool> foldSign(NodeContext &nc) {
+  return foldUnary(
+      nc, [](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; },
+      [](int64_t x) { return int64_t(x > 0) - int64_t(x < 0); });
 }
 
 FailureOr<bool> foldSlice(NodeContext &nc) {
@@ -689,13 +763,16 @@ struct FolderEntry {
 
 // Alphabetical by ONNX op type.
 const FolderEntry kFolders[] = {
+    {"Abs", foldAbs},
     {"Add", foldAdd},
     {"And", foldAnd},
     {"Cast", foldCast},
+    {"Ceil", foldCeil},
     {"Concat", foldConcat},
     {"Div", foldDiv},
     {"Equal", foldEqual},
     {"Expand", foldExpand},
+    {"Floor", foldFloor},
     {"Gather", foldGather},
     {"Greater", foldGreater},
     {"GreaterOrEqual", foldGreaterOrEqual},
@@ -704,12 +781,16 @@ const FolderEntry kFolders[] = {
     {"LessOrEqual", foldLessOrEqual},
     {"Max", foldMax},
     {"Min", foldMin},
+    {"Mod", foldMod},
     {"Mul", foldMul},
     {"Neg", foldNeg},
+    {"NonZero", foldNonZero},
     {"Not", foldNot},
     {"Or", foldOr},
     {"Range", foldRange},
     {"Reshape", foldReshape},
+    {"Round", foldRound},
+    {"Sign", foldSign},
     {"Slice", foldSlice},
     {"Squeeze", foldSqueeze},
     {"Sub", foldSub},

@@ -10,6 +10,9 @@ and FileCheck. The generated files are committed.
   ops.onnx          lowerings with normalisation: implicit einsum, Split by
                     num_outputs, clamped and reversed Slice, SAME_UPPER Conv,
                     Gelu, Reshape with 0 and -1, TopK, CumSum
+  shape_arith.onnx  integer shape arithmetic that real exporters write and
+                    that folds: Swin's window padding (Mod), Floor, Ceil,
+                    Round, Sign, Abs and NonZero on constants
 """
 import os
 
@@ -141,7 +144,49 @@ def ops():
     save("ops.onnx", graph, opset=20)
 
 
+def shape_arith():
+    f32 = np.float32
+    nodes = [
+        # Swin: pad h up to a multiple of the window (4), then count windows:
+        # (h + (4 - h % 4) % 4) / 4 = 2 for h = 7.
+        helper.make_node("Shape", ["x"], ["s"], name="shape"),
+        const("one", [1]), const("four", [4]), const("zero", [0]),
+        helper.make_node("Gather", ["s", "one"], ["h"], name="height"),
+        helper.make_node("Mod", ["h", "four"], ["hm"], name="h_mod"),
+        helper.make_node("Sub", ["four", "hm"], ["missing"], name="missing"),
+        helper.make_node("Mod", ["missing", "four"], ["pad"], name="pad_mod"),
+        helper.make_node("Add", ["h", "pad"], ["hp"], name="padded"),
+        helper.make_node("Div", ["hp", "four"], ["windows"], name="windows"),
+        helper.make_node("Gather", ["s", "zero"], ["b"], name="batch"),
+        const("rest", [-1]),
+        helper.make_node("Concat", ["b", "windows", "rest"], ["target"], name="target", axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["y"], name="by_window"),
+        # Elementwise semantics, folded to constants (graph outputs).
+        const("num", [-7, 7, -7, 7]), const("den", [4, -4, -4, 4]),
+        helper.make_node("Mod", ["num", "den"], ["mod_py"], name="mod_py"),
+        helper.make_node("Mod", ["num", "den"], ["mod_c"], name="mod_c", fmod=1),
+        const("halves", [-1.5, -0.5, 0.5, 1.5, 2.5], f32),
+        helper.make_node("Floor", ["halves"], ["floor"], name="floor"),
+        helper.make_node("Ceil", ["halves"], ["ceil"], name="ceil"),
+        helper.make_node("Round", ["halves"], ["round"], name="round"),
+        helper.make_node("Sign", ["num"], ["sign"], name="sign"),
+        helper.make_node("Abs", ["num"], ["abs"], name="abs"),
+        const("sparse", [[1, 0], [0, 3]]),
+        helper.make_node("NonZero", ["sparse"], ["nz"], name="nonzero"),
+    ]
+    ints = ("mod_py", "mod_c", "sign", "abs", "nz")
+    graph = helper.make_graph(
+        nodes, "shape_arith",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 7, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+        + [helper.make_tensor_value_info(n, TensorProto.INT64, None) for n in ints]
+        + [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+           for n in ("floor", "ceil", "round")])
+    save("shape_arith.onnx", graph, opset=17)
+
+
 if __name__ == "__main__":
     mlp()
     causal_mask()
     ops()
+    shape_arith()

@@ -179,6 +179,8 @@ def cases():
     c["concat_rank_mismatch"] = model([
         helper.make_node("Concat", ["x", "v"], ["y"], name="concat", axis=1)],
         inputs=[tensor("x"), tensor("v", shape=(4,))], initializers=[])
+    c["mod_of_activation"] = then_y(helper.make_node("Mod", ["x", "m"], ["t"], name="wrap", fmod=1))
+    c["mod_of_activation"].graph.initializer.append(numpy_helper.from_array(np.float32(3.0), "m"))
     c["metadata_dim_negative"] = mlp()
     helper.set_model_props(c["metadata_dim_negative"], {"bm.dim.batch": "-8"})
     return c
