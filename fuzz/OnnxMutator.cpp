@@ -89,8 +89,8 @@ private:
 
 int64_t ModelMutator::interestingInt(int64_t old) {
   switch (below(4)) {
-  case 0:
-    return old + static_cast<int64_t>(below(5)) - 2;
+  case 0: // a neighbour, wrapping around at the ends of int64
+    return static_cast<int64_t>(static_cast<uint64_t>(old) + below(5) - 2);
   case 1:
     return static_cast<int64_t>(below(130)) - 2;
   default:

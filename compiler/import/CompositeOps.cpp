@@ -383,6 +383,117 @@ LogicalResult importThresholdedRelu(NodeContext &nc) {
 
 /// Tile as unsqueeze + expand + reshape: [a, b] repeated [r, s] is
 /// [1, a, 1, b] expanded to [r, a, s, b], then reshaped to [r*a, s*b].
+/// Pads (or, negative, trims) one axis of `x` with `value`: a slice for
+/// the trimmed part, then a concat of splat constants around it.
+FailureOr<Value> padAxis(NodeContext &nc, Value x, int64_t axis, int64_t before,
+                         int64_t after, double value) {
+  RankedTensorType type = typeOf(x);
+  SmallVector<int64_t> shape(type.getShape());
+  int64_t padded;
+  SmallVector<int64_t> result(shape);
+  if (llvm::AddOverflow(shape[axis], before, padded) ||
+      llvm::AddOverflow(padded, after, result[axis]) ||
+      (result[axis] >= 0 && !checkedNumElements(result)))
+    return nc.error("pads " + Twine(before) + " and " + Twine(after) +
+                    " of axis " + Twine(axis) + " overflow int64");
+  if (before < -shape[axis] || after < -shape[axis] || result[axis] < 0)
+    return nc.error("pads " + Twine(before) + " and " + Twine(after) +
+                    " remove more than the " + Twine(shape[axis]) +
+                    " elements of axis " + Twine(axis));
+  int64_t start = std::max<int64_t>(0, -before),
+          limit = shape[axis] - std::max<int64_t>(0, -after);
+  if (start > 0 || limit < shape[axis]) {
+    SmallVector<int64_t> starts(shape.size(), 0), limits(shape),
+        strides(shape.size(), 1);
+    starts[axis] = start;
+    limits[axis] = limit;
+    FailureOr<Value> sliced = nc.build(
+        "bm.slice", {x},
+        {nc.named("starts", array(nc, starts)),
+         nc.named("limits", array(nc, limits)),
+         nc.named("strides", array(nc, strides))});
+    if (failed(sliced))
+      return failure();
+    x = *sliced;
+    shape[axis] = limit - start;
+  }
+  auto block = [&](int64_t size) -> FailureOr<Value> {
+    SmallVector<int64_t> blockShape(shape);
+    blockShape[axis] = size;
+    HostTensor t = HostTensor::zeros(dtypeOf(type.getElementType()),
+                                     blockShape, /*splat=*/true);
+    t.set(0, value);
+    return nc.constant(t);
+  };
+  FailureOr<Value> head = before > 0 ? block(before) : FailureOr<Value>(x);
+  FailureOr<Value> tail = after > 0 ? block(after) : FailureOr<Value>(x);
+  if (failed(head) || failed(tail))
+    return failure();
+  SmallVector<Value> pieces;
+  if (before > 0)
+    pieces.push_back(*head);
+  pieces.push_back(x);
+  if (after > 0)
+    pieces.push_back(*tail);
+  if (pieces.size() == 1)
+    return x;
+  return nc.build("bm.concat", pieces, {nc.named("axis", i64(nc, axis))});
+}
+
+/// Pad in constant mode (bm has no pad op, so a concat per padded axis);
+/// pads from the attribute (opset < 11) or input 1, the value from the
+/// attribute or input 2, the axes from input 3 (opset 18).
+LogicalResult importPad(NodeContext &nc) {
+  std::string mode = nc.getString("mode", "constant");
+  if (mode != "constant")
+    return nc.error("pad mode '" + mode + "' (opset " +
+                    Twine(nc.getOpset()) +
+                    ") is not supported; bm pads with a constant only");
+  FailureOr<Value> x = nc.value(0);
+  if (failed(x))
+    return failure();
+  int64_t rank = typeOf(*x).getRank();
+  std::optional<std::vector<int64_t>> pads = nc.getInts("pads");
+  if (!pads) {
+    FailureOr<std::vector<int64_t>> in = nc.constInts(1, "pads");
+    if (failed(in))
+      return failure();
+    pads = std::move(*in);
+  }
+  SmallVector<int64_t> raw;
+  for (int64_t d = 0; d < rank; ++d)
+    raw.push_back(d);
+  if (nc.hasInput(3)) {
+    FailureOr<std::vector<int64_t>> in = nc.constInts(3, "axes");
+    if (failed(in))
+      return failure();
+    raw.assign(in->begin(), in->end());
+  }
+  auto axes = nc.normaliseAxes(raw, rank, "pad axis");
+  if (failed(axes))
+    return failure();
+  size_t n = axes->size();
+  if (pads->size() != 2 * n)
+    return nc.error("pad has " + Twine(pads->size()) + " pads for " +
+                    Twine(n) + " axes (it needs two per axis)");
+  double value = nc.getFloat("value", 0);
+  if (nc.hasInput(2)) {
+    const HostTensor *v = nc.host(2);
+    if (!v || v->numElements() != 1)
+      return nc.error("the pad value must be a constant scalar");
+    value = v->getFloat(0);
+  }
+  Value result = *x;
+  for (size_t i = 0; i < n; ++i) {
+    FailureOr<Value> padded =
+        padAxis(nc, result, (*axes)[i], (*pads)[i], (*pads)[i + n], value);
+    if (failed(padded))
+      return failure();
+    result = *padded;
+  }
+  return setResult(nc, result);
+}
+
 LogicalResult importTile(NodeContext &nc) {
   FailureOr<Value> x = nc.value(0);
   auto repeats = nc.constInts(1, "repeats");

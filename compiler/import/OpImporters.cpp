@@ -934,6 +934,7 @@ const OpImporter kImporters[] = {
     {"OneHot", 3, importOneHot},
     {"Or", 2, importOr},
     {"PRelu", 2, importPRelu},
+    {"Pad", 1, importPad},
     {"Pow", 2, importPow},
     {"RMSNormalization", 2, importRmsNorm},
     {"Range", 3, importRange},

@@ -28,6 +28,7 @@ mlir::LogicalResult importInstanceNormalization(NodeContext &nc);
 mlir::LogicalResult importIsNaN(NodeContext &nc);
 mlir::LogicalResult importLeakyRelu(NodeContext &nc);
 mlir::LogicalResult importPRelu(NodeContext &nc);
+mlir::LogicalResult importPad(NodeContext &nc);
 mlir::LogicalResult importSelu(NodeContext &nc);
 mlir::LogicalResult importSinh(NodeContext &nc);
 mlir::LogicalResult importSoftplus(NodeContext &nc);

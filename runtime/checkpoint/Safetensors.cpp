@@ -223,6 +223,8 @@ json Reader::parseHeader(const std::string &text) {
   } catch (const json::parse_error &e) {
     invalid("the header is not valid JSON (syntax error at byte " +
             std::to_string(e.byte) + ")");
+  } catch (const json::out_of_range &) {
+    invalid("the header is not valid JSON (a number too large for a double)");
   }
   if (!header.is_object())
     invalid("the header is not a JSON object");

@@ -10,6 +10,8 @@ and FileCheck. The generated files are committed.
   ops.onnx          lowerings with normalisation: implicit einsum, Split by
                     num_outputs, clamped and reversed Slice, SAME_UPPER Conv,
                     Gelu, Reshape with 0 and -1, TopK, CumSum
+  pad.onnx          constant Pad with pads computed from the shape (Swin's
+                    window padding), negative pads, a value, opset-18 axes
   shape_arith.onnx  integer shape arithmetic that real exporters write and
                     that folds: Swin's window padding (Mod), Floor, Ceil,
                     Round, Sign, Abs and NonZero on constants
@@ -185,7 +187,34 @@ def shape_arith():
     save("shape_arith.onnx", graph, opset=17)
 
 
+def pad():
+    nodes = [
+        # Swin pads the width up to a multiple of the window (4): 6 -> 8.
+        helper.make_node("Shape", ["x"], ["s"], name="shape"),
+        const("two", [2]), const("four", [4]),
+        helper.make_node("Gather", ["s", "two"], ["w"], name="width"),
+        helper.make_node("Mod", ["w", "four"], ["wm"], name="w_mod"),
+        helper.make_node("Sub", ["four", "wm"], ["short"], name="short"),
+        helper.make_node("Mod", ["short", "four"], ["pad_w"], name="pad_w"),
+        const("zeros3", [0, 0, 0]), const("zeros2", [0, 0]),
+        helper.make_node("Concat", ["zeros3", "zeros2", "pad_w"], ["pads"], name="pads", axis=0),
+        helper.make_node("Pad", ["x", "pads"], ["windowed"], name="window_pad"),
+        # Trim one row at the front, add two at the back with value 1.5,
+        # on axis 1 only (opset 18 axes).
+        const("row_pads", [-1, 2]), const("one", [1]),
+        const("value", 1.5, np.float32),
+        helper.make_node("Pad", ["x", "row_pads", "value", "one"], ["rows"], name="row_pad"),
+    ]
+    graph = helper.make_graph(
+        nodes, "pad",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 6])],
+        [helper.make_tensor_value_info("windowed", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("rows", TensorProto.FLOAT, None)])
+    save("pad.onnx", graph, opset=18)
+
+
 if __name__ == "__main__":
+    pad()
     mlp()
     causal_mask()
     ops()

@@ -181,6 +181,10 @@ def cases():
         inputs=[tensor("x"), tensor("v", shape=(4,))], initializers=[])
     c["mod_of_activation"] = then_y(helper.make_node("Mod", ["x", "m"], ["t"], name="wrap", fmod=1))
     c["mod_of_activation"].graph.initializer.append(numpy_helper.from_array(np.float32(3.0), "m"))
+    c["pad_reflect"] = then_y(helper.make_node("Pad", ["x", "p"], ["t"], name="pad", mode="reflect"))
+    c["pad_reflect"].graph.initializer.append(ints("p", [0, 0, 0, 0]))
+    c["pad_trims_too_much"] = then_y(helper.make_node("Pad", ["x", "p"], ["t"], name="pad"))
+    c["pad_trims_too_much"].graph.initializer.append(ints("p", [0, -3, 0, -3]))
     c["metadata_dim_negative"] = mlp()
     helper.set_model_props(c["metadata_dim_negative"], {"bm.dim.batch": "-8"})
     return c
