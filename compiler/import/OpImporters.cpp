@@ -951,6 +951,7 @@ const OpImporter kImporters[] = {
     {"Relu", 1, importRelu},
     {"Reshape", 1, importReshape},
     {"Round", 1, importFoldedOnly},
+    {"ScatterND", 3, importFoldedOnly},
     {"Selu", 1, importSelu},
     {"Shape", 1, importShape},
     {"Sigmoid", 1, importSigmoid},

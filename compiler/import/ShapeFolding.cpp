@@ -276,6 +276,31 @@ HostTensor reshaped(const HostTensor &in, ArrayRef<int64_t> shape) {
   return out;
 }
 
+/// `in` rearranged into `shape` (Slice, Transpose): output dim d walks input
+/// dim `source[d]` through the indices `taken[d]`. A splat stays a splat
+/// (and needs no indices); otherwise the caller checked that `shape` is
+/// small.
+HostTensor rearranged(const HostTensor &in, ArrayRef<int64_t> shape,
+                      ArrayRef<int64_t> source,
+                      ArrayRef<std::vector<int64_t>> taken) {
+  if (in.splat)
+    return reshaped(in, shape);
+  int64_t rank = in.shape.size();
+  SmallVector<int64_t> strides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * in.shape[d + 1];
+  HostTensor out = HostTensor::zeros(in.dtype, shape);
+  for (int64_t i = 0, n = out.numElements(); i < n; ++i) {
+    int64_t rest = i, from = 0;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      from += taken[d][rest % shape[d]] * strides[source[d]];
+      rest /= shape[d];
+    }
+    out.copyElement(i, in, from);
+  }
+  return out;
+}
+
 using IntFn = std::function<std::optional<int64_t>(int64_t, int64_t)>;
 using FloatFn = std::function<double(double, double)>;
 
@@ -665,6 +690,71 @@ FailureOr<bool> foldReshape(NodeContext &nc) {
   return true;
 }
 
+/// ScatterND of constants (every reduction): Swin builds its shifted-window
+/// attention mask by assigning region ids into a zero tensor
+/// (`mask[h, w] = id`), which the exporter writes as ScatterND on constants.
+FailureOr<bool> foldScatterND(NodeContext &nc) {
+  const HostTensor *data = nc.host(0), *indices = nc.host(1),
+                   *updates = nc.host(2);
+  std::string reduction = nc.getString("reduction", "none");
+  if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, reduction))
+    return nc.error("scatter reduction '" + reduction + "' is unknown");
+  int64_t rank = data->shape.size();
+  int64_t k = indices->shape.empty() ? 0 : indices->shape.back();
+  if (indices->shape.empty() || k < 1 || k > rank)
+    return nc.error("scatter indices of shape " + shapeText(indices->shape) +
+                    " do not index data of rank " + Twine(rank));
+  // One update slice per index tuple: updates = indices[:-1] + data[k:].
+  SmallVector<int64_t> expected(indices->shape.begin(),
+                                indices->shape.end() - 1);
+  expected.append(data->shape.begin() + k, data->shape.end());
+  if (ArrayRef<int64_t>(updates->shape) != ArrayRef<int64_t>(expected))
+    return nc.error("scatter updates have shape " + shapeText(updates->shape) +
+                    ", not " + shapeText(expected));
+  if (!small(data->shape) || !small(indices->shape) ||
+      data->dtype != updates->dtype)
+    return false;
+  HostTensor out = HostTensor::zeros(data->dtype, data->shape);
+  int64_t n = out.numElements();
+  for (int64_t i = 0; i < n; ++i)
+    out.copyElement(i, *data, data->splat ? 0 : i);
+  int64_t slice = 1;
+  for (int64_t d = k; d < rank; ++d)
+    slice *= data->shape[d];
+  int64_t tuples = indices->numElements() / k;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t offset = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t dim = data->shape[j], index = indices->getInt(t * k + j);
+      if (index < -dim || index >= dim)
+        return nc.gatherIndexError(index, j, dim);
+      offset = offset * dim + (index < 0 ? index + dim : index);
+    }
+    for (int64_t e = 0; e < slice; ++e) {
+      int64_t to = offset * slice + e, from = updates->splat ? 0 : t * slice + e;
+      if (reduction == "none") {
+        out.copyElement(to, *updates, from);
+        continue;
+      }
+      if (out.isFloat()) {
+        double a = out.getFloat(to), b = updates->getFloat(from);
+        out.set(to, reduction == "add"   ? a + b
+                    : reduction == "mul" ? a * b
+                    : reduction == "max" ? std::max(a, b)
+                                         : std::min(a, b));
+        continue;
+      }
+      int64_t a = out.getInt(to), b = updates->getInt(from);
+      out.setInt(to, reduction == "add"   ? int64_t(u(a) + u(b))
+                     : reduction == "mul" ? int64_t(u(a) * u(b))
+                     : reduction == "max" ? std::max(a, b)
+                                          : std::min(a, b));
+    }
+  }
+  nc.setOutput(0, std::move(out));
+  return true;
+}
+
 FailureOr<bool> foldSign(NodeContext &nc) {
   return foldUnary(
       nc, [](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; },
@@ -676,35 +766,27 @@ FailureOr<bool> foldSlice(NodeContext &nc) {
   FailureOr<SliceBounds> b = sliceBounds(nc, in->shape);
   if (failed(b))
     return failure();
-  // The input index each output coordinate takes, per dim.
   int64_t rank = in->shape.size();
-  SmallVector<std::vector<int64_t>> taken(rank);
-  for (int64_t d = 0; d < rank; ++d)
-    for (int64_t j = b->starts[d]; j < b->limits[d]; j += b->strides[d])
-      taken[d].push_back(j);
+  SmallVector<int64_t> shape, identity;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t span = std::max<int64_t>(0, b->limits[d] - b->starts[d]);
+    shape.push_back((span + b->strides[d] - 1) / b->strides[d]);
+    identity.push_back(d);
+  }
   for (auto &[axis, indices] : b->reversed)
-    taken[axis] = indices;
-  SmallVector<int64_t> shape;
-  for (const std::vector<int64_t> &t : taken)
-    shape.push_back(t.size());
-  if (in->splat) {
-    nc.setOutput(0, reshaped(*in, shape));
-    return true;
-  }
-  if (!small(shape))
+    shape[axis] = indices.size();
+  if (!in->splat && !small(shape))
     return false;
-  HostTensor out = HostTensor::zeros(in->dtype, shape);
-  for (int64_t i = 0, n = out.numElements(); i < n; ++i) {
-    int64_t rest = i, from = 0, stride = 1;
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      int64_t coord = rest % shape[d];
-      rest /= shape[d];
-      from += taken[d][coord] * stride;
-      stride *= in->shape[d];
-    }
-    out.copyElement(i, *in, from);
+  // The input index each output coordinate takes, per dim.
+  SmallVector<std::vector<int64_t>> taken(rank);
+  if (!in->splat) {
+    for (int64_t d = 0; d < rank; ++d)
+      for (int64_t j = b->starts[d]; j < b->limits[d]; j += b->strides[d])
+        taken[d].push_back(j);
+    for (auto &[axis, indices] : b->reversed)
+      taken[axis] = indices;
   }
-  nc.setOutput(0, std::move(out));
+  nc.setOutput(0, rearranged(*in, shape, identity, taken));
   return true;
 }
 
@@ -721,6 +803,35 @@ FailureOr<bool> foldSub(NodeContext &nc) {
   return foldArithmetic(
       nc, [](int64_t x, int64_t y) { return int64_t(u(x) - u(y)); },
       [](double x, double y) { return x - y; });
+}
+
+/// Transpose of a constant: torch's legacy exporter reverses F.pad's pad
+/// list with Reshape -> Slice(step -1) -> Transpose -> Reshape.
+FailureOr<bool> foldTranspose(NodeContext &nc) {
+  const HostTensor *in = nc.host(0);
+  int64_t rank = in->shape.size();
+  SmallVector<int64_t> perm;
+  if (std::optional<std::vector<int64_t>> given = nc.getInts("perm"))
+    perm.assign(given->begin(), given->end());
+  else
+    for (int64_t d = rank - 1; d >= 0; --d)
+      perm.push_back(d);
+  SmallVector<int64_t> sorted(perm);
+  llvm::sort(sorted);
+  if (sorted != llvm::to_vector(llvm::seq<int64_t>(0, rank)))
+    return false; // bm.transpose reports it
+  SmallVector<int64_t> shape;
+  for (int64_t d : perm)
+    shape.push_back(in->shape[d]);
+  if (!in->splat && !small(shape))
+    return false;
+  SmallVector<std::vector<int64_t>> taken(rank);
+  if (!in->splat)
+    for (int64_t d = 0; d < rank; ++d)
+      for (int64_t j = 0; j < shape[d]; ++j)
+        taken[d].push_back(j);
+  nc.setOutput(0, rearranged(*in, shape, perm, taken));
+  return true;
 }
 
 FailureOr<bool> foldUnsqueeze(NodeContext &nc) {
@@ -790,10 +901,12 @@ const FolderEntry kFolders[] = {
     {"Range", foldRange},
     {"Reshape", foldReshape},
     {"Round", foldRound},
+    {"ScatterND", foldScatterND},
     {"Sign", foldSign},
     {"Slice", foldSlice},
     {"Squeeze", foldSqueeze},
     {"Sub", foldSub},
+    {"Transpose", foldTranspose},
     {"Unsqueeze", foldUnsqueeze},
     {"Where", foldWhere},
 };

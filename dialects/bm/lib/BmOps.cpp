@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::bm;
@@ -229,8 +230,14 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
       return emitOptionalError(loc, "conv kernel size ",
                                weight.getDimSize(i + 2), " of spatial dim ", i,
                                " must be >= 1");
-    int64_t window = dilations[i] * (weight.getDimSize(i + 2) - 1) + 1;
-    int64_t padded = input.getDimSize(i + 2) + pads[i] + pads[i + spatial];
+    int64_t window, padded;
+    if (llvm::MulOverflow(dilations[i], weight.getDimSize(i + 2) - 1,
+                          window) ||
+        llvm::AddOverflow(window, int64_t(1), window) ||
+        llvm::AddOverflow(input.getDimSize(i + 2), pads[i], padded) ||
+        llvm::AddOverflow(padded, pads[i + spatial], padded))
+      return emitOptionalError(loc, "conv window or padded size of spatial "
+                                    "dim ", i, " overflows int64");
     if (padded < window)
       return emitOptionalError(loc, "conv window ", window,
                                " is larger than padded dim ", padded);

@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::bm;
@@ -106,7 +107,11 @@ LogicalResult mlir::bm::inferPoolResult(std::optional<Location> loc,
       return emitOptionalError(loc, "pooling window ", kernel[i],
                                ", stride ", strides[i], " and pads ", pads[i],
                                "/", pads[i + spatial], " must be positive");
-    int64_t padded = tensor.getDimSize(i + 2) + pads[i] + pads[i + spatial];
+    int64_t padded;
+    if (llvm::AddOverflow(tensor.getDimSize(i + 2), pads[i], padded) ||
+        llvm::AddOverflow(padded, pads[i + spatial], padded))
+      return emitOptionalError(loc, "pooling pads ", pads[i], "/",
+                               pads[i + spatial], " overflow int64");
     if (padded < kernel[i])
       return emitOptionalError(loc, "pooling window ", kernel[i],
                                " is larger than padded dim ", padded);

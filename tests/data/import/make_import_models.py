@@ -14,7 +14,8 @@ and FileCheck. The generated files are committed.
                     window padding), negative pads, a value, opset-18 axes
   shape_arith.onnx  integer shape arithmetic that real exporters write and
                     that folds: Swin's window padding (Mod), Floor, Ceil,
-                    Round, Sign, Abs and NonZero on constants
+                    Round, Sign, Abs, NonZero, ScatterND and Transpose on
+                    constants
 """
 import os
 
@@ -175,8 +176,19 @@ def shape_arith():
         helper.make_node("Abs", ["num"], ["abs"], name="abs"),
         const("sparse", [[1, 0], [0, 3]]),
         helper.make_node("NonZero", ["sparse"], ["nz"], name="nonzero"),
+        # Swin's attention-mask regions, written with ScatterND: single
+        # cells, and whole rows (index tuples shorter than the rank).
+        const("regions", np.zeros((3, 4), np.int64)),
+        const("cells", [[0, 0], [1, 3], [2, 1]]), const("ids", [5, 6, 7]),
+        helper.make_node("ScatterND", ["regions", "cells", "ids"], ["mask"], name="mask"),
+        const("rows", [[2], [0]]), const("row_ids", [[1, 1, 1, 1], [2, 2, 2, 2]]),
+        helper.make_node("ScatterND", ["regions", "rows", "row_ids"], ["row_mask"],
+                         name="row_mask"),
+        # The legacy exporter reverses F.pad's list with a Transpose.
+        const("grid", [[1, 2, 3], [4, 5, 6]]),
+        helper.make_node("Transpose", ["grid"], ["grid_t"], name="grid_t", perm=[1, 0]),
     ]
-    ints = ("mod_py", "mod_c", "sign", "abs", "nz")
+    ints = ("mod_py", "mod_c", "sign", "abs", "nz", "mask", "row_mask", "grid_t")
     graph = helper.make_graph(
         nodes, "shape_arith",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 7, 10])],
