@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   llvm::StringRef text(reinterpret_cast<const char *>(data), size);
@@ -19,9 +20,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     llvm::consumeError(plan.takeError());
     return 0;
   }
-  llvm::Expected<bm::plan::Plan> again =
-      bm::plan::parsePlanJson(bm::plan::planToJson(*plan));
-  if (!again)
-    std::abort(); // what the writer wrote, the reader refused
+  std::string printed = bm::plan::planToJson(*plan);
+  llvm::Expected<bm::plan::Plan> again = bm::plan::parsePlanJson(printed);
+  if (!again) { // what the writer wrote, the reader refused
+    llvm::errs() << "the printed plan does not parse: "
+                 << llvm::toString(again.takeError()) << "\n"
+                 << printed << "\n";
+    std::abort();
+  }
   return 0;
 }

@@ -10,6 +10,8 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
+#include <cmath>
+
 using namespace bm::plan;
 using llvm::json::OStream;
 
@@ -223,10 +225,11 @@ public:
   }
   void number(llvm::StringRef key, double &out) {
     if (const llvm::json::Value *v = field(key)) {
-      if (std::optional<double> d = v->getAsNumber())
+      // 1e999 parses as infinity, which the writer could not write back.
+      if (std::optional<double> d = v->getAsNumber(); d && std::isfinite(*d))
         out = *d;
       else
-        fail("'" + name(key) + "' must be a number");
+        fail("'" + name(key) + "' must be a finite number");
     }
   }
   void boolean(llvm::StringRef key, bool &out) {
