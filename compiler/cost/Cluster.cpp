@@ -1,6 +1,7 @@
 //===- Cluster.cpp - cluster presets and the cluster file loader ---------===//
 
 #include "compiler/cost/Cluster.h"
+#include "compiler/cost/TextShape.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
@@ -231,7 +232,21 @@ static std::optional<std::string> repeatedJsonKey(StringRef text) {
   return std::nullopt;
 }
 
+/// A cluster file is a dozen flat keys; LLVM's parsers recurse per nesting
+/// level and (YAML) per flow entry, so text far beyond that is refused
+/// before it is parsed ("{,,,,...}" of 20,000 commas overflowed the stack).
+static llvm::Error checkTextShape(StringRef text, StringRef source) {
+  TextShape shape = measureText(text);
+  if (shape.commas > 1024 || shape.depth > 32)
+    return makeError(source + ": not a cluster file (" + llvm::Twine(shape.commas) +
+                     " commas, brackets nested " + llvm::Twine(shape.depth) +
+                     " deep; a cluster file is a flat list of keys)");
+  return llvm::Error::success();
+}
+
 static Expected<EntryMap> readJson(StringRef text, StringRef source) {
+  if (llvm::Error err = checkTextShape(text, source))
+    return std::move(err);
   Expected<llvm::json::Value> parsed = llvm::json::parse(text);
   if (!parsed)
     return makeError(source + ": malformed JSON: " +
@@ -261,6 +276,8 @@ static Expected<EntryMap> readJson(StringRef text, StringRef source) {
 }
 
 static Expected<EntryMap> readYaml(StringRef text, StringRef source) {
+  if (llvm::Error err = checkTextShape(text, source))
+    return std::move(err);
   llvm::SourceMgr sourceMgr;
   std::string diagnostic;
   sourceMgr.setDiagHandler(

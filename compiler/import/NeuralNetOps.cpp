@@ -142,11 +142,25 @@ LogicalResult pool(NodeContext &nc, StringRef op) {
       explicitPads(nc, spatial, *kernel, strides, dilations);
   if (failed(pads))
     return failure();
+  bool ceilMode = nc.getInt("ceil_mode", 0);
   if (op == "bm.avg_pool" && nc.getInt("count_include_pad", 0) &&
-      llvm::any_of(*pads, [](int64_t p) { return p != 0; }))
-    return nc.error("average pooling with count_include_pad=1 and padding "
-                    "is not supported");
-  if (nc.getInt("ceil_mode", 0)) {
+      llvm::any_of(*pads, [](int64_t p) { return p != 0; })) {
+    // bm.avg_pool counts in-bounds elements only: the padding that the
+    // divisor counts becomes explicit zeros (MaxViT's MBConv shortcut).
+    if (ceilMode)
+      return nc.error("average pooling with count_include_pad=1, padding "
+                      "and ceil_mode=1 is not supported");
+    for (size_t i = 0; i < n; ++i) {
+      FailureOr<Value> padded =
+          padAxis(nc, *x, i + 2, (*pads)[i], (*pads)[i + n], 0.0);
+      if (failed(padded))
+        return failure();
+      x = *padded;
+      (*pads)[i] = (*pads)[i + n] = 0;
+    }
+    spatial = typeOf(*x).getShape().drop_front(2);
+  }
+  if (ceilMode) {
     for (size_t i = 0; i < n; ++i) {
       int64_t padded = spatial[i] + (*pads)[i] + (*pads)[i + n];
       int64_t span = padded - (*kernel)[i];

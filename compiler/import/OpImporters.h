@@ -37,6 +37,10 @@ mlir::LogicalResult importSpaceToDepth(NodeContext &nc);
 mlir::LogicalResult importTan(NodeContext &nc);
 mlir::LogicalResult importThresholdedRelu(NodeContext &nc);
 mlir::LogicalResult importTile(NodeContext &nc);
+/// Pads (or, negative, trims) one axis of `x` with the constant `value`.
+mlir::FailureOr<mlir::Value> padAxis(NodeContext &nc, mlir::Value x,
+                                     int64_t axis, int64_t before,
+                                     int64_t after, double value);
 
 // NeuralNetOps.cpp: convolution, pooling, normalisation, softmax.
 mlir::LogicalResult importAveragePool(NodeContext &nc);

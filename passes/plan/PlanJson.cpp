@@ -7,6 +7,8 @@
 
 #include "passes/plan/PlanOutput.h"
 
+#include "compiler/cost/TextShape.h"
+
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
@@ -358,6 +360,10 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "plan: " + message);
   };
+  // LLVM's JSON parser recurses per level; a plan nests about 6 deep.
+  if (size_t depth = cost::measureText(text).depth; depth > 64)
+    return fail("brackets nested " + llvm::Twine(depth) +
+                " deep; a plan file nests a few levels");
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
   if (!parsed)
     return fail("malformed JSON: " + llvm::toString(parsed.takeError()));

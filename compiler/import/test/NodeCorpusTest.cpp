@@ -28,10 +28,6 @@ constexpr const char *kCorpus = "/usr/include/onnx/backend/test/data/node";
 /// A test is allowed to fail if its name contains one of these patterns; an
 /// allow-listed test that imports is a failure (the entry is stale).
 const std::vector<std::pair<std::string, std::string>> kAllowedFailures = {
-    // bm.avg_pool averages over the window's in-bounds elements only.
-    {"test_averagepool_2d_pads_count_include_pad", "count_include_pad=1"},
-    {"test_averagepool_2d_precomputed_pads_count_include_pad",
-     "count_include_pad=1"},
     // Training-mode batch norm also updates running statistics; bmc derives
     // training from the inference graph instead.
     {"_training_mode", "training_mode=1"},
