@@ -8,6 +8,8 @@
 
 #include "compiler/import/OpImporters.h"
 
+#include "llvm/Support/MathExtras.h"
+
 using namespace mlir;
 using llvm::SmallVector;
 using llvm::Twine;
@@ -183,12 +185,15 @@ LogicalResult importDepthToSpace(NodeContext &nc) {
   if (failed(x))
     return failure();
   ArrayRef<int64_t> s = typeOf(*x).getShape();
-  int64_t b = nc.getInt("blocksize", 0);
-  if (s.size() != 4 || b < 1 || s[1] % (b * b) != 0)
+  int64_t b = nc.getInt("blocksize", 0), bb, h, w;
+  if (s.size() != 4 || b < 1 || llvm::MulOverflow(b, b, bb) || s[1] % bb != 0)
     return nc.error("depth to space needs a rank-4 input whose channels "
                     "divide by blocksize^2");
-  int64_t c = s[1] / (b * b);
-  SmallVector<int64_t> result = {s[0], c, s[2] * b, s[3] * b};
+  if (llvm::MulOverflow(s[2], b, h) || llvm::MulOverflow(s[3], b, w))
+    return nc.error("depth to space with blocksize " + Twine(b) +
+                    " overflows int64");
+  int64_t c = s[1] / bb;
+  SmallVector<int64_t> result = {s[0], c, h, w};
   if (nc.getString("mode", "DCR") == "CRD")
     return shuffle(nc, *x, {s[0], c, b, b, s[2], s[3]}, {0, 1, 4, 2, 5, 3},
                    result);
@@ -360,8 +365,12 @@ LogicalResult importSpaceToDepth(NodeContext &nc) {
   if (s.size() != 4 || b < 1 || s[2] % b != 0 || s[3] % b != 0)
     return nc.error("space to depth needs a rank-4 input whose spatial dims "
                     "divide by blocksize");
+  int64_t bb, c;
+  if (llvm::MulOverflow(b, b, bb) || llvm::MulOverflow(s[1], bb, c))
+    return nc.error("space to depth with blocksize " + Twine(b) +
+                    " overflows int64");
   return shuffle(nc, *x, {s[0], s[1], s[2] / b, b, s[3] / b, b},
-                 {0, 3, 5, 1, 2, 4}, {s[0], s[1] * b * b, s[2] / b, s[3] / b});
+                 {0, 3, 5, 1, 2, 4}, {s[0], c, s[2] / b, s[3] / b});
 }
 
 /// sin(x) / cos(x).
