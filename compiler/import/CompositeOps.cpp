@@ -107,6 +107,11 @@ LogicalResult argExtreme(bm::import::NodeContext &nc, bool largest) {
     return failure();
   bool last = nc.getInt("select_last_index", 0);
   int64_t dim = type.getDimSize(*axis);
+  // The reversing gather's indices are a constant of the axis' length.
+  if (last && dim > bm::import::kMaxFoldElements)
+    return nc.error("select_last_index over an axis of " + Twine(dim) +
+                    " elements is not supported (at most " +
+                    Twine(bm::import::kMaxFoldElements) + ")");
   if (last) {
     std::vector<int64_t> reversed;
     for (int64_t i = dim - 1; i >= 0; --i)

@@ -154,9 +154,18 @@ FailureOr<SliceBounds> sliceBounds(NodeContext &nc, ArrayRef<int64_t> shape) {
       int64_t end = ends[i] < -dim ? -1
                     : ends[i] < 0  ? ends[i] + dim
                                    : std::min(ends[i], dim - 1);
+      // The taken indices become a gather's constant: bound their count
+      // before building it (|step| as unsigned: step may be INT64_MIN).
+      uint64_t stride = uint64_t(0) - static_cast<uint64_t>(step);
+      uint64_t span = start > end ? static_cast<uint64_t>(start - end) : 0;
+      uint64_t count = span == 0 ? 0 : (span - 1) / stride + 1;
+      if (count > static_cast<uint64_t>(kMaxFoldElements))
+        return nc.error("a slice with a negative step taking " +
+                        llvm::Twine(count) + " elements is not supported "
+                        "(at most " + llvm::Twine(kMaxFoldElements) + ")");
       std::vector<int64_t> indices;
-      for (int64_t j = start; j > end; j += step)
-        indices.push_back(j);
+      for (uint64_t k = 0; k < count; ++k)
+        indices.push_back(start - static_cast<int64_t>(k * stride));
       b.reversed.push_back({*axis, std::move(indices)});
       continue;
     }
