@@ -740,10 +740,11 @@ LogicalResult importSplit(NodeContext &nc) {
     sizes = *attr;
   } else {
     int64_t n = nc.getInt("num_outputs", parts);
-    if (n < 1)
-      return nc.error("split into " + Twine(n) + " parts");
+    if (n < 1 || n != parts)
+      return nc.error("split into " + Twine(n) + " parts for " + Twine(parts) +
+                      " outputs");
     // Opset 18: equal chunks of ceil(dim / n), the last one smaller.
-    int64_t chunk = nc.attr("num_outputs") ? (dim + n - 1) / n : dim / n;
+    int64_t chunk = nc.attr("num_outputs") ? dim / n + (dim % n != 0) : dim / n;
     if (!nc.attr("num_outputs") && dim % n != 0)
       return nc.error("dim " + Twine(dim) + " does not split into " + Twine(n) +
                       " equal parts");
