@@ -285,6 +285,12 @@ HostTensor reshaped(const HostTensor &in, ArrayRef<int64_t> shape) {
   return out;
 }
 
+/// Whether rearranged() needs per-dim index lists: not for a splat, nor for
+/// an empty result (whose other dims may be huge: [0, 2^40] is "small").
+bool needsIndices(const HostTensor &in, ArrayRef<int64_t> shape) {
+  return !in.splat && checkedNumElements(shape).value_or(0) > 0;
+}
+
 /// `in` rearranged into `shape` (Slice, Transpose): output dim d walks input
 /// dim `source[d]` through the indices `taken[d]`. A splat stays a splat
 /// (and needs no indices); otherwise the caller checked that `shape` is
@@ -788,7 +794,7 @@ FailureOr<bool> foldSlice(NodeContext &nc) {
     return false;
   // The input index each output coordinate takes, per dim.
   SmallVector<std::vector<int64_t>> taken(rank);
-  if (!in->splat) {
+  if (needsIndices(*in, shape)) {
     for (int64_t d = 0; d < rank; ++d)
       for (int64_t j = b->starts[d]; j < b->limits[d]; j += b->strides[d])
         taken[d].push_back(j);
@@ -835,7 +841,7 @@ FailureOr<bool> foldTranspose(NodeContext &nc) {
   if (!in->splat && !small(shape))
     return false;
   SmallVector<std::vector<int64_t>> taken(rank);
-  if (!in->splat)
+  if (needsIndices(*in, shape))
     for (int64_t d = 0; d < rank; ++d)
       for (int64_t j = 0; j < shape[d]; ++j)
         taken[d].push_back(j);
