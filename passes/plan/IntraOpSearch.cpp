@@ -468,9 +468,13 @@ void SegmentCoster::account(const std::vector<int> &choice,
                &collectives);
     if (analysis_.inAttentionCore(op)) {
       solution.attentionCoreCompute += forward;
-      for (size_t c = before; c < collectives.size(); ++c)
+      for (size_t c = before; c < collectives.size(); ++c) {
+        collectives[c].attentionCore = true;
         if (collectives[c].phase == Phase::Forward)
           solution.attentionCoreComm += collectives[c].seconds;
+      }
+    } else if (info.isContraction) {
+      solution.gemmCompute += forward;
     }
     // Activations this op keeps for backward, and parameters it owns.
     for (size_t r = 0; r < info.results.size(); ++r) {

@@ -54,6 +54,9 @@ struct SegmentCollective {
   int op = -1;          // graph op index
   double bytes = 0;     // buffer size, as CostModel::collectiveTime takes it
   double seconds = 0;
+  /// Run for an op of the attention core (what selective recomputation
+  /// repeats in forward).
+  bool attentionCore = false;
 };
 
 struct SegmentSolution {
@@ -70,6 +73,8 @@ struct SegmentSolution {
   /// Forward compute of the ops on sequence x sequence tensors (what
   /// selective recomputation repeats).
   double attentionCoreCompute = 0;
+  /// Forward compute of the contractions outside the attention core.
+  double gemmCompute = 0;
   double attentionCoreComm = 0;
   /// Bytes per micro-batch per GPU of the activations kept for backward.
   double storedBytes = 0;

@@ -12,6 +12,10 @@ using namespace bm::plan;
 
 StageStats &StageStats::operator+=(const StageStats &other) {
   compute += other.compute;
+  gemmCompute += other.gemmCompute;
+  attentionCompute += other.attentionCompute;
+  recomputeCompute += other.recomputeCompute;
+  forward += other.forward;
   comm += other.comm;
   stepComm += other.stepComm;
   params += other.params;
@@ -28,7 +32,8 @@ StageStats &StageStats::operator+=(const StageStats &other) {
 
 bool StageStats::operator==(const StageStats &other) const {
   auto fields = [](const StageStats &s) {
-    return std::make_tuple(s.compute, s.comm, s.stepComm, s.params, s.stored,
+    return std::make_tuple(s.compute, s.gemmCompute, s.attentionCompute,
+                           s.recomputeCompute, s.forward, s.comm, s.stepComm, s.params, s.stored,
                            s.workingSet, s.expertParams, s.exchangeBytes,
                            s.exchanges, s.sideInputBytes, s.sideInputSource,
                            s.layers);
@@ -39,6 +44,10 @@ bool StageStats::operator==(const StageStats &other) const {
 StageStats StageStats::scaled(int64_t count) const {
   StageStats s = *this;
   s.compute *= count;
+  s.gemmCompute *= count;
+  s.attentionCompute *= count;
+  s.recomputeCompute *= count;
+  s.forward *= count;
   s.comm *= count;
   s.stepComm *= count;
   s.params *= count;

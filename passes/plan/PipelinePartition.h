@@ -22,6 +22,14 @@ namespace bm::plan {
 /// micro-batch unless noted.
 struct StageStats {
   double compute = 0;        // seconds, forward + backward + recompute
+  /// Parts of `compute` (the rest is memory-bound ops): contractions
+  /// outside the attention core, the attention core, recomputation.
+  double gemmCompute = 0;
+  double attentionCompute = 0;
+  double recomputeCompute = 0;
+  /// Seconds of the forward pass (compute and communication), the part of
+  /// time() before the backward: how the pipeline schedule splits a stage.
+  double forward = 0;
   double comm = 0;           // seconds of tensor-parallel collectives
   double stepComm = 0;       // seconds once per step
   double params = 0;         // parameter elements per GPU (after tp)

@@ -87,6 +87,52 @@ struct CollectiveSummary {
   double seconds = 0;          // all calls of the step together
 };
 
+/// One itemised cost of a step on the devices of one pipeline stage
+/// (DESIGN.md section 7: a cost is itemised once and every printer reads the
+/// items). The step time is the sum of the items of the critical stage
+/// (Plan::criticalStage) plus the bubble item; the collectives of one model
+/// replica are the communication items weighted by their stage's devices.
+struct CostItem {
+  enum class Kind { Compute, Collective, Transfer, Bubble };
+  Kind kind = Kind::Compute;
+  /// Compute: "gemm", "attention core", "memory-bound", "recompute",
+  /// "optimizer step"; collectives: all_reduce, all_gather, ...; transfers:
+  /// send_recv; the bubble: "pipeline bubble".
+  std::string what;
+  std::string axis;            // mesh axis of communication, else ""
+  std::string link;            // nvlink or network for communication, else ""
+  std::string phase;           // forward, backward, recompute, step, ...
+  std::string where;           // op label, "gradients", "stage boundary", ...
+  int stage = 0;               // first pipeline device of the stage group
+  int devices = 1;             // identical devices of the group (pp ranks)
+  double bytes = 0;            // per call and GPU (communication)
+  int64_t count = 0;           // calls per step on one device of the group
+  double seconds = 0;          // all calls of the step on one device
+  /// Runs once the pipeline has drained (gradient synchronisation, the
+  /// optimizer step): the step counts it from the stage where it is longest
+  /// (Plan::tailStage), the rest from the critical stage.
+  bool afterPipeline = false;
+  /// Overlapped with other work: not part of the step time. The runtime
+  /// hides nothing yet, so the cost model hides nothing (DESIGN.md 4).
+  bool hidden = false;
+};
+
+const char *toString(CostItem::Kind kind);
+
+/// One bar of the pipeline timeline of a step on pipeline rank `rank`:
+/// forward or backward of a micro-batch on a model chunk, or the work that
+/// follows the pipeline (gradient synchronisation, optimizer step).
+struct TimelineBar {
+  enum class Kind { Forward, Backward, Sync, Optimizer };
+  Kind kind = Kind::Forward;
+  int rank = 0;
+  int microBatch = -1;
+  int chunk = 0;
+  double start = 0, end = 0;   // seconds from the start of the step
+};
+
+const char *toString(TimelineBar::Kind kind);
+
 struct TimeBreakdown {
   double compute = 0;          // GEMMs, memory-bound ops, recompute, optimizer
   double nvlink = 0;           // communication over NVLink
@@ -143,9 +189,23 @@ struct Plan {
   std::vector<bool> expertLayersPerBlock;
   std::vector<BlockSharding> blocks;
 
+  /// Derived from `items` (collectivesOf): what a replica runs per step.
   std::vector<CollectiveSummary> collectives;
+  /// The search's step time and its split; the items add up to them.
   TimeBreakdown time;
+  /// The worst stage of `stageMemory`.
   MemoryBreakdown memory;
+  /// Every cost of the step, per stage group (see CostItem).
+  std::vector<CostItem> items;
+  /// The stage whose items make the step time (first device of its group).
+  int criticalStage = 0;
+  /// The stage whose after-pipeline items make the end of the step.
+  int tailStage = 0;
+  /// Memory per GPU of the first device of each stage group.
+  std::vector<MemoryBreakdown> stageMemory;
+  /// The simulated schedule of one step: every pipeline rank's bars; the
+  /// last bar ends at the step time.
+  std::vector<TimelineBar> timeline;
   double deviceMemoryBytes = 0;
 
   double stepSeconds = 0;

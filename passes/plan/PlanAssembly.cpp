@@ -58,10 +58,8 @@ static std::string lossReason(const Evaluation &alternative,
 
 Plan Planner::buildPlan(const Evaluation &chosen) {
   const ParallelConfig &config = chosen.config;
-  const int tp = config.tp, mb = config.microBatch, m = config.numMicroBatches;
+  const int tp = config.tp, mb = config.microBatch;
   const int ep = std::max(config.ep, 1);
-  const MeshPlacement placement =
-      cost::placeMesh(cluster_, config.dp, tp, config.pp, ep);
   Plan plan;
   plan.modelName = graph_.name;
   plan.clusterName = cluster_.name;
@@ -80,119 +78,28 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
     plan.expertLayersPerBlock =
         analysis_.expertLayers(segments_[firstLayerSegment_].ops);
 
-  const PartitionEntry &entry =
-      chosen.ownPartition
-          ? *chosen.ownPartition
-          : partition(config);
+  const PartitionEntry &entry = partitionOf(chosen);
   for (const StageStats &stage : expandStages(entry.stages))
     plan.layersPerStage.push_back(static_cast<int>(stage.layers));
 
-  const char *tpLink = cost::toString(model_.linkClass(placement.tp));
   // Segments in model order (interludes between the layers they separate),
   // each once.
-  std::vector<int> order;
   std::vector<char> listed(segments_.size(), 0);
   for (auto [segment, count] : analysis_.sequence())
     if (!listed[segment]) {
       listed[segment] = 1;
-      order.push_back(segment);
+      const SegmentSolution &sol =
+          solution(segment, tp, mb, config.streamDim);
+      plan.blocks.push_back(
+          describeSegment(analysis_, segments_[segment], sol, ep));
     }
-  for (int s : order) {
-    const SegmentSolution &sol = solution(s, tp, mb, config.streamDim);
-    plan.blocks.push_back(describeSegment(analysis_, segments_[s], sol, ep));
-    const int instances = segments_[s].numInstances;
-    bool recomputes = segments_[s].kind == SegmentKind::Layer &&
-                      config.recompute == Recompute::Full;
-    for (const SegmentCollective &c : sol.collectives) {
-      CollectiveSummary summary;
-      summary.kind = cost::toString(c.kind);
-      summary.axis = kTensorAxis;
-      summary.link = tpLink;
-      summary.phase = toString(c.phase);
-      summary.where = graph_.ops[c.op].label;
-      summary.bytes = c.bytes;
-      summary.countPerStep =
-          c.phase == Phase::Step ? instances : int64_t{instances} * m;
-      summary.seconds = c.seconds * summary.countPerStep;
-      plan.collectives.push_back(summary);
-      if (recomputes && c.phase == Phase::Forward) {
-        summary.phase = "recompute";
-        plan.collectives.push_back(summary);
-      }
-    }
-  }
-  // Data-parallel synchronisation of the largest stage: dense parameters
-  // over dp, expert parameters over the dp / ep replicas of each expert.
-  const StageStats *largest = nullptr;
+  plan.items = itemise(chosen);
+  plan.collectives = collectivesOf(plan.items);
+  plan.criticalStage = entry.devices[chosen.critical].firstDevice;
+  plan.tailStage = entry.devices[chosen.tail].firstDevice;
   for (const DeviceGroup &group : entry.devices)
-    if (!largest || group.stats.params > largest->params)
-      largest = &group.stats;
-  auto syncCollectives = [&](double params, const char *what,
-                             const char *axis, const cost::CommGroup &group) {
-    if (group.size <= 1 || params <= 0)
-      return;
-    const char *link = cost::toString(model_.linkClass(group));
-    for (const DataParallelCollective &c : dataParallelCollectives(config)) {
-      double bytes =
-          params * (c.gradients ? perParam_.grads : perParam_.params);
-      plan.collectives.push_back(
-          {cost::toString(c.kind), axis, link, c.phase,
-           std::string(what) + (c.gradients ? "gradients" : "parameters"),
-           bytes, c.perStep,
-           c.perStep * model_.collectiveTime(c.kind, bytes, group)});
-    }
-  };
-  if (largest) {
-    syncCollectives(largest->params - largest->expertParams, "", kDataAxis,
-                    placement.dp);
-    syncCollectives(largest->expertParams / ep, "expert ", kDataAxis,
-                    placement.expertDp);
-    if (ep > 1 && largest->exchanges > 0) {
-      // Dispatch and combine, forward, backward (and recomputed forward).
-      int passes = parameterPasses(config.recompute);
-      double bytes = largest->exchangeBytes / largest->exchanges;
-      int64_t count = static_cast<int64_t>(passes * largest->exchanges) * m;
-      plan.collectives.push_back(
-          {cost::toString(CollectiveKind::AllToAll), kExpertAxis,
-           cost::toString(model_.linkClass(placement.ep)), "forward+backward",
-           "expert dispatch / combine (largest stage)", bytes, count,
-           count * model_.collectiveTime(CollectiveKind::AllToAll, bytes,
-                                         placement.ep)});
-    }
-  }
-  if (config.pp > 1) {
-    double bytes = boundaryBytes(tp, mb, config.streamDim) / tp;
-    int64_t count = 2LL * m * config.chunks;
-    CollectiveSummary summary{
-        cost::toString(CollectiveKind::SendRecv),
-        kPipelineAxis,
-        placement.pipelineCrossesNodes ? "network" : "nvlink",
-        "forward+backward",
-        "stage boundary",
-        bytes,
-        count,
-        count * model_.sendRecvTime(bytes, placement.pipelineCrossesNodes)};
-    plan.collectives.push_back(summary);
-    // Side inputs: to every stage holding layers that read them.
-    std::vector<StageStats> stages = expandStages(entry.stages);
-    int64_t receivers = 0;
-    double side = 0;
-    for (const StageStats &stage : stages)
-      if (stage.receivesSideInputs()) {
-        ++receivers;
-        side = std::max(side, stage.sideInputBytes);
-      }
-    if (receivers > 0) {
-      CollectiveSummary sideSummary = summary;
-      sideSummary.where = "side inputs";
-      sideSummary.bytes = side / tp;
-      sideSummary.countPerStep = 2LL * m * receivers;
-      sideSummary.seconds =
-          sideSummary.countPerStep *
-          model_.sendRecvTime(sideSummary.bytes, placement.pipelineCrossesNodes);
-      plan.collectives.push_back(sideSummary);
-    }
-  }
+    plan.stageMemory.push_back(deviceMemory(group, config, entry));
+  plan.timeline = timeline(chosen);
 
   plan.time = chosen.time;
   plan.memory = chosen.memory;
@@ -238,4 +145,35 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
     plan.alternatives.push_back({e.config, e.step, e.memory.total(), e.fits,
                                  lossReason(e, chosen, cluster_.memoryBytes)});
   return plan;
+}
+
+std::vector<TimelineBar> Planner::timeline(const Evaluation &chosen) {
+  double pipelineEnd = 0;
+  std::vector<TimelineBar> bars = simulatePipeline(chosen, pipelineEnd);
+  if (bars.empty())
+    return bars;
+  // Once the pipeline has drained, each rank synchronises its stage's
+  // gradients and steps its optimizer (the step's tail, StepTail).
+  const ParallelConfig &config = chosen.config;
+  const PartitionEntry &entry = partitionOf(chosen);
+  const MeshPlacement placement = cost::placeMesh(
+      cluster_, config.dp, config.tp, config.pp, std::max(config.ep, 1));
+  for (const DeviceGroup &group : entry.devices) {
+    StepTail tail = stepTail(group.stats, config, placement);
+    for (int rank = group.firstDevice;
+         rank < group.firstDevice + group.numDevices; ++rank) {
+      double sync = tail.dpSync + tail.expertSync + tail.stepComm;
+      TimelineBar bar;
+      bar.rank = rank;
+      bar.kind = TimelineBar::Kind::Sync;
+      bar.start = pipelineEnd;
+      bar.end = pipelineEnd + sync;
+      bars.push_back(bar);
+      bar.kind = TimelineBar::Kind::Optimizer;
+      bar.start = bar.end;
+      bar.end = bar.start + tail.optimizer;
+      bars.push_back(bar);
+    }
+  }
+  return bars;
 }

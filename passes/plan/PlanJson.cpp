@@ -9,9 +9,11 @@
 
 #include "compiler/cost/TextShape.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
+#include <array>
 #include <cmath>
 
 using namespace bm::plan;
@@ -53,6 +55,31 @@ static void writeTensor(OStream &j, const TensorSharding &t) {
     writeStrings(j, t.partialAxes);
     j.attributeEnd();
   });
+}
+
+static void writeMemoryParts(OStream &j, const MemoryBreakdown &m) {
+  j.attribute("params", m.params);
+  j.attribute("grads", m.grads);
+  j.attribute("optimizer", m.optimizer);
+  j.attribute("activations", m.activations);
+  j.attribute("buffers", m.buffers);
+  j.attribute("total", m.total());
+}
+
+static void writeItem(OStream &j, const CostItem &item) {
+  j.attribute("kind", toString(item.kind));
+  j.attribute("what", item.what);
+  j.attribute("axis", item.axis);
+  j.attribute("link", item.link);
+  j.attribute("phase", item.phase);
+  j.attribute("where", item.where);
+  j.attribute("stage", item.stage);
+  j.attribute("devices", item.devices);
+  j.attribute("bytes", item.bytes);
+  j.attribute("count", item.count);
+  j.attribute("seconds", item.seconds);
+  j.attribute("after_pipeline", item.afterPipeline);
+  j.attribute("hidden", item.hidden);
 }
 
 void bm::plan::printPlanJson(const Plan &plan, llvm::raw_ostream &os) {
@@ -149,12 +176,31 @@ void bm::plan::printPlanJson(const Plan &plan, llvm::raw_ostream &os) {
     j.attributeObject("memory", [&] {
       j.attribute("stage", plan.memory.stage);
       j.attribute("device_bytes", plan.deviceMemoryBytes);
-      j.attribute("params", plan.memory.params);
-      j.attribute("grads", plan.memory.grads);
-      j.attribute("optimizer", plan.memory.optimizer);
-      j.attribute("activations", plan.memory.activations);
-      j.attribute("buffers", plan.memory.buffers);
-      j.attribute("total", plan.memory.total());
+      writeMemoryParts(j, plan.memory);
+    });
+    j.attribute("critical_stage", plan.criticalStage);
+    j.attribute("tail_stage", plan.tailStage);
+    j.attributeArray("items", [&] {
+      for (const CostItem &item : plan.items)
+        j.object([&] { writeItem(j, item); });
+    });
+    j.attributeArray("stage_memory", [&] {
+      for (const MemoryBreakdown &stage : plan.stageMemory)
+        j.object([&] {
+          j.attribute("stage", stage.stage);
+          writeMemoryParts(j, stage);
+        });
+    });
+    j.attributeArray("timeline", [&] {
+      for (const TimelineBar &bar : plan.timeline)
+        j.object([&] {
+          j.attribute("kind", toString(bar.kind));
+          j.attribute("rank", bar.rank);
+          j.attribute("micro_batch", bar.microBatch);
+          j.attribute("chunk", bar.chunk);
+          j.attribute("start", bar.start);
+          j.attribute("end", bar.end);
+        });
     });
     j.attributeObject("throughput", [&] {
       j.attribute("mfu", plan.mfu);
@@ -355,6 +401,93 @@ static TensorSharding readTensor(Reader &parent, const llvm::json::Value &v,
   return t;
 }
 
+static void readMemoryParts(Reader &r, MemoryBreakdown &m) {
+  r.integer("stage", m.stage);
+  r.number("params", m.params);
+  r.number("grads", m.grads);
+  r.number("optimizer", m.optimizer);
+  r.number("activations", m.activations);
+  r.number("buffers", m.buffers);
+}
+
+/// One of `names`' spellings (toString of the kinds), or a failure.
+template <typename Kind, size_t N>
+static Kind readKind(Reader &r, llvm::StringRef key,
+                     const std::array<Kind, N> &kinds) {
+  std::string text;
+  r.string(key, text);
+  std::vector<std::string> names;
+  for (Kind kind : kinds) {
+    if (text == toString(kind))
+      return kind;
+    names.push_back(toString(kind));
+  }
+  r.fail("'" + r.name(key) + "' must be one of " + llvm::join(names, ", "));
+  return kinds[0];
+}
+
+static CostItem readItem(Reader &r) {
+  CostItem item;
+  item.kind = readKind(
+      r, "kind",
+      std::array{CostItem::Kind::Compute, CostItem::Kind::Collective,
+                 CostItem::Kind::Transfer, CostItem::Kind::Bubble});
+  r.string("what", item.what);
+  r.string("axis", item.axis);
+  r.string("link", item.link);
+  r.string("phase", item.phase);
+  r.string("where", item.where);
+  r.integer("stage", item.stage);
+  r.integer("devices", item.devices);
+  r.number("bytes", item.bytes);
+  r.integer("count", item.count);
+  r.number("seconds", item.seconds);
+  r.boolean("after_pipeline", item.afterPipeline);
+  r.boolean("hidden", item.hidden);
+  return item;
+}
+
+static TimelineBar readBar(Reader &r) {
+  TimelineBar bar;
+  bar.kind = readKind(
+      r, "kind",
+      std::array{TimelineBar::Kind::Forward, TimelineBar::Kind::Backward,
+                 TimelineBar::Kind::Sync, TimelineBar::Kind::Optimizer});
+  r.integer("rank", bar.rank);
+  r.integer("micro_batch", bar.microBatch);
+  r.integer("chunk", bar.chunk);
+  r.number("start", bar.start);
+  r.number("end", bar.end);
+  return bar;
+}
+
+/// The keys added for `bmc report` (items, stage memory, timeline):
+/// optional, as plans written before them have none.
+static void readItemisation(Reader &r, const llvm::json::Object &root,
+                            Plan &plan) {
+  if (!root.get("items"))
+    return;
+  r.integer("critical_stage", plan.criticalStage);
+  r.integer("tail_stage", plan.tailStage);
+  if (const llvm::json::Array *items = r.array("items"))
+    for (size_t i = 0; i < items->size() && r.ok(); ++i) {
+      Reader ir = r.element((*items)[i], i);
+      plan.items.push_back(readItem(ir));
+    }
+  if (const llvm::json::Array *stages = r.array("stage_memory"))
+    for (size_t i = 0; i < stages->size() && r.ok(); ++i) {
+      Reader sr = r.element((*stages)[i], i);
+      MemoryBreakdown m;
+      readMemoryParts(sr, m);
+      plan.stageMemory.push_back(m);
+    }
+  if (const llvm::json::Array *bars = r.array("timeline"))
+    for (size_t i = 0; i < bars->size() && r.ok(); ++i) {
+      Reader br = r.element((*bars)[i], i);
+      plan.timeline.push_back(readBar(br));
+    }
+}
+
 llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
   auto fail = [](const llvm::Twine &message) -> llvm::Error {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -481,13 +614,9 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
   time.number("network", plan.time.network);
   time.number("bubble", plan.time.bubble);
   Reader memory = r.object("memory");
-  memory.integer("stage", plan.memory.stage);
   memory.number("device_bytes", plan.deviceMemoryBytes);
-  memory.number("params", plan.memory.params);
-  memory.number("grads", plan.memory.grads);
-  memory.number("optimizer", plan.memory.optimizer);
-  memory.number("activations", plan.memory.activations);
-  memory.number("buffers", plan.memory.buffers);
+  readMemoryParts(memory, plan.memory);
+  readItemisation(r, *root, plan);
   Reader throughput = r.object("throughput");
   throughput.number("mfu", plan.mfu);
   throughput.number("hardware_tflops_per_gpu", plan.hardwareTflopsPerGpu);
@@ -509,5 +638,7 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
     }
   if (!error.empty())
     return fail(error);
+  if (std::optional<std::string> problem = inconsistency(plan))
+    return fail("inconsistent numbers: " + *problem);
   return plan;
 }

@@ -19,6 +19,25 @@ std::string formatSeconds(double seconds);
 /// "66.27 GiB", "4.8 MiB", ...: how plans print sizes.
 std::string formatBytes(double bytes);
 
+/// "[{dp}, {}, {tp}] partial{tp}": a tensor's sharding as plans print it.
+std::string formatTensorSharding(const TensorSharding &t);
+
+/// The items that make the step time: the critical stage's work on the
+/// micro-batches, the bubble, and the tail stage's work after the pipeline.
+std::vector<const CostItem *> stepItems(const Plan &plan);
+/// The step time split as the step items add it up.
+TimeBreakdown timeOfItems(const Plan &plan);
+/// The communication items as the collectives of one model replica per
+/// step: calls of every device of a stage group, merged where kind, axis,
+/// link, phase, place and size agree, in first-seen order.
+std::vector<CollectiveSummary> collectivesOf(const std::vector<CostItem> &items);
+/// Why the plan's numbers disagree ("the items add up to 1.2 s, the step
+/// time is 1.3 s"), or nullopt: the items against the step time and its
+/// split, the worst stage's memory against the stages, the timeline's end
+/// against the step time. Relative tolerance 1e-6: the JSON keeps 17
+/// significant digits, and sums in another order differ by ~1e-15.
+std::optional<std::string> inconsistency(const Plan &plan);
+
 /// The readable report of `bmc plan`. With `explain`, also the per-op
 /// sharding of every unique block, every collective, how much was searched
 /// and why each alternative lost.

@@ -42,7 +42,7 @@ static std::string scheduleText(const ParallelConfig &c) {
   return text;
 }
 
-static std::string tensorText(const TensorSharding &t) {
+std::string bm::plan::formatTensorSharding(const TensorSharding &t) {
   std::vector<std::string> dims;
   for (const std::vector<std::string> &axes : t.dims)
     dims.push_back("{" + llvm::join(axes, ",") + "}");
@@ -118,7 +118,9 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
      << "stage: " << stagesText(plan.layersPerStage) << "\n";
   os << "--fix       " << c.str() << "\n\n";
 
-  const TimeBreakdown &t = plan.time;
+  // The split the items add up to (plans written before the items carry
+  // only the split).
+  const TimeBreakdown t = plan.items.empty() ? plan.time : timeOfItems(plan);
   double total = t.total();
   os << "step time   " << formatSeconds(plan.stepSeconds) << "\n";
   os << "  compute             " << formatSeconds(t.compute) << "  "
@@ -192,9 +194,9 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
         axes.push_back(factor + "->" + axis);
       std::vector<std::string> operands, results;
       for (const TensorSharding &s : op.operands)
-        operands.push_back(tensorText(s));
+        operands.push_back(formatTensorSharding(s));
       for (const TensorSharding &s : op.results)
-        results.push_back(tensorText(s));
+        results.push_back(formatTensorSharding(s));
       os << llvm::formatv("  {0,-34} {1,-14} {2}\n", op.label, op.opName,
                           op.rule);
       os << llvm::formatv("  {0,-34} {1,-14} ({2}) -> ({3})\n", "",

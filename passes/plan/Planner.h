@@ -69,12 +69,39 @@ struct DataParallelCollective {
   int64_t perStep;       // how many per step
 };
 
+/// Seconds per micro-batch a device spends beyond its stages' compute and
+/// tensor-parallel collectives (Planner::deviceExtras).
+struct DeviceExtras {
+  double p2pLink = 0, p2pGather = 0;   // stage boundaries
+  double zero3 = 0, zero3Experts = 0;  // ZeRO-3 gathers and scatters
+  double exchange = 0;                 // expert all-to-all
+  double sideLink = 0, sideGather = 0; // side inputs
+  double total() const {
+    return p2pLink + p2pGather + zero3 + zero3Experts + exchange + sideLink +
+           sideGather;
+  }
+};
+
+/// Seconds a device spends once per step after the pipeline has drained.
+struct StepTail {
+  double dpSync = 0, expertSync = 0; // gradient / parameter synchronisation
+  double stepComm = 0;               // tp all-reduce of replicated weights
+  double optimizer = 0;              // the optimizer step
+  double total() const { return dpSync + expertSync + stepComm + optimizer; }
+};
+
 struct Evaluation {
   ParallelConfig config;
   double step = kInfinity;
   TimeBreakdown time;
   MemoryBreakdown memory;
   bool fits = false;
+  /// Indices into the partition's devices: the slowest per micro-batch
+  /// (its per-micro-batch load `slowest`) and the longest step tail.
+  int critical = 0, tail = 0;
+  double slowest = 0;
+  /// Whether the bubble comes from simulating the schedule (retime).
+  bool simulated = false;
   /// Set when the stages were rebalanced for memory (not the cached,
   /// time-balanced partition).
   std::shared_ptr<const PartitionEntry> ownPartition;
@@ -192,6 +219,34 @@ private:
   double dataParallelTime(double params, const ParallelConfig &config,
                           const cost::CommGroup &group,
                           bool perMicroBatch) const;
+  DeviceExtras deviceExtras(const StageStats &stats,
+                            const ParallelConfig &config,
+                            const cost::MeshPlacement &placement,
+                            double boundary, int chunks) const;
+  StepTail stepTail(const StageStats &stats, const ParallelConfig &config,
+                    const cost::MeshPlacement &placement) const;
+  MemoryBreakdown deviceMemory(const DeviceGroup &group,
+                               const ParallelConfig &config,
+                               const PartitionEntry &entry) const;
+  /// The stages of `e` (its own partition, or the cached one).
+  const PartitionEntry &partitionOf(const Evaluation &e);
+  /// Replaces the closed-form bubble of `e` by the one of its schedule
+  /// simulated with the stages' forward and backward times (ScheduleCost.cpp).
+  Evaluation retime(const Evaluation &e);
+  /// The simulated pipeline of `e`: every rank's forward and backward
+  /// bars; `pipelineEnd` is when the last one ends.
+  std::vector<TimelineBar> simulatePipeline(const Evaluation &e,
+                                            double &pipelineEnd);
+  /// The simulated pipeline of the chosen plan and each rank's step tail.
+  std::vector<TimelineBar> timeline(const Evaluation &chosen);
+  /// (segment, instances) on each virtual stage of `entry`, in order.
+  std::vector<std::vector<std::pair<int, int64_t>>>
+  stageContents(const PartitionEntry &entry, const ParallelConfig &config);
+  /// Every cost of the step of `e` (StepItems.cpp).
+  std::vector<CostItem> itemise(const Evaluation &e);
+  /// Retimes the best plan of each mesh (and the fastest that does not
+  /// fit) and picks the best again.
+  void retimeFinalists();
   void consider(const Evaluation &evaluation);
   Plan buildPlan(const Evaluation &chosen);
   double boundaryBytes(int tp, int microBatch, int stream);

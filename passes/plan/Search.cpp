@@ -550,7 +550,21 @@ llvm::Expected<Plan> Planner::result(bool suggest) {
       message += ": " + suggestion();
     return planError(message);
   }
+  retimeFinalists();
   return buildPlan(best_);
+}
+
+void Planner::retimeFinalists() {
+  for (auto &[mesh, e] : bestPerMesh_)
+    e = retime(e);
+  if (fastestOutOfMemory_.step < kInfinity)
+    fastestOutOfMemory_ = retime(fastestOutOfMemory_);
+  haveBest_ = false;
+  for (const auto &[mesh, e] : bestPerMesh_)
+    if (!haveBest_ || better(e, best_)) {
+      best_ = e;
+      haveBest_ = true;
+    }
 }
 
 llvm::Expected<Plan> bm::plan::searchPlan(const ModelGraph &graph,

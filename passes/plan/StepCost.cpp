@@ -86,6 +86,9 @@ StageStats Planner::itemStats(int segment, int tp, int microBatch, int stream,
   const SegmentSolution &s = solution(segment, tp, microBatch, stream);
   StageStats stats;
   stats.compute = s.forwardCompute + s.backwardCompute;
+  stats.gemmCompute = 3 * s.gemmCompute;
+  stats.attentionCompute = 3 * s.attentionCoreCompute;
+  stats.forward = s.forwardCompute + s.forwardComm;
   stats.comm = s.forwardComm + s.backwardComm;
   stats.stepComm = s.stepComm;
   stats.params = s.paramsPerGpu;
@@ -105,6 +108,7 @@ StageStats Planner::itemStats(int segment, int tp, int microBatch, int stream,
     // core, recompute the core in backward.
     stats.stored = s.storedBytesSelective;
     stats.compute += s.attentionCoreCompute;
+    stats.recomputeCompute = s.attentionCoreCompute;
     stats.comm += s.attentionCoreComm;
     stats.workingSet = s.storedBytes - s.storedBytesSelective;
     return stats;
@@ -113,6 +117,7 @@ StageStats Planner::itemStats(int segment, int tp, int microBatch, int stream,
   // (Chen et al. 2016, "Training deep nets with sublinear memory cost").
   stats.stored = s.inputBytes;
   stats.compute += s.forwardCompute;
+  stats.recomputeCompute = s.forwardCompute;
   stats.comm += s.forwardComm;
   stats.workingSet = s.storedBytes;
   return stats;
@@ -393,6 +398,78 @@ Planner::memoryBalancedPartition(const ParallelConfig &config,
   return rebalanced;
 }
 
+DeviceExtras Planner::deviceExtras(const StageStats &stats,
+                                   const ParallelConfig &config,
+                                   const MeshPlacement &placement,
+                                   double boundary, int chunks) const {
+  const int tp = config.tp, pp = config.pp;
+  const int ep = std::max(config.ep, 1);
+  const bool pipelineOnNetwork = placement.pipelineCrossesNodes;
+  DeviceExtras c;
+  // Point-to-point per micro-batch: activations forward, gradients back,
+  // once per chunk. Megatron sends 1/tp of the boundary and all-gathers it
+  // over NVLink (Narayanan et al. 2021, section 4.1, scatter/gather).
+  if (pp > 1) {
+    c.p2pLink =
+        2.0 * chunks * model_.sendRecvTime(boundary / tp, pipelineOnNetwork);
+    // A split stream is already in slices: nothing to gather.
+    if (tp > 1 && config.streamDim < 0)
+      c.p2pGather = 2.0 * chunks *
+                    model_.collectiveTime(CollectiveKind::AllGather, boundary,
+                                          placement.tp);
+  }
+  if (config.zeroStage >= 3) {
+    c.zero3 = dataParallelTime(stats.params - stats.expertParams, config,
+                               placement.dp, /*perMicroBatch=*/true);
+    c.zero3Experts = dataParallelTime(stats.expertParams / ep, config,
+                                      placement.expertDp,
+                                      /*perMicroBatch=*/true);
+  }
+  if (ep > 1 && stats.exchanges > 0)
+    // Dispatch and combine: one all-to-all each way per pass (GShard,
+    // Lepikhin et al. 2021, section 2.2).
+    c.exchange = parameterPasses(config.recompute) * stats.exchanges *
+                 model_.collectiveTime(CollectiveKind::AllToAll,
+                                       stats.exchangeBytes / stats.exchanges,
+                                       placement.ep);
+  if (pp > 1 && stats.receivesSideInputs()) {
+    // Side inputs (the encoder output for every decoder stage) come once
+    // per micro-batch and their gradients go back, like a boundary: 1/tp
+    // each, gathered over tp unless the stream is split anyway.
+    c.sideLink = 2.0 * model_.sendRecvTime(stats.sideInputBytes / tp,
+                                           pipelineOnNetwork);
+    if (tp > 1 && config.streamDim < 0)
+      c.sideGather = 2.0 * model_.collectiveTime(CollectiveKind::AllGather,
+                                                 stats.sideInputBytes,
+                                                 placement.tp);
+  }
+  return c;
+}
+
+StepTail Planner::stepTail(const StageStats &stats,
+                           const ParallelConfig &config,
+                           const MeshPlacement &placement) const {
+  const int dp = config.dp, ep = std::max(config.ep, 1);
+  const double denseParams = stats.params - stats.expertParams;
+  const double expertParams = stats.expertParams / ep;
+  StepTail t;
+  t.dpSync = dataParallelTime(denseParams, config, placement.dp,
+                              /*perMicroBatch=*/false);
+  t.expertSync = expertParams > 0
+                     ? dataParallelTime(expertParams, config,
+                                        placement.expertDp,
+                                        /*perMicroBatch=*/false)
+                     : 0;
+  t.stepComm = stats.stepComm;
+  double updated = config.zeroStage >= 1
+                       ? denseParams / dp + expertParams / std::max(dp / ep, 1)
+                       : denseParams + expertParams;
+  t.optimizer = model_.memoryTime(
+      updated *
+      cost::optimizerStepBytesPerParam(precision_, config_.optimizer));
+  return t;
+}
+
 Evaluation Planner::score(const ParallelConfig &config,
                           const PartitionEntry &entry) {
   const int dp = config.dp, tp = config.tp, pp = config.pp;
@@ -400,131 +477,61 @@ Evaluation Planner::score(const ParallelConfig &config,
   const int ep = std::max(config.ep, 1);
   const MeshPlacement placement = cost::placeMesh(cluster_, dp, tp, pp, ep);
   const bool pipelineOnNetwork = placement.pipelineCrossesNodes;
-  const double passes = parameterPasses(config.recompute);
-
-  // Point-to-point per micro-batch: activations forward, gradients back,
-  // once per chunk. Megatron sends 1/tp of the boundary and all-gathers it
-  // over NVLink (Narayanan et al. 2021, section 4.1, scatter/gather).
-  double p2pLink = 0, p2pGather = 0;
-  const double boundary = entry.boundaryBytes;
-  if (pp > 1) {
-    p2pLink = 2.0 * v * model_.sendRecvTime(boundary / tp, pipelineOnNetwork);
-    // A split stream is already in slices: nothing to gather.
-    if (tp > 1 && config.streamDim < 0)
-      p2pGather = 2.0 * v *
-                  model_.collectiveTime(CollectiveKind::AllGather, boundary,
-                                        placement.tp);
-  }
-  const double layerParams = entry.layerParams;
-
-  struct DeviceCost {
-    double load = 0, zero3 = 0, zero3Experts = 0, exchange = 0, side = 0;
-  };
-  auto deviceCost = [&](const DeviceGroup &group) {
-    DeviceCost c;
-    const StageStats &stats = group.stats;
-    if (config.zeroStage >= 3) {
-      c.zero3 = dataParallelTime(stats.params - stats.expertParams, config,
-                                 placement.dp, /*perMicroBatch=*/true);
-      c.zero3Experts = dataParallelTime(stats.expertParams / ep, config,
-                                        placement.expertDp,
-                                        /*perMicroBatch=*/true);
-    }
-    if (ep > 1 && stats.exchanges > 0)
-      // Dispatch and combine: one all-to-all each way per pass (GShard,
-      // Lepikhin et al. 2021, section 2.2).
-      c.exchange = passes * stats.exchanges *
-                   model_.collectiveTime(CollectiveKind::AllToAll,
-                                         stats.exchangeBytes / stats.exchanges,
-                                         placement.ep);
-    if (pp > 1 && stats.receivesSideInputs())
-      // Side inputs (the encoder output for every decoder stage) come once
-      // per micro-batch and their gradients go back, like a boundary: 1/tp
-      // each, gathered over tp unless the stream is split anyway.
-      c.side = 2.0 * model_.sendRecvTime(stats.sideInputBytes / tp,
-                                         pipelineOnNetwork) +
-               (tp > 1 && config.streamDim < 0
-                    ? 2.0 * model_.collectiveTime(CollectiveKind::AllGather,
-                                                  stats.sideInputBytes,
-                                                  placement.tp)
-                    : 0);
-    c.load = stats.time() + p2pLink + p2pGather + c.zero3 + c.zero3Experts +
-             c.exchange + c.side;
-    return c;
-  };
 
   Evaluation e;
   e.config = config;
-  double slowest = -1, sumLoads = 0;
-  const DeviceGroup *critical = nullptr;
-  DeviceCost criticalCost;
-  for (const DeviceGroup &group : entry.devices) {
-    DeviceCost c = deviceCost(group);
-    sumLoads += c.load * group.numDevices;
-    if (c.load > slowest) {
-      slowest = c.load;
-      critical = &group;
-      criticalCost = c;
+  // The critical device: the slowest per micro-batch. The step ends with
+  // the longest gradient synchronisation and optimizer step of any device.
+  double slowest = -1, sumLoads = 0, longestTail = -1;
+  DeviceExtras extras;
+  StepTail tail;
+  for (size_t g = 0; g < entry.devices.size(); ++g) {
+    const DeviceGroup &group = entry.devices[g];
+    DeviceExtras c =
+        deviceExtras(group.stats, config, placement, entry.boundaryBytes, v);
+    double load = group.stats.time() + c.total();
+    sumLoads += load * group.numDevices;
+    if (load > slowest) {
+      slowest = load;
+      e.critical = static_cast<int>(g);
+      extras = c;
+    }
+    StepTail t = stepTail(group.stats, config, placement);
+    if (t.total() > longestTail) {
+      longestTail = t.total();
+      e.tail = static_cast<int>(g);
+      tail = t;
     }
   }
+  e.slowest = slowest;
   // Pipeline: m micro-batches at the slowest stage's pace plus the fill and
   // drain of the others, divided by v for the interleaved schedule; for
   // balanced stages this is (p-1)/(v m) of the ideal time (see
-  // cost::pipelineBubbleFraction).
+  // cost::pipelineBubbleFraction). The finalists are timed again by
+  // simulating their schedule (retime).
   double bubble = pp > 1 ? (sumLoads - slowest) / v : 0;
-  const CommGroup &dpGroup = placement.dp;
-  const double denseParams =
-      critical->stats.params - critical->stats.expertParams;
-  const double expertParams = critical->stats.expertParams / ep;
-  const double dpSync = dataParallelTime(denseParams, config, dpGroup,
-                                         /*perMicroBatch=*/false);
-  const double expertSync =
-      expertParams > 0 ? dataParallelTime(expertParams, config,
-                                          placement.expertDp,
-                                          /*perMicroBatch=*/false)
-                       : 0;
-  double updated = config.zeroStage >= 1
-                       ? denseParams / dp + expertParams / std::max(dp / ep, 1)
-                       : denseParams + expertParams;
-  double optimizerStep = model_.memoryTime(
-      updated *
-      cost::optimizerStepBytesPerParam(precision_, config_.optimizer));
-  e.step = m * slowest + bubble + dpSync + expertSync +
-           critical->stats.stepComm + optimizerStep;
+  e.step = m * slowest + bubble + tail.total();
 
+  const StageStats &critical = entry.devices[e.critical].stats;
   auto addComm = [&](double seconds, bool network) {
     (network ? e.time.network : e.time.nvlink) += seconds;
   };
-  e.time.compute = m * critical->stats.compute + optimizerStep;
-  addComm(m * critical->stats.comm + critical->stats.stepComm,
-          placement.tp.crossesNodes);
-  addComm(m * p2pLink, pipelineOnNetwork);
-  addComm(m * p2pGather, placement.tp.crossesNodes);
-  addComm(dpSync + m * criticalCost.zero3, dpGroup.crossesNodes);
-  addComm(expertSync + m * criticalCost.zero3Experts,
+  e.time.compute = m * critical.compute + tail.optimizer;
+  addComm(m * critical.comm + tail.stepComm, placement.tp.crossesNodes);
+  addComm(m * extras.p2pLink, pipelineOnNetwork);
+  addComm(m * extras.p2pGather, placement.tp.crossesNodes);
+  addComm(tail.dpSync + m * extras.zero3, placement.dp.crossesNodes);
+  addComm(tail.expertSync + m * extras.zero3Experts,
           placement.expertDp.crossesNodes);
-  addComm(m * criticalCost.exchange, placement.ep.crossesNodes);
-  addComm(m * criticalCost.side, pipelineOnNetwork);
+  addComm(m * extras.exchange, placement.ep.crossesNodes);
+  addComm(m * extras.sideLink, pipelineOnNetwork);
+  addComm(m * extras.sideGather, placement.tp.crossesNodes);
   e.time.bubble = bubble;
 
-  // Memory: the worst device. Within a group the first device holds the
-  // most micro-batches in flight.
+  // Memory: the worst device.
   double worst = -1;
   for (const DeviceGroup &group : entry.devices) {
-    MemoryBreakdown mem;
-    mem.stage = group.firstDevice;
-    cost::ModelStateBytes state = modelState(group.stats, config);
-    mem.params = state.params;
-    mem.grads = state.grads;
-    mem.optimizer = state.optimizer;
-    double inFlight = cost::inFlightMicroBatches(config.schedule, pp, m, v,
-                                                 group.firstDevice);
-    mem.activations = inFlight * group.stats.stored + group.stats.workingSet;
-    mem.buffers = cluster_.reservedMemoryBytes;
-    if (pp > 1) // send and receive buffers
-      mem.buffers += 2 * boundary;
-    if (config.zeroStage >= 3) // one layer's gathered parameters, twice
-      mem.buffers += 2 * layerParams * perParam_.params;
+    MemoryBreakdown mem = deviceMemory(group, config, entry);
     if (mem.total() > worst) {
       worst = mem.total();
       e.memory = mem;
@@ -532,4 +539,27 @@ Evaluation Planner::score(const ParallelConfig &config,
   }
   e.fits = e.memory.total() <= cluster_.memoryBytes;
   return e;
+}
+
+// Within a group the first device holds the most micro-batches in flight.
+MemoryBreakdown Planner::deviceMemory(const DeviceGroup &group,
+                                      const ParallelConfig &config,
+                                      const PartitionEntry &entry) const {
+  MemoryBreakdown mem;
+  mem.stage = group.firstDevice;
+  cost::ModelStateBytes state = modelState(group.stats, config);
+  mem.params = state.params;
+  mem.grads = state.grads;
+  mem.optimizer = state.optimizer;
+  double inFlight =
+      cost::inFlightMicroBatches(config.schedule, config.pp,
+                                 config.numMicroBatches, config.chunks,
+                                 group.firstDevice);
+  mem.activations = inFlight * group.stats.stored + group.stats.workingSet;
+  mem.buffers = cluster_.reservedMemoryBytes;
+  if (config.pp > 1) // send and receive buffers
+    mem.buffers += 2 * entry.boundaryBytes;
+  if (config.zeroStage >= 3) // one layer's gathered parameters, twice
+    mem.buffers += 2 * entry.layerParams * perParam_.params;
+  return mem;
 }

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/bmc/Subcommands.h"
+#include "tools/bmc/report/Report.h"
 
 #include "compiler/driver/PlanDriver.h"
 #include "passes/plan/PlanOutput.h"
@@ -53,6 +54,8 @@ OPTIONS:
   --alternatives N      how many runner-up plans to keep (default 4)
   --json                print the plan as JSON instead of text
   -o FILE               also write the JSON plan to FILE
+  --html FILE           also write the HTML report to FILE (as 'bmc report
+                        PLAN.json --html FILE' would)
   --emit-mlir FILE      write the model annotated with bm.mesh and
                         #bm.sharding to FILE ('-' for stdout)
   --export megatron     print the equivalent Megatron-LM arguments (the
@@ -67,7 +70,7 @@ struct PlanArgs {
   std::string cluster = "dgx-a100-80g";
   bm::plan::TrainingConfig training;
   bool explain = false, json = false;
-  std::optional<std::string> jsonFile, mlirFile, exportFormat;
+  std::optional<std::string> jsonFile, htmlFile, mlirFile, exportFormat;
 };
 
 /// Parses an integer flag value in [min, max]; `what` names it in the error.
@@ -118,7 +121,7 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
     StringRef matched = cursor.takeAnyFlag(
         {"--gpus", "--cluster", "--global-batch", "--seq", "--dim",
          "--precision", "--optimizer", "--fix", "--alternatives", "-o",
-         "--emit-mlir", "--export"},
+         "--html", "--emit-mlir", "--export"},
         value);
     if (matched.empty()) {
       if (cursor.isOption())
@@ -175,6 +178,8 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
       out.training.numAlternatives = static_cast<int>(*n);
     } else if (matched == "-o") {
       out.jsonFile = v.str();
+    } else if (matched == "--html") {
+      out.htmlFile = v.str();
     } else if (matched == "--emit-mlir") {
       out.mlirFile = v.str();
     } else if (matched == "--export") {
@@ -232,6 +237,14 @@ int bmc::runPlan(llvm::ArrayRef<StringRef> args) {
           bm::plan::printPlanJson(*plan, os);
         }))
       return rc;
+  if (planArgs.htmlFile) {
+    report::ReportInput input;
+    input.plan = *plan;
+    input.planPath = planArgs.model;
+    input.gpusPerNode = cluster->gpusPerNode;
+    if (int rc = writeReportHtml(*planArgs.htmlFile, input))
+      return rc;
+  }
   if (planArgs.mlirFile) {
     llvm::Expected<bm::ModelForPlanning> step = bm::annotateForStep(
         context, planArgs.model, planArgs.import, *plan, model->graph);

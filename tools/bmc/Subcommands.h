@@ -40,6 +40,14 @@ int runCompile(llvm::ArrayRef<llvm::StringRef> args);
 int runExport(llvm::ArrayRef<llvm::StringRef> args);
 int runImport(llvm::ArrayRef<llvm::StringRef> args);
 int runPlan(llvm::ArrayRef<llvm::StringRef> args);
+int runReport(llvm::ArrayRef<llvm::StringRef> args);
+
+/// Writes the HTML report of `plan` to `path` (`bmc plan --html`), with the
+/// plan's cluster for the mesh drawing; 0 or fail()'s 1.
+namespace report {
+struct ReportInput;
+}
+int writeReportHtml(llvm::StringRef path, const report::ReportInput &input);
 
 /// Prints "bmc: error: MESSAGE" on one line to stderr and returns 1.
 int fail(const llvm::Twine &message);

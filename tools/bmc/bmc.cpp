@@ -30,6 +30,8 @@ const Subcommand kSubcommands[] = {
      runExport},
     {"import", "ONNX model -> bm dialect MLIR, for inspection", runImport},
     {"plan", "search the parallel training plan for N GPUs", runPlan},
+    {"report", "a plan file as text or as an HTML report (--html)",
+     runReport},
 };
 
 constexpr StringRef kVersion = "0.1.0";

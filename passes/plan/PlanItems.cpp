@@ -1,0 +1,139 @@
+//===- PlanItems.cpp - what printers read off the itemised step -----------===//
+
+#include "passes/plan/PlanOutput.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+using namespace bm::plan;
+
+const char *bm::plan::toString(CostItem::Kind kind) {
+  switch (kind) {
+  case CostItem::Kind::Compute:
+    return "compute";
+  case CostItem::Kind::Collective:
+    return "collective";
+  case CostItem::Kind::Transfer:
+    return "transfer";
+  case CostItem::Kind::Bubble:
+    return "bubble";
+  }
+  return "compute";
+}
+
+const char *bm::plan::toString(TimelineBar::Kind kind) {
+  switch (kind) {
+  case TimelineBar::Kind::Forward:
+    return "forward";
+  case TimelineBar::Kind::Backward:
+    return "backward";
+  case TimelineBar::Kind::Sync:
+    return "sync";
+  case TimelineBar::Kind::Optimizer:
+    return "optimizer";
+  }
+  return "forward";
+}
+
+std::vector<const CostItem *> bm::plan::stepItems(const Plan &plan) {
+  std::vector<const CostItem *> step;
+  for (const CostItem &item : plan.items) {
+    bool counted = item.kind == CostItem::Kind::Bubble ||
+                   (item.afterPipeline ? item.stage == plan.tailStage
+                                       : item.stage == plan.criticalStage);
+    if (counted && !item.hidden)
+      step.push_back(&item);
+  }
+  return step;
+}
+
+TimeBreakdown bm::plan::timeOfItems(const Plan &plan) {
+  TimeBreakdown time;
+  for (const CostItem *item : stepItems(plan)) {
+    switch (item->kind) {
+    case CostItem::Kind::Compute:
+      time.compute += item->seconds;
+      break;
+    case CostItem::Kind::Bubble:
+      time.bubble += item->seconds;
+      break;
+    default:
+      (item->link == "network" ? time.network : time.nvlink) += item->seconds;
+    }
+  }
+  return time;
+}
+
+std::vector<CollectiveSummary>
+bm::plan::collectivesOf(const std::vector<CostItem> &items) {
+  std::vector<CollectiveSummary> all;
+  std::map<std::tuple<std::string, std::string, std::string, std::string,
+                      std::string, double>,
+           size_t>
+      index;
+  for (const CostItem &item : items) {
+    if (item.kind != CostItem::Kind::Collective &&
+        item.kind != CostItem::Kind::Transfer)
+      continue;
+    auto key = std::make_tuple(item.what, item.axis, item.link, item.phase,
+                               item.where, item.bytes);
+    auto [it, added] = index.try_emplace(key, all.size());
+    if (added)
+      all.push_back({item.what, item.axis, item.link, item.phase, item.where,
+                     item.bytes, 0, 0});
+    CollectiveSummary &summary = all[it->second];
+    summary.countPerStep += item.count * item.devices;
+    summary.seconds += item.seconds * item.devices;
+  }
+  return all;
+}
+
+static bool near(double a, double b) {
+  return std::abs(a - b) <= 1e-6 * std::max({std::abs(a), std::abs(b), 1e-12});
+}
+
+std::optional<std::string> bm::plan::inconsistency(const Plan &plan) {
+  auto differ = [](const char *what, double items, double total) {
+    return llvm::formatv("{0} add up to {1} s, the plan says {2} s", what,
+                         items, total)
+        .str();
+  };
+  if (!near(plan.time.total(), plan.stepSeconds))
+    return differ("the parts of the step time", plan.time.total(),
+                  plan.stepSeconds);
+  if (!plan.items.empty()) {
+    TimeBreakdown items = timeOfItems(plan);
+    if (!near(items.total(), plan.stepSeconds))
+      return differ("the items of the step", items.total(), plan.stepSeconds);
+    std::pair<const char *, std::pair<double, double>> parts[] = {
+        {"the compute items", {items.compute, plan.time.compute}},
+        {"the nvlink items", {items.nvlink, plan.time.nvlink}},
+        {"the network items", {items.network, plan.time.network}},
+        {"the bubble items", {items.bubble, plan.time.bubble}}};
+    for (const auto &[what, values] : parts)
+      if (!near(values.first, values.second))
+        return differ(what, values.first, values.second);
+  }
+  if (!plan.stageMemory.empty()) {
+    double worst = 0;
+    for (const MemoryBreakdown &stage : plan.stageMemory)
+      worst = std::max(worst, stage.total());
+    if (!near(worst, plan.memory.total()))
+      return llvm::formatv("the worst stage needs {0} bytes, the plan says "
+                           "{1} bytes",
+                           worst, plan.memory.total())
+          .str();
+  }
+  if (!plan.timeline.empty()) {
+    double end = 0;
+    for (const TimelineBar &bar : plan.timeline)
+      end = std::max(end, bar.end);
+    if (!near(end, plan.stepSeconds))
+      return differ("the timeline's bars", end, plan.stepSeconds);
+  }
+  return std::nullopt;
+}

@@ -1,0 +1,111 @@
+//===- ScheduleCost.cpp - the bubble from the schedule the trainer runs ---===//
+//
+// The pipeline schedule is data (DESIGN.md section 5): runtime/schedule
+// generates each rank's instruction list and simulates it. The search ranks
+// configurations with the closed-form bubble ((p-1)/(v m) of the ideal time
+// for equal stages, cost::pipelineBubbleFraction), which is cheap enough
+// for every configuration; the finalists (the best plan of each mesh) are
+// timed again by simulating their own schedule with their stages' forward
+// and backward times, so that the plan's bubble and the report's timeline
+// are the trainer's schedule, unequal stages included.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/plan/Planner.h"
+
+#include "bmrt/Error.h"
+#include "bmrt/Schedule.h"
+
+using namespace bm;
+using namespace bm::plan;
+using namespace bm::plan::detail;
+
+const PartitionEntry &Planner::partitionOf(const Evaluation &e) {
+  return e.ownPartition ? *e.ownPartition : partition(e.config);
+}
+
+static std::optional<bmrt::ScheduleKind> kindOf(PipelineSchedule schedule) {
+  switch (schedule) {
+  case PipelineSchedule::GPipe:
+    return bmrt::ScheduleKind::GPipe;
+  case PipelineSchedule::OneFOneB:
+    return bmrt::ScheduleKind::OneFOneB;
+  case PipelineSchedule::Interleaved:
+    return bmrt::ScheduleKind::Interleaved1F1B;
+  case PipelineSchedule::None:
+    break;
+  }
+  return std::nullopt;
+}
+
+std::vector<TimelineBar> Planner::simulatePipeline(const Evaluation &e,
+                                                   double &pipelineEnd) {
+  const ParallelConfig &config = e.config;
+  const PartitionEntry &entry = partitionOf(e);
+  const cost::MeshPlacement placement = cost::placeMesh(
+      cluster_, config.dp, config.tp, config.pp, std::max(config.ep, 1));
+  // Each virtual stage's forward and backward per micro-batch: its compute
+  // and tensor-parallel collectives split where its forward ends, and the
+  // per-micro-batch transfers (boundaries, ZeRO-3, experts, side inputs)
+  // half to each pass, as each pass moves one direction.
+  bmrt::CostModel costs;
+  for (const StageStats &stage : expandStages(entry.stages)) {
+    double extras = deviceExtras(stage, config, placement,
+                                 entry.boundaryBytes, /*chunks=*/1)
+                        .total();
+    costs.stageForward.push_back(stage.forward + extras / 2);
+    costs.stageBackward.push_back(stage.time() - stage.forward + extras / 2);
+  }
+  std::vector<TimelineBar> bars;
+  pipelineEnd = 0;
+  std::optional<bmrt::ScheduleKind> kind = kindOf(config.schedule);
+  bmrt::ScheduleSpec spec;
+  spec.kind = kind.value_or(bmrt::ScheduleKind::OneFOneB);
+  spec.pp = config.pp;
+  spec.v = config.chunks;
+  spec.m = config.numMicroBatches;
+  bmrt::SimulationResult run;
+  try {
+    run = bmrt::simulate(bmrt::generateSchedule(spec, costs), costs);
+  } catch (const bmrt::Error &) {
+    // Schedules the search admits always exist (interleaving only with m a
+    // multiple of pp); an empty timeline keeps the closed form.
+    return bars;
+  }
+  if (!run.ok())
+    return bars;
+  for (size_t rank = 0; rank < run.timeline.size(); ++rank)
+    for (const bmrt::TimedAction &t : run.timeline[rank]) {
+      if (!t.action.isCompute())
+        continue;
+      TimelineBar bar;
+      bar.kind = t.action.kind == bmrt::ActionKind::Forward
+                     ? TimelineBar::Kind::Forward
+                     : TimelineBar::Kind::Backward;
+      bar.rank = static_cast<int>(rank);
+      bar.microBatch = t.action.microBatch;
+      bar.chunk = t.action.chunk;
+      bar.start = t.start;
+      bar.end = t.end;
+      bars.push_back(bar);
+    }
+  pipelineEnd = run.stepTime;
+  return bars;
+}
+
+Evaluation Planner::retime(const Evaluation &e) {
+  if (e.config.pp == 1 || e.simulated || !std::isfinite(e.step))
+    return e;
+  double pipelineEnd = 0;
+  if (simulatePipeline(e, pipelineEnd).empty())
+    return e;
+  Evaluation timed = e;
+  timed.simulated = true;
+  // The simulated pipeline is the critical device's m micro-batches plus
+  // the time it waits: that wait is the bubble.
+  double bubble =
+      std::max(0.0, pipelineEnd - e.config.numMicroBatches * e.slowest);
+  timed.step += bubble - e.time.bubble;
+  timed.time.bubble = bubble;
+  return timed;
+}

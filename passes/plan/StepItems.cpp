@@ -1,0 +1,244 @@
+//===- StepItems.cpp - every cost of the chosen plan's step, itemised -----===//
+//
+// The search scores a configuration from stage sums (StepCost.cpp); the
+// chosen plan's step is then itemised per stage group from the same
+// per-segment solutions and the same DeviceExtras and StepTail, so that the
+// items add up to the scored step time (a test checks it over the model
+// zoo) and every printer reads the items (DESIGN.md section 7).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/plan/Planner.h"
+
+#include <map>
+
+using namespace bm;
+using namespace bm::plan;
+using namespace bm::plan::detail;
+using cost::CollectiveKind;
+
+namespace {
+
+/// Items of one stage group, with what they share filled in.
+class ItemList {
+public:
+  ItemList(std::vector<CostItem> &items, int stage, int devices)
+      : items_(items), stage_(stage), devices_(devices) {}
+
+  void compute(const char *what, int64_t count, double seconds,
+               bool afterPipeline = false) {
+    if (seconds <= 0)
+      return;
+    CostItem item = base(CostItem::Kind::Compute, what);
+    item.phase = afterPipeline ? "step" : "forward+backward";
+    item.count = count;
+    item.seconds = seconds;
+    item.afterPipeline = afterPipeline;
+    items_.push_back(std::move(item));
+  }
+
+  void comm(CostItem::Kind kind, const char *what, const char *axis,
+            const char *link, std::string phase, std::string where,
+            double bytes, int64_t count, double seconds,
+            bool afterPipeline = false) {
+    if (count <= 0)
+      return;
+    CostItem item = base(kind, what);
+    item.axis = axis;
+    item.link = link;
+    item.phase = std::move(phase);
+    item.where = std::move(where);
+    item.bytes = bytes;
+    item.count = count;
+    item.seconds = seconds;
+    item.afterPipeline = afterPipeline;
+    items_.push_back(std::move(item));
+  }
+
+private:
+  CostItem base(CostItem::Kind kind, const char *what) const {
+    CostItem item;
+    item.kind = kind;
+    item.what = what;
+    item.stage = stage_;
+    item.devices = devices_;
+    return item;
+  }
+
+  std::vector<CostItem> &items_;
+  int stage_, devices_;
+};
+
+} // namespace
+
+std::vector<std::vector<std::pair<int, int64_t>>>
+Planner::stageContents(const PartitionEntry &entry,
+                       const ParallelConfig &config) {
+  // The model in order, as the partitioner saw it.
+  std::vector<std::pair<int, int64_t>> sequence;
+  if (prologue_ >= 0)
+    sequence.push_back({prologue_, 1});
+  sequence.insert(sequence.end(), layerRuns_.begin(), layerRuns_.end());
+  if (epilogue_ >= 0)
+    sequence.push_back({epilogue_, 1});
+  // The partition keeps only each stage's sums: replay the sequence, each
+  // stage taking layers up to its layer count and the items without layers
+  // (prologue, interludes, epilogue) while they fit in its time.
+  std::vector<std::vector<std::pair<int, int64_t>>> contents;
+  size_t next = 0;
+  int64_t left = sequence.empty() ? 0 : sequence[0].second;
+  for (const StageStats &stage : expandStages(entry.stages)) {
+    std::vector<std::pair<int, int64_t>> held;
+    int64_t layers = 0;
+    double time = 0;
+    const double limit = stage.time() * (1 + 1e-9);
+    while (next < sequence.size()) {
+      const int segment = sequence[next].first;
+      StageStats item = itemStats(segment, config.tp, config.microBatch,
+                                  config.streamDim, config.recompute);
+      int64_t take = 0;
+      if (item.layers > 0)
+        take = std::min(left, (stage.layers - layers) / item.layers);
+      else if (time + item.time() <= limit)
+        take = left;
+      if (take == 0)
+        break;
+      held.push_back({segment, take});
+      layers += take * item.layers;
+      time += take * item.time();
+      left -= take;
+      if (left == 0 && ++next < sequence.size())
+        left = sequence[next].second;
+    }
+    contents.push_back(std::move(held));
+  }
+  return contents;
+}
+
+std::vector<CostItem> Planner::itemise(const Evaluation &e) {
+  const ParallelConfig &config = e.config;
+  const PartitionEntry &entry = partitionOf(e);
+  const int tp = config.tp, mb = config.microBatch, pp = config.pp;
+  const int64_t m = config.numMicroBatches;
+  const int ep = std::max(config.ep, 1);
+  const cost::MeshPlacement placement =
+      cost::placeMesh(cluster_, config.dp, tp, pp, ep);
+  const char *tpLink = cost::toString(model_.linkClass(placement.tp));
+  const char *ppLink = placement.pipelineCrossesNodes ? "network" : "nvlink";
+  const std::vector<std::vector<std::pair<int, int64_t>>> contents =
+      stageContents(entry, config);
+  using Kind = CostItem::Kind;
+
+  std::vector<CostItem> items;
+  for (const DeviceGroup &group : entry.devices) {
+    ItemList list(items, group.firstDevice, group.numDevices);
+    const StageStats &stats = group.stats;
+    // Segments on this device: its virtual stages d, d + pp, ...
+    std::map<int, int64_t> held;
+    for (int chunk = 0; chunk < config.chunks; ++chunk) {
+      size_t stage = static_cast<size_t>(chunk * pp + group.firstDevice);
+      if (stage < contents.size())
+        for (auto [segment, count] : contents[stage])
+          held[segment] += count;
+    }
+    StageStats sum;
+    for (auto [segment, count] : held)
+      sum += itemStats(segment, tp, mb, config.streamDim, config.recompute)
+                 .scaled(count);
+    list.compute("gemm", m, m * sum.gemmCompute);
+    list.compute("attention core", m, m * sum.attentionCompute);
+    list.compute("memory-bound", m,
+                 m * (sum.compute - sum.gemmCompute - sum.attentionCompute -
+                      sum.recomputeCompute));
+    list.compute("recompute", m, m * sum.recomputeCompute);
+    for (auto [segment, count] : held) {
+      const SegmentSolution &sol =
+          solution(segment, tp, mb, config.streamDim);
+      const bool isLayer = segments_[segment].kind == SegmentKind::Layer;
+      for (const SegmentCollective &c : sol.collectives) {
+        const char *kind = cost::toString(c.kind);
+        const std::string &where = graph_.ops[c.op].label;
+        if (c.phase == Phase::Step) {
+          list.comm(Kind::Collective, kind, kTensorAxis, tpLink, "step", where,
+                    c.bytes, count, count * c.seconds, /*afterPipeline=*/true);
+          continue;
+        }
+        const int64_t calls = count * m;
+        list.comm(Kind::Collective, kind, kTensorAxis, tpLink,
+                  toString(c.phase), where, c.bytes, calls, calls * c.seconds);
+        bool repeated =
+            isLayer && c.phase == Phase::Forward &&
+            (config.recompute == Recompute::Full ||
+             (config.recompute == Recompute::Selective && c.attentionCore));
+        if (repeated)
+          list.comm(Kind::Collective, kind, kTensorAxis, tpLink, "recompute",
+                    where, c.bytes, calls, calls * c.seconds);
+      }
+    }
+
+    const DeviceExtras x = deviceExtras(stats, config, placement,
+                                        entry.boundaryBytes, config.chunks);
+    const int64_t boundaryCalls = 2 * config.chunks * m;
+    list.comm(Kind::Transfer, "send_recv", kPipelineAxis, ppLink,
+              "forward+backward", "stage boundary", entry.boundaryBytes / tp,
+              x.p2pLink > 0 ? boundaryCalls : 0, m * x.p2pLink);
+    list.comm(Kind::Collective, "all_gather", kTensorAxis, tpLink,
+              "forward+backward", "stage boundary", entry.boundaryBytes,
+              x.p2pGather > 0 ? boundaryCalls : 0, m * x.p2pGather);
+    list.comm(Kind::Transfer, "send_recv", kPipelineAxis, ppLink,
+              "forward+backward", "side inputs", stats.sideInputBytes / tp,
+              x.sideLink > 0 ? 2 * m : 0, m * x.sideLink);
+    list.comm(Kind::Collective, "all_gather", kTensorAxis, tpLink,
+              "forward+backward", "side inputs", stats.sideInputBytes,
+              x.sideGather > 0 ? 2 * m : 0, m * x.sideGather);
+    if (x.exchange > 0) {
+      const int64_t calls = static_cast<int64_t>(
+          parameterPasses(config.recompute) * stats.exchanges * m);
+      list.comm(Kind::Collective, "all_to_all", kExpertAxis,
+                cost::toString(model_.linkClass(placement.ep)),
+                "forward+backward", "expert dispatch / combine",
+                stats.exchangeBytes / stats.exchanges, calls,
+                m * x.exchange);
+    }
+    // ZeRO's and data parallelism's collectives: on each micro-batch's
+    // path (ZeRO-3), else once the pipeline has drained.
+    auto dataParallel = [&](double params, const char *what,
+                            const cost::CommGroup &dpGroup) {
+      if (dpGroup.size <= 1 || params <= 0)
+        return;
+      const char *link = cost::toString(model_.linkClass(dpGroup));
+      for (const DataParallelCollective &c :
+           dataParallelCollectives(config)) {
+        double bytes =
+            params * (c.gradients ? perParam_.grads : perParam_.params);
+        bool onPath = c.perMicroBatch > 0;
+        int64_t calls = onPath ? c.perMicroBatch * m : c.perStep;
+        list.comm(Kind::Collective, cost::toString(c.kind), kDataAxis, link,
+                  c.phase,
+                  std::string(what) + (c.gradients ? "gradients" : "parameters"),
+                  bytes, calls,
+                  calls * model_.collectiveTime(c.kind, bytes, dpGroup),
+                  /*afterPipeline=*/!onPath);
+      }
+    };
+    dataParallel(stats.params - stats.expertParams, "", placement.dp);
+    dataParallel(stats.expertParams / ep, "expert ", placement.expertDp);
+    list.compute("optimizer step", 1,
+                 stepTail(stats, config, placement).optimizer,
+                 /*afterPipeline=*/true);
+  }
+  if (e.time.bubble > 0) {
+    const DeviceGroup &critical = entry.devices[e.critical];
+    CostItem bubble;
+    bubble.kind = Kind::Bubble;
+    bubble.what = "pipeline bubble";
+    bubble.phase = "forward+backward";
+    bubble.where = e.simulated ? "simulated schedule" : "closed form";
+    bubble.stage = critical.firstDevice;
+    bubble.devices = critical.numDevices;
+    bubble.count = 1;
+    bubble.seconds = e.time.bubble;
+    items.push_back(bubble);
+  }
+  return items;
+}

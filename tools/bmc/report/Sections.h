@@ -1,0 +1,39 @@
+//===- Sections.h - the sections of the HTML report -------------*- C++ -*-===//
+//
+// One function per section; each writes a <section> with an id the browser
+// test looks for (summary, mesh, timeline, memory, communication, sharding,
+// alternatives, compare, measured).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMC_TOOLS_BMC_REPORT_SECTIONS_H
+#define BMC_TOOLS_BMC_REPORT_SECTIONS_H
+
+#include "tools/bmc/report/Report.h"
+
+namespace bmc::report {
+
+void summarySection(const ReportInput &input, llvm::raw_ostream &os);
+void meshSection(const ReportInput &input, llvm::raw_ostream &os);
+void timelineSection(const bm::plan::Plan &plan, llvm::raw_ostream &os);
+void memorySection(const bm::plan::Plan &plan, llvm::raw_ostream &os);
+void communicationSection(const bm::plan::Plan &plan, llvm::raw_ostream &os);
+void shardingSection(const bm::plan::Plan &plan, llvm::raw_ostream &os);
+void alternativesSection(const bm::plan::Plan &plan, llvm::raw_ostream &os);
+void compareSection(const ReportInput &input, llvm::raw_ostream &os);
+void measuredSection(const ReportInput &input, llvm::raw_ostream &os);
+
+/// Identical pipeline ranks in the stage group that starts at `stage` (the
+/// items say), 1 when unknown.
+int stageDevices(const bm::plan::Plan &plan, int stage);
+/// "stage 3", or "stages 1-6" for a group.
+std::string stageName(const bm::plan::Plan &plan, int stage);
+
+/// A horizontal bar of the step time split (compute, NVLink, network,
+/// bubble), `width` wide, scaled so that `scale` seconds fill it.
+std::string timeSplitBar(const bm::plan::TimeBreakdown &time, double scale,
+                         double width);
+
+} // namespace bmc::report
+
+#endif // BMC_TOOLS_BMC_REPORT_SECTIONS_H
