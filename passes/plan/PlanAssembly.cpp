@@ -149,7 +149,12 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
 
 std::vector<TimelineBar> Planner::timeline(const Evaluation &chosen) {
   double pipelineEnd = 0;
-  std::vector<TimelineBar> bars = simulatePipeline(chosen, pipelineEnd);
+  std::vector<TimelineBar> bars;
+  auto it = simulated_.find(chosen.config.str());
+  if (it != simulated_.end())
+    std::tie(bars, pipelineEnd) = it->second;
+  else
+    bars = simulatePipeline(chosen, pipelineEnd);
   if (bars.empty())
     return bars;
   // Once the pipeline has drained, each rank synchronises its stage's

@@ -244,8 +244,8 @@ private:
   stageContents(const PartitionEntry &entry, const ParallelConfig &config);
   /// Every cost of the step of `e` (StepItems.cpp).
   std::vector<CostItem> itemise(const Evaluation &e);
-  /// Retimes the best plan of each mesh (and the fastest that does not
-  /// fit) and picks the best again.
+  /// Retimes the best plans of the fastest meshes (and the fastest plan
+  /// that does not fit), keeps those, and picks the best again.
   void retimeFinalists();
   void consider(const Evaluation &evaluation);
   Plan buildPlan(const Evaluation &chosen);
@@ -286,6 +286,10 @@ private:
   std::unordered_map<uint64_t, PartitionEntry> partitions_;
   std::unordered_map<uint64_t, double> work_;
   std::vector<char> sideInputSources_; // per segment, see makesSideInputs
+  /// The simulated pipelines of the retimed finalists, by config.str():
+  /// every rank's bars and when the last ends.
+  std::map<std::string, std::pair<std::vector<TimelineBar>, double>>
+      simulated_;
 
   /// How far the search got: some (mesh, micro-batch, recomputation,
   /// stream) was a candidate, some schedule of one passed --fix, and the

@@ -97,8 +97,11 @@ Evaluation Planner::retime(const Evaluation &e) {
   if (e.config.pp == 1 || e.simulated || !std::isfinite(e.step))
     return e;
   double pipelineEnd = 0;
-  if (simulatePipeline(e, pipelineEnd).empty())
+  std::vector<TimelineBar> bars = simulatePipeline(e, pipelineEnd);
+  if (bars.empty())
     return e;
+  // Kept for the timeline, should this one be chosen.
+  simulated_[e.config.str()] = {std::move(bars), pipelineEnd};
   Evaluation timed = e;
   timed.simulated = true;
   // The simulated pipeline is the critical device's m micro-batches plus
