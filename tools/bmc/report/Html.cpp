@@ -2,7 +2,11 @@
 
 #include "tools/bmc/report/Html.h"
 
+#include "passes/plan/PlanOutput.h"
+
 #include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
 
 using namespace bmc::report;
 
@@ -31,6 +35,12 @@ std::string bmc::report::escape(llvm::StringRef text) {
     }
   }
   return out;
+}
+
+std::string bmc::report::duration(double seconds) {
+  if (seconds != 0 && std::abs(seconds) < 1e-3)
+    return llvm::formatv("{0:F1} us", seconds * 1e6).str();
+  return bm::plan::formatSeconds(seconds);
 }
 
 const char *bmc::report::palette(int index) {

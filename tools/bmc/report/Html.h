@@ -12,6 +12,10 @@ namespace bmc::report {
 /// Text made safe inside HTML and SVG elements and attributes.
 std::string escape(llvm::StringRef text);
 
+/// "19.110 s", "2.55 ms", or "12.3 us" under a millisecond: tiny models
+/// have steps of microseconds, which plans' "0.00 ms" would hide.
+std::string duration(double seconds);
+
 /// Categorical colours (Tableau 10), readable on white and in print.
 const char *palette(int index);
 

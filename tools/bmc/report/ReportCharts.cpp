@@ -39,7 +39,7 @@ std::string bmc::report::timeSplitBar(const TimeBreakdown &time, double scale,
     double w = scale > 0 ? parts[i].second / scale * width : 0;
     svg.rect(x, 0, w, 20, palette(static_cast<int>(i)),
              llvm::formatv("{0}: {1}", parts[i].first,
-                           formatSeconds(parts[i].second))
+                           duration(parts[i].second))
                  .str(),
              "split");
     x += w;
@@ -48,7 +48,7 @@ std::string bmc::report::timeSplitBar(const TimeBreakdown &time, double scale,
   for (size_t i = 0; i < std::size(parts); ++i) {
     svg.rect(x, 26, 10, 10, palette(static_cast<int>(i)));
     std::string label = llvm::formatv("{0} {1}", parts[i].first,
-                                      formatSeconds(parts[i].second))
+                                      duration(parts[i].second))
                             .str();
     svg.text(x + 14, 35, label, "start", 11);
     x += 14 + 6.5 * label.size() + 16;
@@ -145,14 +145,14 @@ void bmc::report::communicationSection(const Plan &plan,
     svg.text(left - 6, y + row * 0.7, name, "end", 11);
     double w = longest > 0 ? t.stepSeconds / longest * width : 0;
     svg.rect(left, y, w, row, palette(i),
-             name + ": " + formatSeconds(t.stepSeconds) + " of the step",
+             name + ": " + duration(t.stepSeconds) + " of the step",
              "comm-axis");
-    svg.text(left + w + 4, y + row * 0.7, formatSeconds(t.stepSeconds),
+    svg.text(left + w + 4, y + row * 0.7, duration(t.stepSeconds),
              "start", 10);
     ++i;
   }
   os << "<p class=\"note\">Seconds each axis adds to the step (the critical "
-        "stage's items; together " << formatSeconds(stepComm)
+        "stage's items; together " << duration(stepComm)
      << ", the step's NVLink and network parts). The table counts every "
         "stage of one model replica.</p>"
      << svg.str();
@@ -166,7 +166,7 @@ void bmc::report::communicationSection(const Plan &plan,
        << escape(c.where) << "</td><td>" << escape(c.link)
        << "</td><td class=\"num\">" << formatBytes(c.bytes)
        << "</td><td class=\"num\">" << c.countPerStep
-       << "</td><td class=\"num\">" << formatSeconds(c.seconds)
+       << "</td><td class=\"num\">" << duration(c.seconds)
        << "</td></tr>";
   os << "</tbody></table></div></section>\n";
 }

@@ -22,7 +22,7 @@ section{break-inside:avoid-page}
 table{border-collapse:collapse;font-size:12.5px;margin:6px 0}
 td,th{border-bottom:1px solid #eee;padding:3px 8px;text-align:left;
   vertical-align:top}
-th{background:#f5f5f5}td.num,th.num{text-align:right;
+th{background:#f5f5f5}td.num,th.num{text-align:right;white-space:nowrap;
   font-variant-numeric:tabular-nums}
 code,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
 .kv{display:grid;grid-template-columns:repeat(auto-fill,minmax(210px,1fr));
@@ -96,7 +96,7 @@ void bmc::report::summarySection(const ReportInput &input,
   fact(os, "ZeRO, recompute",
        llvm::formatv("stage {0}, {1}", c.zeroStage, toString(c.recompute))
            .str());
-  fact(os, "predicted step time", formatSeconds(plan.stepSeconds));
+  fact(os, "predicted step time", duration(plan.stepSeconds));
   fact(os, tokens ? "tokens per second" : "samples per second",
        llvm::formatv("{0:F0}", plan.tokensPerSecond).str());
   fact(os, "MFU", llvm::formatv("{0:F1}%", 100 * plan.mfu).str());
@@ -130,12 +130,13 @@ void bmc::report::meshSection(const ReportInput &input,
   const int perNode = input.gpusPerNode > 0 ? input.gpusPerNode : 8;
   const int nodes = (plan.gpus + perNode - 1) / perNode;
   os << "<section id=\"mesh\"><h2>Mesh over the nodes</h2>";
-  os << llvm::formatv("<p class=\"note\">{0} nodes of {1} GPUs{2}. Colour: "
+  os << llvm::formatv("<p class=\"note\">{0} node{3} of {1} GPUs{2}. Colour: "
                       "pipeline stage; label: dp.tp coordinates. Ranks are "
                       "numbered tp innermost, then dp, then pp.</p>",
                       nodes, perNode,
                       input.gpusPerNode > 0 ? ""
-                                            : " (cluster unknown: 8 assumed)");
+                                            : " (cluster unknown: 8 assumed)",
+                      nodes == 1 ? "" : "s");
   // Nodes in a grid, each a row of GPU cells.
   const double cell = perNode <= 8 && nodes <= 16 ? 26 : 12, gap = 8;
   const double nodeW = perNode * cell + 8;

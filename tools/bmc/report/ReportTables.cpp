@@ -61,16 +61,16 @@ void bmc::report::alternativesSection(const Plan &plan,
   auto bar = [&](int row, double seconds, const char *colour,
                  const std::string &name) {
     double w = longest > 0 ? seconds / longest * width : 0;
-    svg.rect(left, row * 24, w, 18, colour, name + ": " + formatSeconds(seconds),
+    svg.rect(left, row * 24, w, 18, colour, name + ": " + duration(seconds),
              "alt");
-    svg.text(left + w + 4, row * 24 + 13, formatSeconds(seconds), "start", 10);
+    svg.text(left + w + 4, row * 24 + 13, duration(seconds), "start", 10);
   };
   bar(0, plan.stepSeconds, palette(2), "chosen " + plan.config.str());
   os << "<table><thead><tr><th>#</th><th>configuration</th><th "
         "class=\"num\">step time</th><th class=\"num\">memory per GPU</th>"
         "<th>why it lost</th></tr></thead><tbody>";
   os << "<tr><td>chosen</td><td class=\"mono\">" << escape(plan.config.str())
-     << "</td><td class=\"num\">" << formatSeconds(plan.stepSeconds)
+     << "</td><td class=\"num\">" << duration(plan.stepSeconds)
      << "</td><td class=\"num\">" << formatBytes(plan.memory.total())
      << "</td><td>-</td></tr>";
   for (size_t i = 0; i < plan.alternatives.size(); ++i) {
@@ -83,7 +83,7 @@ void bmc::report::alternativesSection(const Plan &plan,
                "#e15759");
     os << "<tr><td>" << i + 1 << "</td><td class=\"mono\">"
        << escape(a.config.str()) << "</td><td class=\"num\">"
-       << formatSeconds(a.stepSeconds) << "</td><td class=\"num\">"
+       << duration(a.stepSeconds) << "</td><td class=\"num\">"
        << formatBytes(a.memoryBytes) << "</td><td>" << escape(a.reason)
        << "</td></tr>";
   }
@@ -109,18 +109,18 @@ void bmc::report::compareSection(const ReportInput &input,
         "</thead><tbody>";
   compareRow(os, "configuration", a.config.str(), b.config.str());
   compareRow(os, "GPUs", std::to_string(a.gpus), std::to_string(b.gpus));
-  compareRow(os, "step time", formatSeconds(a.stepSeconds),
-             formatSeconds(b.stepSeconds));
+  compareRow(os, "step time", duration(a.stepSeconds),
+             duration(b.stepSeconds));
   TimeBreakdown ta = a.items.empty() ? a.time : timeOfItems(a);
   TimeBreakdown tb = b.items.empty() ? b.time : timeOfItems(b);
-  compareRow(os, "compute", formatSeconds(ta.compute),
-             formatSeconds(tb.compute));
-  compareRow(os, "comm (nvlink)", formatSeconds(ta.nvlink),
-             formatSeconds(tb.nvlink));
-  compareRow(os, "comm (network)", formatSeconds(ta.network),
-             formatSeconds(tb.network));
-  compareRow(os, "pipeline bubble", formatSeconds(ta.bubble),
-             formatSeconds(tb.bubble));
+  compareRow(os, "compute", duration(ta.compute),
+             duration(tb.compute));
+  compareRow(os, "comm (nvlink)", duration(ta.nvlink),
+             duration(tb.nvlink));
+  compareRow(os, "comm (network)", duration(ta.network),
+             duration(tb.network));
+  compareRow(os, "pipeline bubble", duration(ta.bubble),
+             duration(tb.bubble));
   compareRow(os, "MFU", llvm::formatv("{0:F1}%", 100 * a.mfu).str(),
              llvm::formatv("{0:F1}%", 100 * b.mfu).str());
   compareRow(os, "memory per GPU", formatBytes(a.memory.total()),
@@ -152,7 +152,7 @@ void bmc::report::measuredSection(const ReportInput &input,
   double predictedY = height - plan.stepSeconds / top * height;
   svg.line(left, predictedY, left + width, predictedY, "#e15759", 1.5, true);
   svg.text(left + width, predictedY - 4,
-           "predicted " + formatSeconds(plan.stepSeconds), "end", 11,
+           "predicted " + duration(plan.stepSeconds), "end", 11,
            "#e15759");
   std::string points;
   for (size_t i = 0; i < times.size(); ++i) {
@@ -163,18 +163,18 @@ void bmc::report::measuredSection(const ReportInput &input,
     points += llvm::formatv("{0:F1},{1:F1} ", x, y).str();
     svg.rect(x - 2, y - 2, 4, 4, palette(0),
              llvm::formatv("step {0}: {1}", steps[i].step,
-                           formatSeconds(times[i]))
+                           duration(times[i]))
                  .str(),
              "step");
   }
   svg.polyline(points, palette(0));
-  svg.text(left - 6, 10, formatSeconds(top), "end", 10);
+  svg.text(left - 6, 10, duration(top), "end", 10);
   svg.text(left - 6, height, "0", "end", 10);
   svg.text(left + width / 2, height + 22, "step", "middle", 11);
   os << "<table><tbody>";
   compareRow(os, "step time (median of " + std::to_string(steps.size()) +
                      " steps / predicted)",
-             formatSeconds(median), formatSeconds(plan.stepSeconds));
+             duration(median), duration(plan.stepSeconds));
   std::optional<double> peak;
   for (const MeasuredStep &s : steps)
     if (s.peakBytes)

@@ -126,7 +126,7 @@ void bmc::report::timelineSection(const Plan &plan, llvm::raw_ostream &os) {
     svg.rect(x, y, w, kRow, colourOf(bar.kind),
              llvm::formatv("rank {0}: {1} {2}, {3} to {4}", bar.rank,
                            toString(bar.kind), label,
-                           formatSeconds(bar.start), formatSeconds(bar.end))
+                           duration(bar.start), duration(bar.end))
                  .str(),
              "bar");
     if (w >= 7.5 * label.size())
@@ -150,7 +150,7 @@ void bmc::report::timelineSection(const Plan &plan, llvm::raw_ostream &os) {
   for (int tick = 0; tick <= 5; ++tick) {
     double x = kLeft + tick * kWidth / 5;
     svg.line(x, axisY, x, axisY + 4, "#888");
-    svg.text(x, axisY + 16, formatSeconds(end * tick / 5),
+    svg.text(x, axisY + 16, duration(end * tick / 5),
              tick == 0 ? "start" : tick == 5 ? "end" : "middle", 10);
   }
   os << llvm::formatv("<p class=\"note\">{0}, {1} pipeline rank{2}, {3} "
@@ -166,7 +166,7 @@ void bmc::report::timelineSection(const Plan &plan, llvm::raw_ostream &os) {
                                              plan.config.chunks)
                                    .str()
                              : std::string(),
-                      formatSeconds(end), formatSeconds(plan.time.bubble));
+                      duration(end), duration(plan.time.bubble));
   legend(os);
   os << "<div class=\"scroll\">" << svg.str() << "</div></section>\n";
 }
