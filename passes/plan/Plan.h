@@ -155,6 +155,9 @@ struct Alternative {
   double memoryBytes = 0;      // worst stage
   bool fits = true;
   std::string reason;          // why it lost
+  /// Its step time split, as the chosen plan's (zero in plans written
+  /// before it was kept).
+  TimeBreakdown time;
 };
 
 struct Plan {

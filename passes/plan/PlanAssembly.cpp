@@ -143,7 +143,8 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
     others.push_back(fastestOutOfMemory_);
   for (const Evaluation &e : others)
     plan.alternatives.push_back({e.config, e.step, e.memory.total(), e.fits,
-                                 lossReason(e, chosen, cluster_.memoryBytes)});
+                                 lossReason(e, chosen, cluster_.memoryBytes),
+                                 e.time});
   return plan;
 }
 

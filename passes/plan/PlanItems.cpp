@@ -97,7 +97,7 @@ static bool near(double a, double b) {
 }
 
 std::optional<std::string> bm::plan::inconsistency(const Plan &plan) {
-  auto differ = [](const char *what, double items, double total) {
+  auto differ = [](const std::string &what, double items, double total) {
     return llvm::formatv("{0} add up to {1} s, the plan says {2} s", what,
                          items, total)
         .str();
@@ -118,6 +118,10 @@ std::optional<std::string> bm::plan::inconsistency(const Plan &plan) {
       if (!near(values.first, values.second))
         return differ(what, values.first, values.second);
   }
+  for (const Alternative &a : plan.alternatives)
+    if (a.time.total() > 0 && !near(a.time.total(), a.stepSeconds))
+      return differ("the parts of alternative " + a.config.str(),
+                    a.time.total(), a.stepSeconds);
   if (!plan.stageMemory.empty()) {
     double worst = 0;
     for (const MemoryBreakdown &stage : plan.stageMemory)

@@ -57,6 +57,13 @@ static void writeTensor(OStream &j, const TensorSharding &t) {
   });
 }
 
+static void writeTimeParts(OStream &j, const TimeBreakdown &t) {
+  j.attribute("compute", t.compute);
+  j.attribute("nvlink", t.nvlink);
+  j.attribute("network", t.network);
+  j.attribute("bubble", t.bubble);
+}
+
 static void writeMemoryParts(OStream &j, const MemoryBreakdown &m) {
   j.attribute("params", m.params);
   j.attribute("grads", m.grads);
@@ -168,10 +175,7 @@ void bm::plan::printPlanJson(const Plan &plan, llvm::raw_ostream &os) {
     });
     j.attributeObject("time", [&] {
       j.attribute("step_seconds", plan.stepSeconds);
-      j.attribute("compute", plan.time.compute);
-      j.attribute("nvlink", plan.time.nvlink);
-      j.attribute("network", plan.time.network);
-      j.attribute("bubble", plan.time.bubble);
+      writeTimeParts(j, plan.time);
     });
     j.attributeObject("memory", [&] {
       j.attribute("stage", plan.memory.stage);
@@ -220,6 +224,7 @@ void bm::plan::printPlanJson(const Plan &plan, llvm::raw_ostream &os) {
           j.attribute("memory_bytes", a.memoryBytes);
           j.attribute("fits", a.fits);
           j.attribute("reason", a.reason);
+          j.attributeObject("time", [&] { writeTimeParts(j, a.time); });
         });
     });
   });
@@ -399,6 +404,13 @@ static TensorSharding readTensor(Reader &parent, const llvm::json::Value &v,
   if (const llvm::json::Value *partial = r.field("partial"))
     t.partialAxes = r.strings(*partial, path + ".partial");
   return t;
+}
+
+static void readTimeParts(Reader &r, TimeBreakdown &t) {
+  r.number("compute", t.compute);
+  r.number("nvlink", t.nvlink);
+  r.number("network", t.network);
+  r.number("bubble", t.bubble);
 }
 
 static void readMemoryParts(Reader &r, MemoryBreakdown &m) {
@@ -609,10 +621,7 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
     }
   Reader time = r.object("time");
   time.number("step_seconds", plan.stepSeconds);
-  time.number("compute", plan.time.compute);
-  time.number("nvlink", plan.time.nvlink);
-  time.number("network", plan.time.network);
-  time.number("bubble", plan.time.bubble);
+  readTimeParts(time, plan.time);
   Reader memory = r.object("memory");
   memory.number("device_bytes", plan.deviceMemoryBytes);
   readMemoryParts(memory, plan.memory);
@@ -634,6 +643,11 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
       ar.number("memory_bytes", a.memoryBytes);
       ar.boolean("fits", a.fits);
       ar.string("reason", a.reason);
+      if (const llvm::json::Object *o = (*alternatives)[i].getAsObject();
+          o && o->get("time")) {
+        Reader time = ar.object("time");
+        readTimeParts(time, a.time);
+      }
       plan.alternatives.push_back(a);
     }
   if (!error.empty())

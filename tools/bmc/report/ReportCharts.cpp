@@ -8,6 +8,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 
 using namespace bmc::report;
@@ -27,29 +28,46 @@ std::string bmc::report::stageName(const Plan &plan, int stage) {
   return llvm::formatv("stages {0}-{1}", stage, stage + devices - 1).str();
 }
 
-std::string bmc::report::timeSplitBar(const TimeBreakdown &time, double scale,
-                                      double width) {
-  std::pair<const char *, double> parts[] = {{"compute", time.compute},
-                                             {"comm (nvlink)", time.nvlink},
-                                             {"comm (network)", time.network},
-                                             {"pipeline bubble", time.bubble}};
-  Svg svg(width, 40, "step time split");
-  double x = 0;
-  for (size_t i = 0; i < std::size(parts); ++i) {
-    double w = scale > 0 ? parts[i].second / scale * width : 0;
-    svg.rect(x, 0, w, 20, palette(static_cast<int>(i)),
-             llvm::formatv("{0}: {1}", parts[i].first,
-                           duration(parts[i].second))
+static const char *kSplitNames[] = {"compute", "comm (nvlink)",
+                                   "comm (network)", "pipeline bubble"};
+
+static std::array<double, 4> splitParts(const TimeBreakdown &time) {
+  return {time.compute, time.nvlink, time.network, time.bubble};
+}
+
+void bmc::report::drawSplit(Svg &svg, double x, double y, double width,
+                            double height, const TimeBreakdown &time,
+                            double scale, const std::string &plan) {
+  std::array<double, 4> parts = splitParts(time);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    double w = scale > 0 ? parts[i] / scale * width : 0;
+    svg.rect(x, y, w, height, palette(static_cast<int>(i)),
+             llvm::formatv("{0}{1}: {2}", plan.empty() ? "" : plan + ": ",
+                           kSplitNames[i], duration(parts[i]))
                  .str(),
              "split");
     x += w;
   }
-  x = 0;
-  for (size_t i = 0; i < std::size(parts); ++i) {
+}
+
+std::string bmc::report::splitLegend() {
+  std::string html = "<div class=\"legend\">";
+  for (int i = 0; i < 4; ++i)
+    html += std::string("<span><i style=\"background:") + palette(i) +
+            "\"></i>" + kSplitNames[i] + "</span>";
+  return html + "</div>";
+}
+
+std::string bmc::report::timeSplitBar(const TimeBreakdown &time, double scale,
+                                      double width) {
+  Svg svg(width, 40, "step time split");
+  drawSplit(svg, 0, 0, width, 20, time, scale, "");
+  std::array<double, 4> parts = splitParts(time);
+  double x = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
     svg.rect(x, 26, 10, 10, palette(static_cast<int>(i)));
-    std::string label = llvm::formatv("{0} {1}", parts[i].first,
-                                      duration(parts[i].second))
-                            .str();
+    std::string label =
+        llvm::formatv("{0} {1}", kSplitNames[i], duration(parts[i])).str();
     svg.text(x + 14, 35, label, "start", 11);
     x += 14 + 6.5 * label.size() + 16;
   }

@@ -48,6 +48,27 @@ void bmc::report::shardingSection(const Plan &plan, llvm::raw_ostream &os) {
   os << "</tbody></table></div></section>\n";
 }
 
+/// A configuration that may wrap after its commas.
+static std::string configHtml(const ParallelConfig &config) {
+  std::string html;
+  for (char c : escape(config.str()))
+    html += c == ',' ? std::string(",<wbr>") : std::string(1, c);
+  return html;
+}
+
+/// One row of the alternatives table.
+static void alternativeRow(llvm::raw_ostream &os, const std::string &rank,
+                           const ParallelConfig &config, double step,
+                           const TimeBreakdown &time, double memory,
+                           const std::string &reason) {
+  os << "<tr><td>" << rank << "</td><td class=\"mono\">" << configHtml(config)
+     << "</td><td class=\"num\">" << duration(step);
+  for (double part : {time.compute, time.nvlink, time.network, time.bubble})
+    os << "</td><td class=\"num\">" << duration(part);
+  os << "</td><td class=\"num\">" << formatBytes(memory) << "</td><td>"
+     << escape(reason) << "</td></tr>";
+}
+
 void bmc::report::alternativesSection(const Plan &plan,
                                       llvm::raw_ostream &os) {
   os << "<section id=\"alternatives\"><h2>Alternatives</h2>";
@@ -55,43 +76,43 @@ void bmc::report::alternativesSection(const Plan &plan,
   for (const Alternative &a : plan.alternatives)
     if (a.fits)
       longest = std::max(longest, a.stepSeconds);
-  const double left = 20, width = 360;
-  Svg svg(left + width + 90, (plan.alternatives.size() + 1) * 24,
-          "step time of the plan and its alternatives");
-  auto bar = [&](int row, double seconds, const char *colour,
-                 const std::string &name) {
-    double w = longest > 0 ? seconds / longest * width : 0;
-    svg.rect(left, row * 24, w, 18, colour, name + ": " + duration(seconds),
-             "alt");
-    svg.text(left + w + 4, row * 24 + 13, duration(seconds), "start", 10);
-  };
-  bar(0, plan.stepSeconds, palette(2), "chosen " + plan.config.str());
   os << "<table><thead><tr><th>#</th><th>configuration</th><th "
-        "class=\"num\">step time</th><th class=\"num\">memory per GPU</th>"
+        "class=\"num\">step time</th><th class=\"num\">compute</th><th "
+        "class=\"num\">nvlink</th><th class=\"num\">network</th><th "
+        "class=\"num\">bubble</th><th class=\"num\">memory per GPU</th>"
         "<th>why it lost</th></tr></thead><tbody>";
-  os << "<tr><td>chosen</td><td class=\"mono\">" << escape(plan.config.str())
-     << "</td><td class=\"num\">" << duration(plan.stepSeconds)
-     << "</td><td class=\"num\">" << formatBytes(plan.memory.total())
-     << "</td><td>-</td></tr>";
+  TimeBreakdown chosen = plan.items.empty() ? plan.time : timeOfItems(plan);
+  alternativeRow(os, "chosen", plan.config, plan.stepSeconds, chosen,
+                 plan.memory.total(), "-");
+  // The step time split of each plan, on one scale.
+  const double left = 70, width = 800, row = 24;
+  Svg svg(left + width + 90, (plan.alternatives.size() + 1) * row,
+          "step time split of the plan and its alternatives");
+  auto bar = [&](size_t index, const std::string &name, double step,
+                 const TimeBreakdown &time) {
+    double y = index * row;
+    svg.text(left - 6, y + 13, name, "end", 11);
+    drawSplit(svg, left, y, width, 18, time, longest, name);
+    svg.text(left + step / longest * width + 4, y + 13, duration(step),
+             "start", 10);
+  };
+  bar(0, "chosen", plan.stepSeconds, chosen);
   for (size_t i = 0; i < plan.alternatives.size(); ++i) {
     const Alternative &a = plan.alternatives[i];
+    std::string name = std::to_string(i + 1);
+    alternativeRow(os, name, a.config, a.stepSeconds, a.time, a.memoryBytes,
+                   a.reason);
     if (a.fits)
-      bar(static_cast<int>(i + 1), a.stepSeconds, palette(0),
-          a.config.str());
+      bar(i + 1, name, a.stepSeconds, a.time);
     else
-      svg.text(left, (i + 1) * 24 + 13, "does not fit", "start", 10,
-               "#e15759");
-    os << "<tr><td>" << i + 1 << "</td><td class=\"mono\">"
-       << escape(a.config.str()) << "</td><td class=\"num\">"
-       << duration(a.stepSeconds) << "</td><td class=\"num\">"
-       << formatBytes(a.memoryBytes) << "</td><td>" << escape(a.reason)
-       << "</td></tr>";
+      svg.text(left, (i + 1) * row + 13, "does not fit in memory", "start",
+               11, "#e15759");
   }
   os << "</tbody></table>";
   if (plan.alternatives.empty())
     os << "<p class=\"note\">No runner-up: the search kept none (a --fix "
           "that pins every choice, or --alternatives 0).</p>";
-  os << svg.str() << "</section>\n";
+  os << splitLegend() << svg.str() << "</section>\n";
 }
 
 static void compareRow(llvm::raw_ostream &os, llvm::StringRef name,
@@ -107,7 +128,8 @@ void bmc::report::compareSection(const ReportInput &input,
      << escape(input.otherPath) << "</h2><table><thead><tr><th></th><th "
         "class=\"num\">this plan</th><th class=\"num\">other plan</th></tr>"
         "</thead><tbody>";
-  compareRow(os, "configuration", a.config.str(), b.config.str());
+  os << "<tr><td>configuration</td><td class=\"mono\">" << configHtml(a.config)
+     << "</td><td class=\"mono\">" << configHtml(b.config) << "</td></tr>";
   compareRow(os, "GPUs", std::to_string(a.gpus), std::to_string(b.gpus));
   compareRow(os, "step time", duration(a.stepSeconds),
              duration(b.stepSeconds));

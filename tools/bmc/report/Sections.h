@@ -9,6 +9,7 @@
 #ifndef BMC_TOOLS_BMC_REPORT_SECTIONS_H
 #define BMC_TOOLS_BMC_REPORT_SECTIONS_H
 
+#include "tools/bmc/report/Html.h"
 #include "tools/bmc/report/Report.h"
 
 namespace bmc::report {
@@ -28,6 +29,15 @@ void measuredSection(const ReportInput &input, llvm::raw_ostream &os);
 int stageDevices(const bm::plan::Plan &plan, int stage);
 /// "stage 3", or "stages 1-6" for a group.
 std::string stageName(const bm::plan::Plan &plan, int stage);
+
+/// One stacked bar of a step time split at (x, y), `scale` seconds to
+/// `width` units, each part with a tooltip naming `plan`.
+void drawSplit(Svg &svg, double x, double y, double width, double height,
+               const bm::plan::TimeBreakdown &time, double scale,
+               const std::string &plan);
+
+/// The colours of drawSplit's parts, as an HTML legend.
+std::string splitLegend();
 
 /// A horizontal bar of the step time split (compute, NVLink, network,
 /// bubble), `width` wide, scaled so that `scale` seconds fill it.
