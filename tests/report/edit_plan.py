@@ -7,6 +7,7 @@ usage: edit_plan.py IN OUT WHAT, WHAT one of
   memory      the worst stage's parameters doubled
   log-other   OUT is a trainer log of another plan (a step of half the tokens)
   log-good    OUT is a trainer log of this plan (three steps)
+  old         without the keys added for bmc report (a plan written before)
 """
 import json
 import sys
@@ -39,6 +40,11 @@ elif what == "item":
     item["seconds"] *= 2
 elif what == "memory":
     plan["memory"]["params"] *= 2
+elif what == "old":
+    for key in ("critical_stage", "tail_stage", "items", "stage_memory", "timeline"):
+        del plan[key]
+    for alternative in plan["alternatives"]:
+        del alternative["time"]
 elif what in ("log-other", "log-good"):
     with open(dst, "w") as f:
         f.write(log(tokens / 2 if what == "log-other" else tokens))

@@ -154,9 +154,12 @@ void bmc::report::meshSection(const ReportInput &input,
     for (int g = 0; g < perNode && node * perNode + g < plan.gpus; ++g) {
       int rank = node * perNode + g;
       auto [stage, dp, tp] = coordinates(c, rank);
+      // The innermost ep of the dp ranks share an expert group.
+      std::string expert =
+          c.ep > 1 ? llvm::formatv(", ep {0}", dp % c.ep).str() : "";
       svg.rect(x + 4 + g * cell, y + 15, cell - 2, cell - 2, palette(stage),
-               llvm::formatv("rank {0}: pp stage {1}, dp {2}, tp {3}", rank,
-                             stage, dp, tp)
+               llvm::formatv("rank {0}: pp stage {1}, dp {2}, tp {3}{4}",
+                             rank, stage, dp, tp, expert)
                    .str(),
                "gpu");
       if (cell >= 20)
@@ -169,8 +172,11 @@ void bmc::report::meshSection(const ReportInput &input,
   os << "<table><tr><th>axis</th><th class=\"num\">size</th><th>link</th>"
         "</tr>";
   for (auto [axis, size] : {std::pair{kDataAxis, c.dp},
+                            std::pair{kExpertAxis, c.ep},
                             std::pair{kTensorAxis, c.tp},
                             std::pair{kPipelineAxis, c.pp}}) {
+    if (axis == kExpertAxis && size == 1)
+      continue;
     std::string link = size > 1 ? "" : "-";
     for (const CollectiveSummary &s : plan.collectives)
       if (s.axis == axis && (link.empty() || s.link == "network"))
