@@ -56,7 +56,10 @@ static std::string lossReason(const Evaluation &alternative,
       .str();
 }
 
-Plan Planner::buildPlan(const Evaluation &chosen) {
+Plan Planner::buildPlan(const Evaluation &searched) {
+  // The plan's bubble is its schedule's, simulated; the alternatives were
+  // compared with it in the closed form and keep it (ScheduleCost.cpp).
+  const Evaluation chosen = retime(searched);
   const ParallelConfig &config = chosen.config;
   const int tp = config.tp, mb = config.microBatch;
   const int ep = std::max(config.ep, 1);
@@ -139,23 +142,17 @@ Plan Planner::buildPlan(const Evaluation &chosen) {
   std::sort(others.begin(), others.end(), better);
   if (others.size() > static_cast<size_t>(std::max(config_.numAlternatives, 0)))
     others.resize(std::max(config_.numAlternatives, 0));
-  if (config_.numAlternatives > 0 && fastestOutOfMemory_.step < chosen.step)
+  if (config_.numAlternatives > 0 && fastestOutOfMemory_.step < searched.step)
     others.push_back(fastestOutOfMemory_);
   for (const Evaluation &e : others)
     plan.alternatives.push_back({e.config, e.step, e.memory.total(), e.fits,
-                                 lossReason(e, chosen, cluster_.memoryBytes),
+                                 lossReason(e, searched, cluster_.memoryBytes),
                                  e.time});
   return plan;
 }
 
 std::vector<TimelineBar> Planner::timeline(const Evaluation &chosen) {
-  double pipelineEnd = 0;
-  std::vector<TimelineBar> bars;
-  auto it = simulated_.find(chosen.config.str());
-  if (it != simulated_.end())
-    std::tie(bars, pipelineEnd) = it->second;
-  else
-    bars = simulatePipeline(chosen, pipelineEnd);
+  auto [bars, pipelineEnd] = chosenPipeline_;
   if (bars.empty())
     return bars;
   // Once the pipeline has drained, each rank synchronises its stage's

@@ -18,6 +18,8 @@
 
 #include "llvm/Support/Error.h"
 
+#include "bmrt/Schedule.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -28,6 +30,21 @@
 #include <tuple>
 #include <unordered_map>
 #include <vector>
+
+namespace bmrt {
+struct CostModel;
+struct SimulationResult;
+} // namespace bmrt
+
+namespace bm::plan {
+
+/// Simulates the schedule the trainer runs (runtime/schedule) with the given
+/// per-virtual-stage costs; nullopt when no such schedule exists.
+std::optional<bmrt::SimulationResult>
+simulateSchedule(PipelineSchedule schedule, int pp, int chunks,
+                 int microBatches, const bmrt::CostModel &costs);
+
+} // namespace bm::plan
 
 namespace bm::plan::detail {
 
@@ -230,8 +247,11 @@ private:
                                const PartitionEntry &entry) const;
   /// The stages of `e` (its own partition, or the cached one).
   const PartitionEntry &partitionOf(const Evaluation &e);
-  /// Replaces the closed-form bubble of `e` by the one of its schedule
-  /// simulated with the stages' forward and backward times (ScheduleCost.cpp).
+  /// The schedule's per-virtual-stage forward and backward times of `e`.
+  bmrt::CostModel scheduleCosts(const Evaluation &e);
+  /// `e` with the bubble of its schedule simulated with the stages' forward
+  /// and backward times instead of the closed form (ScheduleCost.cpp); the
+  /// simulation's bars are kept for the timeline.
   Evaluation retime(const Evaluation &e);
   /// The simulated pipeline of `e`: every rank's forward and backward
   /// bars; `pipelineEnd` is when the last one ends.
@@ -244,9 +264,6 @@ private:
   stageContents(const PartitionEntry &entry, const ParallelConfig &config);
   /// Every cost of the step of `e` (StepItems.cpp).
   std::vector<CostItem> itemise(const Evaluation &e);
-  /// Retimes the best plans of the fastest meshes (and the fastest plan
-  /// that does not fit), keeps those, and picks the best again.
-  void retimeFinalists();
   void consider(const Evaluation &evaluation);
   Plan buildPlan(const Evaluation &chosen);
   double boundaryBytes(int tp, int microBatch, int stream);
@@ -286,10 +303,9 @@ private:
   std::unordered_map<uint64_t, PartitionEntry> partitions_;
   std::unordered_map<uint64_t, double> work_;
   std::vector<char> sideInputSources_; // per segment, see makesSideInputs
-  /// The simulated pipelines of the retimed finalists, by config.str():
-  /// every rank's bars and when the last ends.
-  std::map<std::string, std::pair<std::vector<TimelineBar>, double>>
-      simulated_;
+  /// The chosen plan's simulated pipeline (retime): every rank's bars and
+  /// when the last ends.
+  std::pair<std::vector<TimelineBar>, double> chosenPipeline_;
 
   /// How far the search got: some (mesh, micro-batch, recomputation,
   /// stream) was a candidate, some schedule of one passed --fix, and the

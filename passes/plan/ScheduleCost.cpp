@@ -3,11 +3,13 @@
 // The pipeline schedule is data (DESIGN.md section 5): runtime/schedule
 // generates each rank's instruction list and simulates it. The search ranks
 // configurations with the closed-form bubble ((p-1)/(v m) of the ideal time
-// for equal stages, cost::pipelineBubbleFraction), which is cheap enough
-// for every configuration; the finalists (the best plan of each mesh) are
-// timed again by simulating their own schedule with their stages' forward
-// and backward times, so that the plan's bubble and the report's timeline
-// are the trainer's schedule, unequal stages included.
+// for equal stages, cost::pipelineBubbleFraction), cheap enough for every
+// configuration; the chosen plan is timed again by simulating its own
+// schedule with its stages' forward and backward times, so that its bubble
+// and the report's timeline are the trainer's schedule, unequal stages
+// included. Simulating costs O(pp x v x m) actions (tens of milliseconds
+// for pp=32, m=768), too much for every finalist: the alternatives keep the
+// closed form.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,8 +40,7 @@ static std::optional<bmrt::ScheduleKind> kindOf(PipelineSchedule schedule) {
   return std::nullopt;
 }
 
-std::vector<TimelineBar> Planner::simulatePipeline(const Evaluation &e,
-                                                   double &pipelineEnd) {
+bmrt::CostModel Planner::scheduleCosts(const Evaluation &e) {
   const ParallelConfig &config = e.config;
   const PartitionEntry &entry = partitionOf(e);
   const cost::MeshPlacement placement = cost::placeMesh(
@@ -56,26 +57,41 @@ std::vector<TimelineBar> Planner::simulatePipeline(const Evaluation &e,
     costs.stageForward.push_back(stage.forward + extras / 2);
     costs.stageBackward.push_back(stage.time() - stage.forward + extras / 2);
   }
-  std::vector<TimelineBar> bars;
-  pipelineEnd = 0;
-  std::optional<bmrt::ScheduleKind> kind = kindOf(config.schedule);
+  return costs;
+}
+
+std::optional<bmrt::SimulationResult>
+bm::plan::simulateSchedule(PipelineSchedule schedule, int pp, int chunks,
+                           int microBatches, const bmrt::CostModel &costs) {
   bmrt::ScheduleSpec spec;
-  spec.kind = kind.value_or(bmrt::ScheduleKind::OneFOneB);
-  spec.pp = config.pp;
-  spec.v = config.chunks;
-  spec.m = config.numMicroBatches;
-  bmrt::SimulationResult run;
+  spec.kind = kindOf(schedule).value_or(bmrt::ScheduleKind::OneFOneB);
+  spec.pp = pp;
+  spec.v = chunks;
+  spec.m = microBatches;
   try {
-    run = bmrt::simulate(bmrt::generateSchedule(spec, costs), costs);
+    bmrt::SimulationResult run =
+        bmrt::simulate(bmrt::generateSchedule(spec, costs), costs);
+    if (run.ok())
+      return run;
   } catch (const bmrt::Error &) {
     // Schedules the search admits always exist (interleaving only with m a
-    // multiple of pp); an empty timeline keeps the closed form.
-    return bars;
+    // multiple of pp); without one the closed form stays.
   }
-  if (!run.ok())
+  return std::nullopt;
+}
+
+std::vector<TimelineBar> Planner::simulatePipeline(const Evaluation &e,
+                                                   double &pipelineEnd) {
+  const ParallelConfig &config = e.config;
+  std::vector<TimelineBar> bars;
+  pipelineEnd = 0;
+  std::optional<bmrt::SimulationResult> run =
+      simulateSchedule(config.schedule, config.pp, config.chunks,
+                       config.numMicroBatches, scheduleCosts(e));
+  if (!run)
     return bars;
-  for (size_t rank = 0; rank < run.timeline.size(); ++rank)
-    for (const bmrt::TimedAction &t : run.timeline[rank]) {
+  for (size_t rank = 0; rank < run->timeline.size(); ++rank)
+    for (const bmrt::TimedAction &t : run->timeline[rank]) {
       if (!t.action.isCompute())
         continue;
       TimelineBar bar;
@@ -89,26 +105,29 @@ std::vector<TimelineBar> Planner::simulatePipeline(const Evaluation &e,
       bar.end = t.end;
       bars.push_back(bar);
     }
-  pipelineEnd = run.stepTime;
+  pipelineEnd = run->stepTime;
   return bars;
 }
 
-Evaluation Planner::retime(const Evaluation &e) {
-  if (e.config.pp == 1 || e.simulated || !std::isfinite(e.step))
-    return e;
-  double pipelineEnd = 0;
-  std::vector<TimelineBar> bars = simulatePipeline(e, pipelineEnd);
-  if (bars.empty())
-    return e;
-  // Kept for the timeline, should this one be chosen.
-  simulated_[e.config.str()] = {std::move(bars), pipelineEnd};
+/// `e` with the bubble of a pipeline that ends at `pipelineEnd`: the
+/// critical device's m micro-batches plus the time it waits.
+static Evaluation withPipelineEnd(const Evaluation &e, double pipelineEnd) {
   Evaluation timed = e;
   timed.simulated = true;
-  // The simulated pipeline is the critical device's m micro-batches plus
-  // the time it waits: that wait is the bubble.
   double bubble =
       std::max(0.0, pipelineEnd - e.config.numMicroBatches * e.slowest);
   timed.step += bubble - e.time.bubble;
   timed.time.bubble = bubble;
   return timed;
+}
+
+Evaluation Planner::retime(const Evaluation &e) {
+  double pipelineEnd = 0;
+  std::vector<TimelineBar> bars = simulatePipeline(e, pipelineEnd);
+  if (bars.empty())
+    return e;
+  chosenPipeline_ = {std::move(bars), pipelineEnd};
+  if (e.config.pp == 1)
+    return e; // no bubble: the simulation only draws the timeline
+  return withPipelineEnd(e, pipelineEnd);
 }

@@ -550,33 +550,7 @@ llvm::Expected<Plan> Planner::result(bool suggest) {
       message += ": " + suggestion();
     return planError(message);
   }
-  retimeFinalists();
   return buildPlan(best_);
-}
-
-void Planner::retimeFinalists() {
-  // Simulating a schedule costs O(pp x v x m) (tens of milliseconds for
-  // pp=16, v=8, m=128): only the meshes that are shown (the chosen plan and
-  // the alternatives) are simulated; the others are dropped.
-  std::vector<std::pair<std::tuple<int, int, int, int>, Evaluation>> finalists(
-      bestPerMesh_.begin(), bestPerMesh_.end());
-  std::sort(finalists.begin(), finalists.end(),
-            [](const auto &a, const auto &b) { return better(a.second, b.second); });
-  size_t keep = static_cast<size_t>(std::max(config_.numAlternatives, 0)) + 1;
-  if (finalists.size() > keep)
-    finalists.resize(keep);
-  bestPerMesh_.clear();
-  haveBest_ = false;
-  for (auto &[mesh, e] : finalists) {
-    e = retime(e);
-    bestPerMesh_[mesh] = e;
-    if (!haveBest_ || better(e, best_)) {
-      best_ = e;
-      haveBest_ = true;
-    }
-  }
-  if (fastestOutOfMemory_.step < kInfinity)
-    fastestOutOfMemory_ = retime(fastestOutOfMemory_);
 }
 
 llvm::Expected<Plan> bm::plan::searchPlan(const ModelGraph &graph,
