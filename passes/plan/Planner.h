@@ -69,6 +69,7 @@ inline uint64_t packKey(std::initializer_list<KeyField> fields) {
 }
 
 struct PartitionEntry;
+class ItemList;
 
 /// Passes over a micro-batch that read the parameters: forward, backward,
 /// and the recomputed forward under full recomputation.
@@ -262,8 +263,21 @@ private:
   /// (segment, instances) on each virtual stage of `entry`, in order.
   std::vector<std::vector<std::pair<int, int64_t>>>
   stageContents(const PartitionEntry &entry, const ParallelConfig &config);
-  /// Every cost of the step of `e` (StepItems.cpp).
+  /// Every cost of the step of `e` (StepItems.cpp), per stage group: the
+  /// compute and tensor-parallel collectives of the segments it holds, its
+  /// per-micro-batch transfers, its data-parallel collectives and
+  /// optimizer step; and the bubble.
   std::vector<CostItem> itemise(const Evaluation &e);
+  void itemiseSegments(ItemList &list, const std::map<int, int64_t> &held,
+                       const ParallelConfig &config,
+                       const cost::MeshPlacement &placement);
+  void itemiseTransfers(ItemList &list, const StageStats &stats,
+                        const ParallelConfig &config,
+                        const cost::MeshPlacement &placement,
+                        const PartitionEntry &entry);
+  void itemiseDataParallel(ItemList &list, const StageStats &stats,
+                           const ParallelConfig &config,
+                           const cost::MeshPlacement &placement);
   void consider(const Evaluation &evaluation);
   Plan buildPlan(const Evaluation &chosen);
   double boundaryBytes(int tp, int microBatch, int stream);

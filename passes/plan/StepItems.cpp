@@ -17,7 +17,7 @@ using namespace bm::plan;
 using namespace bm::plan::detail;
 using cost::CollectiveKind;
 
-namespace {
+namespace bm::plan::detail {
 
 /// Items of one stage group, with what they share filled in.
 class ItemList {
@@ -69,7 +69,7 @@ private:
   int stage_, devices_;
 };
 
-} // namespace
+} // namespace bm::plan::detail
 
 std::vector<std::vector<std::pair<int, int64_t>>>
 Planner::stageContents(const PartitionEntry &entry,
@@ -118,119 +118,29 @@ Planner::stageContents(const PartitionEntry &entry,
 std::vector<CostItem> Planner::itemise(const Evaluation &e) {
   const ParallelConfig &config = e.config;
   const PartitionEntry &entry = partitionOf(e);
-  const int tp = config.tp, mb = config.microBatch, pp = config.pp;
-  const int64_t m = config.numMicroBatches;
-  const int ep = std::max(config.ep, 1);
-  const cost::MeshPlacement placement =
-      cost::placeMesh(cluster_, config.dp, tp, pp, ep);
-  const char *tpLink = cost::toString(model_.linkClass(placement.tp));
-  const char *ppLink = placement.pipelineCrossesNodes ? "network" : "nvlink";
+  const cost::MeshPlacement placement = cost::placeMesh(
+      cluster_, config.dp, config.tp, config.pp, std::max(config.ep, 1));
   const std::vector<std::vector<std::pair<int, int64_t>>> contents =
       stageContents(entry, config);
-  using Kind = CostItem::Kind;
-
   std::vector<CostItem> items;
   for (const DeviceGroup &group : entry.devices) {
     ItemList list(items, group.firstDevice, group.numDevices);
-    const StageStats &stats = group.stats;
     // Segments on this device: its virtual stages d, d + pp, ...
     std::map<int, int64_t> held;
     for (int chunk = 0; chunk < config.chunks; ++chunk) {
-      size_t stage = static_cast<size_t>(chunk * pp + group.firstDevice);
+      size_t stage = static_cast<size_t>(chunk * config.pp + group.firstDevice);
       if (stage < contents.size())
         for (auto [segment, count] : contents[stage])
           held[segment] += count;
     }
-    StageStats sum;
-    for (auto [segment, count] : held)
-      sum += itemStats(segment, tp, mb, config.streamDim, config.recompute)
-                 .scaled(count);
-    list.compute("gemm", m, m * sum.gemmCompute);
-    list.compute("attention core", m, m * sum.attentionCompute);
-    list.compute("memory-bound", m,
-                 m * (sum.compute - sum.gemmCompute - sum.attentionCompute -
-                      sum.recomputeCompute));
-    list.compute("recompute", m, m * sum.recomputeCompute);
-    for (auto [segment, count] : held) {
-      const SegmentSolution &sol =
-          solution(segment, tp, mb, config.streamDim);
-      const bool isLayer = segments_[segment].kind == SegmentKind::Layer;
-      for (const SegmentCollective &c : sol.collectives) {
-        const char *kind = cost::toString(c.kind);
-        const std::string &where = graph_.ops[c.op].label;
-        if (c.phase == Phase::Step) {
-          list.comm(Kind::Collective, kind, kTensorAxis, tpLink, "step", where,
-                    c.bytes, count, count * c.seconds, /*afterPipeline=*/true);
-          continue;
-        }
-        const int64_t calls = count * m;
-        list.comm(Kind::Collective, kind, kTensorAxis, tpLink,
-                  toString(c.phase), where, c.bytes, calls, calls * c.seconds);
-        bool repeated =
-            isLayer && c.phase == Phase::Forward &&
-            (config.recompute == Recompute::Full ||
-             (config.recompute == Recompute::Selective && c.attentionCore));
-        if (repeated)
-          list.comm(Kind::Collective, kind, kTensorAxis, tpLink, "recompute",
-                    where, c.bytes, calls, calls * c.seconds);
-      }
-    }
-
-    const DeviceExtras x = deviceExtras(stats, config, placement,
-                                        entry.boundaryBytes, config.chunks);
-    const int64_t boundaryCalls = 2 * config.chunks * m;
-    list.comm(Kind::Transfer, "send_recv", kPipelineAxis, ppLink,
-              "forward+backward", "stage boundary", entry.boundaryBytes / tp,
-              x.p2pLink > 0 ? boundaryCalls : 0, m * x.p2pLink);
-    list.comm(Kind::Collective, "all_gather", kTensorAxis, tpLink,
-              "forward+backward", "stage boundary", entry.boundaryBytes,
-              x.p2pGather > 0 ? boundaryCalls : 0, m * x.p2pGather);
-    list.comm(Kind::Transfer, "send_recv", kPipelineAxis, ppLink,
-              "forward+backward", "side inputs", stats.sideInputBytes / tp,
-              x.sideLink > 0 ? 2 * m : 0, m * x.sideLink);
-    list.comm(Kind::Collective, "all_gather", kTensorAxis, tpLink,
-              "forward+backward", "side inputs", stats.sideInputBytes,
-              x.sideGather > 0 ? 2 * m : 0, m * x.sideGather);
-    if (x.exchange > 0) {
-      const int64_t calls = static_cast<int64_t>(
-          parameterPasses(config.recompute) * stats.exchanges * m);
-      list.comm(Kind::Collective, "all_to_all", kExpertAxis,
-                cost::toString(model_.linkClass(placement.ep)),
-                "forward+backward", "expert dispatch / combine",
-                stats.exchangeBytes / stats.exchanges, calls,
-                m * x.exchange);
-    }
-    // ZeRO's and data parallelism's collectives: on each micro-batch's
-    // path (ZeRO-3), else once the pipeline has drained.
-    auto dataParallel = [&](double params, const char *what,
-                            const cost::CommGroup &dpGroup) {
-      if (dpGroup.size <= 1 || params <= 0)
-        return;
-      const char *link = cost::toString(model_.linkClass(dpGroup));
-      for (const DataParallelCollective &c :
-           dataParallelCollectives(config)) {
-        double bytes =
-            params * (c.gradients ? perParam_.grads : perParam_.params);
-        bool onPath = c.perMicroBatch > 0;
-        int64_t calls = onPath ? c.perMicroBatch * m : c.perStep;
-        list.comm(Kind::Collective, cost::toString(c.kind), kDataAxis, link,
-                  c.phase,
-                  std::string(what) + (c.gradients ? "gradients" : "parameters"),
-                  bytes, calls,
-                  calls * model_.collectiveTime(c.kind, bytes, dpGroup),
-                  /*afterPipeline=*/!onPath);
-      }
-    };
-    dataParallel(stats.params - stats.expertParams, "", placement.dp);
-    dataParallel(stats.expertParams / ep, "expert ", placement.expertDp);
-    list.compute("optimizer step", 1,
-                 stepTail(stats, config, placement).optimizer,
-                 /*afterPipeline=*/true);
+    itemiseSegments(list, held, config, placement);
+    itemiseTransfers(list, group.stats, config, placement, entry);
+    itemiseDataParallel(list, group.stats, config, placement);
   }
   if (e.time.bubble > 0) {
     const DeviceGroup &critical = entry.devices[e.critical];
     CostItem bubble;
-    bubble.kind = Kind::Bubble;
+    bubble.kind = CostItem::Kind::Bubble;
     bubble.what = "pipeline bubble";
     bubble.phase = "forward+backward";
     bubble.where = e.simulated ? "simulated schedule" : "closed form";
@@ -241,4 +151,112 @@ std::vector<CostItem> Planner::itemise(const Evaluation &e) {
     items.push_back(bubble);
   }
   return items;
+}
+
+void Planner::itemiseSegments(ItemList &list,
+                              const std::map<int, int64_t> &held,
+                              const ParallelConfig &config,
+                              const cost::MeshPlacement &placement) {
+  const int tp = config.tp, mb = config.microBatch;
+  const int64_t m = config.numMicroBatches;
+  StageStats sum;
+  for (auto [segment, count] : held)
+    sum += itemStats(segment, tp, mb, config.streamDim, config.recompute)
+               .scaled(count);
+  list.compute("gemm", m, m * sum.gemmCompute);
+  list.compute("attention core", m, m * sum.attentionCompute);
+  list.compute("memory-bound", m,
+               m * (sum.compute - sum.gemmCompute - sum.attentionCompute -
+                    sum.recomputeCompute));
+  list.compute("recompute", m, m * sum.recomputeCompute);
+  // Each op's tensor-parallel collectives, as often as the stage runs it.
+  const char *tpLink = cost::toString(model_.linkClass(placement.tp));
+  for (auto [segment, count] : held) {
+    const bool isLayer = segments_[segment].kind == SegmentKind::Layer;
+    for (const SegmentCollective &c :
+         solution(segment, tp, mb, config.streamDim).collectives) {
+      const char *kind = cost::toString(c.kind);
+      const std::string &where = graph_.ops[c.op].label;
+      if (c.phase == Phase::Step) {
+        list.comm(CostItem::Kind::Collective, kind, kTensorAxis, tpLink,
+                  "step", where, c.bytes, count, count * c.seconds,
+                  /*afterPipeline=*/true);
+        continue;
+      }
+      const int64_t calls = count * m;
+      list.comm(CostItem::Kind::Collective, kind, kTensorAxis, tpLink,
+                toString(c.phase), where, c.bytes, calls, calls * c.seconds);
+      bool repeated =
+          isLayer && c.phase == Phase::Forward &&
+          (config.recompute == Recompute::Full ||
+           (config.recompute == Recompute::Selective && c.attentionCore));
+      if (repeated)
+        list.comm(CostItem::Kind::Collective, kind, kTensorAxis, tpLink,
+                  "recompute", where, c.bytes, calls, calls * c.seconds);
+    }
+  }
+}
+
+void Planner::itemiseTransfers(ItemList &list, const StageStats &stats,
+                               const ParallelConfig &config,
+                               const cost::MeshPlacement &placement,
+                               const PartitionEntry &entry) {
+  using Kind = CostItem::Kind;
+  const int tp = config.tp;
+  const int64_t m = config.numMicroBatches;
+  const char *tpLink = cost::toString(model_.linkClass(placement.tp));
+  const char *ppLink = placement.pipelineCrossesNodes ? "network" : "nvlink";
+  const DeviceExtras x = deviceExtras(stats, config, placement,
+                                      entry.boundaryBytes, config.chunks);
+  const int64_t boundaryCalls = 2 * config.chunks * m;
+  list.comm(Kind::Transfer, "send_recv", kPipelineAxis, ppLink,
+            "forward+backward", "stage boundary", entry.boundaryBytes / tp,
+            x.p2pLink > 0 ? boundaryCalls : 0, m * x.p2pLink);
+  list.comm(Kind::Collective, "all_gather", kTensorAxis, tpLink,
+            "forward+backward", "stage boundary", entry.boundaryBytes,
+            x.p2pGather > 0 ? boundaryCalls : 0, m * x.p2pGather);
+  list.comm(Kind::Transfer, "send_recv", kPipelineAxis, ppLink,
+            "forward+backward", "side inputs", stats.sideInputBytes / tp,
+            x.sideLink > 0 ? 2 * m : 0, m * x.sideLink);
+  list.comm(Kind::Collective, "all_gather", kTensorAxis, tpLink,
+            "forward+backward", "side inputs", stats.sideInputBytes,
+            x.sideGather > 0 ? 2 * m : 0, m * x.sideGather);
+  if (x.exchange > 0)
+    list.comm(Kind::Collective, "all_to_all", kExpertAxis,
+              cost::toString(model_.linkClass(placement.ep)),
+              "forward+backward", "expert dispatch / combine",
+              stats.exchangeBytes / stats.exchanges,
+              static_cast<int64_t>(parameterPasses(config.recompute) *
+                                   stats.exchanges * m),
+              m * x.exchange);
+}
+
+// ZeRO's and data parallelism's collectives: on each micro-batch's path
+// (ZeRO-3), else once the pipeline has drained; then the optimizer step.
+void Planner::itemiseDataParallel(ItemList &list, const StageStats &stats,
+                                  const ParallelConfig &config,
+                                  const cost::MeshPlacement &placement) {
+  const int64_t m = config.numMicroBatches;
+  auto add = [&](double params, const char *what,
+                 const cost::CommGroup &group) {
+    if (group.size <= 1 || params <= 0)
+      return;
+    const char *link = cost::toString(model_.linkClass(group));
+    for (const DataParallelCollective &c : dataParallelCollectives(config)) {
+      double bytes =
+          params * (c.gradients ? perParam_.grads : perParam_.params);
+      bool onPath = c.perMicroBatch > 0;
+      int64_t calls = onPath ? c.perMicroBatch * m : c.perStep;
+      list.comm(CostItem::Kind::Collective, cost::toString(c.kind), kDataAxis,
+                link, c.phase,
+                std::string(what) + (c.gradients ? "gradients" : "parameters"),
+                bytes, calls, calls * model_.collectiveTime(c.kind, bytes, group),
+                /*afterPipeline=*/!onPath);
+    }
+  };
+  add(stats.params - stats.expertParams, "", placement.dp);
+  add(stats.expertParams / std::max(config.ep, 1), "expert ",
+      placement.expertDp);
+  list.compute("optimizer step", 1, stepTail(stats, config, placement).optimizer,
+               /*afterPipeline=*/true);
 }
