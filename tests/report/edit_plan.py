@@ -24,6 +24,8 @@ def log(tokens_per_rank):
         lines.append(json.dumps({
             "step": step, "loss": 5.0 - step, "lr": 1e-4, "grad_norm": 1.0,
             "step_time_s": seconds, "tokens_per_s": tokens_per_rank / seconds,
+            "compute_time_s": seconds - 0.1, "bubble_time_s": 0.0,
+            "communication_time_s": {"dp": 0.04, "tp": 0.06},
             "peak_memory_bytes": {"total": 123456789}}))
     return "\n".join(lines) + "\n"
 

@@ -28,6 +28,9 @@ struct MeasuredStep {
   int64_t step = 0;
   double seconds = 0;
   std::optional<double> peakBytes;
+  /// The step split as the trainer measures it, where it logs one:
+  /// compute, communication (all axes) and pipeline bubble.
+  std::optional<double> compute, communication, bubble;
 };
 
 /// Reads a trainer's JSON lines. `itemsPerStep` is what the plan's step

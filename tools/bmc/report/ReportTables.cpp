@@ -207,6 +207,25 @@ void bmc::report::measuredSection(const ReportInput &input,
   if (peak)
     compareRow(os, "peak memory (measured / predicted, worst stage)",
                formatBytes(*peak), formatBytes(plan.memory.total()));
+  TimeBreakdown predicted = plan.items.empty() ? plan.time : timeOfItems(plan);
+  std::pair<const char *, std::pair<std::optional<double> MeasuredStep::*,
+                                    double>>
+      parts[] = {
+          {"compute", {&MeasuredStep::compute, predicted.compute}},
+          {"communication",
+           {&MeasuredStep::communication, predicted.nvlink + predicted.network}},
+          {"pipeline bubble", {&MeasuredStep::bubble, predicted.bubble}}};
+  for (const auto &[name, part] : parts) {
+    std::vector<double> values;
+    for (const MeasuredStep &s : steps)
+      if (s.*part.first)
+        values.push_back(*(s.*part.first));
+    if (values.empty())
+      continue;
+    std::sort(values.begin(), values.end());
+    compareRow(os, std::string(name) + " (median / predicted)",
+               duration(values[values.size() / 2]), duration(part.second));
+  }
   os << "</tbody></table>" << svg.str()
      << "<p class=\"note\">The prediction is for the plan's cluster; a "
         "trainer run elsewhere (the CPU backend) measures that machine.</p>"

@@ -68,6 +68,15 @@ bmc::report::readTrainerLog(llvm::StringRef text, const bm::plan::Plan &plan) {
     if (const llvm::json::Object *memory =
             object->getObject("peak_memory_bytes"))
       measured.peakBytes = memory->getNumber("total");
+    measured.compute = object->getNumber("compute_time_s");
+    measured.bubble = object->getNumber("bubble_time_s");
+    if (const llvm::json::Object *axes =
+            object->getObject("communication_time_s")) {
+      double sum = 0;
+      for (const auto &[axis, seconds] : *axes)
+        sum += seconds.getAsNumber().value_or(0);
+      measured.communication = sum;
+    }
     steps.push_back(measured);
   }
   if (steps.empty())
