@@ -42,11 +42,12 @@ int runImport(llvm::ArrayRef<llvm::StringRef> args);
 int runPlan(llvm::ArrayRef<llvm::StringRef> args);
 int runReport(llvm::ArrayRef<llvm::StringRef> args);
 
-/// Writes the HTML report of `plan` to `path` (`bmc plan --html`), with the
-/// plan's cluster for the mesh drawing; 0 or fail()'s 1.
 namespace report {
 struct ReportInput;
-}
+} // namespace report
+
+/// Writes the HTML report of `input` to `path` (`bmc report --html` and
+/// `bmc plan --html`); 0, or fail()'s 1 when the file cannot be written.
 int writeReportHtml(llvm::StringRef path, const report::ReportInput &input);
 
 /// Prints "bmc: error: MESSAGE" on one line to stderr and returns 1.
