@@ -57,8 +57,8 @@ static std::string lossReason(const Evaluation &alternative,
 }
 
 Plan Planner::buildPlan(const Evaluation &searched) {
-  // The plan's bubble is its schedule's, simulated; the alternatives were
-  // compared with it in the closed form and keep it (ScheduleCost.cpp).
+  // Retimed with its simulated schedule by retimeFinalists already; this
+  // only simulates what was not.
   const Evaluation chosen = retime(searched);
   const ParallelConfig &config = chosen.config;
   const int tp = config.tp, mb = config.microBatch;
@@ -142,17 +142,17 @@ Plan Planner::buildPlan(const Evaluation &searched) {
   std::sort(others.begin(), others.end(), better);
   if (others.size() > static_cast<size_t>(std::max(config_.numAlternatives, 0)))
     others.resize(std::max(config_.numAlternatives, 0));
-  if (config_.numAlternatives > 0 && fastestOutOfMemory_.step < searched.step)
+  if (config_.numAlternatives > 0 && fastestOutOfMemory_.step < chosen.step)
     others.push_back(fastestOutOfMemory_);
   for (const Evaluation &e : others)
     plan.alternatives.push_back({e.config, e.step, e.memory.total(), e.fits,
-                                 lossReason(e, searched, cluster_.memoryBytes),
+                                 lossReason(e, chosen, cluster_.memoryBytes),
                                  e.time});
   return plan;
 }
 
 std::vector<TimelineBar> Planner::timeline(const Evaluation &chosen) {
-  auto [bars, pipelineEnd] = chosenPipeline_;
+  auto [bars, pipelineEnd] = simulated_[chosen.config.str()];
   if (bars.empty())
     return bars;
   // Once the pipeline has drained, each rank synchronises its stage's

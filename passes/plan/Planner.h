@@ -254,6 +254,9 @@ private:
   /// and backward times instead of the closed form (ScheduleCost.cpp); the
   /// simulation's bars are kept for the timeline.
   Evaluation retime(const Evaluation &e);
+  /// Retimes the best plans of the meshes that are shown, keeps only
+  /// those, and picks the best again.
+  void retimeFinalists();
   /// The simulated pipeline of `e`: every rank's forward and backward
   /// bars; `pipelineEnd` is when the last one ends.
   std::vector<TimelineBar> simulatePipeline(const Evaluation &e,
@@ -317,9 +320,10 @@ private:
   std::unordered_map<uint64_t, PartitionEntry> partitions_;
   std::unordered_map<uint64_t, double> work_;
   std::vector<char> sideInputSources_; // per segment, see makesSideInputs
-  /// The chosen plan's simulated pipeline (retime): every rank's bars and
-  /// when the last ends.
-  std::pair<std::vector<TimelineBar>, double> chosenPipeline_;
+  /// The simulated pipelines of the retimed finalists, by config.str():
+  /// every rank's bars and when the last ends.
+  std::map<std::string, std::pair<std::vector<TimelineBar>, double>>
+      simulated_;
 
   /// How far the search got: some (mesh, micro-batch, recomputation,
   /// stream) was a candidate, some schedule of one passed --fix, and the

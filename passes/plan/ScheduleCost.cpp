@@ -4,12 +4,14 @@
 // generates each rank's instruction list and simulates it. The search ranks
 // configurations with the closed-form bubble ((p-1)/(v m) of the ideal time
 // for equal stages, cost::pipelineBubbleFraction), cheap enough for every
-// configuration; the chosen plan is timed again by simulating its own
-// schedule with its stages' forward and backward times, so that its bubble
-// and the report's timeline are the trainer's schedule, unequal stages
-// included. Simulating costs O(pp x v x m) actions (tens of milliseconds
-// for pp=32, m=768), too much for every finalist: the alternatives keep the
-// closed form.
+// configuration. The finalists that are shown (the best plan of the fastest
+// meshes: the chosen plan and the alternatives) are timed again by
+// simulating their own schedule with their stages' forward and backward
+// times, and ranked again: unequal stages (T5's encoder and decoder, the
+// embedding and the head) can make the simulated bubble several times the
+// closed form, most with interleaving and few micro-batches. Simulating
+// costs O(pp x v x m) actions (about 1.5 us each; 160 ms for pp=64, v=3,
+// m=384), too much for every configuration.
 //
 //===----------------------------------------------------------------------===//
 
@@ -122,12 +124,41 @@ static Evaluation withPipelineEnd(const Evaluation &e, double pipelineEnd) {
 }
 
 Evaluation Planner::retime(const Evaluation &e) {
+  if (e.simulated)
+    return e;
   double pipelineEnd = 0;
   std::vector<TimelineBar> bars = simulatePipeline(e, pipelineEnd);
   if (bars.empty())
     return e;
-  chosenPipeline_ = {std::move(bars), pipelineEnd};
-  if (e.config.pp == 1)
-    return e; // no bubble: the simulation only draws the timeline
-  return withPipelineEnd(e, pipelineEnd);
+  simulated_[e.config.str()] = {std::move(bars), pipelineEnd};
+  if (e.config.pp > 1)
+    return withPipelineEnd(e, pipelineEnd);
+  Evaluation timed = e; // no bubble: the simulation only draws the timeline
+  timed.simulated = true;
+  return timed;
+}
+
+void Planner::retimeFinalists() {
+  // The best plan of each mesh, fastest first by the closed form: the ones
+  // shown (the chosen plan and the alternatives) are simulated and ranked
+  // again; the others are dropped.
+  std::vector<std::pair<std::tuple<int, int, int, int>, Evaluation>> finalists(
+      bestPerMesh_.begin(), bestPerMesh_.end());
+  std::sort(finalists.begin(), finalists.end(), [](const auto &a,
+                                                   const auto &b) {
+    return better(a.second, b.second);
+  });
+  size_t shown = static_cast<size_t>(std::max(config_.numAlternatives, 0)) + 1;
+  if (finalists.size() > shown)
+    finalists.resize(shown);
+  bestPerMesh_.clear();
+  haveBest_ = false;
+  for (auto &[mesh, e] : finalists) {
+    e = retime(e);
+    bestPerMesh_[mesh] = e;
+    if (!haveBest_ || better(e, best_)) {
+      best_ = e;
+      haveBest_ = true;
+    }
+  }
 }

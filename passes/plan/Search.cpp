@@ -550,6 +550,7 @@ llvm::Expected<Plan> Planner::result(bool suggest) {
       message += ": " + suggestion();
     return planError(message);
   }
+  retimeFinalists();
   return buildPlan(best_);
 }
 

@@ -110,8 +110,9 @@ void bmc::report::alternativesSection(const Plan &plan,
   }
   os << "</tbody></table>";
   os << "<p class=\"note\">The search ranks every configuration with the "
-        "closed-form bubble ((p-1)/(v m) for equal stages); the alternatives "
-        "keep it, the chosen plan's bubble is its simulated schedule's.</p>";
+        "closed-form bubble ((p-1)/(v m) for equal stages); the plans shown "
+        "here were then timed by simulating their own schedules and ranked "
+        "again (one that does not fit keeps the closed form).</p>";
   if (plan.alternatives.empty())
     os << "<p class=\"note\">No runner-up: the search kept none (a --fix "
           "that pins every choice, or --alternatives 0).</p>";
