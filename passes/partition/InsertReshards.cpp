@@ -24,10 +24,7 @@ namespace {
 /// The reshard joins the layer, block class and stage of the op it feeds,
 /// so outlining keeps it in the layer's function.
 void copyPlacement(Operation *from, Operation *to) {
-  for (StringRef name : {BmDialect::kLayerAttrName,
-                         BmDialect::kBlockClassAttrName,
-                         BmDialect::kStageAttrName,
-                         BmDialect::kVirtualStageAttrName})
+  for (StringRef name : BmDialect::placementAttrNames())
     if (Attribute attr = from->getAttr(name))
       to->setAttr(name, attr);
 }

@@ -78,9 +78,7 @@ private:
   /// stage.
   LogicalResult visitPlaced(Operation *op) {
     SmallVector<NamedAttribute> placement;
-    for (StringRef name :
-         {BmDialect::kLayerAttrName, BmDialect::kBlockClassAttrName,
-          BmDialect::kStageAttrName, BmDialect::kVirtualStageAttrName})
+    for (StringRef name : BmDialect::placementAttrNames())
       if (Attribute attr = op->getAttr(name))
         placement.push_back(NamedAttribute(name, attr));
     Operation *before = op->getPrevNode(), *after = op->getNextNode();
@@ -129,16 +127,20 @@ private:
   /// constants alone (a slice of a table, a reshaped weight): its gradient
   /// flows to parameters only, so its partial sums over the replicas can
   /// wait for the trainer.
+  /// (Memoised: the cones of a deep step share most of their ops.)
   bool computedFromParameters(Value value) {
+    if (auto it = fromParameters.find(value); it != fromParameters.end())
+      return it->second;
+    bool result;
     if (auto arg = dyn_cast<BlockArgument>(value)) {
       auto kind = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                     "bm.kind");
-      return kind && kind.getValue() == "parameter";
+      result = kind && kind.getValue() == "parameter";
+    } else {
+      result = llvm::all_of(value.getDefiningOp()->getOperands(),
+                            [&](Value v) { return computedFromParameters(v); });
     }
-    Operation *producer = value.getDefiningOp();
-    return producer && llvm::all_of(producer->getOperands(), [&](Value v) {
-             return computedFromParameters(v);
-           });
+    return fromParameters[value] = result;
   }
 
   LogicalResult replaceBy(Operation *op, FailureOr<Value> value) {
@@ -242,6 +244,7 @@ private:
   func::FuncOp step;
   OpBuilder b;
   ShardingState state;
+  llvm::DenseMap<Value, bool> fromParameters;
 };
 
 struct PartitionPass : impl::BmPartitionPassBase<PartitionPass> {

@@ -50,6 +50,14 @@ def Bm_Dialect : Dialect {
     /// chunk) that runs an op; its device stage is this modulo pp.
     static constexpr ::llvm::StringLiteral kVirtualStageAttrName =
         "bm.virtual_stage";
+    /// Where an op runs (its layer, block class, stage and virtual stage):
+    /// what an op made for another one takes from it.
+    static ::llvm::ArrayRef<::llvm::StringLiteral> placementAttrNames() {
+      static constexpr ::llvm::StringLiteral names[] = {
+          kLayerAttrName, kBlockClassAttrName, kStageAttrName,
+          kVirtualStageAttrName};
+      return names;
+    }
     /// Autodiff: the op that starts the backward pass (the loss's gradient);
     /// every op after it runs in the backward pass.
     static constexpr ::llvm::StringLiteral kGradientSeedAttrName =
