@@ -188,16 +188,22 @@ double CostModel::sendRecvTime(double bytes, bool crossesNodes) const {
          bytes / cluster_.interNodeBandwidthPerGpu();
 }
 
-// Mixed-precision Adam keeps 2 (16-bit weights) + 2 (16-bit gradients) + 12
-// (fp32 master weights, momentum, variance) = 16 bytes per parameter
-// (Rajbhandari et al. 2020, "ZeRO", section 3.1). SGD with momentum keeps an
-// fp32 master copy and the momentum (8). In fp32 there is no master copy.
+// Mixed-precision Adam keeps 16-bit weights (2), gradients (2 or 4, below)
+// and fp32 master weights, momentum and variance (12) per parameter
+// (Rajbhandari et al. 2020, "ZeRO", section 3.1, counts 16 with fp16
+// gradients). With bf16, Megatron-LM accumulates and all-reduces the
+// gradients in fp32 (its arguments force accumulate_allreduce_grads_in_fp32
+// for bf16, because bf16's 8-bit mantissa loses small gradient terms):
+// 2 + 4 + 12 = 18 bytes, the "bf16 param, fp32 grads" row of Megatron-LM's
+// docs/distrib_optimizer.md. fp16 keeps fp16 gradients (Megatron's default
+// there). SGD with momentum keeps an fp32 master copy and the momentum (8).
+// In fp32 there is no master copy.
 ModelStateBytes bm::cost::modelStateBytesPerParam(Precision precision,
                                                   Optimizer optimizer) {
   ModelStateBytes bytes;
   if (precision != Precision::Fp32) {
     bytes.params = 2;
-    bytes.grads = 2;
+    bytes.grads = precision == Precision::Bf16Mixed ? 4 : 2;
     bytes.optimizer = optimizer == Optimizer::Adam ? 12 : 8;
   } else {
     bytes.params = 4;

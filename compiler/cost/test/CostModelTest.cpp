@@ -27,8 +27,8 @@ TEST(CostModelTest, PrecisionsByName) {
   Cluster v100 = llvm::cantFail(getClusterPreset("alpa-v100"));
   EXPECT_EQ(defaultPrecision(v100), Precision::Fp16Mixed);
   EXPECT_EQ(defaultPrecision(a100()), Precision::Bf16Mixed);
-  // fp16 runs at the fp16 tensor-core peak and keeps the same model state
-  // as bf16: 16-bit weights and gradients, fp32 master weights and moments.
+  // fp16 runs at the fp16 tensor-core peak and keeps 16-bit weights and
+  // gradients, fp32 master weights and moments (ZeRO's 16 bytes).
   EXPECT_DOUBLE_EQ(CostModel(v100, Precision::Fp16Mixed).peakFlops(), 125e12);
   EXPECT_EQ(CostModel(v100, Precision::Fp16Mixed).activationBytes(), 2);
   EXPECT_EQ(modelStateBytesPerParam(Precision::Fp16Mixed, Optimizer::Adam)
@@ -82,17 +82,24 @@ TEST(CostModelTest, ExpertParallelGroupsSplitDataParallel) {
   EXPECT_EQ(placeMesh(a100(), 32, 1, 1).ep.size, 1);
 }
 
-TEST(CostModelTest, MixedPrecisionAdamIsSixteenBytes) {
-  EXPECT_EQ(modelStateBytesPerParam(Precision::Bf16Mixed, Optimizer::Adam)
-                .total(),
-            16);
+TEST(CostModelTest, Bf16AdamKeepsFp32GradientsAsMegatron) {
+  // 2 (bf16 weights) + 4 (fp32 gradients) + 12 (fp32 master, moments): the
+  // "bf16 param, fp32 grads" row of Megatron-LM's distrib_optimizer.md,
+  // 18 bytes, and 6 + 12/d under its distributed optimizer (ZeRO 1).
+  ModelStateBytes perParam =
+      modelStateBytesPerParam(Precision::Bf16Mixed, Optimizer::Adam);
+  EXPECT_EQ(perParam.grads, 4);
+  EXPECT_EQ(perParam.total(), 18);
   ModelStateBytes z1 = modelStateMemory(1e9, Precision::Bf16Mixed,
                                         Optimizer::Adam, 1, 8);
-  EXPECT_DOUBLE_EQ(z1.optimizer, 12e9 / 8);
-  EXPECT_DOUBLE_EQ(z1.grads, 2e9);
+  EXPECT_DOUBLE_EQ(z1.total(), 6e9 + 12e9 / 8);
+  EXPECT_DOUBLE_EQ(z1.grads, 4e9);
   ModelStateBytes z3 = modelStateMemory(1e9, Precision::Bf16Mixed,
                                         Optimizer::Adam, 3, 8);
-  EXPECT_DOUBLE_EQ(z3.total(), 16e9 / 8);
+  EXPECT_DOUBLE_EQ(z3.total(), 18e9 / 8);
+  // The update reads the fp32 gradient: 4 + 2 x 12 + 2.
+  EXPECT_EQ(optimizerStepBytesPerParam(Precision::Bf16Mixed, Optimizer::Adam),
+            30);
 }
 
 TEST(CostModelTest, Bubbles) {
