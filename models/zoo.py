@@ -391,6 +391,10 @@ CONFIGS: list[Config] = [
     _gpt("gpt3-1t", "1008.0B", 128, 25600, 160, MEGATRON + ", 1008B row"),
     Config("gpt3-tiny", "gpt", "tiny", "", 0.0, "tiny test model of the GPT-3 builder",
            layers=2, hidden=64, heads=4, seq=16, vocab=512),
+    Config("gpt3-small-cpu", "gpt", "graph-only", "", 0.0,
+           "the GPT-3 builder at a size whose training step takes about a second on "
+           "one CPU core (bench/calibration_bench.py: the small GPT of issue 15)",
+           layers=4, hidden=256, heads=8, seq=128, vocab=8192),
 
     # ---- LLaMA-2 ----------------------------------------------------------------------
     Config("llama2-7b", "llama", "graph-only", "6.74B", 0.0, LLAMA2.format("7b"),
@@ -1036,6 +1040,7 @@ SHORT_SOURCES = (("Brown et al.", "GPT-3 T2.1"), ("Narayanan et al.", "Megatron-
                  ("Touvron et al.", "Llama 2 + HF config"), ("Devlin et al.", "BERT + HF config"),
                  ("Raffel et al.", "T5 + HF config"), ("Dosovitskiy et al.", "ViT T1"),
                  ("Zagoruyko", "WRN + torchvision"), ("tiny test model", "tiny"),
+                 ("the GPT-3 builder at a size", "CPU benchmark"),
                  ("transformers ", "HF transformers"))
 
 
