@@ -64,6 +64,12 @@ struct Cluster {
   double reservedMemoryBytes = 0;
   LinkSpec intraNode;
   LinkSpec interNode;
+  /// Fraction of the data-parallel gradient reduction's time that runs
+  /// hidden while the backward pass computes, given enough backward to hide
+  /// behind: 1 where the collectives have their own engine (NCCL kernels on
+  /// a stream of their own, as Megatron-LM's --overlap-grad-reduce and
+  /// PyTorch DDP use them), what `bmc calibrate` measures elsewhere.
+  double gradReduceOverlap = 1.0;
 
   bool hasBf16() const { return peakFlopsBf16 > 0; }
   /// Network bandwidth that one GPU can use: its share of the node's NICs.

@@ -188,6 +188,25 @@ double CostModel::sendRecvTime(double bytes, bool crossesNodes) const {
          bytes / cluster_.interNodeBandwidthPerGpu();
 }
 
+// A fluid model of bucketed overlap (Li et al. 2020, "PyTorch Distributed",
+// VLDB, section 3.2.3: buckets are reduced asynchronously as soon as they
+// are ready, in order): buckets become ready at times k/n of the backward,
+// the link works through them at `overlap` of its speed while the backward
+// computes, and what is left after the backward is exposed.
+double bm::cost::hiddenGradientReduction(double reduceSeconds,
+                                         double gradientBytes,
+                                         double backwardSeconds,
+                                         double overlap) {
+  if (reduceSeconds <= 0 || backwardSeconds <= 0 || overlap <= 0)
+    return 0;
+  double buckets = std::max(1.0, std::ceil(gradientBytes / kGradientBucketBytes));
+  if (buckets == 1)
+    return 0;
+  double share = (buckets - 1) / buckets;
+  return std::min(overlap, 1.0) *
+         std::min(reduceSeconds * share, backwardSeconds * share);
+}
+
 // Mixed-precision Adam keeps 16-bit weights (2), gradients (2 or 4, below)
 // and fp32 master weights, momentum and variance (12) per parameter
 // (Rajbhandari et al. 2020, "ZeRO", section 3.1, counts 16 with fp16

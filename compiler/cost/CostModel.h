@@ -98,6 +98,20 @@ private:
   Precision precision_;
 };
 
+/// The trainer reduces gradients in buckets of this many bytes, each
+/// started once all of its gradients are final (as PyTorch DDP's buckets;
+/// the trainer's --bucket-mb default).
+inline constexpr double kGradientBucketBytes = 4.0 * 1024 * 1024;
+
+/// Seconds of a data-parallel gradient reduction that hide behind the
+/// backward pass. The reduction of `gradientBytes` takes `reduceSeconds`
+/// alone; it runs in buckets that become ready evenly over `backwardSeconds`
+/// of backward compute; while compute runs, it proceeds at `overlap` of its
+/// own speed. The last bucket is ready only when the backward ends, so at
+/// most (n-1)/n of both the reduction and the backward overlap.
+double hiddenGradientReduction(double reduceSeconds, double gradientBytes,
+                               double backwardSeconds, double overlap);
+
 /// Bytes of each kind of model state per parameter, before ZeRO.
 struct ModelStateBytes {
   double params = 0;

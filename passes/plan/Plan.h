@@ -84,7 +84,8 @@ struct CollectiveSummary {
   std::string where;           // op label, "gradients", "stage boundary"
   double bytes = 0;            // per call, per GPU buffer
   int64_t countPerStep = 0;    // calls per step over one model replica
-  double seconds = 0;          // all calls of the step together
+  double seconds = 0;          // all calls of the step together, exposed
+  double hiddenSeconds = 0;    // and behind other work (CostItem)
 };
 
 /// One itemised cost of a step on the devices of one pipeline stage
@@ -112,9 +113,12 @@ struct CostItem {
   /// optimizer step): the step counts it from the stage where it is longest
   /// (Plan::tailStage), the rest from the critical stage.
   bool afterPipeline = false;
-  /// Overlapped with other work: not part of the step time. The runtime
-  /// hides nothing yet, so the cost model hides nothing (DESIGN.md 4).
+  /// Overlapped with other work: not part of the step time.
   bool hidden = false;
+  /// Seconds of these calls that run behind other work (the gradient
+  /// reductions a step starts during its last backward) and are not in
+  /// `seconds`, which is what stays exposed.
+  double hiddenSeconds = 0;
 };
 
 const char *toString(CostItem::Kind kind);

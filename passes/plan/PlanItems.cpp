@@ -84,10 +84,11 @@ bm::plan::collectivesOf(const std::vector<CostItem> &items) {
     auto [it, added] = index.try_emplace(key, all.size());
     if (added)
       all.push_back({item.what, item.axis, item.link, item.phase, item.where,
-                     item.bytes, 0, 0});
+                     item.bytes, 0, 0, 0});
     CollectiveSummary &summary = all[it->second];
     summary.countPerStep += item.count * item.devices;
     summary.seconds += item.seconds * item.devices;
+    summary.hiddenSeconds += item.hiddenSeconds * item.devices;
   }
   return all;
 }

@@ -87,6 +87,7 @@ static void writeItem(OStream &j, const CostItem &item) {
   j.attribute("seconds", item.seconds);
   j.attribute("after_pipeline", item.afterPipeline);
   j.attribute("hidden", item.hidden);
+  j.attribute("hidden_seconds", item.hiddenSeconds);
 }
 
 void bm::plan::printPlanJson(const Plan &plan, llvm::raw_ostream &os) {
@@ -171,6 +172,7 @@ void bm::plan::printPlanJson(const Plan &plan, llvm::raw_ostream &os) {
           j.attribute("bytes", c.bytes);
           j.attribute("count_per_step", c.countPerStep);
           j.attribute("seconds", c.seconds);
+          j.attribute("hidden_seconds", c.hiddenSeconds);
         });
     });
     j.attributeObject("time", [&] {
@@ -284,6 +286,11 @@ public:
       else
         fail("'" + name(key) + "' must be a finite number");
     }
+  }
+  /// Leaves `out` alone when the key is absent (keys added later).
+  void optionalNumber(llvm::StringRef key, double &out) {
+    if (object_ && object_->get(key))
+      number(key, out);
   }
   void boolean(llvm::StringRef key, bool &out) {
     if (const llvm::json::Value *v = field(key)) {
@@ -456,6 +463,9 @@ static CostItem readItem(Reader &r) {
   r.number("seconds", item.seconds);
   r.boolean("after_pipeline", item.afterPipeline);
   r.boolean("hidden", item.hidden);
+  r.optionalNumber("hidden_seconds", item.hiddenSeconds);
+  if (item.hiddenSeconds < 0)
+    r.fail("'hidden_seconds' must not be negative");
   return item;
 }
 
@@ -617,6 +627,7 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
       cr.number("bytes", c.bytes);
       cr.integer("count_per_step", c.countPerStep);
       cr.number("seconds", c.seconds);
+      cr.optionalNumber("hidden_seconds", c.hiddenSeconds);
       plan.collectives.push_back(c);
     }
   Reader time = r.object("time");

@@ -148,23 +148,27 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
 
   // Collectives, merged by kind, axis and phase.
   std::map<std::tuple<std::string, std::string, std::string, std::string>,
-           std::tuple<int64_t, double, double>>
+           std::tuple<int64_t, double, double, double>>
       merged;
   for (const CollectiveSummary &s : plan.collectives) {
-    auto &[count, bytes, seconds] =
+    auto &[count, bytes, seconds, hidden] =
         merged[{s.axis, s.kind, s.phase, s.link}];
     count += s.countPerStep;
     bytes += s.bytes * s.countPerStep;
     seconds += s.seconds;
+    hidden += s.hiddenSeconds;
   }
   os << "collectives per step (one model replica, all stages)\n";
   for (const auto &[key, value] : merged) {
     const auto &[axis, kind, phase, link] = key;
-    const auto &[count, bytes, seconds] = value;
+    const auto &[count, bytes, seconds, hidden] = value;
     os << llvm::formatv("  {0,-3} {1,-15} {2,-17} {3,7} calls {4,12} "
-                        "{5,-8} {6}\n",
+                        "{5,-8} {6}{7}\n",
                         axis, kind, phase, count, formatBytes(bytes), link,
-                        formatSeconds(seconds));
+                        formatSeconds(seconds),
+                        hidden > 0 ? " (+" + formatSeconds(hidden) +
+                                         " behind the backward)"
+                                   : std::string());
   }
   if (merged.empty())
     os << "  none\n";

@@ -103,6 +103,10 @@ struct DeviceExtras {
 /// Seconds a device spends once per step after the pipeline has drained.
 struct StepTail {
   double dpSync = 0, expertSync = 0; // gradient / parameter synchronisation
+  /// Seconds of the gradient reductions in dpSync / expertSync that run
+  /// behind the last micro-batch's backward instead (not in dpSync /
+  /// expertSync, which are what is left exposed).
+  double dpHidden = 0, expertHidden = 0;
   double stepComm = 0;               // tp all-reduce of replicated weights
   double optimizer = 0;              // the optimizer step
   double total() const { return dpSync + expertSync + stepComm + optimizer; }
@@ -237,12 +241,19 @@ private:
   double dataParallelTime(double params, const ParallelConfig &config,
                           const cost::CommGroup &group,
                           bool perMicroBatch) const;
+  /// Seconds of the gradient reductions that the last micro-batch's
+  /// backward starts (and could hide behind it), for `params` over `group`.
+  double stepGradientReductionTime(double params, const ParallelConfig &config,
+                                   const cost::CommGroup &group) const;
   DeviceExtras deviceExtras(const StageStats &stats,
                             const ParallelConfig &config,
                             const cost::MeshPlacement &placement,
                             double boundary, int chunks) const;
   StepTail stepTail(const StageStats &stats, const ParallelConfig &config,
                     const cost::MeshPlacement &placement) const;
+  void hideGradientReductions(StepTail &tail, const StageStats &stats,
+                              const ParallelConfig &config,
+                              const cost::MeshPlacement &placement) const;
   MemoryBreakdown deviceMemory(const DeviceGroup &group,
                                const ParallelConfig &config,
                                const PartitionEntry &entry) const;

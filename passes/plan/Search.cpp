@@ -258,17 +258,22 @@ void Planner::run() {
         continue;
       const int64_t perReplica = globalBatch_ / dp;
       // Every ZeRO stage moves at least the stage's gradients and weights
-      // once over dp (an all-reduce's worth), and the slowest stage holds at
-      // least an even share of the parameters.
+      // once over dp (an all-reduce's worth), of which at most the
+      // overlapped share hides behind the backward, and the slowest stage
+      // holds at least an even share of the parameters.
       double shareOfParams =
           static_cast<double>(analysis_.numParameters()) / (tp * pp);
+      double syncBytes = shareOfParams * perParam_.grads;
+      double sync = model_.collectiveTime(
+          CollectiveKind::AllReduce, syncBytes,
+          cost::placeMesh(cluster_, dp, tp, pp).dp);
       // (Expert weights sync over fewer ranks: no bound with experts.)
       double syncLowerBound =
           analysis_.hasExperts()
               ? 0
-              : model_.collectiveTime(CollectiveKind::AllReduce,
-                                      shareOfParams * perParam_.grads,
-                                      cost::placeMesh(cluster_, dp, tp, pp).dp);
+              : sync - cost::hiddenGradientReduction(
+                           sync, syncBytes, kInfinity,
+                           cluster_.gradReduceOverlap);
       // Expert parallelism: a divisor of dp that divides the expert count.
       std::vector<int> epOptions;
       for (int ep : divisors(dp, dp))

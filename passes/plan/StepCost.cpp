@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 #include <unordered_set>
 
 using namespace bm;
@@ -446,6 +447,51 @@ DeviceExtras Planner::deviceExtras(const StageStats &stats,
   return c;
 }
 
+double Planner::stepGradientReductionTime(double params,
+                                          const ParallelConfig &config,
+                                          const CommGroup &group) const {
+  double seconds = 0;
+  for (const DataParallelCollective &c : dataParallelCollectives(config)) {
+    if (!c.gradients || c.perMicroBatch > 0)
+      continue;
+    // A reduction of each micro-batch's gradients (ZeRO 2, phase
+    // "backward") has one call in the last backward; the others wait for
+    // the step's sums.
+    int64_t calls = std::strcmp(c.phase, "step") == 0 ? c.perStep : 1;
+    seconds += calls * model_.collectiveTime(c.kind, params * perParam_.grads,
+                                             group);
+  }
+  return seconds;
+}
+
+// The trainer starts each bucket's reduction during the last micro-batch's
+// backward, once its gradients are final; the part that runs behind that
+// backward is hidden (cost::hiddenGradientReduction), shared between the
+// dense and the expert gradients by their reduction times.
+void Planner::hideGradientReductions(StepTail &t, const StageStats &stats,
+                                     const ParallelConfig &config,
+                                     const MeshPlacement &placement) const {
+  const int ep = std::max(config.ep, 1);
+  const double denseParams = stats.params - stats.expertParams;
+  const double expertParams = stats.expertParams / ep;
+  double dense = config.dp > 1 ? stepGradientReductionTime(denseParams, config,
+                                                           placement.dp)
+                               : 0;
+  double experts = expertParams > 0 && placement.expertDp.size > 1
+                       ? stepGradientReductionTime(expertParams, config,
+                                                   placement.expertDp)
+                       : 0;
+  double hidden = cost::hiddenGradientReduction(
+      dense + experts, (denseParams + expertParams) * perParam_.grads,
+      stats.time() - stats.forward, cluster_.gradReduceOverlap);
+  if (hidden <= 0)
+    return;
+  t.dpHidden = hidden * dense / (dense + experts);
+  t.expertHidden = hidden - t.dpHidden;
+  t.dpSync -= t.dpHidden;
+  t.expertSync -= t.expertHidden;
+}
+
 StepTail Planner::stepTail(const StageStats &stats,
                            const ParallelConfig &config,
                            const MeshPlacement &placement) const {
@@ -460,6 +506,7 @@ StepTail Planner::stepTail(const StageStats &stats,
                                         placement.expertDp,
                                         /*perMicroBatch=*/false)
                      : 0;
+  hideGradientReductions(t, stats, config, placement);
   t.stepComm = stats.stepComm;
   double updated = config.zeroStage >= 1
                        ? denseParams / dp + expertParams / std::max(dp / ep, 1)

@@ -10,6 +10,7 @@
 
 #include "passes/plan/Planner.h"
 
+#include <cstring>
 #include <map>
 
 using namespace bm;
@@ -40,10 +41,11 @@ public:
   void comm(CostItem::Kind kind, const char *what, const char *axis,
             const char *link, std::string phase, std::string where,
             double bytes, int64_t count, double seconds,
-            bool afterPipeline = false) {
+            bool afterPipeline = false, double hiddenSeconds = 0) {
     if (count <= 0)
       return;
     CostItem item = base(kind, what);
+    item.hiddenSeconds = hiddenSeconds;
     item.axis = axis;
     item.link = link;
     item.phase = std::move(phase);
@@ -237,26 +239,37 @@ void Planner::itemiseDataParallel(ItemList &list, const StageStats &stats,
                                   const ParallelConfig &config,
                                   const cost::MeshPlacement &placement) {
   const int64_t m = config.numMicroBatches;
+  const StepTail tail = stepTail(stats, config, placement);
+  // `hidden`: seconds of the group's step gradient reductions that run
+  // behind the backward, shared by the collectives by their times.
   auto add = [&](double params, const char *what,
-                 const cost::CommGroup &group) {
+                 const cost::CommGroup &group, double hidden) {
     if (group.size <= 1 || params <= 0)
       return;
     const char *link = cost::toString(model_.linkClass(group));
+    double reductions = stepGradientReductionTime(params, config, group);
     for (const DataParallelCollective &c : dataParallelCollectives(config)) {
       double bytes =
           params * (c.gradients ? perParam_.grads : perParam_.params);
       bool onPath = c.perMicroBatch > 0;
       int64_t calls = onPath ? c.perMicroBatch * m : c.perStep;
+      double seconds = calls * model_.collectiveTime(c.kind, bytes, group);
+      // The share of the hidden time of this collective's calls in the last
+      // backward (cost of one call x calls there, over all such calls).
+      double lastCalls = std::strcmp(c.phase, "step") == 0 ? calls : 1;
+      double hides = c.gradients && !onPath && reductions > 0
+                         ? hidden * lastCalls *
+                               model_.collectiveTime(c.kind, bytes, group) /
+                               reductions
+                         : 0;
       list.comm(CostItem::Kind::Collective, cost::toString(c.kind), kDataAxis,
                 link, c.phase,
                 std::string(what) + (c.gradients ? "gradients" : "parameters"),
-                bytes, calls, calls * model_.collectiveTime(c.kind, bytes, group),
-                /*afterPipeline=*/!onPath);
+                bytes, calls, seconds - hides, /*afterPipeline=*/!onPath, hides);
     }
   };
-  add(stats.params - stats.expertParams, "", placement.dp);
+  add(stats.params - stats.expertParams, "", placement.dp, tail.dpHidden);
   add(stats.expertParams / std::max(config.ep, 1), "expert ",
-      placement.expertDp);
-  list.compute("optimizer step", 1, stepTail(stats, config, placement).optimizer,
-               /*afterPipeline=*/true);
+      placement.expertDp, tail.expertHidden);
+  list.compute("optimizer step", 1, tail.optimizer, /*afterPipeline=*/true);
 }

@@ -122,3 +122,19 @@ TEST(CostModelTest, Bubbles) {
 }
 
 } // namespace
+
+TEST(CostModelTest, GradientReductionHidesBehindTheBackward) {
+  const double bucket = kGradientBucketBytes;
+  // One bucket is ready only when the backward ends: nothing hides.
+  EXPECT_EQ(hiddenGradientReduction(1.0, bucket, 10.0, 1.0), 0);
+  // Four buckets, backward longer than the reduction: all but the last
+  // bucket's share (3/4) hides, times the overlap the machine allows.
+  EXPECT_DOUBLE_EQ(hiddenGradientReduction(1.0, 4 * bucket, 10.0, 1.0), 0.75);
+  EXPECT_DOUBLE_EQ(hiddenGradientReduction(1.0, 4 * bucket, 10.0, 0.2), 0.15);
+  // A short backward bounds it: 3/4 of 0.4 s.
+  EXPECT_DOUBLE_EQ(hiddenGradientReduction(1.0, 4 * bucket, 0.4, 1.0), 0.3);
+  // No overlap, no reduction or no backward: nothing hides.
+  EXPECT_EQ(hiddenGradientReduction(1.0, 4 * bucket, 10.0, 0.0), 0);
+  EXPECT_EQ(hiddenGradientReduction(0.0, 4 * bucket, 10.0, 1.0), 0);
+  EXPECT_EQ(hiddenGradientReduction(1.0, 4 * bucket, 0.0, 1.0), 0);
+}

@@ -13,14 +13,19 @@ using namespace bm::plan::test;
 
 namespace {
 
-Plan makePlan(const char *fix = nullptr) {
+/// An 8-layer GPT of hidden 1024.
+ModelGraph smallGpt() {
   GptDims dims;
   dims.layers = 8;
   dims.hidden = 1024;
   dims.heads = 16;
   dims.sequence = 512;
   dims.vocab = 8192;
-  ModelGraph graph = buildGpt(dims);
+  return buildGpt(dims);
+}
+
+Plan makePlan(const char *fix = nullptr) {
+  ModelGraph graph = smallGpt();
   TrainingConfig config = trainingConfig(16, 64);
   cost::Cluster cluster = a100();
   if (fix) {
@@ -324,3 +329,60 @@ TEST(MegatronExportTest, SearchKeepsToMegatronLayouts) {
 }
 
 } // namespace
+
+namespace {
+
+/// GPT on 16 GPUs under pure data parallelism, on A100s whose gradient
+/// reduction overlaps the backward by `overlap`.
+Plan dataParallelPlan(double overlap, const char *zero) {
+  cost::Cluster cluster = a100();
+  cluster.gradReduceOverlap = overlap;
+  TrainingConfig config = trainingConfig(
+      16, 64, (std::string("dp=16,tp=1,pp=1,mb=1,") + zero).c_str());
+  return llvm::cantFail(evaluateConfiguration(smallGpt(), cluster, config));
+}
+
+double hiddenSeconds(const Plan &plan) {
+  double hidden = 0;
+  for (const CostItem &item : plan.items)
+    hidden += item.hiddenSeconds;
+  return hidden;
+}
+
+} // namespace
+
+TEST(PlanOverlapTest, GradientReductionBehindTheBackwardLeavesTheStep) {
+  Plan exposed = dataParallelPlan(0.0, "zero=0");
+  Plan overlapped = dataParallelPlan(1.0, "zero=0");
+  Plan half = dataParallelPlan(0.5, "zero=0");
+  EXPECT_EQ(hiddenSeconds(exposed), 0);
+  double hidden = hiddenSeconds(overlapped);
+  EXPECT_GT(hidden, 0);
+  EXPECT_NEAR(hiddenSeconds(half), hidden / 2, 1e-12);
+  // What hides leaves the step time, and the items still add up to it.
+  EXPECT_NEAR(exposed.stepSeconds - overlapped.stepSeconds, hidden, 1e-12);
+  EXPECT_EQ(inconsistency(overlapped), std::nullopt);
+  // Only the all-reduce of the gradients hides.
+  for (const CostItem &item : overlapped.items)
+    if (item.hiddenSeconds > 0)
+      EXPECT_EQ(item.what + " " + item.where, "all_reduce gradients");
+  // The text report says how much runs behind the backward.
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printPlanText(overlapped, os, /*explain=*/false);
+  EXPECT_NE(text.find("behind the backward"), std::string::npos) << text;
+}
+
+TEST(PlanOverlapTest, ZeroTwoHidesOnlyTheLastMicroBatchsReduction) {
+  // ZeRO 2 reduce-scatters each micro-batch's gradients after its backward
+  // (as the trainer does): only the last one's runs behind a backward.
+  Plan zero2 = dataParallelPlan(1.0, "zero=2");
+  double scatters = 0;
+  for (const CostItem &item : zero2.items)
+    if (item.what == "reduce_scatter")
+      scatters += item.seconds + item.hiddenSeconds;
+  EXPECT_GT(hiddenSeconds(zero2), 0);
+  EXPECT_LT(hiddenSeconds(zero2), scatters / zero2.config.numMicroBatches);
+  EXPECT_EQ(inconsistency(zero2), std::nullopt);
+  EXPECT_EQ(zero2.config.numMicroBatches, 4);
+}
