@@ -254,6 +254,13 @@ private:
   void hideGradientReductions(StepTail &tail, const StageStats &stats,
                               const ParallelConfig &config,
                               const cost::MeshPlacement &placement) const;
+  /// Copies of a stage's saved values that the trainer holds with
+  /// `inFlight` micro-batches in flight.
+  static double storedCopies(const ParallelConfig &config, double inFlight);
+  /// Bytes of the step program's own gradient outputs beside the sums in
+  /// modelState.
+  double gradientOutputBytes(const StageStats &stats,
+                             const ParallelConfig &config) const;
   MemoryBreakdown deviceMemory(const DeviceGroup &group,
                                const ParallelConfig &config,
                                const PartitionEntry &entry) const;

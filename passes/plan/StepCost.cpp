@@ -363,24 +363,29 @@ Planner::memoryBalancedPartition(const ParallelConfig &config,
       layer = run.each;
   if (layer.layers == 0)
     return nullptr;
-  cost::ModelStateBytes layerState = modelState(layer, config);
   std::vector<int64_t> maxLayers(pp, 0);
   for (int stage = 0; stage < pp; ++stage) {
     double inFlight = cost::inFlightMicroBatches(
         config.schedule, pp, config.numMicroBatches, 1, stage);
+    // deviceMemory's kinds, summed per item: the parts that grow with the
+    // stage's contents, and the fixed ones (working set, buffers).
+    auto itemBytes = [&](const StageStats &item) {
+      return modelState(item, config).total() +
+             gradientOutputBytes(item, config) +
+             storedCopies(config, inFlight) * item.stored;
+    };
     double fixed = cluster_.reservedMemoryBytes + 2 * entry.boundaryBytes +
                    layer.workingSet;
     if (config.zeroStage >= 3)
       fixed += 2 * entry.layerParams * perParam_.params;
     auto addItem = [&](const StageStats &item) {
-      fixed += modelState(item, config).total() + inFlight * item.stored +
-               item.workingSet;
+      fixed += itemBytes(item) + item.workingSet;
     };
     if (stage == 0 && prologue_ >= 0)
       addItem(runs.front().each);
     if (stage == pp - 1 && epilogue_ >= 0)
       addItem(runs.back().each);
-    double perLayer = layerState.total() + inFlight * layer.stored;
+    double perLayer = itemBytes(layer);
     double room = cluster_.memoryBytes - fixed;
     maxLayers[stage] =
         room <= 0 ? 0 : static_cast<int64_t>(std::floor(room / perLayer));
@@ -589,24 +594,56 @@ Evaluation Planner::score(const ParallelConfig &config,
 }
 
 // Within a group the first device holds the most micro-batches in flight.
+// A pipeline stage runs every micro-batch in one arena (its saved values
+// and working set) and copies what the backward reads out of it for each
+// micro-batch in flight; without a pipeline the arena is all.
+double Planner::storedCopies(const ParallelConfig &config, double inFlight) {
+  return config.pp > 1 ? inFlight + 1 : 1;
+}
+
+// The step program writes each gradient whole (after tp) in the compute
+// precision. The sums the optimizer reads are kept beside those outputs when
+// several micro-batches accumulate, and under ZeRO 2 and 3, where only this
+// rank's shard of the sum is kept (modelState counts the sums).
+double Planner::gradientOutputBytes(const StageStats &stats,
+                                    const ParallelConfig &config) const {
+  const int ep = std::max(config.ep, 1);
+  double params = stats.params - stats.expertParams + stats.expertParams / ep;
+  double outputs = params * model_.activationBytes();
+  if (config.zeroStage >= 2)
+    return outputs;
+  if (config.numMicroBatches > 1)
+    return outputs;
+  // One micro-batch and whole gradients: the outputs are the sums, unless
+  // they are kept in another precision (fp32 sums of 16-bit outputs).
+  return perParam_.grads == model_.activationBytes() ? 0 : outputs;
+}
+
 MemoryBreakdown Planner::deviceMemory(const DeviceGroup &group,
                                       const ParallelConfig &config,
                                       const PartitionEntry &entry) const {
+  // Each kind as the trainer allocates and reports it (DESIGN.md section
+  // 5: peak memory split as the planner predicts it).
   MemoryBreakdown mem;
   mem.stage = group.firstDevice;
   cost::ModelStateBytes state = modelState(group.stats, config);
   mem.params = state.params;
-  mem.grads = state.grads;
+  mem.grads = state.grads + gradientOutputBytes(group.stats, config);
   mem.optimizer = state.optimizer;
+  // ZeRO-3 gathers parameters around their readers: one layer's, twice
+  // (the next one prefetched).
+  if (config.zeroStage >= 3)
+    mem.params += 2 * entry.layerParams * perParam_.params;
   double inFlight =
       cost::inFlightMicroBatches(config.schedule, config.pp,
                                  config.numMicroBatches, config.chunks,
                                  group.firstDevice);
-  mem.activations = inFlight * group.stats.stored + group.stats.workingSet;
+  // The activations and gradients that cross stages wait in buffers of
+  // their own, sent and received.
+  mem.activations = storedCopies(config, inFlight) * group.stats.stored +
+                    group.stats.workingSet;
+  if (config.pp > 1)
+    mem.activations += 2 * entry.boundaryBytes;
   mem.buffers = cluster_.reservedMemoryBytes;
-  if (config.pp > 1) // send and receive buffers
-    mem.buffers += 2 * entry.boundaryBytes;
-  if (config.zeroStage >= 3) // one layer's gathered parameters, twice
-    mem.buffers += 2 * entry.layerParams * perParam_.params;
   return mem;
 }

@@ -151,6 +151,33 @@ void Executor::placeValues() {
   }
   for (int v : values)
     views[v].data = static_cast<char *>(arena) + offsets[v];
+  findStashed(first, last);
+}
+
+/// A value crosses from the forward into the backward when it is computed
+/// before backwardStart and read from it on; a slot filled from outside
+/// (inputs, labels, the received activation) when the backward reads it.
+/// The received gradient is filled at the backward's start: not stashed.
+void Executor::findStashed(const std::vector<size_t> &first,
+                           const std::vector<size_t> &last) {
+  if (prog.backwardStart < 0)
+    return;
+  const size_t boundary = static_cast<size_t>(prog.backwardStart);
+  std::vector<bool> readInBackward(prog.slots.size(), false);
+  for (size_t t = boundary; t < prog.instrs.size(); ++t)
+    for (int o : prog.instrs[t].operands)
+      if (o >= 0)
+        readInBackward[o] = true;
+  for (size_t i = 0; i < prog.slots.size(); ++i) {
+    SlotKind kind = prog.slots[i].kind;
+    bool crosses = kind == SlotKind::Value && first[i] < boundary &&
+                   last[i] >= boundary;
+    bool fromOutside = (kind == SlotKind::Input || kind == SlotKind::Label ||
+                        kind == SlotKind::Activation) &&
+                       readInBackward[i];
+    if (crosses || fromOutside)
+      stashed.push_back(static_cast<int>(i));
+  }
 }
 
 const TensorView &Executor::operand(const Instr &instr, size_t i) const {
@@ -230,44 +257,28 @@ void Executor::runBackward() {
   stream().synchronize();
 }
 
-/// The memory a stash covers: the arena, then each slot filled from
-/// outside, in slot order.
-template <typename F>
-static void forStashed(const Program &prog,
-                       const std::vector<TensorView> &views, void *arena,
-                       size_t arenaSize, F each) {
-  if (arenaSize)
-    each(arena, arenaSize);
-  for (size_t i = 0; i < prog.slots.size(); ++i) {
-    SlotKind kind = prog.slots[i].kind;
-    if (kind == SlotKind::Input || kind == SlotKind::Label ||
-        kind == SlotKind::Activation || kind == SlotKind::ActivationGrad)
-      each(views[i].data, views[i].bytes());
-  }
-}
-
 size_t Executor::stashBytes() const {
   size_t total = 0;
-  forStashed(prog, views, arena, arenaSize,
-             [&](void *, size_t bytes) { total += bytes; });
+  for (int slot : stashed)
+    total += views[slot].bytes();
   return total;
 }
 
 void Executor::stash(void *out) {
   char *at = static_cast<char *>(out);
-  forStashed(prog, views, arena, arenaSize, [&](void *data, size_t bytes) {
-    dev.copyOnDevice(at, data, bytes, stream());
-    at += bytes;
-  });
+  for (int slot : stashed) {
+    dev.copyOnDevice(at, views[slot].data, views[slot].bytes(), stream());
+    at += views[slot].bytes();
+  }
   stream().synchronize();
 }
 
 void Executor::unstash(const void *in) {
   const char *at = static_cast<const char *>(in);
-  forStashed(prog, views, arena, arenaSize, [&](void *data, size_t bytes) {
-    dev.copyOnDevice(data, at, bytes, stream());
-    at += bytes;
-  });
+  for (int slot : stashed) {
+    dev.copyOnDevice(views[slot].data, at, views[slot].bytes(), stream());
+    at += views[slot].bytes();
+  }
   stream().synchronize();
 }
 

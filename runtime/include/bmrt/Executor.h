@@ -67,10 +67,12 @@ public:
   /// each then waiting for the device.
   void runForward();
   void runBackward();
-  /// The values a stage's backward reads from its forward (the arena and
-  /// the slots filled from outside: inputs, labels, activations), copied
+  /// The values a stage's backward reads from its forward (the values live
+  /// across Program::backwardStart, and the slots filled from outside that
+  /// the backward reads: inputs, labels, the received activation), copied
   /// out to `stashBytes()` bytes of device memory, so that other
-  /// micro-batches' forwards can run in between, and back.
+  /// micro-batches' forwards can run in between, and back. The rest of the
+  /// arena is the forward's and the backward's own working memory.
   size_t stashBytes() const;
   void stash(void *out);
   void unstash(const void *in);
@@ -104,6 +106,9 @@ public:
 private:
   void placeSlots();
   void placeValues();
+  /// Fills `stashed` from each slot's first and last instruction.
+  void findStashed(const std::vector<size_t> &first,
+                   const std::vector<size_t> &last);
 
   /// The program with its calls inlined: each layer's instance of a block
   /// function gets its own slots, placed by liveness like any other.
@@ -112,6 +117,8 @@ private:
   std::vector<TensorView> views;
   void *arena = nullptr;
   size_t arenaSize = 0;
+  /// The slots stash() copies, in slot order.
+  std::vector<int> stashed;
   Collectives *comms;
   void *scratchData = nullptr;
   size_t scratchSize = 0;
