@@ -137,6 +137,7 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
         parameterOwner_[v] = consumerList_[consumerStart_[v]];
       needsGradient_[v] = value.isFloat;
       numParameters_ += value.numElements();
+      largestParameter_ = std::max(largestParameter_, value.numElements());
     } else if (value.kind == ValueKind::Input && !value.isFloat) {
       tokensPerUnit_ = std::max(tokensPerUnit_, value.numElements());
     }

@@ -131,6 +131,8 @@ public:
   int64_t numExperts() const { return numExperts_; }
   /// Parameter elements of the whole model.
   int64_t numParameters() const { return numParameters_; }
+  /// Elements of the largest parameter tensor.
+  int64_t largestParameter() const { return largestParameter_; }
   /// Forward FLOPs of the whole model for one sample.
   double forwardFlopsPerSample() const {
     return forwardFlops_ / graph_.batchGranularity;
@@ -211,6 +213,7 @@ private:
   std::vector<int> findSideInputs(int blockClass) const;
   int64_t tokensPerUnit_ = 1;
   int64_t numParameters_ = 0;
+  int64_t largestParameter_ = 0;
   double forwardFlops_ = 0;
   double layerFlops_ = 0;
 };

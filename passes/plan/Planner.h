@@ -254,6 +254,9 @@ private:
   void hideGradientReductions(StepTail &tail, const StageStats &stats,
                               const ParallelConfig &config,
                               const cost::MeshPlacement &placement) const;
+  /// Bytes of the parameters a ZeRO-3 device holds gathered at a time.
+  double gatheredParameterBytes(const ParallelConfig &config) const;
+  double largestLocalParameter(const ParallelConfig &config) const;
   /// Copies of a stage's saved values that the trainer holds with
   /// `inFlight` micro-batches in flight.
   static double storedCopies(const ParallelConfig &config, double inFlight);

@@ -377,7 +377,7 @@ Planner::memoryBalancedPartition(const ParallelConfig &config,
     double fixed = cluster_.reservedMemoryBytes + 2 * entry.boundaryBytes +
                    layer.workingSet;
     if (config.zeroStage >= 3)
-      fixed += 2 * entry.layerParams * perParam_.params;
+      fixed += gatheredParameterBytes(config);
     auto addItem = [&](const StageStats &item) {
       fixed += itemBytes(item) + item.workingSet;
     };
@@ -594,6 +594,19 @@ Evaluation Planner::score(const ParallelConfig &config,
 }
 
 // Within a group the first device holds the most micro-batches in flight.
+// The trainer gathers a ZeRO-3 parameter over dp just around the
+// instructions that read it, one tensor at a time: the largest one's bytes.
+double Planner::gatheredParameterBytes(const ParallelConfig &config) const {
+  return largestLocalParameter(config) * perParam_.params;
+}
+
+// Elements of the largest parameter on one device. Large weights are the
+// ones tensor parallelism splits (Megatron's pattern); the search's
+// per-op choice is not at hand here, so an even split over tp is assumed.
+double Planner::largestLocalParameter(const ParallelConfig &config) const {
+  return static_cast<double>(analysis_.largestParameter()) / config.tp;
+}
+
 // A pipeline stage runs every micro-batch in one arena (its saved values
 // and working set) and copies what the backward reads out of it for each
 // micro-batch in flight; without a pipeline the arena is all.
@@ -610,8 +623,13 @@ double Planner::gradientOutputBytes(const StageStats &stats,
   const int ep = std::max(config.ep, 1);
   double params = stats.params - stats.expertParams + stats.expertParams / ep;
   double outputs = params * model_.activationBytes();
+  // ZeRO 2 and 3 reduce each later micro-batch's shard into a temporary
+  // before adding it: one shard of the largest parameter.
   if (config.zeroStage >= 2)
-    return outputs;
+    return outputs + (config.numMicroBatches > 1
+                          ? largestLocalParameter(config) / config.dp *
+                                perParam_.grads
+                          : 0);
   if (config.numMicroBatches > 1)
     return outputs;
   // One micro-batch and whole gradients: the outputs are the sums, unless
@@ -630,10 +648,8 @@ MemoryBreakdown Planner::deviceMemory(const DeviceGroup &group,
   mem.params = state.params;
   mem.grads = state.grads + gradientOutputBytes(group.stats, config);
   mem.optimizer = state.optimizer;
-  // ZeRO-3 gathers parameters around their readers: one layer's, twice
-  // (the next one prefetched).
   if (config.zeroStage >= 3)
-    mem.params += 2 * entry.layerParams * perParam_.params;
+    mem.params += gatheredParameterBytes(config);
   double inFlight =
       cost::inFlightMicroBatches(config.schedule, config.pp,
                                  config.numMicroBatches, config.chunks,
