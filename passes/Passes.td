@@ -82,13 +82,14 @@ def BmVerifyAnnotatedPass : Pass<"bm-verify-annotated", "::mlir::ModuleOp"> {
 }
 
 def BmFuseGeluPass : Pass<"bm-fuse-gelu", "::mlir::func::FuncOp"> {
-  let summary = "Replaces the exported tanh form of GELU by bm.gelu";
+  let summary = "Replaces GELU's exported formulas by bm.gelu";
   let description = [{
-    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), written by exporters as
-    eight elementwise ops (the products associated either way), becomes one
-    bm.gelu {tanh_approximation = true}: one kernel and one gradient instead
-    of sixteen passes over the MLP's activation. bmc compile runs it before
-    autodiff; the planner prices the model as imported.
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) and
+    0.5 x (1 + erf(x / sqrt(2))), written by exporters as eight and five
+    elementwise ops (the products associated either way), become one
+    bm.gelu {tanh_approximation = true / false}: one kernel and one gradient
+    instead of a pass over the MLP's activation per op. bmc compile runs it
+    before autodiff; the planner prices the model as imported.
   }];
   let dependentDialects = ["::mlir::bm::BmDialect"];
 }

@@ -1,12 +1,14 @@
-//===- FuseGelu.cpp - the tanh form of GELU as one op ---------------------===//
+//===- FuseGelu.cpp - GELU's exported formulas as one op ------------------===//
 //
-// Exporters write GELU's tanh approximation (Hendrycks & Gimpel 2016),
-//   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
-// as eight elementwise ops, and backward doubles them: eight passes over
-// the MLP's widest activation where one would do. This pass recognises the
-// formula, whichever way the exporter associated the final products, and
-// replaces it with bm.gelu {tanh_approximation = true}, whose kernel and
-// gradient rule compute the same function.
+// Exporters write GELU (Hendrycks & Gimpel 2016) as elementwise ops: the
+// tanh approximation
+//   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+// in eight, the exact form 0.5 x (1 + erf(x / sqrt(2))) (torch's default,
+// ViT's and BERT's) in five; backward doubles them, and each keeps a copy
+// of the MLP's widest activation for the backward. This pass recognises
+// either formula, whichever way the exporter associated the final products,
+// and replaces it with bm.gelu {tanh_approximation = true / false}, whose
+// kernel and gradient rule compute the same function.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,6 +66,16 @@ Value geluInput(TanhOp tanh) {
   return {};
 }
 
+/// The x of erf(x / sqrt(2)) (or erf(x * (1 / sqrt(2)))), or null.
+Value geluInput(ErfOp erf) {
+  if (Value x = otherThanConstant<MulOp>(erf.getInput(), 1 / std::sqrt(2.0)))
+    return x;
+  auto div = erf.getInput().getDefiningOp<DivOp>();
+  if (div && isConstant(div.getRhs(), std::sqrt(2.0)))
+    return div.getLhs();
+  return {};
+}
+
 /// The op computing 0.5 x (1 + t), given s = 1 + t: x * s then * 0.5, or
 /// (0.5 x) * s, operands in any order. Null if it is not there.
 Operation *geluOutput(Value s, Value x) {
@@ -101,26 +113,40 @@ void carryAnnotations(Operation *output, GeluOp gelu) {
   gelu->setAttr(BmDialect::kOperandShardingAttrName, results);
 }
 
+/// A GELU formula found: the op whose result is GELU(x), and which form.
+struct Found {
+  Operation *output;
+  Value x;
+  bool tanhApproximation;
+};
+
+/// Given t (the tanh or erf) of x: the formula's output when t's one user
+/// is 1 + t and 0.5 x (1 + t) follows, else nothing.
+void matchOutput(Value t, Value x, bool tanhApproximation,
+                 SmallVectorImpl<Found> &found) {
+  if (!x || !t.hasOneUse())
+    return;
+  Value s = (*t.getUsers().begin())->getResult(0);
+  if (otherThanConstant<AddOp>(s, 1.0) != t)
+    return;
+  if (Operation *output = geluOutput(s, x))
+    if (output->getResult(0).getType() == x.getType())
+      found.push_back({output, x, tanhApproximation});
+}
+
 struct FuseGeluPass : impl::BmFuseGeluPassBase<FuseGeluPass> {
   void runOnOperation() override {
-    SmallVector<std::pair<Operation *, Value>> found;
-    getOperation().walk([&](TanhOp tanh) {
-      Value x = geluInput(tanh);
-      if (!x || !tanh.getResult().hasOneUse())
-        return;
-      Value one = otherThanConstant<AddOp>(
-          (*tanh.getResult().getUsers().begin())->getResult(0), 1.0);
-      if (one != tanh.getResult())
-        return;
-      Value s = (*tanh.getResult().getUsers().begin())->getResult(0);
-      if (Operation *output = geluOutput(s, x))
-        if (output->getResult(0).getType() == x.getType())
-          found.push_back({output, x});
+    SmallVector<Found> found;
+    getOperation().walk([&](Operation *op) {
+      if (auto tanh = dyn_cast<TanhOp>(op))
+        matchOutput(tanh.getResult(), geluInput(tanh), true, found);
+      else if (auto erf = dyn_cast<ErfOp>(op))
+        matchOutput(erf.getResult(), geluInput(erf), false, found);
     });
-    for (auto [output, x] : found) {
+    for (auto [output, x, tanhApproximation] : found) {
       OpBuilder b(output);
       auto gelu = GeluOp::create(b, output->getLoc(), x,
-                                 b.getBoolAttr(/*tanh_approximation=*/true));
+                                 b.getBoolAttr(tanhApproximation));
       carryAnnotations(output, gelu);
       output->getResult(0).replaceAllUsesWith(gelu.getResult());
     }
@@ -128,7 +154,7 @@ struct FuseGeluPass : impl::BmFuseGeluPassBase<FuseGeluPass> {
     for (bool erased = true; erased;) {
       erased = false;
       getOperation().walk([&](Operation *op) {
-        if (isa<AddOp, MulOp, PowOp, TanhOp, ConstantOp>(op) &&
+        if (isa<AddOp, DivOp, ErfOp, MulOp, PowOp, TanhOp, ConstantOp>(op) &&
             op->use_empty()) {
           op->erase();
           erased = true;

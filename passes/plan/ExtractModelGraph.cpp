@@ -1,6 +1,7 @@
 //===- ExtractModelGraph.cpp - bm IR to the planner's model graph ---------===//
 
 #include "passes/plan/ExtractModelGraph.h"
+#include "passes/plan/GradientReads.h"
 
 #include "bm/BmOps.h"
 
@@ -173,6 +174,7 @@ private:
     info.rule = ruleOp.getShardingRule();
     info.isContraction = costOp.isContraction();
     info.flops = costOp.getFlops();
+    info.gradientReads = gradientReadsOf(op);
     if (auto layer = op.getAttrOfType<IntegerAttr>(
             mlir::bm::BmDialect::kLayerAttrName)) {
       info.layer = static_cast<int>(layer.getInt());

@@ -52,6 +52,10 @@ struct ValueInfo {
   }
 };
 
+/// Per operand j of an op: whether the gradient of operand j reads each of
+/// the op's operands (indices 0..n-1) and results (n..n+r-1).
+using GradientReads = std::vector<std::vector<bool>>;
+
 struct OpInfo {
   std::string opName;          // "bm.matmul"
   std::string label;           // the ONNX node name, for printing
@@ -67,6 +71,9 @@ struct OpInfo {
   bool isContraction = false;
   /// Layer instance this op belongs to, or -1 (prologue / epilogue).
   int layer = -1;
+  /// What its gradient rule reads (GradientReads.h); empty when unknown, for
+  /// graphs built by hand: then a table of op names says.
+  GradientReads gradientReads;
 };
 
 struct ModelGraph {

@@ -89,9 +89,19 @@ void GraphAnalysis::findSavedValues(const std::vector<int> &searchedOps) {
     return value.kind == ValueKind::Activation &&
            (value.batchDim >= 0 || needsGradient_[v]);
   };
+  // Whether the gradient of an operand of `op` that needs one reads
+  // position `index` (operands, then results) of `op`, by its rule.
+  auto ruleReads = [&](const OpInfo &op, size_t index) {
+    for (size_t j = 0; j < op.gradientReads.size(); ++j)
+      if (needsGradient_[op.operands[j]] && op.gradientReads[j][index])
+        return true;
+    return false;
+  };
   // Whether `consumer`'s backward reads its operand `index`.
   auto reads = [&](int consumer, size_t index) {
     const OpInfo &op = graph_.ops[consumer];
+    if (!op.gradientReads.empty())
+      return ruleReads(op, index);
     switch (backwardReads(op.opName)) {
     case BackwardReads::Nothing:
     case BackwardReads::Output:
@@ -112,8 +122,11 @@ void GraphAnalysis::findSavedValues(const std::vector<int> &searchedOps) {
   };
   for (int o : searchedOps) {
     const OpInfo &op = graph_.ops[o];
-    bool readsOutput = backwardReads(op.opName) == BackwardReads::Output;
-    for (int v : op.results) {
+    for (auto [r, v] : llvm::enumerate(op.results)) {
+      bool readsOutput =
+          op.gradientReads.empty()
+              ? backwardReads(op.opName) == BackwardReads::Output
+              : ruleReads(op, op.operands.size() + r);
       bool saved = readsOutput || v == graph_.output;
       for (int user : consumers(v)) {
         const std::vector<int> &operands = graph_.ops[user].operands;

@@ -66,3 +66,58 @@ func.func @not_gelu(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %y = bm.mul %xs, %half : tensor<2x8xf32>, tensor<f32>
   return %y : tensor<2x8xf32>
 }
+
+// -----
+
+// torch's exact GELU (ViT, BERT): x * (1 + erf(x / sqrt(2))) * 0.5; the
+// attribute is false, its default, and not printed.
+// CHECK-LABEL: func.func @erf_form
+// CHECK-NEXT: %[[G:.*]] = bm.gelu %arg0 : tensor<2x8xf32>
+// CHECK-NEXT: return %[[G]]
+func.func @erf_form(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %r2 = bm.constant dense<1.41421354> : tensor<f32>
+  %d = bm.div %x, %r2 : tensor<2x8xf32>, tensor<f32>
+  %e = bm.erf %d : tensor<2x8xf32>
+  %one = bm.constant dense<1.0> : tensor<f32>
+  %s = bm.add %e, %one : tensor<2x8xf32>, tensor<f32>
+  %xs = bm.mul %x, %s : tensor<2x8xf32>, tensor<2x8xf32>
+  %half = bm.constant dense<0.5> : tensor<f32>
+  %y = bm.mul %xs, %half : tensor<2x8xf32>, tensor<f32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// The scale written as a product by 1/sqrt(2), the half first.
+// CHECK-LABEL: func.func @erf_times_inverse
+// CHECK-NEXT: %[[G:.*]] = bm.gelu %arg0 :
+// CHECK-NEXT: return %[[G]]
+func.func @erf_times_inverse(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %half = bm.constant dense<0.5> : tensor<f32>
+  %h = bm.mul %half, %x : tensor<f32>, tensor<2x8xf32>
+  %k = bm.constant dense<0.707106769> : tensor<f32>
+  %d = bm.mul %x, %k : tensor<2x8xf32>, tensor<f32>
+  %e = bm.erf %d : tensor<2x8xf32>
+  %one = bm.constant dense<1.0> : tensor<f32>
+  %s = bm.add %one, %e : tensor<f32>, tensor<2x8xf32>
+  %y = bm.mul %h, %s : tensor<2x8xf32>, tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// erf of x / 2 is not GELU: left alone.
+// CHECK-LABEL: func.func @erf_not_gelu
+// CHECK-NOT: bm.gelu
+// CHECK: bm.erf
+func.func @erf_not_gelu(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %two = bm.constant dense<2.0> : tensor<f32>
+  %d = bm.div %x, %two : tensor<2x8xf32>, tensor<f32>
+  %e = bm.erf %d : tensor<2x8xf32>
+  %one = bm.constant dense<1.0> : tensor<f32>
+  %s = bm.add %e, %one : tensor<2x8xf32>, tensor<f32>
+  %xs = bm.mul %x, %s : tensor<2x8xf32>, tensor<2x8xf32>
+  %half = bm.constant dense<0.5> : tensor<f32>
+  %y = bm.mul %xs, %half : tensor<2x8xf32>, tensor<f32>
+  return %y : tensor<2x8xf32>
+}
