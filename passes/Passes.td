@@ -88,8 +88,8 @@ def BmFuseGeluPass : Pass<"bm-fuse-gelu", "::mlir::func::FuncOp"> {
     0.5 x (1 + erf(x / sqrt(2))), written by exporters as eight and five
     elementwise ops (the products associated either way), become one
     bm.gelu {tanh_approximation = true / false}: one kernel and one gradient
-    instead of a pass over the MLP's activation per op. bmc compile runs it
-    before autodiff; the planner prices the model as imported.
+    instead of a pass over the MLP's activation per op. The fold phase runs
+    it first, so that the planner prices the ops the trainer runs.
   }];
   let dependentDialects = ["::mlir::bm::BmDialect"];
 }

@@ -27,7 +27,10 @@ struct AutodiffPhaseOptions
 };
 } // namespace
 
+// GELU's exported formulas become bm.gelu first: the planner then prices,
+// annotates and the trainer runs the same ops.
 void buildFoldPhase(OpPassManager &pm) {
+  pm.addNestedPass<func::FuncOp>(createBmFuseGeluPass());
   pm.addNestedPass<func::FuncOp>(createBmFoldPass());
   pm.addPass(createBmVerifyFoldedPass());
 }

@@ -119,8 +119,9 @@ llvm::Expected<Planned> planRunnable(mlir::MLIRContext &context,
   return Planned{std::move(*plan), std::move(*planning)};
 }
 
-/// One device: the model at the plan's micro-batch, fused (fewer kernels)
-/// then folded (full recomputation reruns the layers folding marks).
+/// One device: the model at the plan's micro-batch, through the fold phase
+/// (GELU fused into one kernel; full recomputation reruns the layers folding
+/// marks).
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importWhole(mlir::MLIRContext &context, const CompileOptions &options,
             const plan::Plan &plan) {
@@ -129,21 +130,14 @@ importWhole(mlir::MLIRContext &context, const CompileOptions &options,
   auto module = importOnnxFile(context, options.model, importOptions);
   if (!module)
     return module.takeError();
-  if (llvm::Error err = runPipeline(
-          **module,
-          [](mlir::OpPassManager &pm) {
-            pm.addNestedPass<mlir::func::FuncOp>(
-                mlir::bm::createBmFuseGeluPass());
-            mlir::bm::buildFoldPhase(pm);
-          },
-          "folding"))
+  if (llvm::Error err = runPipeline(**module, mlir::bm::buildFoldPhase,
+                                    "folding"))
     return std::move(err);
   return module;
 }
 
 /// Several devices: the model at one step's batch (dp x micro-batch),
-/// folded and annotated with the plan, then fused (keeping the
-/// annotations).
+/// through the fold phase and annotated with the plan.
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importAnnotated(mlir::MLIRContext &context, const CompileOptions &options,
                 const Planned &planned) {
@@ -151,14 +145,6 @@ importAnnotated(mlir::MLIRContext &context, const CompileOptions &options,
                               planned.plan, planned.model.graph);
   if (!step)
     return step.takeError();
-  if (llvm::Error err = runPipeline(
-          *step->module,
-          [](mlir::OpPassManager &pm) {
-            pm.addNestedPass<mlir::func::FuncOp>(
-                mlir::bm::createBmFuseGeluPass());
-          },
-          "fusing"))
-    return std::move(err);
   return std::move(step->module);
 }
 
