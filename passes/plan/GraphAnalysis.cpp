@@ -40,8 +40,9 @@ static bool isViewOpName(llvm::StringRef name) {
                      [&](const char *view) { return name == view; });
 }
 
-GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
-    : graph_(graph), fold_(fold) {
+GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
+                             bool kernelPerOp)
+    : graph_(graph), fold_(fold), kernelPerOp_(kernelPerOp) {
   const size_t numValues = graph.values.size();
   const size_t numOps = graph.ops.size();
   parameterOwner_.assign(numValues, -1);
@@ -162,7 +163,7 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
   for (size_t o = 0; o < numOps; ++o) {
     if (!searched_[o])
       continue;
-    isView_[o] = isViewOpName(graph.ops[o].opName);
+    isView_[o] = !kernelPerOp_ && isViewOpName(graph.ops[o].opName);
     propagateTokens(static_cast<int>(o));
     findExpertFactor(static_cast<int>(o));
   }
@@ -175,7 +176,8 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold)
       // a pipeline-stage) boundary, and every instance of a class must cost
       // the same whatever follows it.
       bool fusedAway =
-          users.size() == 1 && graph.ops[users[0]].layer == graph.ops[o].layer &&
+          !kernelPerOp_ && users.size() == 1 &&
+          graph.ops[users[0]].layer == graph.ops[o].layer &&
           !graph.ops[o].isContraction && !isView_[o] &&
           !graph.ops[users[0]].isContraction &&
           !isViewOpName(graph.ops[users[0]].opName) &&

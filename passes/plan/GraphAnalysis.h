@@ -46,8 +46,10 @@ struct Segment {
 class GraphAnalysis {
 public:
   /// `fold`: search each block class once (its first instance), else every
-  /// layer.
-  GraphAnalysis(const ModelGraph &graph, bool fold);
+  /// layer. `kernelPerOp`: the runtime runs each op as a kernel that writes
+  /// its result (bmrt's CPU backend), rather than fusing elementwise chains
+  /// and reading layout ops' inputs with strides.
+  GraphAnalysis(const ModelGraph &graph, bool fold, bool kernelPerOp = false);
 
   const ModelGraph &graph() const { return graph_; }
   /// Ops reading `value`, in order, each once. Complete for the values of
@@ -178,6 +180,7 @@ private:
 
   const ModelGraph &graph_;
   bool fold_;
+  bool kernelPerOp_;
   std::vector<int> representativeLayer_; // per layer
   /// The index in `segments()` of each layer's segment, and how many layer
   /// segments there are (numbered after the prologue, in layer order).
