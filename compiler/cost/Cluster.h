@@ -29,6 +29,21 @@ inline constexpr int kLargestCount = 1 << 24;
 
 inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+/// Whose kernels and memory management the planner models on a cluster.
+enum class RuntimeModel {
+  /// bmrt (this project's trainer): one kernel per op, each writing its
+  /// result; a pipeline stage's arena plus a stash of the saved values per
+  /// micro-batch in flight; gradients written whole beside their sums;
+  /// ZeRO-3 gathering one parameter at a time; gathered copies kept for the
+  /// backward.
+  Bmrt,
+  /// Megatron-LM on GPUs (Narayanan et al. 2021; Korthikanti et al. 2022):
+  /// elementwise chains fused and layout ops read with strides, gradients
+  /// accumulated in place, sequence-parallel inputs gathered again in the
+  /// backward, ZeRO-3 as DeepSpeed (a layer prefetched).
+  Megatron,
+};
+
 /// One class of link, as an NCCL collective sees it.
 struct LinkSpec {
   /// Bus bandwidth in bytes/s as nccl-tests reports it ("busbw"), i.e. the
@@ -64,6 +79,9 @@ struct Cluster {
   double reservedMemoryBytes = 0;
   LinkSpec intraNode;
   LinkSpec interNode;
+  /// Whose kernels run there: Megatron-LM's on the GPU presets; bmrt's on a
+  /// cluster that `bmc calibrate` measured.
+  RuntimeModel runtime = RuntimeModel::Megatron;
   /// Fraction of the data-parallel gradient reduction's time that runs
   /// hidden while the backward pass computes, given enough backward to hide
   /// behind: 1 where the collectives have their own engine (NCCL kernels on

@@ -41,8 +41,9 @@ static bool isViewOpName(llvm::StringRef name) {
 }
 
 GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
-                             bool kernelPerOp)
-    : graph_(graph), fold_(fold), kernelPerOp_(kernelPerOp) {
+                             cost::RuntimeModel runtime)
+    : graph_(graph), fold_(fold), runtime_(runtime) {
+  const bool kernelPerOp = runtime == cost::RuntimeModel::Bmrt;
   const size_t numValues = graph.values.size();
   const size_t numOps = graph.ops.size();
   parameterOwner_.assign(numValues, -1);
@@ -163,7 +164,7 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
   for (size_t o = 0; o < numOps; ++o) {
     if (!searched_[o])
       continue;
-    isView_[o] = !kernelPerOp_ && isViewOpName(graph.ops[o].opName);
+    isView_[o] = !kernelPerOp && isViewOpName(graph.ops[o].opName);
     propagateTokens(static_cast<int>(o));
     findExpertFactor(static_cast<int>(o));
   }
@@ -176,7 +177,7 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
       // a pipeline-stage) boundary, and every instance of a class must cost
       // the same whatever follows it.
       bool fusedAway =
-          !kernelPerOp_ && users.size() == 1 &&
+          !kernelPerOp && users.size() == 1 &&
           graph.ops[users[0]].layer == graph.ops[o].layer &&
           !graph.ops[o].isContraction && !isView_[o] &&
           !graph.ops[users[0]].isContraction &&

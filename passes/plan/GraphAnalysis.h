@@ -17,6 +17,7 @@
 #ifndef BM_PLAN_GRAPHANALYSIS_H
 #define BM_PLAN_GRAPHANALYSIS_H
 
+#include "compiler/cost/Cluster.h"
 #include "passes/plan/ModelGraph.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -46,10 +47,12 @@ struct Segment {
 class GraphAnalysis {
 public:
   /// `fold`: search each block class once (its first instance), else every
-  /// layer. `kernelPerOp`: the runtime runs each op as a kernel that writes
-  /// its result (bmrt's CPU backend), rather than fusing elementwise chains
-  /// and reading layout ops' inputs with strides.
-  GraphAnalysis(const ModelGraph &graph, bool fold, bool kernelPerOp = false);
+  /// layer. `runtime`: under bmrt each op is a kernel that writes its
+  /// result; Megatron-LM fuses elementwise chains and reads layout ops'
+  /// inputs with strides.
+  GraphAnalysis(const ModelGraph &graph, bool fold,
+                cost::RuntimeModel runtime = cost::RuntimeModel::Megatron);
+  cost::RuntimeModel runtime() const { return runtime_; }
 
   const ModelGraph &graph() const { return graph_; }
   /// Ops reading `value`, in order, each once. Complete for the values of
@@ -180,7 +183,7 @@ private:
 
   const ModelGraph &graph_;
   bool fold_;
-  bool kernelPerOp_;
+  cost::RuntimeModel runtime_;
   std::vector<int> representativeLayer_; // per layer
   /// The index in `segments()` of each layer's segment, and how many layer
   /// segments there are (numbered after the prologue, in layer order).

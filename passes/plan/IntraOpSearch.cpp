@@ -102,6 +102,7 @@ private:
   void findProducers();
 
   void account(const std::vector<int> &choice, SegmentSolution &solution);
+  double gatheredSavedBytes(int localOp, const std::vector<int> &choice) const;
   void accountExperts(const std::vector<int> &choice,
                       SegmentSolution &solution);
 
@@ -448,6 +449,38 @@ SegmentSolution SegmentCoster::solve() {
   return solution;
 }
 
+// Under bmrt, a saved value that its producer leaves split over tp and this
+// op reads whole is gathered for it, and the backward reads the gathered
+// copy (the logits that the loss reads whole under a vocabulary-split LM
+// head): the rest of its bytes are kept too. Megatron-LM gathers such
+// inputs again in the backward (Korthikanti et al. 2022, section 4.2.2).
+double SegmentCoster::gatheredSavedBytes(int localOp,
+                                         const std::vector<int> &choice) const {
+  if (analysis_.runtime() != cost::RuntimeModel::Bmrt)
+    return 0;
+  const int op = segment_.ops[localOp];
+  const int factor = strategies_[localOp][choice[localOp]];
+  const OpInfo &info = graph_.ops[op];
+  double bytes = 0;
+  for (int p : producersOf(localOp)) {
+    const OpInfo &producer = graph_.ops[segment_.ops[p]];
+    const int producerFactor = strategies_[p][choice[p]];
+    for (size_t r = 0; r < producer.results.size(); ++r) {
+      int v = producer.results[r];
+      if (!analysis_.isMaterialized(v) || !analysis_.isSavedForBackward(v) ||
+          resultState(segment_.ops[p], static_cast<int>(r), producerFactor) < 0)
+        continue;
+      for (size_t o = 0; o < info.operands.size(); ++o)
+        if (info.operands[o] == v &&
+            operandState(op, static_cast<int>(o), factor) == kReplicated) {
+          bytes += valueBytes(v) * (1 - 1.0 / tp_);
+          break;
+        }
+    }
+  }
+  return bytes;
+}
+
 void SegmentCoster::account(const std::vector<int> &choice,
                             SegmentSolution &solution) {
   const int numOps = static_cast<int>(segment_.ops.size());
@@ -489,6 +522,7 @@ void SegmentCoster::account(const std::vector<int> &choice,
       if (!analysis_.isAttentionCoreValue(v))
         solution.storedBytesSelective += bytes;
     }
+    solution.storedBytes += gatheredSavedBytes(i, choice);
     for (size_t o = 0; o < info.operands.size(); ++o) {
       int v = info.operands[o];
       const ValueInfo &value = graph_.values[v];

@@ -164,7 +164,8 @@ public:
           const TrainingConfig &config)
       : graph_(graph), cluster_(cluster), config_(config),
         precision_(config.precision.value_or(cost::defaultPrecision(cluster))),
-        analysis_(graph, config.fold), model_(cluster, precision_),
+        analysis_(graph, config.fold, cluster.runtime),
+        model_(cluster, precision_),
         perParam_(cost::modelStateBytesPerParam(precision_,
                                                 config.optimizer)),
         segments_(analysis_.segments()) {
@@ -255,11 +256,12 @@ private:
                               const ParallelConfig &config,
                               const cost::MeshPlacement &placement) const;
   /// Bytes of the parameters a ZeRO-3 device holds gathered at a time.
-  double gatheredParameterBytes(const ParallelConfig &config) const;
+  double gatheredParameterBytes(const ParallelConfig &config,
+                                double layerParams) const;
   double largestLocalParameter(const ParallelConfig &config) const;
   /// Copies of a stage's saved values that the trainer holds with
   /// `inFlight` micro-batches in flight.
-  static double storedCopies(const ParallelConfig &config, double inFlight);
+  double storedCopies(const ParallelConfig &config, double inFlight) const;
   /// Bytes of the step program's own gradient outputs beside the sums in
   /// modelState.
   double gradientOutputBytes(const StageStats &stats,

@@ -377,7 +377,7 @@ Planner::memoryBalancedPartition(const ParallelConfig &config,
     double fixed = cluster_.reservedMemoryBytes + 2 * entry.boundaryBytes +
                    layer.workingSet;
     if (config.zeroStage >= 3)
-      fixed += gatheredParameterBytes(config);
+      fixed += gatheredParameterBytes(config, entry.layerParams);
     auto addItem = [&](const StageStats &item) {
       fixed += itemBytes(item) + item.workingSet;
     };
@@ -596,7 +596,11 @@ Evaluation Planner::score(const ParallelConfig &config,
 // Within a group the first device holds the most micro-batches in flight.
 // The trainer gathers a ZeRO-3 parameter over dp just around the
 // instructions that read it, one tensor at a time: the largest one's bytes.
-double Planner::gatheredParameterBytes(const ParallelConfig &config) const {
+double Planner::gatheredParameterBytes(const ParallelConfig &config,
+                                       double layerParams) const {
+  // DeepSpeed's ZeRO-3 prefetches: one layer's parameters, twice.
+  if (cluster_.runtime != cost::RuntimeModel::Bmrt)
+    return 2 * layerParams * perParam_.params;
   return largestLocalParameter(config) * perParam_.params;
 }
 
@@ -607,10 +611,14 @@ double Planner::largestLocalParameter(const ParallelConfig &config) const {
   return static_cast<double>(analysis_.largestParameter()) / config.tp;
 }
 
-// A pipeline stage runs every micro-batch in one arena (its saved values
-// and working set) and copies what the backward reads out of it for each
-// micro-batch in flight; without a pipeline the arena is all.
-double Planner::storedCopies(const ParallelConfig &config, double inFlight) {
+// bmrt runs every micro-batch of a pipeline stage in one arena (its saved
+// values and working set) and copies what the backward reads out of it for
+// each micro-batch in flight; without a pipeline the arena is all.
+// Megatron-LM keeps each micro-batch's saved tensors alone.
+double Planner::storedCopies(const ParallelConfig &config,
+                             double inFlight) const {
+  if (cluster_.runtime != cost::RuntimeModel::Bmrt)
+    return inFlight;
   return config.pp > 1 ? inFlight + 1 : 1;
 }
 
@@ -620,6 +628,10 @@ double Planner::storedCopies(const ParallelConfig &config, double inFlight) {
 // rank's shard of the sum is kept (modelState counts the sums).
 double Planner::gradientOutputBytes(const StageStats &stats,
                                     const ParallelConfig &config) const {
+  // Megatron-LM accumulates into its gradient buffer in place
+  // (gradient_accumulation_fusion).
+  if (cluster_.runtime != cost::RuntimeModel::Bmrt)
+    return 0;
   const int ep = std::max(config.ep, 1);
   double params = stats.params - stats.expertParams + stats.expertParams / ep;
   double outputs = params * model_.activationBytes();
@@ -640,16 +652,20 @@ double Planner::gradientOutputBytes(const StageStats &stats,
 MemoryBreakdown Planner::deviceMemory(const DeviceGroup &group,
                                       const ParallelConfig &config,
                                       const PartitionEntry &entry) const {
-  // Each kind as the trainer allocates and reports it (DESIGN.md section
-  // 5: peak memory split as the planner predicts it).
+  // Each kind as the runtime allocates and (bmrt) reports it (DESIGN.md
+  // section 5: peak memory split as the planner predicts it): bmrt counts
+  // gathered parameters as parameters and transfer buffers as activations.
+  const bool bmrt = cluster_.runtime == cost::RuntimeModel::Bmrt;
   MemoryBreakdown mem;
   mem.stage = group.firstDevice;
+  mem.buffers = cluster_.reservedMemoryBytes;
   cost::ModelStateBytes state = modelState(group.stats, config);
   mem.params = state.params;
   mem.grads = state.grads + gradientOutputBytes(group.stats, config);
   mem.optimizer = state.optimizer;
   if (config.zeroStage >= 3)
-    mem.params += gatheredParameterBytes(config);
+    (bmrt ? mem.params : mem.buffers) +=
+        gatheredParameterBytes(config, entry.layerParams);
   double inFlight =
       cost::inFlightMicroBatches(config.schedule, config.pp,
                                  config.numMicroBatches, config.chunks,
@@ -659,7 +675,6 @@ MemoryBreakdown Planner::deviceMemory(const DeviceGroup &group,
   mem.activations = storedCopies(config, inFlight) * group.stats.stored +
                     group.stats.workingSet;
   if (config.pp > 1)
-    mem.activations += 2 * entry.boundaryBytes;
-  mem.buffers = cluster_.reservedMemoryBytes;
+    (bmrt ? mem.activations : mem.buffers) += 2 * entry.boundaryBytes;
   return mem;
 }
