@@ -315,8 +315,12 @@ Planner::dataParallelCollectives(const ParallelConfig &config) const {
   case 1:
     // Megatron's distributed optimizer: reduce-scatter the accumulated
     // gradients, update a shard, all-gather the parameters (Megatron-LM
-    // docs/distrib_optimizer.md).
-    return {{CollectiveKind::ReduceScatter, "step", true, 0, 1},
+    // docs/distrib_optimizer.md). bmrt all-reduces the whole gradient
+    // and updates its shard of it (runtime/trainer/Parallel.cpp).
+    return {{cluster_.runtime == cost::RuntimeModel::Bmrt
+                 ? CollectiveKind::AllReduce
+                 : CollectiveKind::ReduceScatter,
+             "step", true, 0, 1},
             {CollectiveKind::AllGather, "step", false, 0, 1}};
   case 2:
     // Partitioned gradients cannot accumulate whole: every micro-batch's
