@@ -40,20 +40,25 @@ def compile_plan(model: str, ranks: int, fix: str | None, args, out: str) -> Non
     run(command)
 
 
-def train(out: str, ranks: int, steps: int) -> list[dict]:
-    log = os.path.join(out, "run.jsonl")
+def train(out: str, ranks: int, steps: int, *flags: str, name: str = "run") -> list[dict]:
+    """Every rank's log records of `steps` steps ("NAME.jsonl", and
+    "NAME.rankR.jsonl" for the other ranks; earlier ones removed first)."""
+    def logs() -> list[str]:
+        return [os.path.join(out, f) for f in sorted(os.listdir(out))
+                if f.startswith(name + ".") and f.endswith(".jsonl")]
+    for old in logs():
+        os.remove(old)
     command = [os.path.join(out, "trainer"), "--steps", str(steps), "--threads", "1",
-               "--quiet", "--log", log]
+               "--quiet", "--log", os.path.join(out, f"{name}.jsonl"), *flags]
     if ranks > 1:
         command = [shutil.which("mpirun"), "--allow-run-as-root", "--oversubscribe",
                    "-np", str(ranks), "-x", "OMP_NUM_THREADS=1",
                    "-x", "OPENBLAS_NUM_THREADS=1", *command]
     run(command, env=threads_env(1))
     records = []
-    for name in sorted(os.listdir(out)):
-        if name.startswith("run") and name.endswith(".jsonl"):
-            with open(os.path.join(out, name)) as f:
-                records += [json.loads(line) for line in f if line.strip()]
+    for log in logs():
+        with open(log) as f:
+            records += [json.loads(line) for line in f if line.strip()]
     return records
 
 

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 
 namespace bmrt {
 
@@ -137,6 +138,44 @@ std::string Mesh::str() const {
 }
 
 //===----------------------------------------------------------------------===//
+// PendingCollective
+//===----------------------------------------------------------------------===//
+
+PendingCollective::Operation::~Operation() = default;
+
+PendingCollective &
+PendingCollective::operator=(PendingCollective &&other) noexcept {
+  if (this != &other) {
+    abandon();
+    operation = std::move(other.operation);
+  }
+  return *this;
+}
+
+PendingCollective::~PendingCollective() { abandon(); }
+
+void PendingCollective::abandon() noexcept {
+  // While an error unwinds, the job is about to end through abortJob.
+  if (operation && std::uncaught_exceptions() == 0)
+    abortJob("a collective still in flight was abandoned (its buffers would "
+             "be written after they are gone)");
+  operation.reset();
+}
+
+bool PendingCollective::test() {
+  if (operation && operation->test())
+    operation.reset();
+  return !operation;
+}
+
+void PendingCollective::wait() {
+  if (!operation)
+    return;
+  operation->wait();
+  operation.reset();
+}
+
+//===----------------------------------------------------------------------===//
 // Communicator: the argument checks every backend shares
 //===----------------------------------------------------------------------===//
 
@@ -184,18 +223,17 @@ static const char *offsetBy(const void *base, size_t elements, DType type) {
   return static_cast<const char *>(base) + elements * sizeOf(type);
 }
 
-void Communicator::allReduce(const void *send, void *recv, size_t count,
-                             DType type, Stream &stream) {
+void Communicator::checkAllReduce(const void *send, const void *recv,
+                                  size_t count, DType type) const {
   checkCollective("all-reduce");
   checkSummable(describe("all-reduce"), type);
   size_t bytes = count * sizeOf(type);
   BMRT_CHECK(send == recv || !overlaps(send, bytes, recv, bytes),
              describe("all-reduce") + ": buffers overlap");
-  doAllReduce(send, recv, count, type, stream);
 }
 
-void Communicator::reduceScatter(const void *send, void *recv, size_t recvCount,
-                                 DType type, Stream &stream) {
+void Communicator::checkReduceScatter(const void *send, const void *recv,
+                                      size_t recvCount, DType type) const {
   checkCollective("reduce-scatter");
   checkSummable(describe("reduce-scatter"), type);
   size_t bytes = recvCount * sizeOf(type);
@@ -203,7 +241,35 @@ void Communicator::reduceScatter(const void *send, void *recv, size_t recvCount,
                  !overlaps(send, groupSize * bytes, recv, bytes),
              describe("reduce-scatter") +
                  ": buffers overlap other than in place");
+}
+
+void Communicator::allReduce(const void *send, void *recv, size_t count,
+                             DType type, Stream &stream) {
+  checkAllReduce(send, recv, count, type);
+  doAllReduce(send, recv, count, type, stream);
+}
+
+void Communicator::reduceScatter(const void *send, void *recv, size_t recvCount,
+                                 DType type, Stream &stream) {
+  checkReduceScatter(send, recv, recvCount, type);
   doReduceScatter(send, recv, recvCount, type, stream);
+}
+
+PendingCollective Communicator::allReduceAsync(const void *send, void *recv,
+                                               size_t count, DType type,
+                                               Stream &stream) {
+  checkAllReduce(send, recv, count, type);
+  return PendingCollective(doAllReduceAsync(send, recv, count, type, stream));
+}
+
+PendingCollective Communicator::reduceScatterAsync(const void *send,
+                                                   void *recv,
+                                                   size_t recvCount,
+                                                   DType type,
+                                                   Stream &stream) {
+  checkReduceScatter(send, recv, recvCount, type);
+  return PendingCollective(
+      doReduceScatterAsync(send, recv, recvCount, type, stream));
 }
 
 void Communicator::allGather(const void *send, void *recv, size_t sendCount,

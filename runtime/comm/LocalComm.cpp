@@ -40,6 +40,19 @@ protected:
     stream.synchronize();
     copyUnlessSame(recv, send, recvCount * sizeOf(type));
   }
+  // A group of one completes at once.
+  std::unique_ptr<PendingCollective::Operation>
+  doAllReduceAsync(const void *send, void *recv, size_t count, DType type,
+                   Stream &stream) override {
+    doAllReduce(send, recv, count, type, stream);
+    return nullptr;
+  }
+  std::unique_ptr<PendingCollective::Operation>
+  doReduceScatterAsync(const void *send, void *recv, size_t recvCount,
+                       DType type, Stream &stream) override {
+    doReduceScatter(send, recv, recvCount, type, stream);
+    return nullptr;
+  }
   void doAllGather(const void *send, void *recv, size_t sendCount, DType type,
                    Stream &stream) override {
     stream.synchronize();

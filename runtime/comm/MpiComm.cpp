@@ -4,7 +4,10 @@
 // collective is the matching MPI library call on host memory. MPI calls
 // block, so an operation first synchronises its stream (the buffers must
 // hold what was enqueued before it; free on the CPU, where streams run work
-// at once) and is complete when it returns.
+// at once) and is complete when it returns. The asynchronous all-reduce and
+// reduce-scatter are MPI's nonblocking collectives (MPI_Iallreduce,
+// MPI_Ireduce_scatter_block): with one thread per rank they progress while
+// the rank is inside MPI, so their owner tests them between its kernels.
 //
 // Errors: MPI_ERRORS_RETURN instead of MPI's default abort, so that every
 // failed call becomes a bmrt::Error of one line naming the operation, the
@@ -109,6 +112,43 @@ protected:
       std::memmove(recv, whole, bytes);
   }
 
+  std::unique_ptr<PendingCollective::Operation>
+  doAllReduceAsync(const void *send, void *recv, size_t count, DType type,
+                   Stream &stream) override {
+    stream.synchronize();
+    auto op = std::make_unique<Operation>(*this, "MPI_Iallreduce");
+    check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv,
+                         countOf(count, op->call), mpiTypeOf(type), MPI_SUM,
+                         comm, &op->request),
+          op->call);
+    return op;
+  }
+
+  std::unique_ptr<PendingCollective::Operation>
+  doReduceScatterAsync(const void *send, void *recv, size_t recvCount,
+                       DType type, Stream &stream) override {
+    stream.synchronize();
+    auto op = std::make_unique<Operation>(*this, "MPI_Ireduce_scatter_block");
+    int count = countOf(recvCount, op->call);
+    size_t bytes = recvCount * sizeOf(type);
+    const char *ownChunk = static_cast<const char *>(send) + rank() * bytes;
+    if (recv != ownChunk) {
+      check(MPI_Ireduce_scatter_block(send, recv, count, mpiTypeOf(type),
+                                      MPI_SUM, comm, &op->request),
+            op->call);
+      return op;
+    }
+    // In place, as doReduceScatter: moved to this rank's chunk once done.
+    void *whole = mutableBuffer(send);
+    check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, whole, count,
+                                    mpiTypeOf(type), MPI_SUM, comm,
+                                    &op->request),
+          op->call);
+    if (rank() != 0)
+      op->moveWhenDone = {recv, whole, bytes};
+    return op;
+  }
+
   void doAllGather(const void *send, void *recv, size_t sendCount, DType type,
                    Stream &stream) override {
     stream.synchronize();
@@ -185,6 +225,37 @@ protected:
   void doBarrier() override { check(MPI_Barrier(comm), "MPI_Barrier"); }
 
 private:
+  /// A nonblocking collective in flight: its request, and where an
+  /// in-place reduce-scatter's result goes once it is complete.
+  struct Operation final : PendingCollective::Operation {
+    Operation(const MpiCommunicator &owner, const char *call)
+        : owner(owner), call(call) {}
+    bool test() override {
+      int done = 0;
+      owner.check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call);
+      if (done)
+        finish();
+      return done;
+    }
+    void wait() override {
+      owner.check(MPI_Wait(&request, MPI_STATUS_IGNORE), call);
+      finish();
+    }
+    void finish() {
+      if (moveWhenDone.bytes)
+        std::memmove(moveWhenDone.to, moveWhenDone.from, moveWhenDone.bytes);
+    }
+
+    const MpiCommunicator &owner;
+    const char *call;
+    MPI_Request request = MPI_REQUEST_NULL;
+    struct {
+      void *to = nullptr;
+      const void *from = nullptr;
+      size_t bytes = 0;
+    } moveWhenDone;
+  };
+
   /// One tag for all transfers: MPI then matches messages between two ranks
   /// in posting order, as NCCL does.
   static constexpr int kTag = 0;

@@ -241,6 +241,8 @@ void Executor::runRange(size_t begin, size_t end) {
     if (provider)
       for (int slot : releaseAfter[t])
         provider->release(*this, slot);
+    if (afterInstruction)
+      afterInstruction(t);
   }
 }
 

@@ -81,13 +81,35 @@ void *Parallel::workspace(size_t bytes) {
   return buffer.data();
 }
 
+std::vector<std::string> Parallel::allReduceAxes(const ParamSlot &p) const {
+  std::vector<std::string> axes;
+  for (const std::string &axis : p.partial)
+    if (zero < 2 || axis != kDp)
+      axes.push_back(axis);
+  return axes;
+}
+
+GradientReduction Parallel::singleReduction(const ParamSlot &p) {
+  std::vector<std::string> others = allReduceAxes(p);
+  GradientReduction reduction;
+  if (zero < 2) {
+    reduction.comm = others.empty() ? nullptr : comms->group(others);
+    reduction.group = comms->groupName(others);
+    return reduction;
+  }
+  // An all-reduce over other axes first would be a second collective.
+  if (!contains(p.partial, kDp) || (!others.empty() && comms->group(others)))
+    return reduction;
+  reduction.comm = comms->group({kDp});
+  reduction.group = comms->groupName({kDp});
+  reduction.scatter = true;
+  return reduction;
+}
+
 void Parallel::reduceGradient(const ParamSlot &p, const TensorView &g,
                               const TensorView &shardOut, Stream &stream) {
   bool scatter = zero >= 2;
-  std::vector<std::string> others;
-  for (const std::string &axis : p.partial)
-    if (!scatter || axis != kDp)
-      others.push_back(axis);
+  std::vector<std::string> others = allReduceAxes(p);
   if (Communicator *c = others.empty() ? nullptr : comms->group(others))
     timed(*comms, others, stream, [&] {
       c->allReduce(g.data, g.data, g.size(), g.dtype, stream);

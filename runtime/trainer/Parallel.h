@@ -59,6 +59,17 @@ struct ParamSlot {
   int64_t begin = 0, length = 0, chunk = 0;
 };
 
+/// How a parameter's gradient is reduced when that is one collective,
+/// which may then run while the backward goes on (GradientBuckets.h).
+struct GradientReduction {
+  /// Null: nothing to reduce, or not one collective.
+  Communicator *comm = nullptr;
+  /// The group's name, under which its time is logged.
+  std::string group;
+  /// A reduce-scatter over dp (ZeRO 2 and 3), else an all-reduce.
+  bool scatter = false;
+};
+
 class Parallel;
 
 /// ZeRO 3: the parameters live as dp shards; each is gathered into memory
@@ -102,6 +113,10 @@ public:
   /// leaves only this rank's dp shard, in `shardOut` (chunk elements).
   void reduceGradient(const ParamSlot &p, const TensorView &g,
                       const TensorView &shardOut, Stream &stream);
+  /// `p`'s reduction when reduceGradient makes it one collective: an
+  /// all-reduce over its partial axes, or under ZeRO 2 and 3 a
+  /// reduce-scatter over dp of a gradient partial over dp alone.
+  GradientReduction singleReduction(const ParamSlot &p);
   /// The gradients' squared norm over the whole job, each element counted
   /// once (`g` is the reduced gradient this rank holds: the whole local
   /// tensor, or under ZeRO 2 and 3 its dp shard).
@@ -133,6 +148,9 @@ public:
                               int64_t length);
 
 private:
+  /// The axes reduceGradient all-reduces `p`'s gradient over (under ZeRO 2
+  /// and 3 all but dp, which it reduce-scatters).
+  std::vector<std::string> allReduceAxes(const ParamSlot &p) const;
   bool ownsReplica(int rank, const std::vector<std::string> &sharded) const;
   /// All ranks (null for a job of one).
   Communicator *everyone();

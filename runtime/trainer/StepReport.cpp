@@ -43,6 +43,7 @@ std::string StepReport::json() const {
   j["compute_time_s"] = seconds - communicating - bubble;
   j["communication_time_s"] = byAxis;
   j["bubble_time_s"] = bubble;
+  j["overlap_window_s"] = overlapWindow;
   j[std::string(itemName) + "_per_s"] =
       seconds > 0 ? double(items) / seconds : 0.0;
   nlohmann::json memory;

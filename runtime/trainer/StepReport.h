@@ -34,6 +34,10 @@ struct StepReport {
   std::map<std::string, double> communication;
   /// Seconds waiting for the pipeline's other stages (0 without one).
   double bubble = 0;
+  /// Seconds from the first gradient bucket's start to the end of the last
+  /// wait: the span the data-parallel reduction overlapped the backward
+  /// (0 when it did not). The time blocked in it is in `communication`.
+  double overlapWindow = 0;
   std::array<size_t, kNumMemoryKinds> peakBytes{};
   size_t peakTotal = 0;
 

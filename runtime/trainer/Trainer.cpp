@@ -198,6 +198,37 @@ void Trainer::allocateOptimizerState(ParamSlot &p) {
   }
 }
 
+/// Reductions during the backward, for a step without a pipeline (whose
+/// stages keep the blocking path).
+void Trainer::startOverlap() {
+  if (!options.overlap || pipeline)
+    return;
+  auto threshold = static_cast<size_t>(options.bucketMb * 1024 * 1024);
+  buckets = std::make_unique<GradientBuckets>(
+      params, 0, *stages[0].executor, *device, threshold,
+      [this](const ParamSlot &p) { return parallel.singleReduction(p); },
+      [this](const std::string &group, double seconds) {
+        parallel.collectives().addTime(group, seconds);
+      });
+  if (buckets->empty()) {
+    buckets.reset();
+    return;
+  }
+  stages[0].executor->setInstructionHook(
+      [this](size_t index) { buckets->afterInstruction(index); });
+}
+
+/// Whether micro-batch `microBatch`'s backward reduces the buckets: the
+/// last one, or under ZeRO 2 and 3 (which reduce-scatter each) every one.
+bool Trainer::armBuckets(int64_t microBatch) {
+  if (!buckets)
+    return false;
+  if (config.zero < 2 && microBatch + 1 < config.microBatches)
+    return false;
+  buckets->arm(microBatch == 0);
+  return true;
+}
+
 /// The gradient the optimizer reads: the micro-batches' sum, or under
 /// ZeRO 2 this rank's reduced shard.
 const TensorView &Trainer::gradientOf(const ParamSlot &p) const {
@@ -219,10 +250,13 @@ double Trainer::runMicroBatch() {
 
 /// Adds the gradients a stage's backward just wrote to its sums (with
 /// several micro-batches); under ZeRO 2 each micro-batch's gradient is
-/// reduce-scattered first.
-void Trainer::accumulate(int stage, int backwardsBefore) {
+/// reduce-scattered first. `overlapped`: the buckets did both for the
+/// gradients they cover.
+void Trainer::accumulate(int stage, int backwardsBefore, bool overlapped) {
   for (ParamSlot &p : params) {
     if (p.stage != stage || !p.grad.data || !p.accumulated.data)
+      continue;
+    if (overlapped && buckets->covers(p))
       continue;
     if (config.zero >= 2) {
       TensorView into = backwardsBefore == 0 ? p.accumulated : shardTemp;
@@ -244,21 +278,23 @@ StepReport Trainer::trainStep(int64_t step) {
   auto begin = std::chrono::steady_clock::now();
   double loss = 0;
   backwards.assign(stages.size(), 0);
-  auto afterBackward = [&](int stage, int) {
-    accumulate(stage, backwards[stage]++);
-  };
   if (pipeline) {
-    loss = pipeline->runStep(afterBackward);
+    loss = pipeline->runStep([&](int stage, int) {
+      accumulate(stage, backwards[stage]++, false);
+    });
   } else {
     for (int64_t m = 0; m < config.microBatches; ++m) {
+      bool overlapped = armBuckets(m);
       loss += runMicroBatch();
-      afterBackward(0, static_cast<int>(m));
+      if (overlapped)
+        buckets->finish();
+      accumulate(0, backwards[0]++, overlapped);
     }
   }
   loss /= double(config.microBatches);
   if (config.zero < 2)
     for (ParamSlot &p : params)
-      if (p.grad.data)
+      if (p.grad.data && !(buckets && buckets->covers(p)))
         parallel.reduceGradient(p, gradientOf(p), {}, stream());
   loss = parallel.reduceLoss(loss, lossAxes, stream());
   BMRT_CHECK(std::isfinite(loss),
@@ -302,6 +338,7 @@ StepReport Trainer::trainStep(int64_t step) {
   report.rank = world.rank();
   report.communication = parallel.collectives().takeTimes();
   report.bubble = pipeline ? pipeline->bubbleSeconds() : 0;
+  report.overlapWindow = buckets ? buckets->takeOverlapWindow() : 0;
   for (int k = 0; k < kNumMemoryKinds; ++k)
     report.peakBytes[k] = device->peakBytes(static_cast<MemoryKind>(k));
   report.peakTotal = device->peakTotalBytes();

@@ -10,6 +10,7 @@
 #define BMRT_TRAINER_TRAINERLOOP_H
 
 #include "Feeder.h"
+#include "GradientBuckets.h"
 #include "Parallel.h"
 #include "Pipeline.h"
 #include "StepReport.h"
@@ -38,6 +39,7 @@ public:
       cpu::setThreads(options.threads);
     loadStages();
     bindParameters();
+    startOverlap();
     hyper = Hyperparameters::from(options, config.optimizer);
   }
 
@@ -82,8 +84,10 @@ private:
   }
   void bindParameters();
   void describeEveryParameter(const std::vector<std::string> &files);
+  void startOverlap();
+  bool armBuckets(int64_t microBatch);
   double runMicroBatch();
-  void accumulate(int stage, int backwardsBefore);
+  void accumulate(int stage, int backwardsBefore, bool overlapped);
   void allocateOptimizerState(ParamSlot &p);
   StepReport trainStep(int64_t step);
   void update(int64_t step, float lr, float gradScale);
@@ -130,6 +134,9 @@ private:
   TensorView shardTemp;
   /// ZeRO 3: the parameters gathered for their readers.
   GatheredParameters gathered;
+  /// The gradient reductions run during the backward (null: all after it,
+  /// blocking: --no-overlap, a pipeline, or nothing to reduce).
+  std::unique_ptr<GradientBuckets> buckets;
 };
 
 /// A view of `shape` on the host bytes of `data` (for loading shards).

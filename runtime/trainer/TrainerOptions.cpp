@@ -45,6 +45,11 @@ OPTIONS:
   --threads N        CPU threads (default: all)
   --dir DIR          the compiled folder (default: the trainer's own)
   --quiet            no per-step lines on the terminal
+  --no-overlap       reduce the data-parallel gradients after the backward,
+                     blocking, instead of during it (for comparisons)
+  --bucket-mb X      gradients reduced together during the backward, at
+                     least X MiB per collective (default 4; a larger tensor
+                     is a bucket of its own)
   --print-schedule   print each pipeline rank's instruction list of the
                      plan's schedule as a rank x time grid, and exit
   --help             print this help
@@ -90,6 +95,12 @@ parseTrainerOptions(const std::vector<std::string> &args,
   o.dir = selfDir;
   using Setter = std::function<void(const std::string &)>;
   const std::map<std::string, Setter> valued = {
+      {"--bucket-mb",
+       [&](auto &v) {
+         o.bucketMb = parseFloat("--bucket-mb", v);
+         BMRT_CHECK(o.bucketMb > 0,
+                    "--bucket-mb must be more than 0, got '" + v + "'");
+       }},
       {"--checkpoint", [&](auto &v) { o.checkpoint = v; }},
       {"--clip", [&](auto &v) { o.clip = parseFloat("--clip", v); }},
       {"--data", [&](auto &v) { o.data = v; }},
@@ -130,6 +141,10 @@ parseTrainerOptions(const std::vector<std::string> &args,
     }
     if (arg == "--quiet") {
       o.quiet = true;
+      continue;
+    }
+    if (arg == "--no-overlap") {
+      o.overlap = false;
       continue;
     }
     if (arg == "--print-schedule") {

@@ -38,6 +38,10 @@ struct TrainerOptions {
   bool quiet = false;
   /// Print the pipeline schedule's instruction lists and exit.
   bool printSchedule = false;
+  /// Reduce gradients while the backward runs (false: --no-overlap, after
+  /// it, blocking), in buckets of at least this many MiB (--bucket-mb).
+  bool overlap = true;
+  double bucketMb = 4;
 };
 
 /// The --help text.

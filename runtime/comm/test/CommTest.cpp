@@ -196,6 +196,60 @@ TEST(CollectiveTest, ReduceScatterI64InPlace) {
   checkReduceScatter<int64_t>(true);
 }
 
+// Nonblocking: several in flight at once on one group, of both kinds, in
+// and out of place; some completed by test() alone, the rest by wait().
+TEST(CollectiveTest, AsyncAllReduceAndReduceScatterInFlightTogether) {
+  auto comm = testWorld().all();
+  int n = comm->size(), r = comm->rank();
+  const size_t count = 37, chunk = 5;
+  DeviceBuffer<float> sum(valuesOf<float>(r, count)), sumOut(count);
+  DeviceBuffer<int64_t> sumInPlace(valuesOf<int64_t>(r, count));
+  DeviceBuffer<float> scatter(valuesOf<float>(r, n * chunk)), scatterOut(chunk);
+  DeviceBuffer<float> scatterInPlace(valuesOf<float>(r, n * chunk));
+  std::vector<PendingCollective> pending;
+  pending.push_back(comm->allReduceAsync(sum.data(), sumOut.data(), count,
+                                         DType::F32, stream()));
+  pending.push_back(comm->allReduceAsync(sumInPlace.data(), sumInPlace.data(),
+                                         count, DType::I64, stream()));
+  pending.push_back(comm->reduceScatterAsync(
+      scatter.data(), scatterOut.data(), chunk, DType::F32, stream()));
+  pending.push_back(comm->reduceScatterAsync(scatterInPlace.data(),
+                                             scatterInPlace.data(r * chunk),
+                                             chunk, DType::F32, stream()));
+  // The first by testing only (it completes: every rank keeps calling MPI).
+  while (!pending[0].test()) {
+  }
+  EXPECT_TRUE(pending[0].test()) << "a complete collective stays complete";
+  for (PendingCollective &p : pending)
+    p.wait();
+  std::vector<float> gotSum = sumOut.read(), gotScatter = scatterOut.read(),
+                     gotInPlace = scatterInPlace.read();
+  std::vector<int64_t> gotI64 = sumInPlace.read();
+  for (size_t i = 0; i < count; ++i) {
+    ASSERT_EQ(gotSum[i], sumOf<float>(n, i)) << "element " << i;
+    ASSERT_EQ(gotI64[i], sumOf<int64_t>(n, i)) << "element " << i;
+  }
+  for (size_t i = 0; i < chunk; ++i) {
+    ASSERT_EQ(gotScatter[i], sumOf<float>(n, r * chunk + i)) << i;
+    ASSERT_EQ(gotInPlace[r * chunk + i], sumOf<float>(n, r * chunk + i)) << i;
+  }
+}
+
+TEST(CollectiveTest, AsyncCollectivesCheckTheirArgumentsAlike) {
+  auto comm = testWorld().all();
+  DeviceBuffer<float> buffer(4 * comm->size());
+  float *data = buffer.data();
+  expectError(
+      [&] { comm->allReduceAsync(data, data, 4, DType::Bool, stream()); },
+      "sums of i1 are not supported");
+  expectError(
+      [&] { comm->allReduceAsync(data, data + 1, 2, DType::F32, stream()); },
+      "buffers overlap");
+  expectError(
+      [&] { comm->reduceScatterAsync(data, data + 1, 2, DType::F32, stream()); },
+      "buffers overlap other than in place");
+}
+
 template <typename T> void checkAllGather(bool inPlace) {
   auto comm = testWorld().all();
   int n = comm->size(), r = comm->rank();

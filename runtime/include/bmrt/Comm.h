@@ -34,6 +34,45 @@
 
 namespace bmrt {
 
+/// A collective started by Communicator::allReduceAsync or
+/// reduceScatterAsync: NCCL's operation enqueued on a stream, with test()
+/// and wait() in place of querying and synchronising its completion event.
+/// Its buffers must stay untouched until test() has returned true or wait()
+/// has returned. Errors are those of the blocking calls (bmrt::Error, which
+/// ends the job through abortJob). Destroying one still in flight ends the
+/// job (MPI would write buffers that may be freed), except while an error
+/// unwinds the stack, which ends the job anyway.
+class PendingCollective {
+public:
+  /// What a backend keeps for an operation in flight.
+  class Operation {
+  public:
+    virtual ~Operation();
+    /// Progresses the operation (MPI_Test); true once it is complete.
+    virtual bool test() = 0;
+    /// Returns once it is complete.
+    virtual void wait() = 0;
+  };
+
+  /// A complete collective (what a backend that finishes at once returns).
+  PendingCollective() = default;
+  explicit PendingCollective(std::unique_ptr<Operation> operation)
+      : operation(std::move(operation)) {}
+  PendingCollective(PendingCollective &&) noexcept = default;
+  PendingCollective &operator=(PendingCollective &&other) noexcept;
+  ~PendingCollective();
+
+  /// Progresses it once; true when it is complete (and from then on).
+  bool test();
+  /// Returns once it is complete.
+  void wait();
+  bool complete() const { return !operation; }
+
+private:
+  void abandon() noexcept;
+  std::unique_ptr<Operation> operation;
+};
+
 /// One group of ranks and its collectives.
 ///
 /// Every rank of the group calls each collective in the same order with the
@@ -72,6 +111,16 @@ public:
   /// order. In place when send == recv + rank() * sendCount elements.
   void allGather(const void *send, void *recv, size_t sendCount, DType type,
                  Stream &stream);
+  /// allReduce and reduceScatter started and not waited for, as
+  /// ncclAllReduce returns once the operation is enqueued: the same
+  /// checks, buffers and results, complete when the returned collective
+  /// says so. Each rank starts the group's collectives, blocking or not, in
+  /// the same order.
+  PendingCollective allReduceAsync(const void *send, void *recv, size_t count,
+                                   DType type, Stream &stream);
+  PendingCollective reduceScatterAsync(const void *send, void *recv,
+                                       size_t recvCount, DType type,
+                                       Stream &stream);
   /// `send` and `recv` hold size() chunks of `chunkCount` elements: chunk j
   /// of this rank's send becomes chunk rank() of rank j's recv. Never in
   /// place.
@@ -106,6 +155,13 @@ protected:
                            DType type, Stream &stream) = 0;
   virtual void doReduceScatter(const void *send, void *recv, size_t recvCount,
                                DType type, Stream &stream) = 0;
+  /// Null when the operation is already complete.
+  virtual std::unique_ptr<PendingCollective::Operation>
+  doAllReduceAsync(const void *send, void *recv, size_t count, DType type,
+                   Stream &stream) = 0;
+  virtual std::unique_ptr<PendingCollective::Operation>
+  doReduceScatterAsync(const void *send, void *recv, size_t recvCount,
+                       DType type, Stream &stream) = 0;
   virtual void doAllGather(const void *send, void *recv, size_t sendCount,
                            DType type, Stream &stream) = 0;
   virtual void doAllToAll(const void *send, void *recv, size_t chunkCount,
@@ -124,6 +180,10 @@ protected:
 
 private:
   void checkCollective(const char *operation) const;
+  void checkAllReduce(const void *send, const void *recv, size_t count,
+                      DType type) const;
+  void checkReduceScatter(const void *send, const void *recv,
+                          size_t recvCount, DType type) const;
   void checkPeer(const char *operation, int peer) const;
 
   std::string groupName;

@@ -16,6 +16,7 @@
 #include "bmrt/Device.h"
 #include "bmrt/Program.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,14 @@ public:
   /// Points slot `index` at `data` (null: none).
   void bindSlot(int index, void *data) { views.at(index).data = data; }
 
+  /// Called after each instruction has run (run, runRange, runForward,
+  /// runBackward), with its index in program().instrs; empty: none. The
+  /// trainer starts gradient reductions from it while the backward goes on.
+  using InstructionHook = std::function<void(size_t index)>;
+  void setInstructionHook(InstructionHook hook) {
+    afterInstruction = std::move(hook);
+  }
+
 private:
   void placeSlots();
   void placeValues();
@@ -134,6 +143,7 @@ private:
   /// acquired before it and released after it.
   SlotProvider *provider = nullptr;
   std::vector<std::vector<int>> acquireBefore, releaseAfter;
+  InstructionHook afterInstruction;
 };
 
 } // namespace bmrt

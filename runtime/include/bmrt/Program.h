@@ -216,6 +216,11 @@ struct Program {
 /// on fresh slots (appended after the program's own, whose indices stay).
 Program inlineCalls(const Program &program);
 
+/// Per slot of `flat` (a program without calls), the index of the last
+/// instruction that writes it, or -1: from there on its value is final (a
+/// gradient can be reduced while the rest of the backward runs).
+std::vector<int> lastWriters(const Program &flat);
+
 /// Checks that every kernel can run `flat` (a program without calls)
 /// safely, since kernels trust shapes: each instruction names a kernel of
 /// the runtime, has the operand and result counts, element types and
