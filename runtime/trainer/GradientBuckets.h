@@ -58,12 +58,12 @@ public:
   /// Whether `p`'s gradient is reduced here rather than by the trainer.
   bool covers(const ParamSlot &p) const { return covered.count(&p) > 0; }
 
-  /// Makes the executor's next run reduce every bucket (through its
-  /// instruction hook). Without ZeRO 2 and 3 this is the step's last
-  /// micro-batch: a bucket first adds the gradient to the micro-batch sum
-  /// where there is one and reduces that. Under ZeRO 2 and 3 every
-  /// micro-batch is reduce-scattered; `startsSum`: this one's shard starts
-  /// the sum instead of adding to it.
+  /// Makes the executor's next run (or backward, in a pipeline) reduce
+  /// every bucket through its instruction hook. Without ZeRO 2 and 3 this
+  /// is the step's last micro-batch: a bucket first adds the gradient to
+  /// the micro-batch sum where there is one and reduces that. Under ZeRO 2
+  /// and 3 every micro-batch is reduce-scattered; `startsSum`: this one's
+  /// shard starts the sum instead of adding to it.
   void arm(bool startsSum);
   /// The hook: starts the buckets final after instruction `index`, then
   /// tests each in flight once.

@@ -92,6 +92,11 @@ std::vector<std::string> Parallel::allReduceAxes(const ParamSlot &p) const {
 GradientReduction Parallel::singleReduction(const ParamSlot &p) {
   std::vector<std::string> others = allReduceAxes(p);
   GradientReduction reduction;
+  // A sum over pipeline stages (tied embeddings) would start at different
+  // points of different stages' schedules: ranks could start two such
+  // collectives in different orders.
+  if (contains(p.partial, "pp"))
+    return reduction;
   if (zero < 2) {
     reduction.comm = others.empty() ? nullptr : comms->group(others);
     reduction.group = comms->groupName(others);

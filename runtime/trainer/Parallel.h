@@ -113,9 +113,10 @@ public:
   /// leaves only this rank's dp shard, in `shardOut` (chunk elements).
   void reduceGradient(const ParamSlot &p, const TensorView &g,
                       const TensorView &shardOut, Stream &stream);
-  /// `p`'s reduction when reduceGradient makes it one collective: an
-  /// all-reduce over its partial axes, or under ZeRO 2 and 3 a
-  /// reduce-scatter over dp of a gradient partial over dp alone.
+  /// `p`'s reduction when reduceGradient makes it one collective that can
+  /// overlap the backward: an all-reduce over its partial axes, or under
+  /// ZeRO 2 and 3 a reduce-scatter over dp of a gradient partial over dp
+  /// alone; none for a sum over pipeline stages.
   GradientReduction singleReduction(const ParamSlot &p);
   /// The gradients' squared norm over the whole job, each element counted
   /// once (`g` is the reduced gradient this rank holds: the whole local

@@ -67,7 +67,8 @@ std::vector<uint8_t> &Pipeline::buffer(ActionKind kind, int microBatch,
   return inFlight[{static_cast<int>(kind), microBatch, chunk}];
 }
 
-double Pipeline::runStep(const std::function<void(int, int)> &afterBackward) {
+double Pipeline::runStep(const std::function<void(int, int)> &beforeBackward,
+                         const std::function<void(int, int)> &afterBackward) {
   loss = 0;
   waited = 0;
   for (size_t i = 0; i < actions.size();) {
@@ -79,6 +80,7 @@ double Pipeline::runStep(const std::function<void(int, int)> &afterBackward) {
     if (a.kind == ActionKind::Forward)
       forward(a);
     else if (a.kind == ActionKind::Backward) {
+      beforeBackward(a.chunk, a.microBatch);
       backward(a);
       afterBackward(a.chunk, a.microBatch);
     }

@@ -46,10 +46,13 @@ public:
            Collectives &collectives);
   ~Pipeline();
 
-  /// Runs one step's list; after each backward calls `afterBackward(chunk,
-  /// microBatch)` (gradient accumulation). Returns the sum of the last
-  /// stage's losses over the micro-batches (0 on other ranks).
-  double runStep(const std::function<void(int, int)> &afterBackward);
+  /// Runs one step's list; before each backward calls
+  /// `beforeBackward(chunk, microBatch)` (arming the gradient buckets),
+  /// after it `afterBackward(chunk, microBatch)` (gradient accumulation).
+  /// Returns the sum of the last stage's losses over the micro-batches (0
+  /// on other ranks).
+  double runStep(const std::function<void(int, int)> &beforeBackward,
+                 const std::function<void(int, int)> &afterBackward);
   /// Seconds of the last step this rank waited in pipeline receives: its
   /// bubble (with the transfers themselves, which are small beside it).
   double bubbleSeconds() const { return waited; }

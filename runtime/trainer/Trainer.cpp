@@ -198,35 +198,52 @@ void Trainer::allocateOptimizerState(ParamSlot &p) {
   }
 }
 
-/// Reductions during the backward, for a step without a pipeline (whose
-/// stages keep the blocking path).
+/// Reductions during the backward: buckets per stage (the whole step, or
+/// each pipeline chunk of this rank).
 void Trainer::startOverlap() {
-  if (!options.overlap || pipeline)
+  buckets.resize(stages.size());
+  if (!options.overlap)
     return;
   auto threshold = static_cast<size_t>(options.bucketMb * 1024 * 1024);
-  buckets = std::make_unique<GradientBuckets>(
-      params, 0, *stages[0].executor, *device, threshold,
-      [this](const ParamSlot &p) { return parallel.singleReduction(p); },
-      [this](const std::string &group, double seconds) {
-        parallel.collectives().addTime(group, seconds);
-      });
-  if (buckets->empty()) {
-    buckets.reset();
-    return;
+  for (size_t st = 0; st < stages.size(); ++st) {
+    auto made = std::make_unique<GradientBuckets>(
+        params, static_cast<int>(st), *stages[st].executor, *device,
+        threshold,
+        [this](const ParamSlot &p) { return parallel.singleReduction(p); },
+        [this](const std::string &group, double seconds) {
+          parallel.collectives().addTime(group, seconds);
+        });
+    if (made->empty())
+      continue;
+    GradientBuckets *hooked = made.get();
+    stages[st].executor->setInstructionHook(
+        [hooked](size_t index) { hooked->afterInstruction(index); });
+    buckets[st] = std::move(made);
   }
-  stages[0].executor->setInstructionHook(
-      [this](size_t index) { buckets->afterInstruction(index); });
 }
 
-/// Whether micro-batch `microBatch`'s backward reduces the buckets: the
-/// last one, or under ZeRO 2 and 3 (which reduce-scatter each) every one.
-bool Trainer::armBuckets(int64_t microBatch) {
-  if (!buckets)
+/// Whether `stage`'s next backward reduces its buckets: its last of the
+/// step, or under ZeRO 2 and 3 (which reduce-scatter each) every one.
+bool Trainer::armBuckets(int stage) {
+  if (!buckets[stage])
     return false;
-  if (config.zero < 2 && microBatch + 1 < config.microBatches)
+  int before = backwards[stage];
+  if (config.zero < 2 && before + 1 < config.microBatches)
     return false;
-  buckets->arm(microBatch == 0);
+  buckets[stage]->arm(before == 0);
   return true;
+}
+
+/// After a backward of `stage`: the buckets' sums written back, then the
+/// rest accumulated.
+void Trainer::afterBackward(int stage, bool overlapped) {
+  if (overlapped)
+    buckets[stage]->finish();
+  accumulate(stage, backwards[stage]++, overlapped);
+}
+
+bool Trainer::reducedByBuckets(const ParamSlot &p) const {
+  return buckets[p.stage] && buckets[p.stage]->covers(p);
 }
 
 /// The gradient the optimizer reads: the micro-batches' sum, or under
@@ -256,7 +273,7 @@ void Trainer::accumulate(int stage, int backwardsBefore, bool overlapped) {
   for (ParamSlot &p : params) {
     if (p.stage != stage || !p.grad.data || !p.accumulated.data)
       continue;
-    if (overlapped && buckets->covers(p))
+    if (overlapped && reducedByBuckets(p))
       continue;
     if (config.zero >= 2) {
       TensorView into = backwardsBefore == 0 ? p.accumulated : shardTemp;
@@ -279,22 +296,21 @@ StepReport Trainer::trainStep(int64_t step) {
   double loss = 0;
   backwards.assign(stages.size(), 0);
   if (pipeline) {
-    loss = pipeline->runStep([&](int stage, int) {
-      accumulate(stage, backwards[stage]++, false);
-    });
+    std::vector<char> overlapped(stages.size(), false);
+    loss = pipeline->runStep(
+        [&](int stage, int) { overlapped[stage] = armBuckets(stage); },
+        [&](int stage, int) { afterBackward(stage, overlapped[stage]); });
   } else {
     for (int64_t m = 0; m < config.microBatches; ++m) {
-      bool overlapped = armBuckets(m);
+      bool overlapped = armBuckets(0);
       loss += runMicroBatch();
-      if (overlapped)
-        buckets->finish();
-      accumulate(0, backwards[0]++, overlapped);
+      afterBackward(0, overlapped);
     }
   }
   loss /= double(config.microBatches);
   if (config.zero < 2)
     for (ParamSlot &p : params)
-      if (p.grad.data && !(buckets && buckets->covers(p)))
+      if (p.grad.data && !reducedByBuckets(p))
         parallel.reduceGradient(p, gradientOf(p), {}, stream());
   loss = parallel.reduceLoss(loss, lossAxes, stream());
   BMRT_CHECK(std::isfinite(loss),
@@ -338,7 +354,9 @@ StepReport Trainer::trainStep(int64_t step) {
   report.rank = world.rank();
   report.communication = parallel.collectives().takeTimes();
   report.bubble = pipeline ? pipeline->bubbleSeconds() : 0;
-  report.overlapWindow = buckets ? buckets->takeOverlapWindow() : 0;
+  for (auto &stageBuckets : buckets)
+    if (stageBuckets)
+      report.overlapWindow += stageBuckets->takeOverlapWindow();
   for (int k = 0; k < kNumMemoryKinds; ++k)
     report.peakBytes[k] = device->peakBytes(static_cast<MemoryKind>(k));
   report.peakTotal = device->peakTotalBytes();

@@ -85,7 +85,9 @@ private:
   void bindParameters();
   void describeEveryParameter(const std::vector<std::string> &files);
   void startOverlap();
-  bool armBuckets(int64_t microBatch);
+  bool armBuckets(int stage);
+  void afterBackward(int stage, bool overlapped);
+  bool reducedByBuckets(const ParamSlot &p) const;
   double runMicroBatch();
   void accumulate(int stage, int backwardsBefore, bool overlapped);
   void allocateOptimizerState(ParamSlot &p);
@@ -134,9 +136,9 @@ private:
   TensorView shardTemp;
   /// ZeRO 3: the parameters gathered for their readers.
   GatheredParameters gathered;
-  /// The gradient reductions run during the backward (null: all after it,
-  /// blocking: --no-overlap, a pipeline, or nothing to reduce).
-  std::unique_ptr<GradientBuckets> buckets;
+  /// Per stage, the gradient reductions run during its backward (none:
+  /// all after it, blocking: --no-overlap, or nothing to reduce).
+  std::vector<std::unique_ptr<GradientBuckets>> buckets;
 };
 
 /// A view of `shape` on the host bytes of `data` (for loading shards).

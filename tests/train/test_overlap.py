@@ -13,42 +13,65 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import ENV, read_log, run  # noqa: F401
+from conftest import ROOT, read_log, run
 from mesh_programs import read_checkpoint
 
 MPIRUN = shutil.which("mpirun")
 pytestmark = pytest.mark.skipif(MPIRUN is None, reason="needs mpirun")
 
 
-def train(out: str, tmp_path, name: str, *flags: str):
+def train(out: str, ranks: int, tmp_path, name: str, *flags: str):
     log, ckpt = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.ckpt"
-    run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+    run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
          "-x", "OMP_NUM_THREADS=1", "-x", "OPENBLAS_NUM_THREADS=1",
          os.path.join(out, "trainer"), "--threads", "1", "--quiet", "--steps", "4",
          "--log", str(log), "--checkpoint", str(ckpt), *flags])
-    records = read_log(str(log)) + read_log(str(log).replace(".jsonl", ".rank1.jsonl"))
-    return records, read_checkpoint(str(ckpt)), read_checkpoint(str(ckpt), "optimizer")
+    records = []
+    for rank in range(ranks):
+        suffix = f".rank{rank}.jsonl" if rank else ".jsonl"
+        records += read_log(str(log).replace(".jsonl", suffix))
+    # Every rank's shard of the parameters and the optimizer state, as bytes.
+    shards = {}
+    for folder, _, files in os.walk(ckpt):
+        for name in files:
+            if name.endswith(".safetensors"):
+                with open(os.path.join(folder, name), "rb") as f:
+                    shards[name] = f.read()
+    return records, read_checkpoint(str(ckpt)), shards
 
 
 def assert_same_training(a, b):
-    (log_a, weights_a, state_a), (log_b, weights_b, state_b) = a, b
+    (log_a, weights_a, shards_a), (log_b, weights_b, shards_b) = a, b
     assert [r["loss"] for r in log_a] == [r["loss"] for r in log_b]
     assert [r["grad_norm"] for r in log_a] == [r["grad_norm"] for r in log_b]
-    for x, y in ((weights_a, weights_b), (state_a, state_b)):
-        assert x and x.keys() == y.keys()
-        for k in x:
-            assert np.array_equal(x[k], y[k]), k
+    assert weights_a and weights_a.keys() == weights_b.keys()
+    for k in weights_a:
+        assert np.array_equal(weights_a[k], weights_b[k]), k
+    assert shards_a and shards_a.keys() == shards_b.keys()
+    for name in shards_a:
+        assert shards_a[name] == shards_b[name], f"{name} differs"
 
 
-@pytest.mark.parametrize("fix", ["dp=2,tp=1,pp=1", "dp=2,tp=1,pp=1,mb=2",
-                                 "dp=2,tp=1,pp=1,zero=2", "dp=2,tp=1,pp=1,zero=2,mb=2",
-                                 "dp=2,tp=1,pp=1,zero=3"])
-def test_overlap_is_bit_identical_to_the_blocking_path(compiled, tmp_path, fix):
-    out = compiled("gpt3-tiny", "--global-batch", "8", "--gpus", "2", "--fix", fix)
-    overlapped = train(out, tmp_path, "overlap")
+GPT = ("gpt3-tiny", "--global-batch", "8", "--gpus", "2")
+# Pipelines overlap each chunk's last backward (vit-tiny: no parameter
+# shared between stages, whose sum over pp stays blocking).
+VIT = ("vit-tiny", "--global-batch", "8", "--gpus", "4", "--init", "random",
+       "--cluster", os.path.join(ROOT, "tests", "data", "clusters", "slow-compute.yaml"))
+PLANS = [(GPT, "dp=2,tp=1,pp=1"), (GPT, "dp=2,tp=1,pp=1,mb=2"),
+         (GPT, "dp=2,tp=1,pp=1,zero=2"), (GPT, "dp=2,tp=1,pp=1,zero=2,mb=2"),
+         (GPT, "dp=2,tp=1,pp=1,zero=3"),
+         (VIT, "dp=2,tp=1,pp=2,mb=2,schedule=1f1b,zero=1"),
+         (VIT, "dp=2,tp=1,pp=2,mb=2,schedule=1f1b,zero=2")]
+
+
+@pytest.mark.parametrize("model,fix", PLANS, ids=[f"{m[0]}-{f}" for m, f in PLANS])
+def test_overlap_is_bit_identical_to_the_blocking_path(compiled, tmp_path, model, fix):
+    out = compiled(*model, "--fix", fix)
+    ranks = int(model[model.index("--gpus") + 1])
+    overlapped = train(out, ranks, tmp_path, "overlap")
     # Small buckets: many collectives in flight at once.
-    small = train(out, tmp_path, "small", "--bucket-mb", "0.01")
-    blocking = train(out, tmp_path, "blocking", "--no-overlap")
+    small = train(out, ranks, tmp_path, "small", "--bucket-mb", "0.01")
+    blocking = train(out, ranks, tmp_path, "blocking", "--no-overlap")
     assert_same_training(overlapped, blocking)
     assert_same_training(small, blocking)
     # The log says which ran: a window of overlap only when it did.

@@ -8,6 +8,9 @@
 //   mpi-error   rank 1 receives a message too long for its buffer
 //   unreported  rank 1's error escapes the World's scope uncaught
 //   kill        rank 1 dies of SIGKILL
+//   async       as error, while the others wait for a nonblocking
+//               all-reduce (PendingCollective::wait)
+//   abandoned   rank 0 drops a nonblocking all-reduce still in flight
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,8 +31,17 @@ void run(const std::string &mode, World &world) {
   Stream &stream = device->computeStream();
   std::unique_ptr<Communicator> all = world.all();
   float values[4] = {1, 2, 3, 4};
+  if (mode == "abandoned") {
+    if (world.rank() == 0) {
+      PendingCollective dropped =
+          all->allReduceAsync(values, values, 4, DType::F32, stream);
+      return; // its destructor ends the job
+    }
+    all->allReduce(values, values, 4, DType::F32, stream);
+    return;
+  }
   if (world.rank() == 1) {
-    if (mode == "error" || mode == "unreported")
+    if (mode == "error" || mode == "unreported" || mode == "async")
       BMRT_FAIL("the data file is truncated");
     if (mode == "mpi-error")
       all->recv(values, 2, DType::F32, 0, stream);
@@ -39,6 +51,10 @@ void run(const std::string &mode, World &world) {
   }
   if (mode == "mpi-error" && world.rank() == 0)
     all->send(values, 4, DType::F32, 1, stream);
+  if (mode == "async") {
+    all->allReduceAsync(values, values, 4, DType::F32, stream).wait();
+    return;
+  }
   all->allReduce(values, values, 4, DType::F32, stream);
   std::printf("rank %d: the collective completed without rank 1\n",
               world.rank());
