@@ -154,11 +154,9 @@ void GradientBuckets::start(Bucket &bucket, size_t index) {
   timed(bucket, [&] {
     Communicator &comm = *bucket.reduction.comm;
     if (bucket.reduction.scatter)
-      bucket.pending = comm.reduceScatterAsync(
-          bucket.buffer, flatAt(bucket.buffer, bucket.dtype,
-                                comm.size() * bucket.count, 0)
-                             .data,
-          bucket.count, bucket.dtype, stream);
+      bucket.pending = comm.reduceScatterAsync(bucket.buffer, result(bucket),
+                                               bucket.count, bucket.dtype,
+                                               stream);
     else
       bucket.pending = comm.allReduceAsync(bucket.buffer, bucket.buffer,
                                            bucket.count, bucket.dtype, stream);
@@ -194,24 +192,29 @@ void GradientBuckets::pack(Bucket &bucket) {
   }
 }
 
+/// Where the collective leaves the sums: in place for an all-reduce, after
+/// the dp blocks for a reduce-scatter.
+void *GradientBuckets::result(const Bucket &bucket) {
+  size_t blocks = bucket.reduction.scatter ? bucket.reduction.comm->size() : 0;
+  return flatAt(bucket.buffer, bucket.dtype, blocks * bucket.count, 0).data;
+}
+
 /// Writes the sums back: each gradient (or its sum), or each shard's chunk
 /// into the shard's sum.
 void GradientBuckets::unpack(Bucket &bucket) {
   Stream &stream = executor.stream();
-  size_t blocks = bucket.reduction.scatter ? bucket.reduction.comm->size() : 0;
   for (size_t i = 0; i < bucket.params.size(); ++i) {
     ParamSlot &p = *bucket.params[i];
     if (!bucket.reduction.scatter) {
       const TensorView &g = summed(p);
       cpu::copy(stream,
-                flatAt(bucket.buffer, bucket.dtype, bucket.offsets[i],
+                flatAt(result(bucket), bucket.dtype, bucket.offsets[i],
                        g.size()),
                 flatAt(g.data, g.dtype, 0, g.size()));
       continue;
     }
-    TensorView chunk = flatAt(bucket.buffer, bucket.dtype,
-                              blocks * bucket.count + bucket.offsets[i],
-                              p.chunk);
+    TensorView chunk =
+        flatAt(result(bucket), bucket.dtype, bucket.offsets[i], p.chunk);
     TensorView sum = flatAt(p.accumulated.data, p.accumulated.dtype, 0, p.chunk);
     if (startsSum)
       cpu::copy(stream, chunk, sum);

@@ -105,6 +105,7 @@ private:
   void start(Bucket &bucket, size_t index);
   void pack(Bucket &bucket);
   void unpack(Bucket &bucket);
+  static void *result(const Bucket &bucket);
   template <typename F> void timed(const Bucket &bucket, F call);
 
   Executor &executor;
