@@ -169,6 +169,9 @@ struct Plan {
 
   std::string modelName;
   std::string clusterName;
+  /// The cluster's grad_reduce_overlap the plan assumed: the trainer
+  /// overlaps its gradient reductions with the backward where it is > 0.
+  double gradReduceOverlap = 1;
   int gpus = 0;
   int64_t globalBatch = 0;
   int64_t sequenceLength = 0;

@@ -66,6 +66,7 @@ Plan Planner::buildPlan(const Evaluation &searched) {
   Plan plan;
   plan.modelName = graph_.name;
   plan.clusterName = cluster_.name;
+  plan.gradReduceOverlap = cluster_.gradReduceOverlap;
   plan.gpus = config_.gpus;
   plan.globalBatch = globalBatch_;
   plan.sequenceLength = analysis_.tokensPerSample();

@@ -96,6 +96,7 @@ void bm::plan::printPlanJson(const Plan &plan, llvm::raw_ostream &os) {
     j.attribute("schema_version", Plan::kSchemaVersion);
     j.attribute("model", plan.modelName);
     j.attribute("cluster", plan.clusterName);
+    j.attribute("grad_reduce_overlap", plan.gradReduceOverlap);
     j.attribute("gpus", plan.gpus);
     j.attribute("global_batch", plan.globalBatch);
     j.attribute("sequence_length", plan.sequenceLength);
@@ -537,6 +538,9 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
   Plan plan;
   r.string("model", plan.modelName);
   r.string("cluster", plan.clusterName);
+  r.optionalNumber("grad_reduce_overlap", plan.gradReduceOverlap);
+  if (plan.gradReduceOverlap < 0 || plan.gradReduceOverlap > 1)
+    r.fail("'grad_reduce_overlap' must be from 0 to 1");
   r.integer("gpus", plan.gpus);
   r.integer("global_batch", plan.globalBatch);
   r.integer("sequence_length", plan.sequenceLength);

@@ -255,6 +255,9 @@ private:
   void hideGradientReductions(StepTail &tail, const StageStats &stats,
                               const ParallelConfig &config,
                               const cost::MeshPlacement &placement) const;
+  /// Bytes of bmrt's gradient buckets (overlapped reductions).
+  double bucketBytes(const StageStats &stats,
+                     const ParallelConfig &config) const;
   /// Bytes of the parameters a ZeRO-3 device holds gathered at a time.
   double gatheredParameterBytes(const ParallelConfig &config,
                                 double layerParams) const;

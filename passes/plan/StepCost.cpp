@@ -615,6 +615,20 @@ double Planner::largestLocalParameter(const ParallelConfig &config) const {
   return static_cast<double>(analysis_.largestParameter()) / config.tp;
 }
 
+// Where bmrt overlaps its data-parallel reductions with the backward (the
+// cluster hides some of them), it reduces flat copies of the gradients,
+// bucket by bucket, kept for the run: the gradients once, or under ZeRO 2
+// and 3 laid out in dp + 1 blocks of the shards (GradientBuckets.cpp).
+double Planner::bucketBytes(const StageStats &stats,
+                            const ParallelConfig &config) const {
+  if (cluster_.gradReduceOverlap <= 0 || config.dp <= 1)
+    return 0;
+  const int ep = std::max(config.ep, 1);
+  double params = stats.params - stats.expertParams + stats.expertParams / ep;
+  double bytes = params * model_.activationBytes();
+  return config.zeroStage >= 2 ? bytes * (config.dp + 1) / config.dp : bytes;
+}
+
 // bmrt runs every micro-batch of a pipeline stage in one arena (its saved
 // values and working set) and copies what the backward reads out of it for
 // each micro-batch in flight; without a pipeline the arena is all.
@@ -680,5 +694,7 @@ MemoryBreakdown Planner::deviceMemory(const DeviceGroup &group,
                     group.stats.workingSet;
   if (config.pp > 1)
     (bmrt ? mem.activations : mem.buffers) += 2 * entry.boundaryBytes;
+  if (bmrt)
+    mem.buffers += bucketBytes(group.stats, config);
   return mem;
 }

@@ -202,7 +202,7 @@ void Trainer::allocateOptimizerState(ParamSlot &p) {
 /// each pipeline chunk of this rank).
 void Trainer::startOverlap() {
   buckets.resize(stages.size());
-  if (!options.overlap)
+  if (!options.overlap.value_or(config.overlapGradReduce))
     return;
   auto threshold = static_cast<size_t>(options.bucketMb * 1024 * 1024);
   for (size_t st = 0; st < stages.size(); ++st) {

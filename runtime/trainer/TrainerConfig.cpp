@@ -45,6 +45,7 @@ CompiledConfig readConfig(const std::string &dir) {
     c.microBatches = j.at("micro_batches");
     c.ranks = j.value("ranks", 1);
     c.zero = j.value("zero", 0);
+    c.overlapGradReduce = j.value("overlap_grad_reduce", true);
     c.pp = j.value("pp", 1);
     c.chunks = j.value("chunks", 1);
     c.schedule = j.value("schedule", std::string("none"));

@@ -29,6 +29,9 @@ struct CompiledConfig {
   int ranks = 1;
   /// ZeRO stage over dp (0: none).
   int zero = 0;
+  /// Reduce gradients during the backward (the plan's cluster hides some of
+  /// that); the trainer's --overlap / --no-overlap decide instead.
+  bool overlapGradReduce = true;
   /// The pipeline: stages, schedule ("none", "gpipe", "1f1b",
   /// "interleaved") and virtual stages per rank.
   int pp = 1, chunks = 1;

@@ -45,8 +45,9 @@ OPTIONS:
   --threads N        CPU threads (default: all)
   --dir DIR          the compiled folder (default: the trainer's own)
   --quiet            no per-step lines on the terminal
-  --no-overlap       reduce the data-parallel gradients after the backward,
-                     blocking, instead of during it (for comparisons)
+  --overlap          reduce the data-parallel gradients during the backward
+  --no-overlap       ... or after it, blocking (default: as the plan's
+                     cluster says: during it where the cluster hides some)
   --bucket-mb X      gradients reduced together during the backward, at
                      least X MiB per collective (default 4; a larger tensor
                      is a bucket of its own)
@@ -143,8 +144,8 @@ parseTrainerOptions(const std::vector<std::string> &args,
       o.quiet = true;
       continue;
     }
-    if (arg == "--no-overlap") {
-      o.overlap = false;
+    if (arg == "--overlap" || arg == "--no-overlap") {
+      o.overlap = arg == "--overlap";
       continue;
     }
     if (arg == "--print-schedule") {

@@ -38,9 +38,10 @@ struct TrainerOptions {
   bool quiet = false;
   /// Print the pipeline schedule's instruction lists and exit.
   bool printSchedule = false;
-  /// Reduce gradients while the backward runs (false: --no-overlap, after
-  /// it, blocking), in buckets of at least this many MiB (--bucket-mb).
-  bool overlap = true;
+  /// Reduce gradients while the backward runs (--overlap) or after it,
+  /// blocking (--no-overlap); unset: as trainer.json says. In buckets of at
+  /// least this many MiB (--bucket-mb).
+  std::optional<bool> overlap;
   double bucketMb = 4;
 };
 

@@ -239,6 +239,8 @@ llvm::json::Object trainerConfig(const bm::CompiledModel &model,
       {"precision", bm::cost::toString(plan.precision)},
       {"recompute", bm::plan::toString(plan.config.recompute)},
       {"zero", plan.config.zeroStage},
+      // Overlap where the cluster hides some of it, as the plan assumed.
+      {"overlap_grad_reduce", plan.gradReduceOverlap > 0},
       {"pp", plan.config.pp},
       {"chunks", plan.config.chunks},
       {"schedule", bm::cost::toString(plan.config.schedule)},

@@ -286,6 +286,8 @@ TEST(SearchTest, BmrtMemoryIsWhatTheTrainerHolds) {
   cost::Cluster megatron = a100();
   cost::Cluster bmrt = a100();
   bmrt.runtime = cost::RuntimeModel::Bmrt;
+  // Gradient buckets (overlap) are checked below; first without them.
+  bmrt.gradReduceOverlap = 0;
   auto evaluate = [&](const cost::Cluster &cluster, const char *fix) {
     return llvm::cantFail(
         evaluateConfiguration(graph, cluster, trainingConfig(8, 64, fix)));
@@ -312,4 +314,14 @@ TEST(SearchTest, BmrtMemoryIsWhatTheTrainerHolds) {
   EXPECT_GT(pipeBmrt.memory.activations, pipeMegatron.memory.activations);
   EXPECT_EQ(pipeBmrt.memory.buffers, bmrt.reservedMemoryBytes);
   EXPECT_GT(pipeMegatron.memory.buffers, megatron.reservedMemoryBytes);
+  // Overlapping the reductions, bmrt reduces flat copies of the gradients
+  // (2 bytes each): workspace; under ZeRO 3 in dp + 1 blocks of shards.
+  cost::Cluster overlapping = bmrt;
+  overlapping.gradReduceOverlap = 0.5;
+  Plan bucketed = evaluate(overlapping, "dp=8,tp=1,pp=1,mb=1,zero=0");
+  EXPECT_NEAR(bucketed.memory.buffers - z0.memory.buffers, z0.memory.params,
+              1);
+  Plan bucketed3 = evaluate(overlapping, "dp=8,tp=1,pp=1,mb=1,zero=3");
+  EXPECT_NEAR(bucketed3.memory.buffers - z3.memory.buffers,
+              z0.memory.params * 9 / 8, 1);
 }
