@@ -242,8 +242,8 @@ private:
   double dataParallelTime(double params, const ParallelConfig &config,
                           const cost::CommGroup &group,
                           bool perMicroBatch) const;
-  /// Seconds of the gradient reductions that the last micro-batch's
-  /// backward starts (and could hide behind it), for `params` over `group`.
+  /// Seconds of the gradient reductions that backwards start (and could
+  /// hide behind them), for `params` over `group`, per step.
   double stepGradientReductionTime(double params, const ParallelConfig &config,
                                    const cost::CommGroup &group) const;
   DeviceExtras deviceExtras(const StageStats &stats,

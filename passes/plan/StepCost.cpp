@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
-#include <cstring>
 #include <unordered_set>
 
 using namespace bm;
@@ -460,23 +459,18 @@ double Planner::stepGradientReductionTime(double params,
                                           const ParallelConfig &config,
                                           const CommGroup &group) const {
   double seconds = 0;
-  for (const DataParallelCollective &c : dataParallelCollectives(config)) {
-    if (!c.gradients || c.perMicroBatch > 0)
-      continue;
-    // A reduction of each micro-batch's gradients (ZeRO 2, phase
-    // "backward") has one call in the last backward; the others wait for
-    // the step's sums.
-    int64_t calls = std::strcmp(c.phase, "step") == 0 ? c.perStep : 1;
-    seconds += calls * model_.collectiveTime(c.kind, params * perParam_.grads,
-                                             group);
-  }
+  for (const DataParallelCollective &c : dataParallelCollectives(config))
+    if (c.gradients && c.perMicroBatch == 0)
+      seconds += c.perStep * model_.collectiveTime(
+                                 c.kind, params * perParam_.grads, group);
   return seconds;
 }
 
 // The trainer starts each bucket's reduction during the last micro-batch's
-// backward, once its gradients are final; the part that runs behind that
-// backward is hidden (cost::hiddenGradientReduction), shared between the
-// dense and the expert gradients by their reduction times.
+// backward (ZeRO 2: during each micro-batch's, which each reduce-scatter
+// their gradients), once its gradients are final; the part that runs behind
+// those backwards is hidden (cost::hiddenGradientReduction), shared between
+// the dense and the expert gradients by their reduction times.
 void Planner::hideGradientReductions(StepTail &t, const StageStats &stats,
                                      const ParallelConfig &config,
                                      const MeshPlacement &placement) const {
@@ -490,9 +484,12 @@ void Planner::hideGradientReductions(StepTail &t, const StageStats &stats,
                        ? stepGradientReductionTime(expertParams, config,
                                                    placement.expertDp)
                        : 0;
-  double hidden = cost::hiddenGradientReduction(
-      dense + experts, (denseParams + expertParams) * perParam_.grads,
-      stats.time() - stats.forward, cluster_.gradReduceOverlap);
+  const double backwards = config.zeroStage >= 2 ? config.numMicroBatches : 1;
+  double hidden =
+      backwards * cost::hiddenGradientReduction(
+                      (dense + experts) / backwards,
+                      (denseParams + expertParams) * perParam_.grads,
+                      stats.time() - stats.forward, cluster_.gradReduceOverlap);
   if (hidden <= 0)
     return;
   t.dpHidden = hidden * dense / (dense + experts);

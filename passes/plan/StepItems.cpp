@@ -10,7 +10,6 @@
 
 #include "passes/plan/Planner.h"
 
-#include <cstring>
 #include <map>
 
 using namespace bm;
@@ -254,13 +253,9 @@ void Planner::itemiseDataParallel(ItemList &list, const StageStats &stats,
       bool onPath = c.perMicroBatch > 0;
       int64_t calls = onPath ? c.perMicroBatch * m : c.perStep;
       double seconds = calls * model_.collectiveTime(c.kind, bytes, group);
-      // The share of the hidden time of this collective's calls in the last
-      // backward (cost of one call x calls there, over all such calls).
-      double lastCalls = std::strcmp(c.phase, "step") == 0 ? calls : 1;
+      // This collective's share of the hidden time, by its time.
       double hides = c.gradients && !onPath && reductions > 0
-                         ? hidden * lastCalls *
-                               model_.collectiveTime(c.kind, bytes, group) /
-                               reductions
+                         ? hidden * seconds / reductions
                          : 0;
       list.comm(CostItem::Kind::Collective, cost::toString(c.kind), kDataAxis,
                 link, c.phase,
