@@ -372,6 +372,10 @@ static int launcherRank() {
   return -1;
 }
 
+static const char *programName = "trainer";
+
+void setProgramName(const char *name) { programName = name; }
+
 void abortJob(const std::string &message) {
   // Once per process: a second failure while aborting (another thread, a
   // destructor) adds nothing the user needs.
@@ -384,9 +388,10 @@ void abortJob(const std::string &message) {
     bool several = liveWorld ? liveWorld->size() > 1 : rank >= 0;
     std::fflush(stdout);
     if (several)
-      std::fprintf(stderr, "trainer: error: rank %d: %s\n", rank, line.c_str());
+      std::fprintf(stderr, "%s: error: rank %d: %s\n", programName, rank,
+                   line.c_str());
     else
-      std::fprintf(stderr, "trainer: error: %s\n", line.c_str());
+      std::fprintf(stderr, "%s: error: %s\n", programName, line.c_str());
     std::fflush(stderr);
   }
   if (liveWorld)

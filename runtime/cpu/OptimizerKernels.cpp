@@ -1,4 +1,4 @@
-//===- OptimizerKernels.cpp - global norm, AdamW, SGD, thread count -------===//
+//===- OptimizerKernels.cpp - global norm, AdamW, SGD, threads ------------===//
 //
 // The optimizer's kernels run once per parameter tensor per step and touch
 // every element once, so they are bandwidth-bound loops over flat fp32
@@ -15,9 +15,11 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 namespace bmrt::cpu {
@@ -113,6 +115,16 @@ void setThreads(int threads) {
   threads = std::max(threads, 1);
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);
+}
+
+// On two cores, a GPT-2 124M step took 6.9 s with spinning idle threads and
+// 5.5 s with passive ones.
+void makeIdleThreadsSleep(char **argv) {
+  if (std::getenv("OMP_WAIT_POLICY"))
+    return;
+  ::setenv("OMP_WAIT_POLICY", "passive", 1);
+  ::execv("/proc/self/exe", argv);
+  // If that fails, run on with spinning threads: slower, not wrong.
 }
 
 } // namespace bmrt::cpu

@@ -3,6 +3,7 @@
 #include "TrainerOptions.h"
 
 #include "bmrt/Error.h"
+#include "bmrt/Tool.h"
 
 #include <cstdio>
 #include <functional>
@@ -58,22 +59,6 @@ OPTIONS:
 
 namespace {
 
-int64_t parseInt(const std::string &flag, const std::string &text,
-                 int64_t min) {
-  size_t used = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::logic_error &) {
-    used = 0;
-  }
-  BMRT_CHECK(used == text.size() && used > 0,
-             flag + " expects an integer, got '" + text + "'");
-  BMRT_CHECK(value >= min, flag + " must be at least " + std::to_string(min) +
-                               ", got " + text);
-  return value;
-}
-
 float parseFloat(const std::string &flag, const std::string &text) {
   size_t used = 0;
   float value = 0;
@@ -119,14 +104,14 @@ parseTrainerOptions(const std::vector<std::string> &args,
       {"--momentum",
        [&](auto &v) { o.momentum = parseFloat("--momentum", v); }},
       {"--save-every",
-       [&](auto &v) { o.saveEvery = parseInt("--save-every", v, 1); }},
+       [&](auto &v) { o.saveEvery = parseIntegerFlag("--save-every", v, 1); }},
       {"--seed",
-       [&](auto &v) { o.seed = static_cast<uint64_t>(parseInt("--seed", v, 0)); }},
-      {"--steps", [&](auto &v) { o.steps = parseInt("--steps", v, 0); }},
-      {"--stop-at", [&](auto &v) { o.stopAt = parseInt("--stop-at", v, 1); }},
+       [&](auto &v) { o.seed = static_cast<uint64_t>(parseIntegerFlag("--seed", v, 0)); }},
+      {"--steps", [&](auto &v) { o.steps = parseIntegerFlag("--steps", v, 0); }},
+      {"--stop-at", [&](auto &v) { o.stopAt = parseIntegerFlag("--stop-at", v, 1); }},
       {"--threads",
-       [&](auto &v) { o.threads = static_cast<int>(parseInt("--threads", v, 1)); }},
-      {"--warmup", [&](auto &v) { o.warmup = parseInt("--warmup", v, 0); }},
+       [&](auto &v) { o.threads = static_cast<int>(parseIntegerFlag("--threads", v, 1)); }},
+      {"--warmup", [&](auto &v) { o.warmup = parseIntegerFlag("--warmup", v, 0); }},
       {"--weight-decay",
        [&](auto &v) { o.weightDecay = parseFloat("--weight-decay", v); }},
   };

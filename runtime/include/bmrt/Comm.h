@@ -262,6 +262,8 @@ std::unique_ptr<World> createWorld();
 /// a non-zero status: MPI_Abort under MPI, so that no other rank is left
 /// waiting.
 [[noreturn]] void abortJob(const std::string &message);
+/// The program abortJob names ("trainer" unless set): a static string.
+void setProgramName(const char *name);
 
 } // namespace bmrt
 

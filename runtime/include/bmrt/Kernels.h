@@ -295,6 +295,12 @@ void sgdUpdate(Stream &stream, const TensorView &param, const TensorView &grad,
 
 /// Sets the threads the kernels use (OpenMP and OpenBLAS).
 void setThreads(int threads);
+/// OpenMP's idle threads spin by default, taking the cores OpenBLAS's own
+/// threads need for the GEMM that follows each elementwise kernel. libgomp
+/// reads the policy when it loads, before main: so this sets
+/// OMP_WAIT_POLICY=passive and runs the program again (argv: main's),
+/// unless the user chose a policy. Call it first thing in main.
+void makeIdleThreadsSleep(char **argv);
 
 } // namespace bmrt::cpu
 

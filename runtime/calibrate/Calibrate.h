@@ -1,0 +1,111 @@
+//===- Calibrate.h - bmrt-calibrate: measuring this machine -----*- C++ -*-===//
+//
+// bmrt-calibrate times the runtime's own kernels and communicator (the code
+// the trainer runs, so the planner's numbers are the trainer's) and writes
+// what it measured as JSON (format "bmrt-calibration-1", issue 15); `bmc
+// calibrate` turns that into a cluster file for `--cluster`.
+//
+// Under mpirun every rank measures at once, loading the machine as training
+// does; rank 0 writes. A time is the median over repetitions on each rank,
+// then the maximum over ranks: the slowest rank sets the pace of a step.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMRT_CALIBRATE_CALIBRATE_H
+#define BMRT_CALIBRATE_CALIBRATE_H
+
+#include "bmrt/Comm.h"
+#include "bmrt/Device.h"
+#include "bmrt/Tensor.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bmrt::calibrate {
+
+struct Options {
+  std::string output;  // empty: stdout
+  bool quick = false;  // a small grid and small sizes, for tests
+  int threads = 1;     // per rank
+  int64_t maxBytes = 0; // largest collective; 0: the mode's default
+};
+
+/// The options, or nullopt after printing --help. Throws bmrt::Error on a
+/// bad flag.
+std::optional<Options> parseOptions(const std::vector<std::string> &args);
+
+/// Device memory for `count` floats, zero-filled, freed with the object.
+class Buffer {
+public:
+  Buffer(Device &device, int64_t count);
+  ~Buffer();
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+  float *data() const { return pointer; }
+  /// The buffer's first numElements(shape) floats as a tensor.
+  TensorView view(const Shape &shape) const;
+
+private:
+  Device &device;
+  float *pointer;
+  size_t bytes;
+};
+
+/// What every measurement needs: the ranks, the device, the flags, and a
+/// clock that times a function on every rank at once.
+class Bench {
+public:
+  /// `targetSeconds`: how long the repetitions of one measurement last.
+  Bench(Communicator &world, Device &device, const Options &options,
+        double targetSeconds);
+
+  Communicator &world() { return comm; }
+  Device &device() { return dev; }
+  Stream &stream() { return dev.computeStream(); }
+  const Options &options() const { return opts; }
+
+  /// Seconds of one call of `run`: a first call (warm-up) times it roughly;
+  /// then samples of enough calls to outlast the clock's noise, each after
+  /// a barrier, until about targetSeconds; the median sample on each rank,
+  /// the maximum over ranks.
+  double time(const std::function<void()> &run);
+  /// The largest `value` of any rank (every rank gets it).
+  double maxOverRanks(double value);
+  /// Progress on stderr, from rank 0 only.
+  void progress(const std::string &line) const;
+
+private:
+  double sample(const std::function<void()> &run, int64_t calls);
+
+  Communicator &comm;
+  Device &dev;
+  const Options &opts;
+  double target;
+};
+
+/// One kind of measurement, added to the calibration's JSON object.
+void measureGemm(Bench &bench, nlohmann::ordered_json &out);
+void measureMemory(Bench &bench, nlohmann::ordered_json &out);
+void measureKernels(Bench &bench, nlohmann::ordered_json &out);
+/// Only for more than one rank.
+void measureCollectives(Bench &bench, nlohmann::ordered_json &out);
+/// Only for more than one rank, on the MPI backend.
+void measureOverlap(Bench &bench, nlohmann::ordered_json &out);
+
+/// "date", "machine", "versions" (collective: every rank calls it).
+void describeMachine(Communicator &world, Stream &stream,
+                     nlohmann::ordered_json &out);
+
+/// "1 MiB", "64 KiB", "4 B".
+std::string formatBytes(double bytes);
+/// formatRate(3.1e9, "B") is "3.1 GB/s".
+std::string formatRate(double perSecond, const char *unit);
+
+} // namespace bmrt::calibrate
+
+#endif // BMRT_CALIBRATE_CALIBRATE_H

@@ -1,0 +1,219 @@
+//===- ComputeRates.cpp - GEMM grid, memory copy, memory-bound kernels ----===//
+//
+// Each rate is of a runtime kernel (runtime/cpu) as the trainer's
+// instructions call it, on fp32 data: matmul for the GEMM grid, the copy
+// kernel for memory bandwidth, and one or two kernels per memory-bound
+// class the planner maps its ops to (calib-schema.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Calibrate.h"
+
+#include "bmrt/Kernels.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+
+namespace bmrt::calibrate {
+namespace {
+
+/// One list of sizes for m, n and k. The planner interpolates in log2 over
+/// the grid and clamps at its edges, so the grid spans what transformer
+/// blocks from tiny ones to GPT-2 small use: m up to the tokens of a
+/// micro-batch (~2048), n and k up to 4 x hidden (3072).
+const std::vector<int64_t> kGemmSizes = {16, 64, 256, 1024, 3072};
+const std::vector<int64_t> kQuickGemmSizes = {16, 64, 256};
+
+/// Floats per kernel buffer: 32 MiB, the size of a GPT-2 small activation
+/// of a 2 x 1024-token micro-batch ([2048, 768] is 1.5 M floats; its MLP's
+/// [2048, 3072] is 6 M).
+constexpr int64_t kKernelFloats = int64_t(1) << 23;
+constexpr int64_t kQuickKernelFloats = int64_t(1) << 20;
+/// The hidden size of the [rows, hidden] inputs of normalisation, softmax
+/// and reduction (GPT-2 small's).
+constexpr int64_t kHidden = 768;
+
+/// The size in bytes of one instance of the last-level cache, from sysfs
+/// ("32768K"), as lscpu reports it; 0 when it does not say. (glibc's
+/// sysconf can report the whole package's L3 instead: 384 MiB on a VM
+/// whose cache instance holds 32 MiB.)
+int64_t lastLevelCacheBytes() {
+  int64_t bytes = 0;
+  int level = 0;
+  for (int index = 0;; ++index) {
+    std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" +
+                      std::to_string(index) + "/";
+    std::ifstream levelFile(dir + "level"), sizeFile(dir + "size");
+    int thisLevel = 0;
+    int64_t size = 0;
+    std::string unit;
+    if (!(levelFile >> thisLevel) || !(sizeFile >> size))
+      return bytes;
+    sizeFile >> unit;
+    size <<= unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : 0;
+    if (thisLevel >= level) {
+      level = thisLevel;
+      bytes = size;
+    }
+  }
+}
+
+/// One timed kernel of a memory-bound class.
+struct KernelRun {
+  const char *kernelClass;
+  std::string kernel; // what it runs, for people
+  double bytes;       // read + written per call
+  std::function<void()> run;
+};
+
+std::vector<KernelRun> memoryBoundKernels(Stream &stream,
+                                          const std::deque<Buffer> &buffers,
+                                          int64_t floats) {
+  int64_t rows = floats / kHidden;
+  Shape table = {rows, kHidden};
+  double n = double(floats), tableFloats = double(rows * kHidden);
+  // An attention layout change: [batch, seq, heads, head_dim] ->
+  // [batch, heads, seq, head_dim].
+  Shape heads = {floats >> 20, 1024, 16, 64};
+  TensorView bySeq = buffers[0].view(heads),
+             byHead = buffers[1].view({heads[0], 16, 1024, 64});
+  TensorView a = buffers[0].view({floats}), b = buffers[1].view({floats}),
+             c = buffers[2].view({floats}), d = buffers[3].view({floats});
+  TensorView x = buffers[0].view(table), y = buffers[1].view(table);
+  TensorView scale = buffers[2].view({kHidden}),
+             bias = buffers[3].view({kHidden}), sums = buffers[1].view({rows});
+  std::string shape = "[" + std::to_string(rows) + "," +
+                      std::to_string(kHidden) + "]";
+  return {
+      {"data_movement", "transpose [" + std::to_string(heads[0]) +
+                            ",1024,16,64] perm 0,2,1,3",
+       8 * n,
+       [=, &stream] { cpu::transpose(stream, bySeq, byHead, {0, 2, 1, 3}); }},
+      {"elementwise", "add", 12 * n,
+       [=, &stream] { cpu::binary(stream, cpu::BinaryOp::Add, a, b, c); }},
+      {"elementwise", "gelu", 8 * n,
+       [=, &stream] { cpu::unary(stream, cpu::UnaryOp::Gelu, a, b); }},
+      {"normalization", "layer_norm " + shape,
+       8 * tableFloats + 8 * kHidden,
+       [=, &stream] { cpu::layerNorm(stream, x, scale, &bias, y, 1, 1e-5f); }},
+      // Reads parameter, gradient, both moments; writes all but the
+      // gradient back: 28 bytes per fp32 parameter.
+      {"optimizer", "adamw", 28 * n,
+       [=, &stream] {
+         cpu::adamwUpdate(stream, a, b, c, d, cpu::AdamWConfig{}, 1e-4f, 1,
+                          1.f);
+       }},
+      {"reduction", "reduce_sum " + shape + " axis 1",
+       4 * tableFloats + 4 * double(rows),
+       [=, &stream] { cpu::reduce(stream, cpu::ReduceOp::Sum, x, sums, {1}); }},
+      {"softmax", "softmax " + shape, 8 * tableFloats,
+       [=, &stream] { cpu::softmax(stream, x, y, 1); }},
+  };
+}
+
+/// Adds one class's entry: the kernels' bytes and seconds summed, so a
+/// class of two kernels gets the rate of running both once.
+void addClass(nlohmann::ordered_json &kernels, const std::string &kernelClass,
+              std::string kernel, double bytes, double seconds) {
+  if (!kernels.empty() && kernels.back()["class"] == kernelClass) {
+    nlohmann::ordered_json &last = kernels.back();
+    kernel = last["kernel"].get<std::string>() + ", " + kernel;
+    bytes += last["bytes"].get<double>();
+    seconds += last["seconds"].get<double>();
+    kernels.erase(kernels.size() - 1);
+  }
+  kernels.push_back({{"class", kernelClass},
+                     {"kernel", kernel},
+                     {"bytes", bytes},
+                     {"seconds", seconds},
+                     {"bytes_per_second", bytes / seconds}});
+}
+
+} // namespace
+
+void measureGemm(Bench &bench, nlohmann::ordered_json &out) {
+  const std::vector<int64_t> &sizes =
+      bench.options().quick ? kQuickGemmSizes : kGemmSizes;
+  int64_t largest = sizes.back() * sizes.back();
+  Buffer a(bench.device(), largest), b(bench.device(), largest),
+      c(bench.device(), largest);
+  nlohmann::ordered_json points = nlohmann::ordered_json::array();
+  size_t total = sizes.size() * sizes.size() * sizes.size();
+  for (int64_t m : sizes)
+    for (int64_t n : sizes)
+      for (int64_t k : sizes) {
+        TensorView av = a.view({m, k}), bv = b.view({k, n}), cv = c.view({m, n});
+        double seconds = bench.time(
+            [&] { cpu::matmul(bench.stream(), av, bv, cv); });
+        double flops = 2.0 * double(m) * double(n) * double(k);
+        points.push_back({{"m", m},
+                          {"n", n},
+                          {"k", k},
+                          {"seconds", seconds},
+                          {"flops_per_second", flops / seconds}});
+        bench.progress("gemm " + std::to_string(points.size()) + "/" +
+                       std::to_string(total) + " (m=" + std::to_string(m) +
+                       " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                       ": " + formatRate(flops / seconds, "FLOP") + ")");
+      }
+  out["gemm"] = std::move(points);
+}
+
+void measureMemory(Bench &bench, nlohmann::ordered_json &out) {
+  // Four times the last-level cache (shared by the ranks of this machine),
+  // so that the copy streams from memory; quick runs settle for less.
+  int64_t bytes = bench.options().quick
+                      ? int64_t(16) << 20
+                      : std::max(4 * lastLevelCacheBytes(), int64_t(64) << 20);
+  int64_t floats = bytes / 4;
+  Buffer from(bench.device(), floats), to(bench.device(), floats);
+  cpu::fill(bench.stream(), from.view({floats}), 0.25);
+  double seconds = bench.time([&] {
+    cpu::copy(bench.stream(), from.view({floats}), to.view({floats}));
+  });
+  double rate = 2.0 * double(bytes) / seconds;
+  out["memory"] = {{"stream_copy_bytes_per_second", rate}};
+  bench.progress("memory stream copy " + formatBytes(double(bytes)) + ": " +
+                 formatRate(rate, "B"));
+}
+
+void measureKernels(Bench &bench, nlohmann::ordered_json &out) {
+  int64_t floats = bench.options().quick ? kQuickKernelFloats : kKernelFloats;
+  std::deque<Buffer> buffers;
+  for (int i = 0; i < 4; ++i) {
+    buffers.emplace_back(bench.device(), floats);
+    cpu::fill(bench.stream(), buffers.back().view({floats}), 0.25);
+  }
+  nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
+  for (const KernelRun &kernel :
+       memoryBoundKernels(bench.stream(), buffers, floats)) {
+    double seconds = bench.time(kernel.run);
+    addClass(kernels, kernel.kernelClass, kernel.kernel, kernel.bytes, seconds);
+    bench.progress(std::string("kernel ") + kernel.kernelClass + " (" +
+                   kernel.kernel + "): " +
+                   formatRate(kernel.bytes / seconds, "B"));
+  }
+  out["kernels"] = std::move(kernels);
+}
+
+std::string formatRate(double perSecond, const char *unit) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f G%s/s", perSecond / 1e9, unit);
+  return text;
+}
+
+std::string formatBytes(double bytes) {
+  static const char *const kUnits[] = {"B", "KiB", "MiB", "GiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 3) {
+    bytes /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%g %s", bytes, kUnits[unit]);
+  return text;
+}
+
+} // namespace bmrt::calibrate
