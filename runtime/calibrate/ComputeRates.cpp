@@ -93,8 +93,10 @@ std::vector<KernelRun> memoryBoundKernels(Stream &stream,
        [=, &stream] { cpu::transpose(stream, bySeq, byHead, {0, 2, 1, 3}); }},
       {"elementwise", "add", 12 * n,
        [=, &stream] { cpu::binary(stream, cpu::BinaryOp::Add, a, b, c); }},
-      {"elementwise", "gelu", 8 * n,
-       [=, &stream] { cpu::unary(stream, cpu::UnaryOp::Gelu, a, b); }},
+      // GPT-2's GELU, which bm-fuse-gelu makes one bm.gelu: a transcendental
+      // elementwise kernel beside the add's pure traffic.
+      {"elementwise", "gelu (tanh)", 8 * n,
+       [=, &stream] { cpu::unary(stream, cpu::UnaryOp::GeluTanh, a, b); }},
       {"normalization", "layer_norm " + shape,
        8 * tableFloats + 8 * kHidden,
        [=, &stream] { cpu::layerNorm(stream, x, scale, &bias, y, 1, 1e-5f); }},
@@ -113,8 +115,10 @@ std::vector<KernelRun> memoryBoundKernels(Stream &stream,
   };
 }
 
-/// Adds one class's entry: the kernels' bytes and seconds summed, so a
-/// class of two kernels gets the rate of running both once.
+/// Adds one class's entry: the kernels' bytes and seconds summed. A class
+/// of two kernels gets the rate of running both once: the bytes-weighted
+/// harmonic mean of their rates, the one rate that predicts the time of
+/// both (an arithmetic mean would take a slow kernel for a fast one).
 void addClass(nlohmann::ordered_json &kernels, const std::string &kernelClass,
               std::string kernel, double bytes, double seconds) {
   if (!kernels.empty() && kernels.back()["class"] == kernelClass) {

@@ -38,6 +38,26 @@ void checkMpi(int code, const char *call) {
                                       std::to_string(code));
 }
 
+/// T_both: the all-reduce started, `gemms` calls of `gemm` with one test
+/// between consecutive ones, then the wait.
+double overlappedSeconds(Bench &bench, float *gradients, int64_t gemms,
+                         const std::function<void()> &gemm) {
+  return bench.time([&] {
+    MPI_Request request;
+    checkMpi(MPI_Iallreduce(MPI_IN_PLACE, gradients, int(kFloats), MPI_FLOAT,
+                            MPI_SUM, MPI_COMM_WORLD, &request),
+             "MPI_Iallreduce");
+    for (int64_t i = 0; i < gemms; ++i) {
+      if (i > 0) {
+        int done = 0;
+        checkMpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      }
+      gemm();
+    }
+    checkMpi(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
+  });
+}
+
 } // namespace
 
 void measureOverlap(Bench &bench, nlohmann::ordered_json &out) {
@@ -54,26 +74,13 @@ void measureOverlap(Bench &bench, nlohmann::ordered_json &out) {
     bench.world().allReduce(gradients.data(), gradients.data(), kFloats,
                             DType::F32, stream);
   });
-  int64_t gemms = std::max<int64_t>(
-      2, std::llround(allReduce / bench.time(gemm)));
+  int64_t gemms =
+      std::max<int64_t>(2, std::llround(allReduce / bench.time(gemm)));
   double compute = bench.time([&] {
     for (int64_t i = 0; i < gemms; ++i)
       gemm();
   });
-  double both = bench.time([&] {
-    MPI_Request request;
-    checkMpi(MPI_Iallreduce(MPI_IN_PLACE, gradients.data(), int(kFloats),
-                            MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request),
-             "MPI_Iallreduce");
-    for (int64_t i = 0; i < gemms; ++i) {
-      if (i > 0) {
-        int done = 0;
-        checkMpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      }
-      gemm();
-    }
-    checkMpi(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
-  });
+  double both = overlappedSeconds(bench, gradients.data(), gemms, gemm);
   double hidden =
       std::clamp((compute + allReduce - both) / allReduce, 0.0, 1.0);
   out["overlap"] = {{"grad_reduce", hidden}};
