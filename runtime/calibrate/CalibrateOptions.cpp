@@ -22,7 +22,8 @@ all-reduce hides behind compute. Every rank measures at once; rank 0 writes.
 options:
   -o FILE          write the JSON to FILE (default: stdout)
   --quick          a small grid and small sizes (a few seconds; for tests)
-  --threads T      CPU threads per rank (default 1)
+  --threads T      CPU threads per rank (default 1; calibrate with the
+                   trainer's --threads that the runs will use)
   --max-bytes B    largest collective message in bytes (default 67108864;
                    65536 with --quick)
   --help           print this help
