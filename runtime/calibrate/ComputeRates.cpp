@@ -95,7 +95,7 @@ std::vector<KernelRun> memoryBoundKernels(Stream &stream,
        [=, &stream] { cpu::binary(stream, cpu::BinaryOp::Add, a, b, c); }},
       // GPT-2's GELU, which bm-fuse-gelu makes one bm.gelu: a transcendental
       // elementwise kernel beside the add's pure traffic.
-      {"elementwise", "gelu (tanh)", 8 * n,
+      {"elementwise", "gelu_tanh", 8 * n,
        [=, &stream] { cpu::unary(stream, cpu::UnaryOp::GeluTanh, a, b); }},
       {"normalization", "layer_norm " + shape,
        8 * tableFloats + 8 * kHidden,
