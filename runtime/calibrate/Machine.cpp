@@ -1,5 +1,6 @@
 //===- Machine.cpp - what was measured, when, with which libraries --------===//
 
+#include "BmrtVersion.h" // generated: BMRT_VERSION, git describe
 #include "Calibrate.h"
 
 #include <cblas.h>
@@ -12,10 +13,6 @@
 #include <fstream>
 #include <set>
 #include <thread>
-
-#ifndef BMRT_VERSION
-#define BMRT_VERSION "unknown"
-#endif
 
 namespace bmrt::calibrate {
 namespace {
