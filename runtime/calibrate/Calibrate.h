@@ -94,7 +94,7 @@ void measureMemory(Bench &bench, nlohmann::ordered_json &out);
 void measureKernels(Bench &bench, nlohmann::ordered_json &out);
 /// Only for more than one rank.
 void measureCollectives(Bench &bench, nlohmann::ordered_json &out);
-/// Only for more than one rank, on the MPI backend.
+/// Only for more than one rank.
 void measureOverlap(Bench &bench, nlohmann::ordered_json &out);
 
 /// "date", "machine", "versions" (collective: every rank calls it).

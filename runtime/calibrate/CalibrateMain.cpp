@@ -43,7 +43,7 @@ std::string openOutput(const Options &options, bmrt::Communicator &world,
   return failed ? "cannot write '" + options.output + "'" + reason : "";
 }
 
-Json calibrate(Bench &bench, bool mpi) {
+Json calibrate(Bench &bench) {
   Json out;
   out["format"] = "bmrt-calibration-1";
   bmrt::Communicator &world = bench.world();
@@ -55,8 +55,7 @@ Json calibrate(Bench &bench, bool mpi) {
   measureKernels(bench, out);
   if (world.size() > 1) {
     measureCollectives(bench, out);
-    if (mpi)
-      measureOverlap(bench, out);
+    measureOverlap(bench, out);
   }
   return out;
 }
@@ -99,7 +98,7 @@ int run(const std::vector<std::string> &args, bmrt::World &world) {
   // Each measurement's repetitions last about this long.
   double target = options->quick ? 0.005 : 0.05;
   Bench bench(*all, *device, *options, target);
-  Json calibration = calibrate(bench, std::string(world.backend()) == "mpi");
+  Json calibration = calibrate(bench);
   if (world.rank() == 0)
     write(calibration, *options, file);
   all->barrier();
