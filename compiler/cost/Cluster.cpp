@@ -1,22 +1,11 @@
-//===- Cluster.cpp - cluster presets and the cluster file loader ---------===//
+//===- Cluster.cpp - cluster presets, names and equality ------------------===//
 
 #include "compiler/cost/Cluster.h"
-#include "compiler/cost/TextShape.h"
 
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/YAMLParser.h"
 
-#include <cmath>
-#include <map>
-#include <optional>
-#include <set>
+#include <tuple>
 
 using namespace bm::cost;
 using llvm::Expected;
@@ -143,292 +132,65 @@ Expected<Cluster> bm::cost::getClusterPreset(StringRef name) {
 }
 
 //===----------------------------------------------------------------------===//
-// Files
+// Names and equality
 //===----------------------------------------------------------------------===//
 
-namespace {
+// Alphabetical, in enum order.
+static const char *const kMemoryKernelClassNames[kNumMemoryKernelClasses] = {
+    "data_movement", "elementwise", "normalization",
+    "optimizer",     "reduction",   "softmax"};
 
-/// A flat key: value entry as read from JSON or YAML.
-struct Entry {
-  std::string text;            // the scalar as written
-  std::optional<double> number; // set when the scalar is a number
-};
-
-enum class KeyType { Number, Integer, String };
-
-struct KeySpec {
-  const char *name;
-  KeyType type;
-  bool required;
-  const char *meaning;
-};
-
-} // namespace
-
-// Keys of a cluster file, alphabetical. Units are in the names.
-static const KeySpec kClusterKeys[] = {
-    {"gemm_efficiency", KeyType::Number, false,
-     "fraction of peak large GEMMs reach, in (0, 1]"},
-    {"gpu", KeyType::String, false, "GPU model, for printing"},
-    {"gpus_per_node", KeyType::Integer, true, "GPUs in one node"},
-    {"hbm_gbps", KeyType::Number, true, "device memory bandwidth, GB/s"},
-    {"inter_node_gbps", KeyType::Number, true,
-     "network bus bandwidth per node (all NICs), GB/s"},
-    {"inter_node_latency_us", KeyType::Number, false,
-     "network latency per collective step, us"},
-    {"intra_node_gbps", KeyType::Number, true,
-     "NVLink bus bandwidth per GPU (nccl-tests busbw), GB/s"},
-    {"intra_node_latency_us", KeyType::Number, false,
-     "NVLink latency per collective step, us"},
-    {"max_nodes", KeyType::Integer, false, "nodes available, 0 = unlimited"},
-    {"memory_efficiency", KeyType::Number, false,
-     "fraction of hbm_gbps streaming kernels reach, in (0, 1]"},
-    {"memory_gib", KeyType::Number, true, "device memory, GiB"},
-    {"name", KeyType::String, false, "cluster name"},
-    {"peak_tflops_16bit", KeyType::Number, true,
-     "dense fp16 tensor-core peak per GPU, TFLOP/s"},
-    {"peak_tflops_bf16", KeyType::Number, false,
-     "dense bf16 peak per GPU, TFLOP/s; 0 = no bf16 (default: "
-     "peak_tflops_16bit)"},
-    {"peak_tflops_fp32", KeyType::Number, true, "fp32 peak per GPU, TFLOP/s"},
-    {"reserved_gib", KeyType::Number, false,
-     "memory held by the framework (context, workspaces), GiB"},
-};
-
-using EntryMap = std::map<std::string, Entry>;
-
-static std::optional<double> parseNumber(StringRef text) {
-  double value;
-  if (text.trim().getAsDouble(value))
-    return std::nullopt;
-  return value;
+const char *bm::cost::toString(MemoryKernelClass kernelClass) {
+  return kMemoryKernelClassNames[static_cast<int>(kernelClass)];
 }
 
-/// The first key that the top-level object of valid JSON `text` repeats.
-/// JSON is YAML's flow syntax, and the YAML parser, unlike llvm::json,
-/// visits every key as written.
-static std::optional<std::string> repeatedJsonKey(StringRef text) {
-  llvm::SourceMgr sourceMgr;
-  sourceMgr.setDiagHandler([](const llvm::SMDiagnostic &, void *) {});
-  llvm::yaml::Stream stream(text, sourceMgr);
-  llvm::yaml::document_iterator document = stream.begin();
-  if (document == stream.end())
-    return std::nullopt;
-  auto *mapping =
-      llvm::dyn_cast_or_null<llvm::yaml::MappingNode>(document->getRoot());
-  if (!mapping)
-    return std::nullopt;
-  std::set<std::string> seen;
-  for (llvm::yaml::KeyValueNode &pair : *mapping) {
-    auto *key = llvm::dyn_cast_or_null<llvm::yaml::ScalarNode>(pair.getKey());
-    if (!key)
-      return std::nullopt;
-    llvm::SmallString<32> storage;
-    std::string name = key->getValue(storage).str();
-    if (!seen.insert(name).second)
-      return name;
-    pair.skip();
-  }
+std::optional<MemoryKernelClass>
+bm::cost::parseMemoryKernelClass(StringRef text) {
+  for (int i = 0; i < kNumMemoryKernelClasses; ++i)
+    if (text == kMemoryKernelClassNames[i])
+      return static_cast<MemoryKernelClass>(i);
   return std::nullopt;
 }
 
-/// A cluster file is a dozen flat keys; LLVM's parsers recurse per nesting
-/// level and (YAML) per flow entry, so text far beyond that is refused
-/// before it is parsed ("{,,,,...}" of 20,000 commas overflowed the stack).
-static llvm::Error checkTextShape(StringRef text, StringRef source) {
-  TextShape shape = measureText(text);
-  if (shape.commas > 1024 || shape.depth > 32)
-    return makeError(source + ": not a cluster file (" + llvm::Twine(shape.commas) +
-                     " commas, brackets nested " + llvm::Twine(shape.depth) +
-                     " deep; a cluster file is a flat list of keys)");
-  return llvm::Error::success();
+bool Calibration::present() const {
+  return !machine.empty() || !date.empty() || ranks || threadsPerRank ||
+         !versions.empty() || !gemm.empty() || !collectives.empty() ||
+         llvm::any_of(memoryKernelBandwidth, [](double r) { return r > 0; });
 }
 
-static Expected<EntryMap> readJson(StringRef text, StringRef source) {
-  if (llvm::Error err = checkTextShape(text, source))
-    return std::move(err);
-  Expected<llvm::json::Value> parsed = llvm::json::parse(text);
-  if (!parsed)
-    return makeError(source + ": malformed JSON: " +
-                     llvm::toString(parsed.takeError()));
-  const llvm::json::Object *object = parsed->getAsObject();
-  if (!object)
-    return makeError(source + ": expected a JSON object of key: value");
-  // llvm::json keeps the last of repeated keys; a repeated key is a mistake
-  // in the file, so look for one in the text.
-  if (std::optional<std::string> repeated = repeatedJsonKey(text))
-    return makeError(source + ": key '" + *repeated + "' is given twice");
-  EntryMap entries;
-  for (const auto &[key, value] : *object) {
-    Entry entry;
-    if (std::optional<double> number = value.getAsNumber()) {
-      entry.number = *number;
-      entry.text = llvm::formatv("{0}", *number).str();
-    } else if (std::optional<StringRef> string = value.getAsString()) {
-      entry.text = string->str();
-    } else {
-      return makeError(source + ": key '" + key.str() +
-                       "' must be a number or a string");
-    }
-    entries[key.str()] = entry;
-  }
-  return entries;
+bool bm::cost::operator==(const GemmPoint &a, const GemmPoint &b) {
+  return std::tie(a.m, a.n, a.k, a.flopsPerSecond) ==
+         std::tie(b.m, b.n, b.k, b.flopsPerSecond);
 }
 
-static Expected<EntryMap> readYaml(StringRef text, StringRef source) {
-  if (llvm::Error err = checkTextShape(text, source))
-    return std::move(err);
-  llvm::SourceMgr sourceMgr;
-  std::string diagnostic;
-  sourceMgr.setDiagHandler(
-      [](const llvm::SMDiagnostic &diag, void *context) {
-        auto *out = static_cast<std::string *>(context);
-        if (out->empty())
-          *out = llvm::formatv("line {0}: {1}", diag.getLineNo(),
-                               diag.getMessage())
-                     .str();
-      },
-      &diagnostic);
-  llvm::yaml::Stream stream(text, sourceMgr);
-  llvm::yaml::document_iterator document = stream.begin();
-  if (document == stream.end())
-    return makeError(source + ": empty cluster file");
-  llvm::yaml::Node *root = document->getRoot();
-  auto *mapping = llvm::dyn_cast_or_null<llvm::yaml::MappingNode>(root);
-  EntryMap entries;
-  if (mapping) {
-    for (llvm::yaml::KeyValueNode &pair : *mapping) {
-      auto *key = llvm::dyn_cast_or_null<llvm::yaml::ScalarNode>(pair.getKey());
-      auto *value =
-          llvm::dyn_cast_or_null<llvm::yaml::ScalarNode>(pair.getValue());
-      if (!diagnostic.empty())
-        break;
-      if (!key)
-        return makeError(source + ": keys must be plain scalars");
-      llvm::SmallString<32> keyStorage, valueStorage;
-      StringRef keyText = key->getValue(keyStorage);
-      if (!value)
-        return makeError(source + ": key '" + keyText +
-                         "' must have a scalar value");
-      Entry entry;
-      entry.text = value->getValue(valueStorage).str();
-      // A quoted scalar is a string even when it looks like a number.
-      if (!value->getRawValue().starts_with("\"") &&
-          !value->getRawValue().starts_with("'"))
-        entry.number = parseNumber(entry.text);
-      if (!entries.emplace(keyText.str(), entry).second)
-        return makeError(source + ": key '" + keyText + "' is given twice");
-    }
-  }
-  if (stream.failed() || !diagnostic.empty())
-    return makeError(source + ": malformed YAML: " +
-                     (diagnostic.empty() ? "parse error" : diagnostic));
-  if (!mapping)
-    return makeError(source + ": expected a YAML mapping of key: value");
-  return entries;
+bool bm::cost::operator==(const CollectivePoint &a, const CollectivePoint &b) {
+  return std::tie(a.kind, a.link, a.ranks, a.bytes, a.seconds,
+                  a.busBandwidth) == std::tie(b.kind, b.link, b.ranks, b.bytes,
+                                              b.seconds, b.busBandwidth);
 }
 
-static Expected<Cluster> buildCluster(const EntryMap &entries,
-                                      StringRef source) {
-  for (const auto &[key, entry] : entries) {
-    const KeySpec *spec = llvm::find_if(
-        kClusterKeys, [&](const KeySpec &s) { return key == s.name; });
-    if (spec == std::end(kClusterKeys)) {
-      std::vector<std::string> known;
-      for (const KeySpec &s : kClusterKeys)
-        known.push_back(s.name);
-      return makeError(source + ": unknown key '" + key +
-                       "' (known keys: " + llvm::join(known, ", ") + ")");
-    }
-    if (spec->type == KeyType::String)
-      continue;
-    if (!entry.number || !std::isfinite(*entry.number))
-      return makeError(source + ": key '" + key + "' must be a number, got '" +
-                       entry.text + "'");
-    if (*entry.number < 0)
-      return makeError(source + ": key '" + key + "' must not be negative, got " +
-                       entry.text);
-    if (spec->type == KeyType::Integer &&
-        *entry.number != std::floor(*entry.number))
-      return makeError(source + ": key '" + key +
-                       "' must be an integer, got " + entry.text);
-    if (spec->type == KeyType::Integer && *entry.number > kLargestCount)
-      return makeError(source + ": key '" + key + "' must be at most " +
-                       llvm::Twine(kLargestCount) + ", got " + entry.text);
-  }
-  for (const KeySpec &spec : kClusterKeys)
-    if (spec.required && !entries.count(spec.name))
-      return makeError(source + ": missing key '" + spec.name + "' (" +
-                       spec.meaning + ")");
-
-  auto number = [&](const char *key, double fallback) {
-    auto it = entries.find(key);
-    return it == entries.end() ? fallback : *it->second.number;
-  };
-  auto positive = [&](const char *key) -> llvm::Error {
-    if (number(key, 1) <= 0)
-      return makeError(source + ": key '" + key + "' must be positive");
-    return llvm::Error::success();
-  };
-  for (const char *key :
-       {"gpus_per_node", "hbm_gbps", "inter_node_gbps", "intra_node_gbps",
-        "memory_gib", "peak_tflops_16bit", "peak_tflops_fp32",
-        "gemm_efficiency", "memory_efficiency"})
-    if (llvm::Error error = positive(key))
-      return std::move(error);
-  for (const char *key : {"gemm_efficiency", "memory_efficiency"})
-    if (number(key, 0.5) > 1)
-      return makeError(source + ": key '" + key + "' must be at most 1");
-
-  Cluster c;
-  auto name = entries.find("name");
-  c.name = name != entries.end() ? name->second.text
-                                 : llvm::sys::path::stem(source).str();
-  auto gpu = entries.find("gpu");
-  c.gpuName = gpu != entries.end() ? gpu->second.text : "GPU";
-  c.gpusPerNode = static_cast<int>(number("gpus_per_node", 0));
-  c.maxNodes = static_cast<int>(number("max_nodes", 0));
-  c.peakFlops16 = number("peak_tflops_16bit", 0) * kTera;
-  c.peakFlopsBf16 =
-      number("peak_tflops_bf16", number("peak_tflops_16bit", 0)) * kTera;
-  c.peakFlops32 = number("peak_tflops_fp32", 0) * kTera;
-  c.memoryBytes = number("memory_gib", 0) * kGiB;
-  c.memoryBandwidth = number("hbm_gbps", 0) * kGB;
-  c.gemmEfficiency = number("gemm_efficiency", 0.8);
-  c.memoryEfficiency = number("memory_efficiency", 0.85);
-  c.reservedMemoryBytes = number("reserved_gib", 2) * kGiB;
-  c.intraNode = {number("intra_node_gbps", 0) * kGB,
-                 number("intra_node_latency_us", 2) * kMicro};
-  c.interNode = {number("inter_node_gbps", 0) * kGB,
-                 number("inter_node_latency_us", 6) * kMicro};
-  if (c.reservedMemoryBytes >= c.memoryBytes)
-    return makeError(source + ": reserved_gib must be smaller than memory_gib");
-  return c;
+bool bm::cost::operator==(const Calibration &a, const Calibration &b) {
+  return std::tie(a.machine, a.date, a.ranks, a.threadsPerRank, a.versions,
+                  a.gemm, a.memoryKernelBandwidth, a.collectives) ==
+         std::tie(b.machine, b.date, b.ranks, b.threadsPerRank, b.versions,
+                  b.gemm, b.memoryKernelBandwidth, b.collectives);
 }
 
-Expected<Cluster> bm::cost::parseCluster(StringRef text, bool isYaml,
-                                         StringRef sourceName) {
-  Expected<EntryMap> entries =
-      isYaml ? readYaml(text, sourceName) : readJson(text, sourceName);
-  if (!entries)
-    return entries.takeError();
-  return buildCluster(*entries, sourceName);
+bool bm::cost::operator==(const LinkSpec &a, const LinkSpec &b) {
+  return a.busBandwidth == b.busBandwidth && a.latency == b.latency;
 }
 
-Expected<Cluster> bm::cost::loadClusterFile(StringRef path) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
-    return makeError("cannot read cluster file '" + path +
-                     "': " + buffer.getError().message());
-  bool isJson = llvm::sys::path::extension(path).equals_insensitive(".json");
-  return parseCluster((*buffer)->getBuffer(), !isJson, path);
-}
-
-Expected<Cluster> bm::cost::loadCluster(StringRef presetOrPath) {
-  bool looksLikePath = presetOrPath.contains('/') ||
-                       presetOrPath.contains('.');
-  if (!looksLikePath)
-    return getClusterPreset(presetOrPath);
-  return loadClusterFile(presetOrPath);
+bool bm::cost::operator==(const Cluster &a, const Cluster &b) {
+  return std::tie(a.name, a.gpuName, a.gpusPerNode, a.maxNodes,
+                  a.peakFlops16, a.peakFlopsBf16, a.peakFlops32,
+                  a.memoryBytes, a.memoryBandwidth, a.gemmEfficiency,
+                  a.memoryEfficiency, a.reservedMemoryBytes, a.intraNode,
+                  a.interNode, a.runtime, a.precision, a.gradReduceOverlap,
+                  a.calibration) ==
+         std::tie(b.name, b.gpuName, b.gpusPerNode, b.maxNodes,
+                  b.peakFlops16, b.peakFlopsBf16, b.peakFlops32,
+                  b.memoryBytes, b.memoryBandwidth, b.gemmEfficiency,
+                  b.memoryEfficiency, b.reservedMemoryBytes, b.intraNode,
+                  b.interNode, b.runtime, b.precision, b.gradReduceOverlap,
+                  b.calibration);
 }

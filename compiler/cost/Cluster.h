@@ -7,7 +7,9 @@
 //
 // Presets ship for the clusters of the papers we compare against; anything
 // else is a JSON or YAML file with the keys documented in Cluster.cpp
-// (kClusterKeys) and in passes/plan/PLAN_SCHEMA.md.
+// (kClusterKeys) and in passes/plan/PLAN_SCHEMA.md. `bmc calibrate` writes
+// such a file with measured curves (`Calibration`) that replace the analytic
+// numbers where they apply (CostModel.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +19,9 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <array>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +47,72 @@ enum class RuntimeModel {
   /// accumulated in place, sequence-parallel inputs gathered again in the
   /// backward, ZeRO-3 as DeepSpeed (a layer prefetched).
   Megatron,
+};
+
+enum class CollectiveKind { AllGather, AllReduce, AllToAll, ReduceScatter,
+                            SendRecv };
+enum class LinkClass { IntraNode, InterNode };
+
+/// "all_gather", "all_reduce", ... as nccl-tests and the files name them.
+const char *toString(CollectiveKind kind);
+/// "nvlink" or "network", for printing.
+const char *toString(LinkClass link);
+
+/// What the planner times memory-bound ops by: each class has its own
+/// measured traffic rate (gather and transpose copies stream differently
+/// from an add or a softmax). Alphabetical; the names are the file's.
+enum class MemoryKernelClass {
+  DataMovement,
+  Elementwise,
+  Normalization,
+  Optimizer,
+  Reduction,
+  Softmax
+};
+inline constexpr int kNumMemoryKernelClasses = 6;
+
+/// "data_movement", "elementwise", ...
+const char *toString(MemoryKernelClass kernelClass);
+std::optional<MemoryKernelClass> parseMemoryKernelClass(llvm::StringRef text);
+
+/// One measured GEMM rate: C (m x n) = A (m x k) * B (k x n).
+struct GemmPoint {
+  double m = 0, n = 0, k = 0;
+  double flopsPerSecond = 0;
+};
+
+/// One measured collective call (nccl-tests' definitions: `bytes` is the
+/// all-reduce buffer, the all-gather output, the reduce-scatter input, the
+/// per-rank all-to-all buffer, the send / recv message).
+struct CollectivePoint {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  LinkClass link = LinkClass::IntraNode;
+  int ranks = 0;
+  double bytes = 0;
+  double seconds = 0;
+  /// Bus bandwidth at this size, bytes/s.
+  double busBandwidth = 0;
+};
+
+/// What `bmc calibrate` measured on a machine: where and when, and the
+/// curves that replace the analytic model. Every part is optional.
+struct Calibration {
+  std::string machine;
+  /// UTC, ISO 8601.
+  std::string date;
+  int ranks = 0;
+  int threadsPerRank = 0;
+  /// Library versions by name (openblas, mpi, compiler, bmrt).
+  std::map<std::string, std::string> versions;
+  /// A full grid over sizes per dimension, sorted by (m, n, k).
+  std::vector<GemmPoint> gemm;
+  /// Traffic rate per MemoryKernelClass, bytes/s; 0 where not measured.
+  std::array<double, kNumMemoryKernelClasses> memoryKernelBandwidth{};
+  /// Sorted by (kind, link, ranks, bytes).
+  std::vector<CollectivePoint> collectives;
+
+  /// Whether the file had any calibration key at all.
+  bool present() const;
 };
 
 /// One class of link, as an NCCL collective sees it.
@@ -82,12 +153,17 @@ struct Cluster {
   /// Whose kernels run there: Megatron-LM's on the GPU presets; bmrt's on a
   /// cluster that `bmc calibrate` measured.
   RuntimeModel runtime = RuntimeModel::Megatron;
-  /// Fraction of the data-parallel gradient reduction's time that runs
-  /// hidden while the backward pass computes, given enough backward to hide
-  /// behind: 1 where the collectives have their own engine (NCCL kernels on
-  /// a stream of their own, as Megatron-LM's --overlap-grad-reduce and
-  /// PyTorch DDP use them), what `bmc calibrate` measures elsewhere.
+  /// What the devices train in ("bf16", "fp16", "fp32"); "" = bf16 where the
+  /// GPUs have it, else fp16 (defaultPrecision).
+  std::string precision;
+  /// Fraction in [0, 1] of the data-parallel gradient reduction's time that
+  /// runs hidden while the backward pass computes, given enough backward to
+  /// hide behind: 1 where the collectives have their own engine (NCCL kernels
+  /// on a stream of their own, as Megatron-LM's --overlap-grad-reduce and
+  /// PyTorch DDP use them), the presets' and a file's default; what `bmc
+  /// calibrate` measures elsewhere.
   double gradReduceOverlap = 1.0;
+  Calibration calibration;
 
   bool hasBf16() const { return peakFlopsBf16 > 0; }
   /// Network bandwidth that one GPU can use: its share of the node's NICs.
@@ -95,6 +171,12 @@ struct Cluster {
     return interNode.busBandwidth / gpusPerNode;
   }
 };
+
+bool operator==(const GemmPoint &a, const GemmPoint &b);
+bool operator==(const CollectivePoint &a, const CollectivePoint &b);
+bool operator==(const Calibration &a, const Calibration &b);
+bool operator==(const LinkSpec &a, const LinkSpec &b);
+bool operator==(const Cluster &a, const Cluster &b);
 
 /// Names of the shipped presets, alphabetical.
 std::vector<std::string> clusterPresetNames();
@@ -109,6 +191,10 @@ llvm::Expected<Cluster> parseCluster(llvm::StringRef text, bool isYaml,
 
 /// Reads a JSON (.json) or YAML (.yaml / .yml, or anything else) file.
 llvm::Expected<Cluster> loadClusterFile(llvm::StringRef path);
+
+/// The cluster as a YAML file that parseCluster reads back equal: every
+/// key, in a stable order, with its unit in a comment.
+std::string writeClusterYaml(const Cluster &cluster);
 
 /// What `--cluster` accepts: a preset name, or a path to a file.
 llvm::Expected<Cluster> loadCluster(llvm::StringRef presetOrPath);

@@ -2,8 +2,11 @@
 
 #include "compiler/cost/CostModel.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 using namespace bm::cost;
 
@@ -28,6 +31,8 @@ std::optional<Precision> bm::cost::parsePrecision(llvm::StringRef text) {
 }
 
 Precision bm::cost::defaultPrecision(const Cluster &cluster) {
+  if (std::optional<Precision> named = parsePrecision(cluster.precision))
+    return *named;
   return cluster.hasBf16() ? Precision::Bf16Mixed : Precision::Fp16Mixed;
 }
 
@@ -97,7 +102,8 @@ MeshPlacement bm::cost::placeMesh(const Cluster &cluster, int dp, int tp,
 }
 
 CostModel::CostModel(const Cluster &cluster, Precision precision)
-    : cluster_(cluster), precision_(precision) {}
+    : cluster_(cluster), precision_(precision),
+      gemmGrid_(makeGemmRateGrid(cluster.calibration.gemm)) {}
 
 double CostModel::peakFlops() const {
   switch (precision_) {
@@ -124,7 +130,10 @@ static double dimensionUtilisation(double x) {
   return x / (x + kHalfUtilisationSize);
 }
 
+// A measured grid replaces the curve (and the peak) altogether.
 double CostModel::gemmEfficiency(double m, double n, double k) const {
+  if (!gemmGrid_.empty())
+    return gemmGrid_.rate(m, n, k) / peakFlops();
   return cluster_.gemmEfficiency * dimensionUtilisation(m) *
          dimensionUtilisation(n) * dimensionUtilisation(k);
 }
@@ -132,14 +141,23 @@ double CostModel::gemmEfficiency(double m, double n, double k) const {
 double CostModel::gemmTime(double flops, double m, double n, double k) const {
   if (flops <= 0)
     return 0;
+  if (!gemmGrid_.empty())
+    return flops / gemmGrid_.rate(m, n, k);
   return flops / (peakFlops() * gemmEfficiency(m, n, k));
 }
 
 // Roofline: a kernel below the ridge point is bound by bytes / bandwidth
-// (Williams et al. 2009, "Roofline", CACM 52(4)).
-double CostModel::memoryTime(double bytes) const {
+// (Williams et al. 2009, "Roofline", CACM 52(4)). Measured, each class of
+// kernel has its own rate.
+double CostModel::memoryTime(double bytes,
+                             MemoryKernelClass kernelClass) const {
   if (bytes <= 0)
     return 0;
+  double measured =
+      cluster_.calibration
+          .memoryKernelBandwidth[static_cast<int>(kernelClass)];
+  if (measured > 0)
+    return bytes / measured;
   return bytes / (cluster_.memoryBandwidth * cluster_.memoryEfficiency);
 }
 
@@ -159,27 +177,55 @@ double CostModel::busBandwidth(const CommGroup &group) const {
 // and all-to-all; plus one latency per ring step (2(n-1) steps for
 // all-reduce, n-1 for the others; Thakur et al. 2005, "Optimization of
 // collective communication operations in MPICH", section 4).
+// Measured curves, where the cluster has them for the group, replace it.
 double CostModel::collectiveTime(CollectiveKind kind, double bytes,
                                  const CommGroup &group) const {
   const int n = group.size;
   if (n <= 1 || bytes <= 0)
     return 0;
-  const LinkSpec &link =
-      group.crossesNodes ? cluster_.interNode : cluster_.intraNode;
-  double factor = static_cast<double>(n - 1) / n;
-  double steps = n - 1;
-  if (kind == CollectiveKind::AllReduce) {
-    factor *= 2;
-    steps *= 2;
-  }
   if (kind == CollectiveKind::SendRecv)
     return sendRecvTime(bytes, group.crossesNodes);
-  return steps * link.latency + bytes * factor / busBandwidth(group);
+  if (std::optional<double> measured =
+          measuredCollectiveTime(kind, linkClass(group), n, bytes))
+    return *measured;
+  const LinkSpec &link =
+      group.crossesNodes ? cluster_.interNode : cluster_.intraNode;
+  double steps = kind == CollectiveKind::AllReduce ? 2 * (n - 1) : n - 1;
+  return steps * link.latency +
+         bytes * busFactor(kind, n) / busBandwidth(group);
+}
+
+std::optional<double>
+CostModel::measuredCollectiveTime(CollectiveKind kind, LinkClass link,
+                                  int ranks, double bytes) const {
+  const std::vector<CollectivePoint> &all = cluster_.calibration.collectives;
+  auto group = [](const CollectivePoint &p) {
+    return std::make_tuple(static_cast<int>(p.kind), static_cast<int>(p.link),
+                           p.ranks);
+  };
+  CollectivePoint key;
+  key.kind = kind;
+  key.link = link;
+  key.ranks = ranks;
+  auto [begin, end] = std::equal_range(
+      all.begin(), all.end(), key,
+      [&](const CollectivePoint &a, const CollectivePoint &b) {
+        return group(a) < group(b);
+      });
+  if (begin == end)
+    return std::nullopt;
+  return interpolateCollectiveTime(llvm::ArrayRef(&*begin, end - begin),
+                                   bytes);
 }
 
 double CostModel::sendRecvTime(double bytes, bool crossesNodes) const {
   if (bytes <= 0)
     return 0;
+  if (std::optional<double> measured = measuredCollectiveTime(
+          CollectiveKind::SendRecv,
+          crossesNodes ? LinkClass::InterNode : LinkClass::IntraNode, 2,
+          bytes))
+    return *measured;
   if (!crossesNodes)
     return cluster_.intraNode.latency +
            bytes / cluster_.intraNode.busBandwidth;

@@ -13,6 +13,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace bm::cost {
 
@@ -21,20 +22,15 @@ namespace bm::cost {
 enum class Precision { Bf16Mixed, Fp16Mixed, Fp32 };
 enum class Optimizer { Adam, Sgd };
 enum class PipelineSchedule { None, GPipe, OneFOneB, Interleaved };
-enum class CollectiveKind { AllGather, AllReduce, AllToAll, ReduceScatter,
-                            SendRecv };
-enum class LinkClass { IntraNode, InterNode };
 
 const char *toString(Precision precision);
 /// "bf16", "fp16" or "fp32"; nullopt for anything else.
 std::optional<Precision> parsePrecision(llvm::StringRef text);
-/// bf16 where the cluster's GPUs have it, else fp16.
+/// The cluster's `precision` where it names one, else bf16 where the
+/// cluster's GPUs have it, else fp16.
 Precision defaultPrecision(const Cluster &cluster);
 const char *toString(Optimizer optimizer);
 const char *toString(PipelineSchedule schedule);
-const char *toString(CollectiveKind kind);
-/// "nvlink" or "network".
-const char *toString(LinkClass link);
 
 /// One communicator group of a mesh axis, as placed on the nodes.
 struct CommGroup {
@@ -64,6 +60,31 @@ struct MeshPlacement {
 MeshPlacement placeMesh(const Cluster &cluster, int dp, int tp, int pp,
                         int ep = 1);
 
+/// A measured GEMM rate grid (Calibration::gemm) ready for lookups: the
+/// sizes of each dimension, ascending, and the rates in (m, n, k) order.
+struct GemmRateGrid {
+  std::vector<double> ms, ns, ks;
+  std::vector<double> flopsPerSecond;
+
+  bool empty() const { return flopsPerSecond.empty(); }
+  /// The rate at (m, n, k): multilinear in log2 of each size between the
+  /// grid points around it, clamped to the grid's edges.
+  double rate(double m, double n, double k) const;
+};
+
+/// `gemm` must be a full grid sorted by (m, n, k), as parseCluster leaves it.
+GemmRateGrid makeGemmRateGrid(const std::vector<GemmPoint> &gemm);
+
+/// nccl-tests' bus factor of `kind` on `ranks` ranks: busbw = algbw * factor.
+double busFactor(CollectiveKind kind, int ranks);
+
+/// The time of one call on `bytes` from the measurements of one (kind, link,
+/// group size), sorted by bytes: piecewise linear in log(bytes)-log(time)
+/// between measured sizes; below the smallest, the smallest's time; above
+/// the largest, its time plus the extra bytes at its bus bandwidth.
+double interpolateCollectiveTime(llvm::ArrayRef<CollectivePoint> measured,
+                                 double bytes);
+
 class CostModel {
 public:
   CostModel(const Cluster &cluster, Precision precision);
@@ -73,12 +94,19 @@ public:
   /// Bytes per element of activations and of gradients in flight.
   int activationBytes() const { return precision_ == Precision::Fp32 ? 4 : 2; }
 
-  /// Fraction of peak a GEMM of shape (M x K) * (K x N) reaches.
+  /// Fraction of peak a GEMM of shape (M x K) * (K x N) reaches: the
+  /// measured rate over the peak where the cluster has a GEMM grid.
   double gemmEfficiency(double m, double n, double k) const;
   /// Seconds for a contraction of `flops` FLOPs with GEMM shape M, N, K.
   double gemmTime(double flops, double m, double n, double k) const;
-  /// Seconds for a memory-bound kernel moving `bytes`.
-  double memoryTime(double bytes) const;
+  /// Seconds for a memory-bound kernel of class `kernelClass` moving `bytes`
+  /// (read + written): at the class's measured rate, else at the streaming
+  /// rate hbm_gbps * memory_efficiency.
+  double memoryTime(double bytes, MemoryKernelClass kernelClass) const;
+  /// The same for an elementwise kernel.
+  double memoryTime(double bytes) const {
+    return memoryTime(bytes, MemoryKernelClass::Elementwise);
+  }
 
   LinkClass linkClass(const CommGroup &group) const {
     return group.crossesNodes ? LinkClass::InterNode : LinkClass::IntraNode;
@@ -94,8 +122,15 @@ public:
   double sendRecvTime(double bytes, bool crossesNodes) const;
 
 private:
+  /// The measured time of `kind` on `ranks` ranks over `link`, or nullopt
+  /// where the cluster has no measurement of that kind, link and size.
+  std::optional<double> measuredCollectiveTime(CollectiveKind kind,
+                                               LinkClass link, int ranks,
+                                               double bytes) const;
+
   Cluster cluster_;
   Precision precision_;
+  GemmRateGrid gemmGrid_;
 };
 
 /// The trainer reduces gradients in buckets of this many bytes, each

@@ -3,10 +3,13 @@
 #include "compiler/cost/TextShape.h"
 
 #include <algorithm>
+#include <vector>
 
 bm::cost::TextShape bm::cost::measureText(llvm::StringRef text) {
   TextShape shape;
   size_t depth = 0;
+  // Commas directly inside each open bracket, outermost (the text) first.
+  std::vector<size_t> open = {0};
   bool inString = false, escaped = false;
   for (char c : text) {
     if (inString) {
@@ -16,12 +19,16 @@ bm::cost::TextShape bm::cost::measureText(llvm::StringRef text) {
     }
     if (c == '"')
       inString = true;
-    else if (c == ',')
+    else if (c == ',') {
       ++shape.commas;
-    else if (c == '[' || c == '{')
+      shape.widest = std::max(shape.widest, ++open.back());
+    } else if (c == '[' || c == '{') {
       shape.depth = std::max(shape.depth, ++depth);
-    else if ((c == ']' || c == '}') && depth > 0)
+      open.push_back(0);
+    } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
+      open.pop_back();
+    }
   }
   return shape;
 }

@@ -21,6 +21,9 @@ struct TextShape {
   size_t depth = 0;
   /// ',' outside double-quoted strings.
   size_t commas = 0;
+  /// The most ',' directly inside one pair of brackets (or at top level):
+  /// the entries of the longest flow collection.
+  size_t widest = 0;
 };
 
 TextShape measureText(llvm::StringRef text);
