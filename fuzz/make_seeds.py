@@ -69,7 +69,37 @@ CLUSTER = {"name": "seed", "gpu": "A100-SXM4-80GB", "gpus_per_node": 8,
            "reserved_gib": 2, "peak_tflops_bf16": 312}
 
 
+# What `bmc calibrate` adds (issue 15, section B): small curves of each kind.
+CALIBRATION = {
+    "precision": "fp32", "grad_reduce_overlap": 0.15,
+    "calibration": {"machine": "seed (cpu)", "date": "2026-11-23T18:00:00Z", "ranks": 2,
+                    "threads_per_rank": 1, "versions": {"openblas": "0.3.21", "mpi": "Open MPI"}},
+    "gemm_tflops": [[m, n, k, round(0.001 * (m + n + k) / 16, 6)]
+                    for m in (16, 256) for n in (16, 256) for k in (16, 256)],
+    "memory_kernel_gbps": {"data_movement": 4.1, "elementwise": 3.2, "normalization": 2.5,
+                           "optimizer": 6.0, "reduction": 5.0, "softmax": 1.1},
+    "collectives": [{"op": op, "link": "intra_node", "ranks": 2, "bytes": 4 ** i,
+                     "time_us": round(2.0 + 4 ** i / 4e3, 3), "busbw_gbps": 4.0}
+                    for op in ("all_reduce", "send_recv") for i in (1, 5, 9)],
+}
+
+
+def calibrated_cluster_seeds():
+    write("cluster-json", "calibrated.json", json.dumps({**CLUSTER, **CALIBRATION}, indent=1))
+    yaml = "".join(f"{k}: {v}\n" for k, v in CLUSTER.items())
+    yaml += "precision: fp32\ngrad_reduce_overlap: 0.15\ncalibration:\n"
+    yaml += "".join(f"  {k}: {json.dumps(v)}\n" for k, v in CALIBRATION["calibration"].items())
+    yaml += "gemm_tflops:\n" + "".join(f"  - {row}\n" for row in CALIBRATION["gemm_tflops"])
+    yaml += "memory_kernel_gbps:\n" + "".join(
+        f"  {k}: {v}\n" for k, v in CALIBRATION["memory_kernel_gbps"].items())
+    yaml += "collectives:\n" + "".join(
+        "  - {" + ", ".join(f"{k}: {v}" for k, v in entry.items()) + "}\n"
+        for entry in CALIBRATION["collectives"])
+    write("cluster-yaml", "calibrated.yaml", "# a calibrated cluster file\n" + yaml)
+
+
 def cluster_seeds():
+    calibrated_cluster_seeds()
     write("cluster-json", "full.json", json.dumps(CLUSTER, indent=1))
     required = {k: CLUSTER[k] for k in ("gpus_per_node", "memory_gib", "hbm_gbps",
                                         "peak_tflops_16bit", "peak_tflops_fp32",

@@ -11,8 +11,6 @@
 #include "compiler/cost/ClusterFile.h"
 
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/Support/Format.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <set>
 #include <tuple>
@@ -22,17 +20,13 @@ using llvm::Expected;
 using llvm::StringRef;
 using llvm::Twine;
 
-static constexpr double kGB = 1e9;
-static constexpr double kTera = 1e12;
-static constexpr double kMicro = 1e-6;
-
 // Alphabetical.
 static const char *const kCalibrationKeys[] = {
     "calibration", "collectives", "gemm_tflops", "memory_kernel_gbps"};
-static const char *const kProvenanceKeys[] = {
-    "date", "machine", "ranks", "threads_per_rank", "versions"};
-static const char *const kCollectiveKeys[] = {
-    "busbw_gbps", "bytes", "link", "op", "ranks", "time_us"};
+static const char *const kProvenanceKeys[] = {"date", "machine", "ranks",
+                                              "threads_per_rank", "versions"};
+static const char *const kCollectiveKeys[] = {"busbw_gbps", "bytes", "link",
+                                              "op",         "ranks", "time_us"};
 static const CollectiveKind kCollectiveKinds[] = {
     CollectiveKind::AllGather, CollectiveKind::AllReduce,
     CollectiveKind::AllToAll, CollectiveKind::ReduceScatter,
@@ -44,19 +38,6 @@ llvm::ArrayRef<const char *> bm::cost::calibrationKeys() {
 
 const char *bm::cost::linkKeyName(LinkClass link) {
   return link == LinkClass::InterNode ? "inter_node" : "intra_node";
-}
-
-static std::string show(double value) {
-  std::string text;
-  llvm::raw_string_ostream(text) << llvm::format("%g", value);
-  return text;
-}
-
-static const Node *field(const Node &mapping, StringRef key) {
-  for (const auto &[name, value] : mapping.fields)
-    if (name == key)
-      return &value;
-  return nullptr;
 }
 
 //===----------------------------------------------------------------------===//
@@ -80,8 +61,7 @@ static llvm::Error readVersions(const Node &node, const FieldReader &reader,
 
 static llvm::Error readProvenance(const Node &node, const FieldReader &reader,
                                   Calibration &out) {
-  if (llvm::Error error =
-          reader.mapping(node, "calibration", kProvenanceKeys))
+  if (llvm::Error error = reader.mapping(node, "calibration", kProvenanceKeys))
     return error;
   for (const auto &[name, value] : node.fields) {
     std::string key = "calibration." + name;
@@ -126,7 +106,8 @@ static Expected<GemmPoint> readGemmPoint(const Node &node, size_t index,
 }
 
 static std::string shapeText(double m, double n, double k) {
-  return "(m, n, k) = (" + show(m) + ", " + show(n) + ", " + show(k) + ")";
+  return "(m, n, k) = (" + decimalText(m) + ", " + decimalText(n) + ", " +
+         decimalText(k) + ")";
 }
 
 /// Every (m, n, k) of the product of the sizes each dimension takes, once.
@@ -175,12 +156,11 @@ static llvm::Error readGemm(const Node &node, const FieldReader &reader,
 //===----------------------------------------------------------------------===//
 
 static llvm::Error readKernelRates(const Node &node, const FieldReader &reader,
-                                  Calibration &out) {
+                                   Calibration &out) {
   std::vector<const char *> classes;
   for (int i = 0; i < kNumMemoryKernelClasses; ++i)
     classes.push_back(toString(static_cast<MemoryKernelClass>(i)));
-  if (llvm::Error error =
-          reader.mapping(node, "memory_kernel_gbps", classes))
+  if (llvm::Error error = reader.mapping(node, "memory_kernel_gbps", classes))
     return error;
   for (const auto &[name, value] : node.fields) {
     Expected<double> rate =
@@ -219,8 +199,8 @@ static Expected<LinkClass> readLink(const Node &node, const std::string &key,
   for (LinkClass link : {LinkClass::IntraNode, LinkClass::InterNode})
     if (*text == linkKeyName(link))
       return link;
-  return reader.error(key, "must be intra_node or inter_node, got '" + *text +
-                               "'");
+  return reader.error(key,
+                      "must be intra_node or inter_node, got '" + *text + "'");
 }
 
 /// Reads the fields of one entry whose keys mapping() has checked.
@@ -229,18 +209,18 @@ static llvm::Error readCollectiveFields(const Node &node,
                                         const FieldReader &reader,
                                         CollectivePoint &point) {
   for (const char *name : kCollectiveKeys)
-    if (!field(node, name))
+    if (!node.field(name))
       return reader.error(key, "lacks '" + Twine(name) + "'");
   auto at = [&](const char *name) { return key + "." + name; };
-  Expected<CollectiveKind> kind = readCollectiveKind(*field(node, "op"),
-                                                     at("op"), reader);
-  Expected<LinkClass> link = readLink(*field(node, "link"), at("link"), reader);
-  Expected<int> ranks = reader.count(*field(node, "ranks"), at("ranks"));
-  Expected<double> bytes = reader.positive(*field(node, "bytes"), at("bytes"));
+  Expected<CollectiveKind> kind =
+      readCollectiveKind(*node.field("op"), at("op"), reader);
+  Expected<LinkClass> link = readLink(*node.field("link"), at("link"), reader);
+  Expected<int> ranks = reader.count(*node.field("ranks"), at("ranks"));
+  Expected<double> bytes = reader.positive(*node.field("bytes"), at("bytes"));
   Expected<double> time =
-      reader.positive(*field(node, "time_us"), at("time_us"));
+      reader.positive(*node.field("time_us"), at("time_us"));
   Expected<double> busbw =
-      reader.positive(*field(node, "busbw_gbps"), at("busbw_gbps"));
+      reader.positive(*node.field("busbw_gbps"), at("busbw_gbps"));
   llvm::Error problems[] = {kind.takeError(),  link.takeError(),
                             ranks.takeError(), bytes.takeError(),
                             time.takeError(),  busbw.takeError()};
@@ -254,8 +234,8 @@ static llvm::Error readCollectiveFields(const Node &node,
   if (first)
     return first;
   if (*ranks < 2)
-    return reader.error(at("ranks"), "must be at least 2, got " +
-                                         field(node, "ranks")->text);
+    return reader.error(at("ranks"),
+                        "must be at least 2, got " + node.field("ranks")->text);
   point = {*kind, *link, *ranks, *bytes, *time * kMicro, *busbw * kGB};
   return llvm::Error::success();
 }
@@ -287,7 +267,8 @@ static llvm::Error readCollectives(const Node &node, const FieldReader &reader,
       return reader.error("collectives",
                           Twine("gives ") + toString(p.kind) + " over " +
                               linkKeyName(p.link) + " on " + Twine(p.ranks) +
-                              " ranks at " + show(p.bytes) + " bytes twice");
+                              " ranks at " + decimalText(p.bytes) +
+                              " bytes twice");
   }
   return llvm::Error::success();
 }
@@ -295,13 +276,13 @@ static llvm::Error readCollectives(const Node &node, const FieldReader &reader,
 Expected<Calibration> bm::cost::readCalibration(const Node &root,
                                                 const FieldReader &reader) {
   Calibration out;
-  using Section = llvm::Error (*)(const Node &, const FieldReader &,
-                                  Calibration &);
+  using Section =
+      llvm::Error (*)(const Node &, const FieldReader &, Calibration &);
   // In the order of kCalibrationKeys.
   const Section sections[] = {readProvenance, readCollectives, readGemm,
                               readKernelRates};
   for (size_t i = 0; i < std::size(kCalibrationKeys); ++i)
-    if (const Node *node = field(root, kCalibrationKeys[i]))
+    if (const Node *node = root.field(kCalibrationKeys[i]))
       if (llvm::Error error = sections[i](*node, reader, out))
         return std::move(error);
   return out;

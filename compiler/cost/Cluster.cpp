@@ -1,6 +1,7 @@
 //===- Cluster.cpp - cluster presets, names and equality ------------------===//
 
 #include "compiler/cost/Cluster.h"
+#include "compiler/cost/ClusterFile.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -10,10 +11,6 @@
 using namespace bm::cost;
 using llvm::Expected;
 using llvm::StringRef;
-
-static constexpr double kGB = 1e9;
-static constexpr double kTera = 1e12;
-static constexpr double kMicro = 1e-6;
 
 static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);

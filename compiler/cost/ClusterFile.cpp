@@ -35,6 +35,13 @@ std::string Node::describe() const {
   return "'" + text + "'";
 }
 
+const Node *Node::field(StringRef key) const {
+  for (const auto &[name, value] : fields)
+    if (name == key)
+      return &value;
+  return nullptr;
+}
+
 static std::optional<double> parseNumber(StringRef text) {
   double value;
   if (text.trim().getAsDouble(value))
@@ -102,8 +109,7 @@ private:
     return out;
   }
 
-  std::optional<Node> buildSequence(llvm::yaml::SequenceNode &seq,
-                                    int depth) {
+  std::optional<Node> buildSequence(llvm::yaml::SequenceNode &seq, int depth) {
     Node out;
     out.kind = Node::Kind::Sequence;
     for (llvm::yaml::Node &item : seq) {
@@ -208,7 +214,7 @@ static Expected<Node> jsonToNode(const llvm::json::Value &value,
   };
   if (std::optional<double> number = value.getAsNumber()) {
     out.number = *number;
-    out.text = llvm::formatv("{0}", *number).str();
+    out.text = decimalText(*number);
   } else if (std::optional<StringRef> string = value.getAsString()) {
     out.text = string->str();
   } else if (const llvm::json::Array *array = value.getAsArray()) {
@@ -246,8 +252,8 @@ Expected<Node> bm::cost::readClusterJson(StringRef text, StringRef source) {
     return std::move(err);
   Expected<llvm::json::Value> parsed = llvm::json::parse(text);
   if (!parsed)
-    return makeClusterError(source + ": malformed JSON: " +
-                            llvm::toString(parsed.takeError()));
+    return makeClusterError(
+        source + ": malformed JSON: " + llvm::toString(parsed.takeError()));
   if (!parsed->getAsObject())
     return makeClusterError(source + ": expected a JSON object of key: value");
   // llvm::json keeps the last of repeated keys; a repeated key is a mistake
@@ -309,8 +315,8 @@ llvm::Error FieldReader::mapping(const Node &node, const Twine &key,
     return error(key, "must be a mapping, got " + node.describe());
   for (const auto &[name, value] : node.fields)
     if (llvm::none_of(known, [&](const char *k) { return name == k; }))
-      return error(key + "." + name, "is unknown (known keys: " +
-                                         llvm::join(known, ", ") + ")");
+      return error(key + "." + name,
+                   "is unknown (known keys: " + llvm::join(known, ", ") + ")");
   return llvm::Error::success();
 }
 

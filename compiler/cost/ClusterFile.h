@@ -21,6 +21,11 @@
 
 namespace bm::cost {
 
+// Units of the files' keys (the names say which: _gbps, _tflops, _us).
+inline constexpr double kGB = 1e9;
+inline constexpr double kTera = 1e12;
+inline constexpr double kMicro = 1e-6;
+
 /// A value of a cluster file.
 struct Node {
   enum class Kind { Scalar, Sequence, Mapping };
@@ -34,6 +39,8 @@ struct Node {
   std::vector<std::pair<std::string, Node>> fields;
 
   bool isScalar() const { return kind == Kind::Scalar; }
+  /// A mapping's value at `key`, or null.
+  const Node *field(llvm::StringRef key) const;
   /// "a list", "a mapping", or the scalar in quotes, for messages.
   std::string describe() const;
 };
@@ -95,6 +102,10 @@ llvm::Expected<Calibration> readCalibration(const Node &root,
 
 /// Names of the top-level keys readCalibration takes, alphabetical.
 llvm::ArrayRef<const char *> calibrationKeys();
+
+/// The shortest decimal text t with strtod(t) * scale == value; without an
+/// exponent where one of at most 17 digits exists (1000, not 1e+03).
+std::string decimalText(double value, double scale = 1);
 
 /// "intra_node" / "inter_node", as files name links.
 const char *linkKeyName(LinkClass link);

@@ -14,10 +14,6 @@ using namespace bm::cost;
 using llvm::Expected;
 using llvm::StringRef;
 
-static constexpr double kGB = 1e9;
-static constexpr double kTera = 1e12;
-static constexpr double kMicro = 1e-6;
-
 // Keys of a cluster file, alphabetical. Units are in the names.
 static const KeySpec kClusterKeys[] = {
     {"gemm_efficiency", KeyType::Number, false,
@@ -51,8 +47,7 @@ static const KeySpec kClusterKeys[] = {
 llvm::ArrayRef<KeySpec> bm::cost::clusterKeySpecs() { return kClusterKeys; }
 
 // Keys other than the flat ones, alphabetical (section B of issue 15).
-static const char *const kTrainingKeys[] = {"grad_reduce_overlap",
-                                            "precision"};
+static const char *const kTrainingKeys[] = {"grad_reduce_overlap", "precision"};
 
 using FlatValues = std::map<std::string, const Node *>;
 
@@ -70,9 +65,8 @@ static std::vector<const char *> knownTopLevelKeys() {
 }
 
 /// Checks each flat key's type and range; returns them by name.
-static Expected<FlatValues> checkFlatKeys(const Node &root,
-                                          const FieldReader &reader,
-                                          StringRef source) {
+static Expected<FlatValues>
+checkFlatKeys(const Node &root, const FieldReader &reader, StringRef source) {
   std::vector<const char *> known = knownTopLevelKeys();
   FlatValues flat;
   for (const auto &[key, value] : root.fields) {
@@ -115,8 +109,7 @@ static llvm::Error checkFlatRanges(const FlatValues &flat, StringRef source) {
       return makeClusterError(source + ": key '" + key + "' must be positive");
   for (const char *key : {"gemm_efficiency", "memory_efficiency"})
     if (number(key, 0.5) > 1)
-      return makeClusterError(source + ": key '" + key +
-                              "' must be at most 1");
+      return makeClusterError(source + ": key '" + key + "' must be at most 1");
   if (number("reserved_gib", 2) >= number("memory_gib", 0))
     return makeClusterError(source +
                             ": reserved_gib must be smaller than memory_gib");
@@ -153,26 +146,19 @@ static Cluster buildCluster(const FlatValues &flat, StringRef source) {
   return c;
 }
 
-static const Node *field(const Node &mapping, StringRef key) {
-  for (const auto &[name, value] : mapping.fields)
-    if (name == key)
-      return &value;
-  return nullptr;
-}
-
 /// `precision` and `grad_reduce_overlap`.
-static llvm::Error readTrainingKeys(const Node &root,
-                                    const FieldReader &reader, Cluster &c) {
-  if (const Node *precision = field(root, "precision")) {
+static llvm::Error readTrainingKeys(const Node &root, const FieldReader &reader,
+                                    Cluster &c) {
+  if (const Node *precision = root.field("precision")) {
     Expected<std::string> text = reader.string(*precision, "precision");
     if (!text)
       return text.takeError();
     if (!llvm::is_contained({"bf16", "fp16", "fp32"}, *text))
-      return reader.error("precision", "must be bf16, fp16 or fp32, got '" +
-                                           *text + "'");
+      return reader.error("precision",
+                          "must be bf16, fp16 or fp32, got '" + *text + "'");
     c.precision = *text;
   }
-  if (const Node *overlap = field(root, "grad_reduce_overlap")) {
+  if (const Node *overlap = root.field("grad_reduce_overlap")) {
     Expected<double> value = reader.number(*overlap, "grad_reduce_overlap");
     if (!value)
       return value.takeError();
@@ -217,8 +203,7 @@ Expected<Cluster> bm::cost::loadClusterFile(StringRef path) {
 }
 
 Expected<Cluster> bm::cost::loadCluster(StringRef presetOrPath) {
-  bool looksLikePath = presetOrPath.contains('/') ||
-                       presetOrPath.contains('.');
+  bool looksLikePath = presetOrPath.contains('/') || presetOrPath.contains('.');
   if (!looksLikePath)
     return getClusterPreset(presetOrPath);
   return loadClusterFile(presetOrPath);

@@ -21,13 +21,7 @@
 using namespace bm::cost;
 using llvm::StringRef;
 
-static constexpr double kGB = 1e9;
-static constexpr double kTera = 1e12;
-static constexpr double kMicro = 1e-6;
-
-/// The shortest decimal text t with strtod(t) * scale == value; without an
-/// exponent where one of at most 17 digits exists (1000, not 1e+03).
-static std::string scaled(double value, double scale = 1) {
+std::string bm::cost::decimalText(double value, double scale) {
   double inFileUnits = value / scale;
   char buffer[40];
   for (bool exponentAllowed : {false, true})
@@ -64,49 +58,49 @@ static std::string quoted(StringRef text) {
 /// The file text of each flat key.
 static std::string flatValue(const Cluster &c, StringRef key) {
   if (key == "gemm_efficiency")
-    return scaled(c.gemmEfficiency);
+    return decimalText(c.gemmEfficiency, 1);
   if (key == "gpu")
     return quoted(c.gpuName);
   if (key == "gpus_per_node")
     return std::to_string(c.gpusPerNode);
   if (key == "hbm_gbps")
-    return scaled(c.memoryBandwidth, kGB);
+    return decimalText(c.memoryBandwidth, kGB);
   if (key == "inter_node_gbps")
-    return scaled(c.interNode.busBandwidth, kGB);
+    return decimalText(c.interNode.busBandwidth, kGB);
   if (key == "inter_node_latency_us")
-    return scaled(c.interNode.latency, kMicro);
+    return decimalText(c.interNode.latency, kMicro);
   if (key == "intra_node_gbps")
-    return scaled(c.intraNode.busBandwidth, kGB);
+    return decimalText(c.intraNode.busBandwidth, kGB);
   if (key == "intra_node_latency_us")
-    return scaled(c.intraNode.latency, kMicro);
+    return decimalText(c.intraNode.latency, kMicro);
   if (key == "max_nodes")
     return std::to_string(c.maxNodes);
   if (key == "memory_efficiency")
-    return scaled(c.memoryEfficiency);
+    return decimalText(c.memoryEfficiency, 1);
   if (key == "memory_gib")
-    return scaled(c.memoryBytes, kGiB);
+    return decimalText(c.memoryBytes, kGiB);
   if (key == "name")
     return quoted(c.name);
   if (key == "peak_tflops_16bit")
-    return scaled(c.peakFlops16, kTera);
+    return decimalText(c.peakFlops16, kTera);
   if (key == "peak_tflops_bf16")
-    return scaled(c.peakFlopsBf16, kTera);
+    return decimalText(c.peakFlopsBf16, kTera);
   if (key == "peak_tflops_fp32")
-    return scaled(c.peakFlops32, kTera);
-  return scaled(c.reservedMemoryBytes, kGiB); // reserved_gib
+    return decimalText(c.peakFlops32, kTera);
+  return decimalText(c.reservedMemoryBytes, kGiB); // reserved_gib
 }
 
 static void writeFlatKeys(const Cluster &c, llvm::raw_ostream &os) {
   for (const KeySpec &spec : clusterKeySpecs())
-    os << spec.name << ": " << flatValue(c, spec.name) << "  # "
-       << spec.meaning << "\n";
+    os << spec.name << ": " << flatValue(c, spec.name) << "  # " << spec.meaning
+       << "\n";
 }
 
 static void writeTrainingKeys(const Cluster &c, llvm::raw_ostream &os) {
   if (!c.precision.empty())
     os << "precision: " << c.precision
        << "  # what the devices train in; bmc plan / compile's default\n";
-  os << "grad_reduce_overlap: " << scaled(c.gradReduceOverlap)
+  os << "grad_reduce_overlap: " << decimalText(c.gradReduceOverlap, 1)
      << "  # fraction of the data-parallel gradient reduction hidden "
         "behind backward, in [0, 1]\n";
 }
@@ -129,8 +123,9 @@ static void writeGemm(const Calibration &cal, llvm::raw_ostream &os) {
   os << "gemm_tflops:  # measured GEMM rate over a full grid: [m, n, k, "
         "TFLOP/s]\n";
   for (const GemmPoint &p : cal.gemm)
-    os << "  - [" << scaled(p.m) << ", " << scaled(p.n) << ", "
-       << scaled(p.k) << ", " << scaled(p.flopsPerSecond, kTera) << "]\n";
+    os << "  - [" << decimalText(p.m, 1) << ", " << decimalText(p.n, 1) << ", "
+       << decimalText(p.k, 1) << ", " << decimalText(p.flopsPerSecond, kTera)
+       << "]\n";
 }
 
 static void writeKernelRates(const Calibration &cal, llvm::raw_ostream &os) {
@@ -139,7 +134,7 @@ static void writeKernelRates(const Calibration &cal, llvm::raw_ostream &os) {
   for (int i = 0; i < kNumMemoryKernelClasses; ++i)
     if (cal.memoryKernelBandwidth[i] > 0)
       os << "  " << toString(static_cast<MemoryKernelClass>(i)) << ": "
-         << scaled(cal.memoryKernelBandwidth[i], kGB) << "\n";
+         << decimalText(cal.memoryKernelBandwidth[i], kGB) << "\n";
 }
 
 static void writeCollectives(const Calibration &cal, llvm::raw_ostream &os) {
@@ -147,9 +142,9 @@ static void writeCollectives(const Calibration &cal, llvm::raw_ostream &os) {
         "bus bandwidth in GB/s\n";
   for (const CollectivePoint &p : cal.collectives)
     os << "  - {op: " << toString(p.kind) << ", link: " << linkKeyName(p.link)
-       << ", ranks: " << p.ranks << ", bytes: " << scaled(p.bytes)
-       << ", time_us: " << scaled(p.seconds, kMicro)
-       << ", busbw_gbps: " << scaled(p.busBandwidth, kGB) << "}\n";
+       << ", ranks: " << p.ranks << ", bytes: " << decimalText(p.bytes, 1)
+       << ", time_us: " << decimalText(p.seconds, kMicro)
+       << ", busbw_gbps: " << decimalText(p.busBandwidth, kGB) << "}\n";
 }
 
 std::string bm::cost::writeClusterYaml(const Cluster &cluster) {
@@ -159,8 +154,8 @@ std::string bm::cost::writeClusterYaml(const Cluster &cluster) {
   writeFlatKeys(cluster, os);
   writeTrainingKeys(cluster, os);
   const Calibration &cal = cluster.calibration;
-  bool hasProvenance = !cal.machine.empty() || !cal.date.empty() ||
-                       cal.ranks || cal.threadsPerRank || !cal.versions.empty();
+  bool hasProvenance = !cal.machine.empty() || !cal.date.empty() || cal.ranks ||
+                       cal.threadsPerRank || !cal.versions.empty();
   if (hasProvenance)
     writeProvenance(cal, os);
   if (!cal.gemm.empty())

@@ -101,10 +101,9 @@ bm::cost::interpolateCollectiveTime(llvm::ArrayRef<CollectivePoint> measured,
     return last.seconds + (bytes - last.bytes) *
                               busFactor(last.kind, last.ranks) /
                               last.busBandwidth;
-  auto above = llvm::upper_bound(measured, bytes,
-                                 [](double b, const CollectivePoint &p) {
-                                   return b < p.bytes;
-                                 });
+  auto above = llvm::upper_bound(
+      measured, bytes,
+      [](double b, const CollectivePoint &p) { return b < p.bytes; });
   const CollectivePoint &hi = *above, &lo = *(above - 1);
   double t = std::log(bytes / lo.bytes) / std::log(hi.bytes / lo.bytes);
   return std::exp(std::log(lo.seconds) +

@@ -175,6 +175,13 @@ private:
     info.isContraction = costOp.isContraction();
     info.flops = costOp.getFlops();
     info.gradientReads = gradientReadsOf(op);
+    std::optional<::bm::cost::MemoryKernelClass> memoryClass =
+        ::bm::cost::parseMemoryKernelClass(costOp.getMemoryKernelClass());
+    if (!memoryClass)
+      return llvm::createStringError(what + " names memory kernel class '" +
+                                     costOp.getMemoryKernelClass().str() +
+                                     "', which the cost model lacks");
+    info.memoryClass = *memoryClass;
     if (auto layer = op.getAttrOfType<IntegerAttr>(
             mlir::bm::BmDialect::kLayerAttrName)) {
       info.layer = static_cast<int>(layer.getInt());

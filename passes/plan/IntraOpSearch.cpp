@@ -252,7 +252,7 @@ double SegmentCoster::forwardComputeTime(int op, int factor) const {
     gemmShape(op, factor, m, n, k);
     return model_.gemmTime(info.flops * samples / split, m, n, k);
   }
-  return model_.memoryTime(trafficBytes(op) / split);
+  return model_.memoryTime(trafficBytes(op) / split, info.memoryClass);
 }
 
 int SegmentCoster::resultState(int op, int result, int factor) const {

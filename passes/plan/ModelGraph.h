@@ -24,6 +24,7 @@
 #define BM_PLAN_MODELGRAPH_H
 
 #include "bm/ShardingRule.h"
+#include "compiler/cost/Cluster.h"
 
 #include <cstdint>
 #include <string>
@@ -69,6 +70,9 @@ struct OpInfo {
   /// Contraction ops (matmul, gemm, einsum, conv) run on tensor cores and
   /// follow the GEMM efficiency curve; the others are memory-bound.
   bool isContraction = false;
+  /// The kernel class a memory-bound op is timed as (its measured rate in a
+  /// calibrated cluster); the op says which (CostOpInterface).
+  cost::MemoryKernelClass memoryClass = cost::MemoryKernelClass::Elementwise;
   /// Layer instance this op belongs to, or -1 (prologue / epilogue).
   int layer = -1;
   /// What its gradient rule reads (GradientReads.h); empty when unknown, for

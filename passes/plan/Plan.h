@@ -169,6 +169,11 @@ struct Plan {
 
   std::string modelName;
   std::string clusterName;
+  /// Whether the cluster file had measured curves (`bmc calibrate`), and
+  /// where and when they were measured.
+  bool clusterCalibrated = false;
+  std::string calibrationMachine;
+  std::string calibrationDate;
   /// The cluster's grad_reduce_overlap the plan assumed: the trainer
   /// overlaps its gradient reductions with the backward where it is > 0.
   double gradReduceOverlap = 1;

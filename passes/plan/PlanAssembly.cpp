@@ -66,6 +66,9 @@ Plan Planner::buildPlan(const Evaluation &searched) {
   Plan plan;
   plan.modelName = graph_.name;
   plan.clusterName = cluster_.name;
+  plan.clusterCalibrated = cluster_.calibration.present();
+  plan.calibrationMachine = cluster_.calibration.machine;
+  plan.calibrationDate = cluster_.calibration.date;
   plan.gradReduceOverlap = cluster_.gradReduceOverlap;
   plan.gpus = config_.gpus;
   plan.globalBatch = globalBatch_;

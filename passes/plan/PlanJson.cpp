@@ -96,6 +96,12 @@ void bm::plan::printPlanJson(const Plan &plan, llvm::raw_ostream &os) {
     j.attribute("schema_version", Plan::kSchemaVersion);
     j.attribute("model", plan.modelName);
     j.attribute("cluster", plan.clusterName);
+    j.attribute("cluster_calibrated", plan.clusterCalibrated);
+    if (plan.clusterCalibrated)
+      j.attributeObject("cluster_calibration", [&] {
+        j.attribute("machine", plan.calibrationMachine);
+        j.attribute("date", plan.calibrationDate);
+      });
     j.attribute("grad_reduce_overlap", plan.gradReduceOverlap);
     j.attribute("gpus", plan.gpus);
     j.attribute("global_batch", plan.globalBatch);
@@ -309,10 +315,14 @@ public:
         fail("'" + name(key) + "' must be a string");
     }
   }
-  /// Leaves `out` alone when the key is absent (keys added later).
+  /// Leave `out` alone when the key is absent (keys added later).
   void optionalString(llvm::StringRef key, std::string &out) {
     if (object_ && object_->get(key))
       string(key, out);
+  }
+  void optionalBoolean(llvm::StringRef key, bool &out) {
+    if (object_ && object_->get(key))
+      boolean(key, out);
   }
   const llvm::json::Array *array(llvm::StringRef key) {
     const llvm::json::Value *v = field(key);
@@ -486,6 +496,18 @@ static TimelineBar readBar(Reader &r) {
 
 /// The keys added for `bmc report` (items, stage memory, timeline):
 /// optional, as plans written before them have none.
+/// `cluster_calibrated` and `cluster_calibration`, absent in plans written
+/// before calibrated clusters.
+static void readClusterCalibration(Reader &r, const llvm::json::Object &root,
+                                   Plan &plan) {
+  r.optionalBoolean("cluster_calibrated", plan.clusterCalibrated);
+  if (!root.get("cluster_calibration"))
+    return;
+  Reader calibration = r.object("cluster_calibration");
+  calibration.string("machine", plan.calibrationMachine);
+  calibration.string("date", plan.calibrationDate);
+}
+
 static void readItemisation(Reader &r, const llvm::json::Object &root,
                             Plan &plan) {
   if (!root.get("items"))
@@ -538,6 +560,7 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
   Plan plan;
   r.string("model", plan.modelName);
   r.string("cluster", plan.clusterName);
+  readClusterCalibration(r, *root, plan);
   r.optionalNumber("grad_reduce_overlap", plan.gradReduceOverlap);
   if (plan.gradReduceOverlap < 0 || plan.gradReduceOverlap > 1)
     r.fail("'grad_reduce_overlap' must be from 0 to 1");

@@ -72,6 +72,14 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
   const ParallelConfig &c = plan.config;
   os << llvm::formatv("plan for {0} on {1} GPUs of {2}\n", plan.modelName,
                       plan.gpus, plan.clusterName);
+  if (plan.clusterCalibrated)
+    os << llvm::formatv("  cluster calibrated on {0}, {1}: measured curves "
+                        "replace the analytic ones where they apply\n",
+                        plan.calibrationMachine.empty()
+                            ? "an unnamed machine"
+                            : plan.calibrationMachine,
+                        plan.calibrationDate.empty() ? "undated"
+                                                     : plan.calibrationDate);
   // Models without token ids (vision) count samples, not tokens.
   const bool tokens = plan.sequenceLength > 1;
   if (tokens)

@@ -519,7 +519,8 @@ StepTail Planner::stepTail(const StageStats &stats,
                        : denseParams + expertParams;
   t.optimizer = model_.memoryTime(
       updated *
-      cost::optimizerStepBytesPerParam(precision_, config_.optimizer));
+          cost::optimizerStepBytesPerParam(precision_, config_.optimizer),
+      cost::MemoryKernelClass::Optimizer);
   return t;
 }
 

@@ -14,6 +14,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "gtest/gtest.h"
 
+#include <map>
+#include <set>
 #include <string>
 
 using namespace bm;
@@ -430,6 +432,38 @@ TEST(PlanZooTest, DecoderStagesReceiveTheEncoderOutput) {
                 trainingConfig(16, 256, "dp=4,tp=1,pp=4,mb=4,schedule=1f1b"));
   ASSERT_TRUE(!!gptPlan) << llvm::toString(gptPlan.takeError());
   EXPECT_FALSE(sideInputs(*gptPlan));
+}
+
+// Each memory-bound op carries the kernel class its op names (Costs.cpp),
+// which a calibrated cluster times at its own measured rate.
+TEST(PlanZooTest, OpsCarryTheirMemoryKernelClass) {
+  using cost::MemoryKernelClass;
+  const std::map<std::string, MemoryKernelClass> expected = {
+      {"bm.add", MemoryKernelClass::Elementwise},
+      {"bm.concat", MemoryKernelClass::DataMovement},
+      {"bm.gather", MemoryKernelClass::DataMovement},
+      {"bm.layer_norm", MemoryKernelClass::Normalization},
+      {"bm.mul", MemoryKernelClass::Elementwise},
+      {"bm.reduce_mean", MemoryKernelClass::Reduction},
+      {"bm.rms_norm", MemoryKernelClass::Normalization},
+      {"bm.slice", MemoryKernelClass::DataMovement},
+      {"bm.softmax", MemoryKernelClass::Softmax},
+      {"bm.transpose", MemoryKernelClass::DataMovement},
+  };
+  mlir::MLIRContext context;
+  std::set<std::string> seen;
+  for (const char *name : {"gpt3-tiny", "llama2-tiny", "bert-tiny"})
+    for (const plan::OpInfo &op : load(context, name).ops) {
+      auto it = expected.find(op.opName);
+      if (it == expected.end())
+        continue;
+      seen.insert(op.opName);
+      EXPECT_EQ(op.memoryClass, it->second) << name << ": " << op.opName;
+    }
+  // The three models have softmax, both norms and the layout copies.
+  for (const char *op : {"bm.softmax", "bm.layer_norm", "bm.rms_norm",
+                         "bm.transpose", "bm.add"})
+    EXPECT_TRUE(seen.count(op)) << op;
 }
 
 } // namespace

@@ -106,8 +106,8 @@ TEST(CalibrationFileTest, JsonReadsTheSameKeys) {
       cantFail(parseCluster(syntheticCalibratedYaml(), true, "lab.yaml"));
   EXPECT_TRUE(*fromJson == fromYaml);
   // A key repeated inside an entry is caught in JSON too.
-  std::string repeated = replaced(json, R"("time_us": 5,)",
-                                  R"("time_us": 5, "time_us": 6,)");
+  std::string repeated =
+      replaced(json, R"("time_us": 5,)", R"("time_us": 5, "time_us": 6,)");
   EXPECT_EQ(errorOf(parseCluster(repeated, false, "lab.json")),
             "lab.json: key 'time_us' is given twice");
 }
@@ -134,8 +134,7 @@ TEST(CalibrationFileTest, RoundTripsThroughTheWriter) {
   }
   // Comments give the units.
   std::string text = writeClusterYaml(clusters.back());
-  EXPECT_NE(text.find("hbm_gbps: 9.12345678901234"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("hbm_gbps: 9.12345678901234"), std::string::npos) << text;
   EXPECT_NE(text.find("  # device memory bandwidth, GB/s\n"),
             std::string::npos);
   EXPECT_NE(text.find("bytes: 1048576, time_us: 1000,"), std::string::npos);
@@ -176,22 +175,20 @@ TEST(CalibrationFileTest, GemmGridChecks) {
                 replaced(full, last, last + "  - [16, 16, 16, 0.5]\n"), true,
                 "g.yaml")),
             "g.yaml: key 'gemm_tflops' gives (m, n, k) = (16, 16, 16) twice");
-  EXPECT_EQ(errorOf(parseCluster(
-                replaced(full, last, "  - [256, 256, 256]\n"), true,
-                "g.yaml")),
+  EXPECT_EQ(errorOf(parseCluster(replaced(full, last, "  - [256, 256, 256]\n"),
+                                 true, "g.yaml")),
             "g.yaml: key 'gemm_tflops[7]' must be a list [m, n, k, tflops], "
             "got a list");
-  EXPECT_EQ(errorOf(parseCluster(
-                replaced(full, last, "  - [256, 256, 256, -1]\n"), true,
-                "g.yaml")),
-            "g.yaml: key 'gemm_tflops[7]' must not be negative, got -1");
-  EXPECT_EQ(errorOf(parseCluster(
-                replaced(full, last, "  - [256, 256, 256, nan]\n"), true,
-                "g.yaml")),
-            "g.yaml: key 'gemm_tflops[7]' must be a number, got 'nan'");
-  EXPECT_EQ(errorOf(parseCluster(
-                replaced(full, last, "  - [256, 0, 256, 1]\n"), true,
-                "g.yaml")),
+  EXPECT_EQ(
+      errorOf(parseCluster(replaced(full, last, "  - [256, 256, 256, -1]\n"),
+                           true, "g.yaml")),
+      "g.yaml: key 'gemm_tflops[7]' must not be negative, got -1");
+  EXPECT_EQ(
+      errorOf(parseCluster(replaced(full, last, "  - [256, 256, 256, nan]\n"),
+                           true, "g.yaml")),
+      "g.yaml: key 'gemm_tflops[7]' must be a number, got 'nan'");
+  EXPECT_EQ(errorOf(parseCluster(replaced(full, last, "  - [256, 0, 256, 1]\n"),
+                                 true, "g.yaml")),
             "g.yaml: key 'gemm_tflops[7]' must be positive, got 0");
   EXPECT_EQ(errorOfYaml("gemm_tflops: 5\n"),
             "lab.yaml: key 'gemm_tflops' must be a list, got '5'");
@@ -214,8 +211,7 @@ TEST(CalibrationFileTest, CollectiveChecks) {
   std::string entry = "{op: all_reduce, link: intra_node, ranks: 2, "
                       "bytes: 1024, time_us: 10, busbw_gbps: 0.1}";
   auto withEntry = [&](const std::string &from, const std::string &to) {
-    return errorOfYaml("collectives:\n  - " + replaced(entry, from, to) +
-                       "\n");
+    return errorOfYaml("collectives:\n  - " + replaced(entry, from, to) + "\n");
   };
   EXPECT_EQ(withEntry("all_reduce", "broadcast"),
             "lab.yaml: key 'collectives[0].op' must be all_gather, "
@@ -234,8 +230,7 @@ TEST(CalibrationFileTest, CollectiveChecks) {
             "busbw_gbps, bytes, link, op, ranks, time_us)");
   EXPECT_EQ(withEntry("bytes: 1024, ", ""),
             "lab.yaml: key 'collectives[0]' lacks 'bytes'");
-  EXPECT_EQ(errorOfYaml("collectives:\n  - " + entry + "\n  - " + entry +
-                        "\n"),
+  EXPECT_EQ(errorOfYaml("collectives:\n  - " + entry + "\n  - " + entry + "\n"),
             "lab.yaml: key 'collectives' gives all_reduce over intra_node on "
             "2 ranks at 1024 bytes twice");
   EXPECT_EQ(errorOfYaml("collectives:\n  - 5\n"),

@@ -109,10 +109,9 @@ TEST(MeasuredCurvesTest, CollectivesWithoutEntriesStayAnalytic) {
   double bytes = 1 << 20;
   // Another kind, another group size, another link.
   CommGroup pair{2, 2, false}, four{4, 2, true}, crossing{2, 1, true};
-  for (auto [kind, group] :
-       {std::pair{CollectiveKind::AllGather, pair},
-        std::pair{CollectiveKind::AllReduce, four},
-        std::pair{CollectiveKind::AllReduce, crossing}})
+  for (auto [kind, group] : {std::pair{CollectiveKind::AllGather, pair},
+                             std::pair{CollectiveKind::AllReduce, four},
+                             std::pair{CollectiveKind::AllReduce, crossing}})
     EXPECT_DOUBLE_EQ(measured.collectiveTime(kind, bytes, group),
                      analytic.collectiveTime(kind, bytes, group));
   EXPECT_DOUBLE_EQ(measured.sendRecvTime(bytes, true),

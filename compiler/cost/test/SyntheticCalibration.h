@@ -1,4 +1,5 @@
-//===- SyntheticCalibration.h - a calibrated cluster file for tests -*- C++ -*-===//
+//===- SyntheticCalibration.h - a calibrated cluster file for tests -*- C++
+//-*-===//
 //
 // A cluster file with every calibration key, whose curves are simple enough
 // to know the cost model's answer in closed form:

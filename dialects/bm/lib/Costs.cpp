@@ -1,4 +1,4 @@
-//===- Costs.cpp - forward FLOPs of every bm op ---------------------------===//
+//===- Costs.cpp - forward FLOPs and memory kernel class of every bm op ---===//
 //
 // FLOPs count a multiply-add as 2. Contractions dominate; for the other ops
 // the count is a small per-element constant (they are timed by the bytes
@@ -52,76 +52,98 @@ static double noFlops(Operation *) { return 0; }
 
 using FlopCounter = double (*)(Operation *);
 
+// Memory kernel classes (compiler/cost MemoryKernelClass names): the cost
+// model times each memory-bound op at its class's measured rate. Copies of
+// layout (transpose, concat, slice, gather, and the views, which cost
+// nothing) are data movement; contractions are not memory-bound and say
+// elementwise only for completeness.
+static constexpr const char *kDataMovement = "data_movement";
+static constexpr const char *kElementwise = "elementwise";
+static constexpr const char *kNormalization = "normalization";
+static constexpr const char *kReduction = "reduction";
+static constexpr const char *kSoftmax = "softmax";
+
+struct OpCost {
+  FlopCounter flops;
+  const char *memoryKernelClass;
+};
+
 /// Alphabetical by op name. Transcendentals count as 4 FLOPs per element,
 /// a norm as 8 (mean, variance, scale, shift), softmax as 5.
-static const llvm::StringMap<FlopCounter> &flopTable() {
-  static const llvm::StringMap<FlopCounter> table = {
-      {"bm.abs", perResultElement<1>},
-      {"bm.add", perResultElement<1>},
-      {"bm.and", perResultElement<1>},
-      {"bm.avg_pool", perInputElement<1>},
-      {"bm.batch_norm", perResultElement<4>},
-      {"bm.cast", noFlops},
-      {"bm.concat", noFlops},
-      {"bm.constant", noFlops},
-      {"bm.conv", convFlops},
-      {"bm.cos", perResultElement<4>},
-      {"bm.cumsum", perResultElement<1>},
-      {"bm.div", perResultElement<1>},
-      {"bm.einsum", contractionFlops},
-      {"bm.equal", perResultElement<1>},
-      {"bm.erf", perResultElement<4>},
-      {"bm.exp", perResultElement<4>},
-      {"bm.expand", noFlops},
-      {"bm.flatten", noFlops},
-      {"bm.gather", noFlops},
-      {"bm.gelu", perResultElement<8>},
-      {"bm.gemm", contractionFlops},
-      {"bm.global_avg_pool", perInputElement<1>},
-      {"bm.greater", perResultElement<1>},
-      {"bm.iota", noFlops},
-      {"bm.layer_norm", perResultElement<8>},
-      {"bm.less", perResultElement<1>},
-      {"bm.log", perResultElement<4>},
-      {"bm.log_softmax", perResultElement<5>},
-      {"bm.matmul", contractionFlops},
-      {"bm.max", perResultElement<1>},
-      {"bm.max_pool", perInputElement<1>},
-      {"bm.min", perResultElement<1>},
-      {"bm.mul", perResultElement<1>},
-      {"bm.neg", perResultElement<1>},
-      {"bm.not", perResultElement<1>},
-      {"bm.one_hot", noFlops},
-      {"bm.or", perResultElement<1>},
-      {"bm.pow", perResultElement<4>},
-      {"bm.reciprocal", perResultElement<1>},
-      {"bm.reduce_max", perInputElement<1>},
-      {"bm.reduce_mean", perInputElement<1>},
-      {"bm.reduce_sum", perInputElement<1>},
-      {"bm.relu", perResultElement<1>},
-      {"bm.reshape", noFlops},
-      {"bm.rms_norm", perResultElement<6>},
-      {"bm.sigmoid", perResultElement<4>},
-      {"bm.sin", perResultElement<4>},
-      {"bm.slice", noFlops},
-      {"bm.softmax", perResultElement<5>},
-      {"bm.split", noFlops},
-      {"bm.sqrt", perResultElement<4>},
-      {"bm.squeeze", noFlops},
-      {"bm.sub", perResultElement<1>},
-      {"bm.tanh", perResultElement<4>},
-      {"bm.top_k", perInputElement<2>},
-      {"bm.transpose", noFlops},
-      {"bm.trilu", noFlops},
-      {"bm.unsqueeze", noFlops},
-      {"bm.where", perResultElement<1>},
+static const llvm::StringMap<OpCost> &costTable() {
+  static const llvm::StringMap<OpCost> table = {
+      {"bm.abs", {perResultElement<1>, kElementwise}},
+      {"bm.add", {perResultElement<1>, kElementwise}},
+      {"bm.and", {perResultElement<1>, kElementwise}},
+      {"bm.avg_pool", {perInputElement<1>, kReduction}},
+      {"bm.batch_norm", {perResultElement<4>, kNormalization}},
+      {"bm.cast", {noFlops, kElementwise}},
+      {"bm.concat", {noFlops, kDataMovement}},
+      {"bm.constant", {noFlops, kElementwise}},
+      {"bm.conv", {convFlops, kElementwise}},
+      {"bm.cos", {perResultElement<4>, kElementwise}},
+      {"bm.cumsum", {perResultElement<1>, kReduction}},
+      {"bm.div", {perResultElement<1>, kElementwise}},
+      {"bm.einsum", {contractionFlops, kElementwise}},
+      {"bm.equal", {perResultElement<1>, kElementwise}},
+      {"bm.erf", {perResultElement<4>, kElementwise}},
+      {"bm.exp", {perResultElement<4>, kElementwise}},
+      {"bm.expand", {noFlops, kDataMovement}},
+      {"bm.flatten", {noFlops, kDataMovement}},
+      {"bm.gather", {noFlops, kDataMovement}},
+      {"bm.gelu", {perResultElement<8>, kElementwise}},
+      {"bm.gemm", {contractionFlops, kElementwise}},
+      {"bm.global_avg_pool", {perInputElement<1>, kReduction}},
+      {"bm.greater", {perResultElement<1>, kElementwise}},
+      {"bm.iota", {noFlops, kElementwise}},
+      {"bm.layer_norm", {perResultElement<8>, kNormalization}},
+      {"bm.less", {perResultElement<1>, kElementwise}},
+      {"bm.log", {perResultElement<4>, kElementwise}},
+      {"bm.log_softmax", {perResultElement<5>, kSoftmax}},
+      {"bm.matmul", {contractionFlops, kElementwise}},
+      {"bm.max", {perResultElement<1>, kElementwise}},
+      {"bm.max_pool", {perInputElement<1>, kReduction}},
+      {"bm.min", {perResultElement<1>, kElementwise}},
+      {"bm.mul", {perResultElement<1>, kElementwise}},
+      {"bm.neg", {perResultElement<1>, kElementwise}},
+      {"bm.not", {perResultElement<1>, kElementwise}},
+      {"bm.one_hot", {noFlops, kElementwise}},
+      {"bm.or", {perResultElement<1>, kElementwise}},
+      {"bm.pow", {perResultElement<4>, kElementwise}},
+      {"bm.reciprocal", {perResultElement<1>, kElementwise}},
+      {"bm.reduce_max", {perInputElement<1>, kReduction}},
+      {"bm.reduce_mean", {perInputElement<1>, kReduction}},
+      {"bm.reduce_sum", {perInputElement<1>, kReduction}},
+      {"bm.relu", {perResultElement<1>, kElementwise}},
+      {"bm.reshape", {noFlops, kDataMovement}},
+      {"bm.rms_norm", {perResultElement<6>, kNormalization}},
+      {"bm.sigmoid", {perResultElement<4>, kElementwise}},
+      {"bm.sin", {perResultElement<4>, kElementwise}},
+      {"bm.slice", {noFlops, kDataMovement}},
+      {"bm.softmax", {perResultElement<5>, kSoftmax}},
+      {"bm.split", {noFlops, kDataMovement}},
+      {"bm.sqrt", {perResultElement<4>, kElementwise}},
+      {"bm.squeeze", {noFlops, kDataMovement}},
+      {"bm.sub", {perResultElement<1>, kElementwise}},
+      {"bm.tanh", {perResultElement<4>, kElementwise}},
+      {"bm.top_k", {perInputElement<2>, kReduction}},
+      {"bm.transpose", {noFlops, kDataMovement}},
+      {"bm.trilu", {noFlops, kElementwise}},
+      {"bm.unsqueeze", {noFlops, kDataMovement}},
+      {"bm.where", {perResultElement<1>, kElementwise}},
   };
   return table;
 }
 
 double mlir::bm::lookupFlops(Operation *op) {
-  auto it = flopTable().find(op->getName().getStringRef());
-  return it == flopTable().end() ? 0 : it->second(op);
+  auto it = costTable().find(op->getName().getStringRef());
+  return it == costTable().end() ? 0 : it->second.flops(op);
+}
+
+StringRef mlir::bm::lookupMemoryKernelClass(Operation *op) {
+  auto it = costTable().find(op->getName().getStringRef());
+  return it == costTable().end() ? kElementwise
+                                 : it->second.memoryKernelClass;
 }
 
 // Contractions report themselves to the cost model.

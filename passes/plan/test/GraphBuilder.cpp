@@ -186,6 +186,7 @@ int GraphBuilder::layerNorm(const std::string &label, int x, int gamma,
                             int beta) {
   const ValueInfo &vx = value(x);
   OpInfo op = normalisation("bm.layer_norm", label, vx, x);
+  op.memoryClass = cost::MemoryKernelClass::Normalization;
   int last = op.rule.numFactors() - 1;
   op.operands = {x, gamma, beta};
   op.rule.operandFactors.push_back({{last}});
@@ -199,6 +200,7 @@ int GraphBuilder::layerNorm(const std::string &label, int x, int gamma,
 int GraphBuilder::softmax(const std::string &label, int x) {
   const ValueInfo &vx = value(x);
   OpInfo op = normalisation("bm.softmax", label, vx, x);
+  op.memoryClass = cost::MemoryKernelClass::Softmax;
   // Max, subtract, exp, sum, divide.
   op.flops = 5.0 * vx.numElements();
   op.results = {addValue(label, vx.shape, vx.batchDim, -1)};
@@ -208,6 +210,7 @@ int GraphBuilder::softmax(const std::string &label, int x) {
 int GraphBuilder::gather(const std::string &label, int table, int ids) {
   const ValueInfo &vt = value(table), &vi = value(ids);
   OpInfo op = newOp("bm.gather", label, {table, ids});
+  op.memoryClass = cost::MemoryKernelClass::DataMovement;
   int b = op.rule.addFactor(vi.shape[0], FactorKind::Parallel);
   int s = op.rule.addFactor(vi.shape[1], FactorKind::Parallel);
   // Each device looks up the rows of its vocab slice and zeros elsewhere:
@@ -227,6 +230,7 @@ std::vector<int> GraphBuilder::split(const std::string &label, int x,
                                      int parts) {
   const ValueInfo &vx = value(x);
   OpInfo op = newOp("bm.split", label, {x});
+  op.memoryClass = cost::MemoryKernelClass::DataMovement;
   TensorFactors leading = leadingFactors(op, vx, vx.shape.size() - 1);
   // The piece index cannot be sharded: each result is one whole piece.
   int piece = op.rule.addFactor(parts, FactorKind::NeedReplication);
@@ -292,6 +296,7 @@ int GraphBuilder::transpose(const std::string &label, int x,
                             std::vector<int> perm) {
   const ValueInfo &vx = value(x);
   OpInfo op = newOp("bm.transpose", label, {x});
+  op.memoryClass = cost::MemoryKernelClass::DataMovement;
   TensorFactors operand = leadingFactors(op, vx, vx.shape.size());
   TensorFactors result;
   std::vector<int64_t> shape;

@@ -26,7 +26,7 @@ def Bm_CostOpInterface : OpInterface<"CostOpInterface"> {
   let description = [{
     The forward cost of the op at its current shapes: FLOPs (a multiply-add
     counts 2). Contraction ops run on tensor cores; the rest are
-    memory-bound.
+    memory-bound, each of a kernel class with its own measured rate.
   }];
   let methods = [
     InterfaceMethod<"Forward FLOPs.", "double", "getFlops", (ins), [{}], [{
@@ -34,6 +34,13 @@ def Bm_CostOpInterface : OpInterface<"CostOpInterface"> {
       }]>,
     InterfaceMethod<"Whether the op is a contraction (GEMM-like).", "bool",
       "isContraction", (ins), [{}], [{ return false; }]>,
+    InterfaceMethod<[{
+        The class of memory-bound kernel the op runs as, named as the cost
+        model and cluster files name them: data_movement, elementwise,
+        normalization, reduction, softmax.
+      }], "::llvm::StringRef", "getMemoryKernelClass", (ins), [{}], [{
+        return ::mlir::bm::lookupMemoryKernelClass($_op.getOperation());
+      }]>,
   ];
 }
 

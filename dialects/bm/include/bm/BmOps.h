@@ -21,6 +21,9 @@ namespace mlir::bm {
 /// (ShardingRules.cpp and Costs.cpp, both alphabetical by op).
 ::bm::ShardingRule lookupShardingRule(Operation *op);
 double lookupFlops(Operation *op);
+/// The class of memory-bound kernel the op runs as: "data_movement",
+/// "elementwise", "normalization", "reduction" or "softmax" (Costs.cpp).
+StringRef lookupMemoryKernelClass(Operation *op);
 /// The gradient rule registry behind GradientOpInterface (GradientRules.cpp,
 /// alphabetical by op): fails with an error on `op` naming it when it has no
 /// rule.
