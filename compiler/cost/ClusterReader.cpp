@@ -156,6 +156,9 @@ static llvm::Error readTrainingKeys(const Node &root, const FieldReader &reader,
     if (!llvm::is_contained({"bf16", "fp16", "fp32"}, *text))
       return reader.error("precision",
                           "must be bf16, fp16 or fp32, got '" + *text + "'");
+    if (*text == "bf16" && !c.hasBf16())
+      return reader.error("precision",
+                          "is bf16, but peak_tflops_bf16 is 0 (no bf16)");
     c.precision = *text;
   }
   if (const Node *overlap = root.field("grad_reduce_overlap")) {

@@ -143,6 +143,9 @@ TEST(CalibrationFileTest, RoundTripsThroughTheWriter) {
 TEST(CalibrationFileTest, TrainingKeysOutOfRange) {
   EXPECT_EQ(errorOfYaml("precision: fp8\n"),
             "lab.yaml: key 'precision' must be bf16, fp16 or fp32, got 'fp8'");
+  EXPECT_EQ(errorOfYaml("peak_tflops_bf16: 0\nprecision: bf16\n"),
+            "lab.yaml: key 'precision' is bf16, but peak_tflops_bf16 is 0 "
+            "(no bf16)");
   EXPECT_EQ(errorOfYaml("grad_reduce_overlap: 1.5\n"),
             "lab.yaml: key 'grad_reduce_overlap' must be in [0, 1], got 1.5");
   EXPECT_EQ(errorOfYaml("grad_reduce_overlap: -0.5\n"),
