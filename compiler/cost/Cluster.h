@@ -115,6 +115,10 @@ struct Calibration {
   bool present() const;
 };
 
+/// "bmrt" or "megatron".
+const char *toString(RuntimeModel runtime);
+std::optional<RuntimeModel> parseRuntimeModel(llvm::StringRef text);
+
 /// One class of link, as an NCCL collective sees it.
 struct LinkSpec {
   /// Bus bandwidth in bytes/s as nccl-tests reports it ("busbw"), i.e. the

@@ -47,7 +47,8 @@ static const KeySpec kClusterKeys[] = {
 llvm::ArrayRef<KeySpec> bm::cost::clusterKeySpecs() { return kClusterKeys; }
 
 // Keys other than the flat ones, alphabetical (section B of issue 15).
-static const char *const kTrainingKeys[] = {"grad_reduce_overlap", "precision"};
+static const char *const kTrainingKeys[] = {"grad_reduce_overlap", "precision",
+                                            "runtime"};
 
 using FlatValues = std::map<std::string, const Node *>;
 
@@ -146,9 +147,19 @@ static Cluster buildCluster(const FlatValues &flat, StringRef source) {
   return c;
 }
 
-/// `precision` and `grad_reduce_overlap`.
+/// `precision`, `grad_reduce_overlap` and `runtime`.
 static llvm::Error readTrainingKeys(const Node &root, const FieldReader &reader,
                                     Cluster &c) {
+  if (const Node *runtime = root.field("runtime")) {
+    Expected<std::string> text = reader.string(*runtime, "runtime");
+    if (!text)
+      return text.takeError();
+    std::optional<RuntimeModel> parsed = parseRuntimeModel(*text);
+    if (!parsed)
+      return reader.error("runtime",
+                          "must be bmrt or megatron, got '" + *text + "'");
+    c.runtime = *parsed;
+  }
   if (const Node *precision = root.field("precision")) {
     Expected<std::string> text = reader.string(*precision, "precision");
     if (!text)

@@ -100,6 +100,9 @@ static void writeTrainingKeys(const Cluster &c, llvm::raw_ostream &os) {
   if (!c.precision.empty())
     os << "precision: " << c.precision
        << "  # what the devices train in; bmc plan / compile's default\n";
+  os << "runtime: " << toString(c.runtime)
+     << "  # whose kernels and memory management run there: bmrt or "
+        "megatron\n";
   os << "grad_reduce_overlap: " << decimalText(c.gradReduceOverlap, 1)
      << "  # fraction of the data-parallel gradient reduction hidden "
         "behind backward, in [0, 1]\n";

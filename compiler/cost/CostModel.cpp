@@ -74,6 +74,17 @@ const char *bm::cost::toString(LinkClass link) {
   return link == LinkClass::InterNode ? "network" : "nvlink";
 }
 
+const char *bm::cost::toString(RuntimeModel runtime) {
+  return runtime == RuntimeModel::Bmrt ? "bmrt" : "megatron";
+}
+
+std::optional<RuntimeModel> bm::cost::parseRuntimeModel(llvm::StringRef text) {
+  for (RuntimeModel r : {RuntimeModel::Bmrt, RuntimeModel::Megatron})
+    if (text == toString(r))
+      return r;
+  return std::nullopt;
+}
+
 /// A group of `size` ranks at stride `stride`.
 static CommGroup stridedGroup(int perNode, int size, int stride) {
   CommGroup group;
@@ -293,11 +304,15 @@ ModelStateBytes bm::cost::modelStateMemory(double params, Precision precision,
 }
 
 // The update reads the gradient and every optimizer state, writes the states
-// back and writes the low-precision weights.
+// back and writes the low-precision weights; in fp32 the weights are the
+// master copy, read and written (AdamW: p, g, m, v read, p, m, v written: 28
+// bytes, what bmrt's kernel moves).
 double bm::cost::optimizerStepBytesPerParam(Precision precision,
                                             Optimizer optimizer) {
   ModelStateBytes state = modelStateBytesPerParam(precision, optimizer);
-  return state.grads + 2 * state.optimizer + state.params;
+  double weights = precision == Precision::Fp32 ? 2 * state.params
+                                                : state.params;
+  return state.grads + 2 * state.optimizer + weights;
 }
 
 // GPipe (Huang et al. 2019) and 1F1B (Narayanan et al. 2021, section 2.2.1)

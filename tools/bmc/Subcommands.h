@@ -36,6 +36,7 @@ struct Subcommand {
   SubcommandFn run;
 };
 
+int runCalibrate(llvm::ArrayRef<llvm::StringRef> args);
 int runCompile(llvm::ArrayRef<llvm::StringRef> args);
 int runExport(llvm::ArrayRef<llvm::StringRef> args);
 int runImport(llvm::ArrayRef<llvm::StringRef> args);

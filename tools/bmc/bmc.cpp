@@ -1,8 +1,8 @@
 //===- bmc.cpp - the bmc driver: subcommand dispatch ----------------------===//
 //
-// `bmc import|plan|compile|report ...`. Each subcommand is one entry in
-// kSubcommands (alphabetical) and one file; errors reach the user as
-// "bmc: error: ..." on one line with exit code 1.
+// `bmc calibrate|compile|export|import|plan|report ...`. Each subcommand
+// is one entry in kSubcommands (alphabetical) and one file; errors reach
+// the user as "bmc: error: ..." on one line with exit code 1.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +24,8 @@ namespace {
 
 // Alphabetical.
 const Subcommand kSubcommands[] = {
+    {"calibrate", "measure this machine into a cluster file (--cluster)",
+     runCalibrate},
     {"compile", "plan, differentiate and build a trainer (OUT/trainer)",
      runCompile},
     {"export", "a checkpoint's trained weights back into the ONNX model",
