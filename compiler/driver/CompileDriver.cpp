@@ -89,7 +89,9 @@ llvm::Expected<plan::Plan> readPlanFile(const CompileOptions &options,
         "plan '" + path + "' is for sequences of " +
         std::to_string(plan->sequenceLength) + " but --seq says " +
         std::to_string(*import.sequenceLength));
-  if (plan->sequenceLength && !import.sequenceLength) {
+  // A model without token inputs (images) records 1 token per sample
+  // (PLAN_SCHEMA.md): nothing to bind.
+  if (plan->sequenceLength > 1 && !import.sequenceLength) {
     import.sequenceLength = plan->sequenceLength;
     import.dims.try_emplace("seq", plan->sequenceLength);
   }

@@ -101,11 +101,13 @@ def _plan(tmp_path, model="llama2-tiny"):
     return root, plan
 
 
-def test_compile_takes_a_plan_file(tmp_path):
+@pytest.mark.parametrize("name", ["llama2-tiny", "vit-tiny"])
+def test_compile_takes_a_plan_file(tmp_path, name):
     # The plan file gives what --gpus, --cluster and --fix would: the same
-    # step program.
-    root, plan = _plan(tmp_path)
-    model = os.path.join(root, "models", "onnx", "llama2-tiny.onnx")
+    # step program (also for a model without token inputs, whose plan
+    # records one token per sample and binds no sequence).
+    root, plan = _plan(tmp_path, name)
+    model = os.path.join(root, "models", "onnx", f"{name}.onnx")
     run([tool("bmc"), "compile", model, "--plan", str(plan), "--init", "random",
          "-o", str(tmp_path / "a")])
     run([tool("bmc"), "compile", model, "--gpus", "4", "--global-batch", "8",
