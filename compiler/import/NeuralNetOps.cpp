@@ -8,6 +8,8 @@
 
 #include "compiler/import/OpImporters.h"
 
+#include "llvm/Support/MathExtras.h"
+
 using namespace mlir;
 using llvm::SmallVector;
 using llvm::Twine;
@@ -58,9 +60,17 @@ FailureOr<SmallVector<int64_t>> explicitPads(NodeContext &nc,
   }
   for (size_t i = 0; i < n; ++i) {
     int64_t out = (inSpatial[i] + strides[i] - 1) / strides[i];
-    int64_t window = dilations[i] * (kernel[i] - 1) + 1;
-    int64_t total =
-        std::max<int64_t>((out - 1) * strides[i] + window - inSpatial[i], 0);
+    // window = dilation (kernel - 1) + 1, total = (out - 1) stride + window
+    // - in: a huge kernel_shape or dilation overflows int64.
+    int64_t span, window, reach, total;
+    if (llvm::MulOverflow(dilations[i], kernel[i] - 1, span) ||
+        llvm::AddOverflow(span, int64_t(1), window) ||
+        llvm::MulOverflow(out - 1, strides[i], reach) ||
+        llvm::AddOverflow(reach, window, total))
+      return nc.error("the window of spatial dim " + Twine(i) +
+                      " (kernel " + Twine(kernel[i]) + ", dilation " +
+                      Twine(dilations[i]) + ") does not fit in 64 bits");
+    total = std::max<int64_t>(total - inSpatial[i], 0);
     int64_t small = total / 2, large = total - small;
     pads[i] = autoPad == "SAME_UPPER" ? small : large;
     pads[i + n] = autoPad == "SAME_UPPER" ? large : small;
