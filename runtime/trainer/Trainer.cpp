@@ -84,6 +84,7 @@ void Trainer::startPipeline() {
     failOnRankZero(world, "trainer.json lists pipeline stages but its "
                           "schedule is '" + config.schedule +
                               "'; expected gpipe, 1f1b or interleaved");
+  refuseSharedParametersUnderZero2();
   ScheduleSpec spec;
   spec.kind = *kind;
   spec.pp = first.meshAxisSize("pp");
@@ -96,6 +97,23 @@ void Trainer::startPipeline() {
   } catch (const Error &e) {
     failOnRankZero(world, e.what()); // a schedule every rank refuses alike
   }
+}
+
+/// Under ZeRO 2 and 3 each micro-batch's gradients are reduced as soon as
+/// its backward ends; a parameter held on several pipeline stages (tied
+/// embeddings) would also be summed over pp there, at points the stages
+/// reach in different orders, and the job would hang. Refused until those
+/// sums wait for the pipeline to drain.
+void Trainer::refuseSharedParametersUnderZero2() {
+  if (config.zero < 2)
+    return;
+  for (const ParamSlot &p : everyParam)
+    if (std::find(p.partial.begin(), p.partial.end(), "pp") != p.partial.end())
+      failOnRankZero(world,
+                     "ZeRO " + std::to_string(config.zero) +
+                         " with a parameter on several pipeline stages ('" +
+                         p.name + "', tied) is not supported yet; plan with "
+                                  "zero=0 or zero=1");
 }
 
 Feeder *Trainer::dataFeeder() const {

@@ -73,6 +73,7 @@ private:
   void loadStages();
   void placeStage(Stage &stage, const std::string &source);
   void startPipeline();
+  void refuseSharedParametersUnderZero2();
   Stream &stream() { return device->computeStream(); }
   /// The feeder of the data (stage 0's), or null on ranks without it.
   Feeder *dataFeeder() const;
