@@ -27,10 +27,6 @@ static const char *const kProvenanceKeys[] = {"date", "machine", "ranks",
                                               "threads_per_rank", "versions"};
 static const char *const kCollectiveKeys[] = {"busbw_gbps", "bytes", "link",
                                               "op",         "ranks", "time_us"};
-static const CollectiveKind kCollectiveKinds[] = {
-    CollectiveKind::AllGather, CollectiveKind::AllReduce,
-    CollectiveKind::AllToAll, CollectiveKind::ReduceScatter,
-    CollectiveKind::SendRecv};
 
 llvm::ArrayRef<const char *> bm::cost::calibrationKeys() {
   return kCalibrationKeys;
@@ -183,9 +179,8 @@ static Expected<CollectiveKind> readCollectiveKind(const Node &node,
   Expected<std::string> text = reader.string(node, key);
   if (!text)
     return text.takeError();
-  for (CollectiveKind kind : kCollectiveKinds)
-    if (*text == toString(kind))
-      return kind;
+  if (std::optional<CollectiveKind> kind = parseCollectiveKind(*text))
+    return *kind;
   return reader.error(key, "must be all_gather, all_reduce, all_to_all, "
                            "reduce_scatter or send_recv, got '" +
                                *text + "'");

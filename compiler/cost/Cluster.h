@@ -55,6 +55,7 @@ enum class LinkClass { IntraNode, InterNode };
 
 /// "all_gather", "all_reduce", ... as nccl-tests and the files name them.
 const char *toString(CollectiveKind kind);
+std::optional<CollectiveKind> parseCollectiveKind(llvm::StringRef text);
 /// "nvlink" or "network", for printing.
 const char *toString(LinkClass link);
 

@@ -74,6 +74,16 @@ const char *bm::cost::toString(LinkClass link) {
   return link == LinkClass::InterNode ? "network" : "nvlink";
 }
 
+std::optional<CollectiveKind> bm::cost::parseCollectiveKind(llvm::StringRef text) {
+  for (CollectiveKind kind :
+       {CollectiveKind::AllGather, CollectiveKind::AllReduce,
+        CollectiveKind::AllToAll, CollectiveKind::ReduceScatter,
+        CollectiveKind::SendRecv})
+    if (text == toString(kind))
+      return kind;
+  return std::nullopt;
+}
+
 const char *bm::cost::toString(RuntimeModel runtime) {
   return runtime == RuntimeModel::Bmrt ? "bmrt" : "megatron";
 }

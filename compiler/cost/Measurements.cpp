@@ -98,16 +98,6 @@ private:
   std::string &error_;
 };
 
-std::optional<CollectiveKind> parseCollectiveKind(StringRef text) {
-  for (CollectiveKind kind :
-       {CollectiveKind::AllGather, CollectiveKind::AllReduce,
-        CollectiveKind::AllToAll, CollectiveKind::ReduceScatter,
-        CollectiveKind::SendRecv})
-    if (text == toString(kind))
-      return kind;
-  return std::nullopt;
-}
-
 } // namespace
 
 static void readGemm(Fields &root, Calibration &calibration,

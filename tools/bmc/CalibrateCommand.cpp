@@ -99,15 +99,6 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args,
   return std::nullopt;
 }
 
-/// bmrt-calibrate beside this bmc (the build's bin/ or the install's).
-std::string measuringTool() {
-  std::string self = llvm::sys::fs::getMainExecutable(
-      nullptr, reinterpret_cast<void *>(&measuringTool));
-  llvm::SmallString<256> path = llvm::sys::path::parent_path(self);
-  llvm::sys::path::append(path, "bmrt-calibrate");
-  return path.str().str();
-}
-
 /// The command line: bmrt-calibrate alone, or under mpirun with N ranks
 /// (as root OpenMPI needs --allow-run-as-root; more ranks than cores need
 /// --oversubscribe).
@@ -135,7 +126,7 @@ commandLine(const CalibrateArgs &args, const std::string &tool,
 
 /// Runs the measuring tool; its JSON.
 llvm::Expected<std::string> measure(const CalibrateArgs &args) {
-  std::string tool = measuringTool();
+  std::string tool = toolBesideBmc("bmrt-calibrate");
   if (!llvm::sys::fs::exists(tool))
     return llvm::createStringError("the measuring tool '" + tool +
                                    "' is missing; build the bmrt-calibrate "

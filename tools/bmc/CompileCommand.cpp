@@ -193,14 +193,6 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
   return std::nullopt;
 }
 
-/// The prebuilt trainer beside this bmc (build/bin or the install's bin).
-std::string trainerExecutable() {
-  std::string self = llvm::sys::fs::getMainExecutable(
-      nullptr, reinterpret_cast<void *>(&trainerExecutable));
-  llvm::SmallString<256> path = llvm::sys::path::parent_path(self);
-  llvm::sys::path::append(path, "bmrt-trainer");
-  return std::string(path);
-}
 
 std::string absolutePath(StringRef path) {
   llvm::SmallString<256> absolute(path);
@@ -272,7 +264,7 @@ int writeOutputs(const CompileArgs &args, const bm::CompiledModel &model) {
     llvm::sys::path::append(path, name);
     return std::string(path);
   };
-  std::string trainer = trainerExecutable();
+  std::string trainer = toolBesideBmc("bmrt-trainer");
   if (!llvm::sys::fs::exists(trainer))
     return fail("the runtime's trainer '" + trainer +
                 "' is missing; build the bmrt-trainer target");

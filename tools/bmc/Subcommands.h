@@ -51,6 +51,10 @@ struct ReportInput;
 /// `bmc plan --html`); 0, or fail()'s 1 when the file cannot be written.
 int writeReportHtml(llvm::StringRef path, const report::ReportInput &input);
 
+/// The path of a prebuilt tool beside this bmc (the build's bin/ or the
+/// install's): bmrt-trainer, bmrt-calibrate.
+std::string toolBesideBmc(llvm::StringRef name);
+
 /// Prints "bmc: error: MESSAGE" on one line to stderr and returns 1.
 int fail(const llvm::Twine &message);
 

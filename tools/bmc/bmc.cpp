@@ -12,6 +12,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -73,6 +74,14 @@ bmc::parseDim(StringRef text, std::map<std::string, int64_t> &dims) {
            number.str();
   dims[name.str()] = size;
   return std::nullopt;
+}
+
+std::string bmc::toolBesideBmc(StringRef name) {
+  std::string self = llvm::sys::fs::getMainExecutable(
+      nullptr, reinterpret_cast<void *>(&toolBesideBmc));
+  llvm::SmallString<256> path = llvm::sys::path::parent_path(self);
+  llvm::sys::path::append(path, name);
+  return std::string(path);
 }
 
 int bmc::writeFile(StringRef path,
