@@ -62,8 +62,9 @@ FailureOr<SmallVector<int64_t>> explicitPads(NodeContext &nc,
     int64_t out = (inSpatial[i] + strides[i] - 1) / strides[i];
     // window = dilation (kernel - 1) + 1, total = (out - 1) stride + window
     // - in: a huge kernel_shape or dilation overflows int64.
-    int64_t span, window, reach, total;
-    if (llvm::MulOverflow(dilations[i], kernel[i] - 1, span) ||
+    int64_t taps, span, window, reach, total;
+    if (llvm::SubOverflow(kernel[i], int64_t(1), taps) ||
+        llvm::MulOverflow(dilations[i], taps, span) ||
         llvm::AddOverflow(span, int64_t(1), window) ||
         llvm::MulOverflow(out - 1, strides[i], reach) ||
         llvm::AddOverflow(reach, window, total))
