@@ -27,6 +27,7 @@
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
 #include "bmrt/Kernels.h"
+#include "bmrt/Sharding.h"
 
 #include <cblas.h>
 #include <nlohmann/json.hpp>
@@ -129,14 +130,6 @@ void loadParameters(Executor &executor, const std::string &path) {
     executor.device().copyToDevice(view.data, t->data.data(), view.bytes(),
                                    executor.stream());
   }
-}
-
-/// The classes of the program's cross-entropy, or 0 without one.
-int64_t lossClasses(const Program &program) {
-  for (const Instr &instr : program.instrs)
-    if (instr.op == "cross_entropy")
-      return program.slots[instr.operands[0]].shape.back();
-  return 0;
 }
 
 /// Ids an integer slot may hold: below the rows of every table it gathers

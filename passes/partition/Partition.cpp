@@ -3,6 +3,8 @@
 // Walks @train_step in order, giving every value a sharding:
 //  - arguments keep the one annotation gave them (`bm.sharding`);
 //  - bm.reshard and bm.reshard_grad become collectives (Reshard.cpp);
+//  - a cross-entropy of logits split along their classes becomes the
+//    vocabulary-parallel loss (VocabParallelLoss.cpp);
 //  - every other op takes its factors' mesh axes from its operands through
 //    its sharding rule (GSPMD-style propagation), resharding an operand
 //    that disagrees; the planned forward ops read their operands through
@@ -17,6 +19,7 @@
 #include "passes/partition/Propagate.h"
 #include "passes/plan/Plan.h"
 #include "passes/partition/Reshard.h"
+#include "passes/partition/VocabParallelLoss.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -104,6 +107,8 @@ private:
                                         gradientSharding(grad), state));
     if (auto ret = dyn_cast<func::ReturnOp>(op))
       return shardResults(ret);
+    if (vocabParallelLoss.appliesTo(op))
+      return vocabParallelLoss.rewrite(op, b);
     return propagateThrough(op, b, state);
   }
 
@@ -244,6 +249,7 @@ private:
   func::FuncOp step;
   OpBuilder b;
   ShardingState state;
+  VocabParallelLoss vocabParallelLoss{state};
   llvm::DenseMap<Value, bool> fromParameters;
 };
 

@@ -371,18 +371,8 @@ private:
     op->setOperand(2, share);
   }
 
-  /// `value` times `factor`, at the builder's insertion point.
   Value scaled(Value value, double factor) {
-    auto type = cast<RankedTensorType>(value.getType());
-    auto scalarType = RankedTensorType::get({}, type.getElementType());
-    Value scale = ConstantOp::create(
-        b, op->getLoc(),
-        DenseElementsAttr::get(scalarType,
-                               b.getFloatAttr(type.getElementType(), factor)));
-    Value product = MulOp::create(b, op->getLoc(), value, scale);
-    state.of[scale] = ValueSharding::replicated(0);
-    state.of[product] = state[value];
-    return product;
+    return scaledValue(b, op->getLoc(), value, factor, state);
   }
 
   /// Devices splitting the dims that `op` averages over: its local mean is

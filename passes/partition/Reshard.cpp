@@ -146,4 +146,18 @@ FailureOr<Value> reshardValue(OpBuilder &b, Location loc, Value value,
   return mover.current;
 }
 
+Value scaledValue(OpBuilder &b, Location loc, Value value, double factor,
+                  ShardingState &state) {
+  auto type = cast<RankedTensorType>(value.getType());
+  auto scalarType = RankedTensorType::get({}, type.getElementType());
+  Value scale = ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(scalarType,
+                             b.getFloatAttr(type.getElementType(), factor)));
+  Value product = MulOp::create(b, loc, value, scale);
+  state.of[scale] = ValueSharding::replicated(0);
+  state.of[product] = state[value];
+  return product;
+}
+
 } // namespace mlir::bm

@@ -33,6 +33,11 @@ struct ShardingState {
 FailureOr<Value> reshardValue(OpBuilder &b, Location loc, Value value,
                               const ValueSharding &to, ShardingState &state);
 
+/// `value` times the scalar `factor`, at `b`'s insertion point, sharded as
+/// `value` is (a mean's share of a split dim, a bias's share of a split sum).
+Value scaledValue(OpBuilder &b, Location loc, Value value, double factor,
+                  ShardingState &state);
+
 } // namespace mlir::bm
 
 #endif // BM_PASSES_PARTITION_RESHARD_H

@@ -27,10 +27,9 @@ const char *bm::plan::toString(Phase phase) {
 namespace {
 
 /// Layout of a value over the tensor axis: replicated, a partial sum, or
-/// split along one dimension (>= 0). `kAny` accepts every layout.
+/// split along one dimension (>= 0).
 constexpr int kReplicated = -1;
 constexpr int kPartial = -2;
-constexpr int kAny = -3;
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
@@ -78,6 +77,10 @@ private:
   double reshard(int from, int to, int value, int op, Phase phase,
                  std::vector<SegmentCollective> *out) const;
 
+  /// Seconds of the loss's collectives on the model output `v`, which
+  /// `op` leaves in layout `produced`; records them when `out` is given.
+  double lossCost(int op, int v, int produced,
+                  std::vector<SegmentCollective> *out) const;
   /// Costs attached to one op alone (compute, edges to the outside).
   double unaryCost(int localOp, int factor,
                    std::vector<SegmentCollective> *out) const;
@@ -297,7 +300,7 @@ int SegmentCoster::borderState(int v) const {
 
 double SegmentCoster::reshard(int from, int to, int value, int op, Phase phase,
                               std::vector<SegmentCollective> *out) const {
-  if (to == kAny || from == to)
+  if (from == to)
     return 0;
   double bytes = valueBytes(value);
   CollectiveKind kind;
@@ -365,13 +368,42 @@ double SegmentCoster::unaryCost(int localOp, int factor,
     if (!leaves)
       continue;
     int produced = resultState(op, static_cast<int>(r), factor);
-    int required = v == graph_.output ? kAny : borderState(v);
+    if (v == graph_.output) {
+      total += lossCost(op, v, produced, out);
+      continue;
+    }
+    int required = borderState(v);
     total += reshard(produced, required, v, op, Phase::Forward, out);
-    if (v != graph_.output && analysis_.needsGradient(v))
+    if (analysis_.needsGradient(v))
       total += reshard(required, gradientNeeded(produced), v, op,
                        Phase::Backward, out);
   }
   return total;
+}
+
+// The loss reads the model's output in any layout but a partial sum, which
+// it reduces first. Logits split along their classes (a vocabulary-split LM
+// head) get the vocabulary-parallel cross-entropy (bm-partition's
+// VocabParallelLoss): its one collective gathers three fp32 statistics per
+// row from every device; the gradient needs no communication.
+double SegmentCoster::lossCost(int op, int v, int produced,
+                               std::vector<SegmentCollective> *out) const {
+  if (produced == kPartial)
+    return reshard(kPartial, kReplicated, v, op, Phase::Forward, out);
+  const ValueInfo &value = graph_.values[v];
+  if (tp_ <= 1 || value.shape.empty() ||
+      produced != static_cast<int>(value.shape.size()) - 1)
+    return 0;
+  double samples = value.batchDim >= 0 ? microBatch_ : 1;
+  double rows = static_cast<double>(value.numElements()) * samples /
+                static_cast<double>(value.shape.back());
+  double bytes = 3 * rows * 4 * tp_;
+  double seconds =
+      model_.collectiveTime(CollectiveKind::AllGather, bytes, group_);
+  if (out)
+    out->push_back({CollectiveKind::AllGather, Phase::Forward, op, bytes,
+                    seconds});
+  return seconds;
 }
 
 double SegmentCoster::edgeCost(int producer, int producerFactor, int consumer,

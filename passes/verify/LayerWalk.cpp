@@ -5,7 +5,8 @@
 namespace mlir::bm {
 
 LogicalResult verifyNotCollective(Operation *op, StringRef phase) {
-  if (!isa<AllGatherOp, AllReduceOp, AllToAllOp, CollectivePermuteOp, RecvOp,
+  if (!isa<AllGatherOp, AllReduceOp, AllToAllOp, CollectivePermuteOp,
+           CrossEntropyStatsOp, CrossEntropyGradFromStatsOp, RecvOp,
            ReduceScatterOp, SendOp>(op))
     return success();
   return op->emitOpError()

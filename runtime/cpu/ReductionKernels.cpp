@@ -642,4 +642,94 @@ void crossEntropyGrad(Stream &, const TensorView &logits,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel cross-entropy
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Row i's log-sum-exp over every rank's classes: the ranks' maxima and
+/// sums of exp(x - max) merged at the largest max (the online softmax's
+/// merge, Milakov & Gimelshein 2018), in double.
+double mergedLogSumExp(const float *stats, int64_t ranks, int64_t rows,
+                       int64_t i) {
+  double top = -std::numeric_limits<double>::infinity();
+  for (int64_t r = 0; r < ranks; ++r)
+    top = std::max(top, double(stats[(3 * r) * rows + i]));
+  double sum = 0;
+  for (int64_t r = 0; r < ranks; ++r)
+    sum += double(stats[(3 * r + 1) * rows + i]) *
+           std::exp(double(stats[(3 * r) * rows + i]) - top);
+  return top + std::log(sum);
+}
+
+} // namespace
+
+void crossEntropyStats(Stream &, const TensorView &logits,
+                       const TensorView &labels, int64_t offset,
+                       int64_t classes, const TensorView &stats) {
+  int64_t rows = logits.shape[0], local = logits.shape[1];
+  int64_t counted = 0;
+  Ints label = checkedLabels(labels, classes, counted);
+  const float *x = logits.f32();
+  float *max = stats.f32(), *sum = max + rows, *picked = sum + rows;
+#pragma omp parallel for schedule(static) if (rows * local > kParallelGrain)
+  for (int64_t i = 0; i < rows; ++i) {
+    const float *row = x + i * local;
+    const float m = lineMax(row, local, Line<true>{1});
+    max[i] = m;
+    sum[i] = static_cast<float>(sumLine(
+        local, Line<true>{1}, [row, m](int64_t j) { return std::exp(row[j] - m); }));
+    int64_t mine = label[i] - offset;
+    picked[i] = mine >= 0 && mine < local ? row[mine] : 0.f;
+  }
+}
+
+void crossEntropyFromStats(Stream &, const TensorView &stats,
+                           const TensorView &labels, const TensorView &loss) {
+  int64_t rows = labels.shape[0], ranks = stats.shape[0] / 3;
+  int64_t counted = 0;
+  Ints label = checkedLabels(labels, INT64_MAX, counted);
+  const float *s = stats.f32();
+  double total = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    if (label[i] == kIgnoredLabel)
+      continue;
+    double picked = 0;
+    for (int64_t r = 0; r < ranks; ++r)
+      picked += s[(3 * r + 2) * rows + i];
+    total += mergedLogSumExp(s, ranks, rows, i) - picked;
+  }
+  loss.f32()[0] = counted ? static_cast<float>(total / counted) : 0.f;
+}
+
+void crossEntropyGradFromStats(Stream &, const TensorView &logits,
+                               const TensorView &labels,
+                               const TensorView &stats,
+                               const TensorView &dloss, int64_t offset,
+                               int64_t classes, const TensorView &dlogits) {
+  int64_t rows = logits.shape[0], local = logits.shape[1];
+  int64_t ranks = stats.shape[0] / 3;
+  int64_t counted = 0;
+  Ints label = checkedLabels(labels, classes, counted);
+  const float *x = logits.f32(), *s = stats.f32();
+  float *dx = dlogits.f32();
+  float scale = counted ? dloss.f32()[0] / static_cast<float>(counted) : 0.f;
+#pragma omp parallel for schedule(static) if (rows * local > kParallelGrain)
+  for (int64_t i = 0; i < rows; ++i) {
+    float *out = dx + i * local;
+    if (label[i] == kIgnoredLabel) {
+      std::fill_n(out, local, 0.f);
+      continue;
+    }
+    const float lse = static_cast<float>(mergedLogSumExp(s, ranks, rows, i));
+    const float *row = x + i * local;
+    for (int64_t j = 0; j < local; ++j)
+      out[j] = std::exp(row[j] - lse) * scale;
+    int64_t mine = label[i] - offset;
+    if (mine >= 0 && mine < local)
+      out[mine] -= scale;
+  }
+}
+
 } // namespace bmrt::cpu

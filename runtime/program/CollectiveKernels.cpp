@@ -1,7 +1,8 @@
 //===- CollectiveKernels.cpp - a step program's collectives ---------------===//
 //
 // all_reduce, all_gather, reduce_scatter, all_to_all and shard_slice over
-// the group of the instruction's `axes`. Communicators (NCCL's contract)
+// the group of the instruction's `axes`, and the vocabulary-parallel loss's
+// kernels, which need to know the classes this rank holds. Communicators (NCCL's contract)
 // move flat buffers of whole chunks in group-rank order; the program's
 // chunks lie along any dim, in the order its axes are listed. Where the
 // two differ, chunks are packed into (or unpacked from) the executor's
@@ -13,6 +14,7 @@
 
 #include "bmrt/Collectives.h"
 #include "bmrt/Error.h"
+#include "bmrt/Kernels.h"
 #include "bmrt/Sharding.h"
 #include "runtime/cpu/Broadcast.h"
 
@@ -154,6 +156,38 @@ void launchAllToAll(E &e, const Instr &i) {
   for (int j = 0; j < g.size; ++j)
     moveChunk(recv + j * chunkBytes, part, 0, y.data, out, g.order[j],
               part.dim, x.dtype);
+}
+
+namespace {
+
+/// The classes of the logits operand 0 split over the instruction's axes:
+/// how many in all, and the first this rank holds.
+struct ClassSplit {
+  int64_t classes;
+  int64_t offset;
+};
+
+ClassSplit classSplitOf(E &e, const Instr &i) {
+  Collectives &c = e.collectives(i.op);
+  std::vector<std::string> axes = splitAxes(i.getString("axes"));
+  int64_t local = e.operand(i, 0).shape.back();
+  return {local * groupSize(c.mesh(), axes),
+          local * chunkIndex(c.mesh(), c.rank(), axes)};
+}
+
+} // namespace
+
+void launchCrossEntropyStats(E &e, const Instr &i) {
+  ClassSplit split = classSplitOf(e, i);
+  cpu::crossEntropyStats(e.stream(), e.operand(i, 0), e.operand(i, 1),
+                         split.offset, split.classes, e.result(i, 0));
+}
+
+void launchCrossEntropyGradFromStats(E &e, const Instr &i) {
+  ClassSplit split = classSplitOf(e, i);
+  cpu::crossEntropyGradFromStats(e.stream(), e.operand(i, 0), e.operand(i, 1),
+                                 e.operand(i, 2), e.operand(i, 3), split.offset,
+                                 split.classes, e.result(i, 0));
 }
 
 void launchShardSlice(E &e, const Instr &i) {

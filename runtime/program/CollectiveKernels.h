@@ -15,6 +15,9 @@ namespace bmrt {
 void launchAllGather(Executor &e, const Instr &i);
 void launchAllReduce(Executor &e, const Instr &i);
 void launchAllToAll(Executor &e, const Instr &i);
+/// The vocabulary-parallel loss's kernels that need this rank's classes.
+void launchCrossEntropyGradFromStats(Executor &e, const Instr &i);
+void launchCrossEntropyStats(Executor &e, const Instr &i);
 void launchReduceScatter(Executor &e, const Instr &i);
 void launchShardSlice(Executor &e, const Instr &i);
 

@@ -193,6 +193,11 @@ void launchCrossEntropy(E &e, const Instr &i) {
   crossEntropy(e.stream(), e.operand(i, 0), e.operand(i, 1), e.result(i, 0));
 }
 
+void launchCrossEntropyFromStats(E &e, const Instr &i) {
+  crossEntropyFromStats(e.stream(), e.operand(i, 0), e.operand(i, 1),
+                        e.result(i, 0));
+}
+
 void launchCrossEntropyGrad(E &e, const Instr &i) {
   crossEntropyGrad(e.stream(), e.operand(i, 0), e.operand(i, 1),
                    e.operand(i, 2), e.result(i, 0));
@@ -335,7 +340,10 @@ const Entry kKernels[] = {
     {"copy", launchCopy},
     {"cos", launchUnary<UnaryOp::Cos>},
     {"cross_entropy", launchCrossEntropy},
+    {"cross_entropy_from_stats", launchCrossEntropyFromStats},
     {"cross_entropy_grad", launchCrossEntropyGrad},
+    {"cross_entropy_grad_from_stats", launchCrossEntropyGradFromStats},
+    {"cross_entropy_stats", launchCrossEntropyStats},
     {"cumsum", launchCumsum},
     {"div", launchBinary<BinaryOp::Div>},
     {"einsum", launchEinsum},

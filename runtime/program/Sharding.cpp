@@ -17,6 +17,17 @@ Mesh meshOf(const Program &program, int ranks) {
   return Mesh::fromPlan(sizes);
 }
 
+int64_t lossClasses(const Program &program) {
+  for (const Instr &instr : program.instrs) {
+    if (instr.op == "cross_entropy")
+      return program.slots[instr.operands[0]].shape.back();
+    if (instr.op == "cross_entropy_stats")
+      return program.slots[instr.operands[0]].shape.back() *
+             groupSize(meshOf(program), splitAxes(instr.getString("axes")));
+  }
+  return 0;
+}
+
 std::vector<std::string> splitAxes(const std::string &axes) {
   std::vector<std::string> names;
   size_t start = 0;

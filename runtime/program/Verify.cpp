@@ -796,6 +796,50 @@ void checkCrossEntropyGrad(Check &c) {
   c.sameType(c.result(0), logits);
 }
 
+/// Per-row statistics of the vocabulary-parallel loss: f32[3 x devices, N].
+void checkStats(Check &c, const Arg &stats, int64_t devices, int64_t rows) {
+  c.dtypeIs(stats, DType::F32);
+  c.shapeIs(stats, {3 * devices, rows},
+            std::to_string(3 * devices) + " statistics of " +
+                std::to_string(rows) + " rows");
+}
+
+int64_t groupSizeAttr(Check &c); // with the collectives, below
+
+/// Operands logits, labels; result this rank's statistics.
+void checkCrossEntropyStats(Check &c) {
+  c.counts(2, 1);
+  groupSizeAttr(c);
+  Arg logits = c.operand(0);
+  checkLogitsAndLabels(c, logits, c.operand(1));
+  checkStats(c, c.result(0), 1, logits.dim(0));
+}
+
+/// Operands every rank's statistics, labels; result the mean loss.
+void checkCrossEntropyFromStats(Check &c) {
+  c.counts(2, 1);
+  Arg stats = c.operand(0), labels = c.operand(1);
+  c.dtypeIs(labels, DType::I64);
+  c.rankIs(labels, 1);
+  c.rankIs(stats, 2);
+  if (stats.dim(0) % 3 != 0 || stats.dim(0) == 0)
+    c.fail("operand 0 has " + std::to_string(stats.dim(0)) +
+           " statistics per row, not a positive multiple of 3");
+  checkStats(c, stats, stats.dim(0) / 3, labels.dim(0));
+  checkScalarF32(c, c.result(0));
+}
+
+/// Operands logits, labels, every rank's statistics, dloss; result dlogits.
+void checkCrossEntropyGradFromStats(Check &c) {
+  c.counts(4, 1);
+  int64_t group = groupSizeAttr(c);
+  Arg logits = c.operand(0);
+  checkLogitsAndLabels(c, logits, c.operand(1));
+  checkStats(c, c.operand(2), group, logits.dim(0));
+  checkScalarF32(c, c.operand(3));
+  c.sameType(c.result(0), logits);
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions, scans, selection
 //===----------------------------------------------------------------------===//
@@ -1186,7 +1230,10 @@ const Entry kCheckers[] = {
     {"copy", checkCopy},
     {"cos", checkUnary<kF32>},
     {"cross_entropy", checkCrossEntropy},
+    {"cross_entropy_from_stats", checkCrossEntropyFromStats},
     {"cross_entropy_grad", checkCrossEntropyGrad},
+    {"cross_entropy_grad_from_stats", checkCrossEntropyGradFromStats},
+    {"cross_entropy_stats", checkCrossEntropyStats},
     {"cumsum", checkCumsum},
     {"div", checkBinary<kNumeric, false>},
     {"einsum", checkEinsum},

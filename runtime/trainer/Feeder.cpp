@@ -15,13 +15,8 @@ constexpr int64_t kSyntheticClasses = 10;
 
 } // namespace
 
-/// The classes of the step's cross-entropy (the vocabulary of a language
-/// model), or 0 when the model brings its own loss.
 int64_t Feeder::lossClasses(const Program &program) {
-  for (const Instr &instr : program.instrs)
-    if (instr.op == "cross_entropy")
-      return program.slots[instr.operands[0]].shape.back();
-  return 0;
+  return bmrt::lossClasses(program);
 }
 
 Feeder::Feeder(const Program &program, Executor &executor,

@@ -2,7 +2,8 @@
 
 Reads the IR that `bmc-opt ... bm-partition` prints: every collective op of
 @train_step, its mesh axes and its local bytes; ops before the loss's
-cross-entropy are forward, the rest backward.
+cross-entropy (or the vocabulary-parallel loss's merge of its
+statistics) are forward, the rest backward.
 """
 import re
 from collections import Counter
@@ -19,7 +20,7 @@ def step_collectives(ir):
     counts = Counter()
     phase = "forward"
     for line in step.splitlines():
-        if "bm.cross_entropy " in line:
+        if "bm.cross_entropy " in line or "bm.cross_entropy_from_stats " in line:
             phase = "backward"
         m = COLLECTIVE.search(line)
         if m:

@@ -187,3 +187,68 @@ LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &tables) {
 LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &tables) {
   return verifyPeer(*this, getMeshAttr(), getAxis(), getOffset(), tables);
 }
+
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel cross-entropy
+//===----------------------------------------------------------------------===//
+
+/// The three statistics a device keeps per row: max, sum of exponentials,
+/// the label's logit.
+static constexpr int64_t kStatsPerDevice = 3;
+
+/// Checks logits [N, C] and labels [N].
+static LogicalResult checkLogitsAndLabels(Operation *op,
+                                          RankedTensorType logits,
+                                          RankedTensorType labels) {
+  if (logits.getRank() != 2 || labels.getRank() != 1 ||
+      logits.getDimSize(0) != labels.getDimSize(0))
+    return op->emitOpError("needs logits [N, C] and labels [N], got ")
+           << logits << " and " << labels;
+  return success();
+}
+
+/// Checks that `stats` are f32 [devices x 3, rows].
+static LogicalResult checkStats(Operation *op, RankedTensorType stats,
+                                int64_t devices, int64_t rows) {
+  if (stats.getRank() != 2 || !stats.getElementType().isF32() ||
+      stats.getDimSize(0) != devices * kStatsPerDevice ||
+      stats.getDimSize(1) != rows)
+    return op->emitOpError() << "needs statistics f32 [" << devices << " x "
+                             << kStatsPerDevice << ", " << rows << "], got "
+                             << stats;
+  return success();
+}
+
+LogicalResult CrossEntropyStatsOp::verify() {
+  return checkLogitsAndLabels(*this, getLogits().getType(),
+                              getLabels().getType());
+}
+
+LogicalResult
+CrossEntropyStatsOp::verifySymbolUses(SymbolTableCollection &tables) {
+  if (failed(groupSize(*this, getMeshAttr(), axisNamesOf(getAxes()), tables)))
+    return failure();
+  return checkStats(*this, getStats().getType(), 1,
+                    getLogits().getType().getDimSize(0));
+}
+
+LogicalResult CrossEntropyFromStatsOp::verify() {
+  auto stats = getStats().getType();
+  int64_t rows = getLabels().getType().getDimSize(0);
+  if (getLabels().getType().getRank() != 1 || stats.getRank() != 2 ||
+      stats.getDimSize(0) % kStatsPerDevice != 0)
+    return emitOpError("needs statistics [k x 3, N] and labels [N], got ")
+           << stats << " and " << getLabels().getType();
+  return checkStats(*this, stats, stats.getDimSize(0) / kStatsPerDevice, rows);
+}
+
+LogicalResult
+CrossEntropyGradFromStatsOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> n =
+      groupSize(*this, getMeshAttr(), axisNamesOf(getAxes()), tables);
+  auto logits = getLogits().getType();
+  if (failed(n) ||
+      failed(checkLogitsAndLabels(*this, logits, getLabels().getType())))
+    return failure();
+  return checkStats(*this, getStats().getType(), *n, logits.getDimSize(0));
+}

@@ -293,3 +293,62 @@ func.func @collective_dynamic(%x: tensor<?xf32>) {
   %0 = bm.all_reduce %x over ["tp"] on @mesh : tensor<?xf32>
   return
 }
+
+// -----
+
+// The vocabulary-parallel loss: logits [N, C] against labels [N]; one
+// device's statistics are [3, N], every device's [3 x group, N].
+
+bm.mesh @mesh = <["dp"=2, "tp"=4]>
+
+func.func @stats_rows(%l: tensor<4x5xf32>, %y: tensor<3xi64>) {
+  // expected-error @+1 {{'bm.cross_entropy_stats' op needs logits [N, C] and labels [N], got 'tensor<4x5xf32>' and 'tensor<3xi64>'}}
+  %0 = bm.cross_entropy_stats %l, %y over ["tp"] on @mesh : tensor<4x5xf32>, tensor<3xi64> -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+bm.mesh @mesh = <["dp"=2, "tp"=4]>
+
+func.func @stats_shape(%l: tensor<4x5xf32>, %y: tensor<4xi64>) {
+  // expected-error @+1 {{'bm.cross_entropy_stats' op needs statistics f32 [1 x 3, 4], got 'tensor<12x4xf32>'}}
+  %0 = bm.cross_entropy_stats %l, %y over ["tp"] on @mesh : tensor<4x5xf32>, tensor<4xi64> -> tensor<12x4xf32>
+  return
+}
+
+// -----
+
+func.func @from_stats_not_triples(%s: tensor<4x4xf32>, %y: tensor<4xi64>) {
+  // expected-error @+1 {{'bm.cross_entropy_from_stats' op needs statistics [k x 3, N] and labels [N], got 'tensor<4x4xf32>' and 'tensor<4xi64>'}}
+  %0 = bm.cross_entropy_from_stats %s, %y : tensor<4x4xf32>, tensor<4xi64> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @from_stats_rows(%s: tensor<6x4xf32>, %y: tensor<5xi64>) {
+  // expected-error @+1 {{'bm.cross_entropy_from_stats' op needs statistics f32 [2 x 3, 5], got 'tensor<6x4xf32>'}}
+  %0 = bm.cross_entropy_from_stats %s, %y : tensor<6x4xf32>, tensor<5xi64> -> tensor<f32>
+  return
+}
+
+// -----
+
+bm.mesh @mesh = <["dp"=2, "tp"=4]>
+
+func.func @grad_from_stats_group(%l: tensor<4x5xf32>, %y: tensor<4xi64>, %s: tensor<6x4xf32>, %d: tensor<f32>) {
+  // expected-error @+1 {{'bm.cross_entropy_grad_from_stats' op needs statistics f32 [4 x 3, 4], got 'tensor<6x4xf32>'}}
+  %0 = bm.cross_entropy_grad_from_stats %l, %y, %s, %d over ["tp"] on @mesh : tensor<4x5xf32>, tensor<4xi64>, tensor<6x4xf32>, tensor<f32>
+  return
+}
+
+// -----
+
+bm.mesh @mesh = <["dp"=2, "tp"=4]>
+
+func.func @grad_from_stats_labels(%l: tensor<4x5xf32>, %y: tensor<2xi64>, %s: tensor<12x4xf32>, %d: tensor<f32>) {
+  // expected-error @+1 {{'bm.cross_entropy_grad_from_stats' op needs logits [N, C] and labels [N], got 'tensor<4x5xf32>' and 'tensor<2xi64>'}}
+  %0 = bm.cross_entropy_grad_from_stats %l, %y, %s, %d over ["tp"] on @mesh : tensor<4x5xf32>, tensor<2xi64>, tensor<12x4xf32>, tensor<f32>
+  return
+}

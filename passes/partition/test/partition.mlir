@@ -97,3 +97,42 @@ func.func @main(
 // CHECK: %[[CAT:.*]] = bm.concat {{.*}} : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
 // CHECK: %[[DX:.*]] = bm.shard_slice %[[CAT]] over ["tp"] on @mesh {dim = 1 : i64} : tensor<4x12xf32> -> tensor<4x6xf32>
 // CHECK: return %{{.*}}, %[[DX]]
+
+// -----
+
+// A vocabulary-split LM head: the logits reach the loss split along their
+// classes over tp (and their rows over dp). They are never gathered: each
+// device reduces its 5 classes to three statistics per row, one all-gather
+// over tp shares them (3 x 4 -> 6 x 4), the loss merges them (a mean over
+// the dp rows, scaled by 1/2) and the gradient of each device's classes
+// needs no collective.
+
+bm.mesh @mesh = <["dp"=2, "tp"=2]>
+func.func @main(
+    %x: tensor<8x16xf32> {bm.kind = "input", bm.name = "x",
+                          bm.sharding = #bm.sharding<@mesh, [{"dp"}, {}]>},
+    %w: tensor<16x10xf32> {bm.kind = "parameter", bm.name = "w",
+                           bm.sharding = #bm.sharding<@mesh, [{}, {"tp"}]>})
+    -> tensor<8x10xf32> {
+  %y = bm.matmul %x, %w {
+      bm.sharding = [#bm.sharding<@mesh, [{"dp"}, {"tp"}]>],
+      bm.operand_sharding = [#bm.sharding<@mesh, [{"dp"}, {}]>,
+                             #bm.sharding<@mesh, [{}, {"tp"}]>]}
+      : tensor<8x16xf32>, tensor<16x10xf32>
+  return %y : tensor<8x10xf32>
+}
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: -> (tensor<f32> {bm.kind = "loss", bm.partial = ["dp"]},
+// CHECK-SAME: tensor<16x5xf32> {bm.grad_of = "w", bm.partial = ["dp"]})
+// CHECK: %[[Y:.*]] = bm.matmul %{{.*}} : tensor<4x16xf32>, tensor<16x5xf32>
+// CHECK-NOT: bm.all_gather
+// CHECK: %[[R:.*]] = bm.reshape %[[Y]] : tensor<4x5xf32> -> tensor<4x5xf32>
+// CHECK: %[[S:.*]] = bm.cross_entropy_stats %[[R]], %[[L:.*]] over ["tp"] on @mesh : tensor<4x5xf32>, tensor<4xi64> -> tensor<3x4xf32>
+// CHECK: %[[G:.*]] = bm.all_gather %[[S]] over ["tp"] on @mesh {dim = 0 : i64} : tensor<3x4xf32> -> tensor<6x4xf32>
+// CHECK: %[[CE:.*]] = bm.cross_entropy_from_stats %[[G]], %[[L]] : tensor<6x4xf32>, tensor<4xi64> -> tensor<f32>
+// CHECK: %[[LOSS:.*]] = bm.mul %[[CE]], %{{.*}} : tensor<f32>, tensor<f32>
+// CHECK: %[[DL:.*]] = bm.cross_entropy_grad_from_stats %[[R]], %[[L]], %[[G]], %{{.*}} over ["tp"] on @mesh : tensor<4x5xf32>, tensor<4xi64>, tensor<6x4xf32>, tensor<f32>
+// CHECK: bm.mul %[[DL]], %{{.*}} : tensor<4x5xf32>, tensor<f32>
+// CHECK-NOT: bm.all_
+// CHECK: return %[[LOSS]]

@@ -348,4 +348,76 @@ TEST(CrossEntropy, LargeVocabularyMatchesReference) {
   EXPECT_NEAR(runCrossEntropy(logits, labels), total / counted, 1e-5);
 }
 
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel cross-entropy
+//===----------------------------------------------------------------------===//
+
+/// Columns [first, first + count) of logits [rows, classes].
+Owned columns(const Owned &logits, int64_t first, int64_t count) {
+  int64_t rows = logits.view.shape[0], classes = logits.view.shape[1];
+  Owned part(DType::F32, {rows, count});
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < count; ++j)
+      part.view.f32()[i * count + j] = logits.view.f32()[i * classes + first + j];
+  return part;
+}
+
+/// What `ranks` ranks holding equal slices of the classes compute: each
+/// its statistics, gathered in rank order as the all-gather leaves them.
+Owned gatheredStats(const Owned &logits, const Owned &labels, int64_t ranks) {
+  int64_t rows = logits.view.shape[0], local = logits.view.shape[1] / ranks;
+  Owned all(DType::F32, {3 * ranks, rows});
+  for (int64_t r = 0; r < ranks; ++r) {
+    Owned mine(DType::F32, {3, rows});
+    crossEntropyStats(cpuStream(), columns(logits, r * local, local).view,
+                      labels.view, r * local, logits.view.shape[1], mine.view);
+    std::copy_n(mine.view.f32(), 3 * rows, all.view.f32() + 3 * r * rows);
+  }
+  return all;
+}
+
+// Split over 1, 2 and 4 ranks, the merged statistics give the one-rank
+// loss and, slice by slice, the one-rank gradient. Tolerance 1e-6
+// relative: both sum exp(x - max) in double over the same terms (the merge
+// rescales each rank's sum by exp(max_r - max), one more rounding) and the
+// loss is their mean of O(1) terms.
+TEST(VocabParallelCrossEntropy, MatchesTheWholeRowsOnAnySplit) {
+  Owned logits = randomF32({6, 12}, 94, -4.f, 4.f);
+  // An ignored row, and labels on every rank's slice.
+  Owned labels = i64({6}, {0, 11, -100, 5, 6, 3});
+  Owned dloss = f32({}, {0.7f});
+  float want = runCrossEntropy(logits, labels);
+  Owned wantGrad(DType::F32, {6, 12});
+  crossEntropyGrad(cpuStream(), logits.view, labels.view, dloss.view,
+                   wantGrad.view);
+  for (int64_t ranks : {1, 2, 4}) {
+    SCOPED_TRACE(ranks);
+    Owned stats = gatheredStats(logits, labels, ranks);
+    Owned loss(DType::F32, {});
+    crossEntropyFromStats(cpuStream(), stats.view, labels.view, loss.view);
+    EXPECT_NEAR(loss.view.f32()[0], want, 1e-6 * std::fabs(want));
+    int64_t local = 12 / ranks;
+    for (int64_t r = 0; r < ranks; ++r) {
+      Owned part = columns(logits, r * local, local);
+      Owned grad(DType::F32, {6, local});
+      crossEntropyGradFromStats(cpuStream(), part.view, labels.view,
+                                stats.view, dloss.view, r * local, 12,
+                                grad.view);
+      expectClose(grad, columns(wantGrad, r * local, local), 1e-6);
+    }
+  }
+}
+
+TEST(VocabParallelCrossEntropy, LabelOutOfRangeThrowsNamingTheWholeVocabulary) {
+  Owned logits = randomF32({2, 3}, 95);
+  Owned stats(DType::F32, {3, 2});
+  try {
+    crossEntropyStats(cpuStream(), logits.view, i64({2}, {0, 6}).view, 3, 6,
+                      stats.view);
+    ADD_FAILURE() << "no error for label 6 of 6 classes";
+  } catch (const Error &e) {
+    EXPECT_EQ(std::string(e.what()), "label 6 is out of range for 6 classes");
+  }
+}
+
 } // namespace

@@ -263,6 +263,28 @@ void crossEntropyGrad(Stream &stream, const TensorView &logits,
                       const TensorView &labels, const TensorView &dloss,
                       const TensorView &dlogits);
 
+/// The vocabulary-parallel loss, for logits split along their classes over
+/// a group of ranks: this rank holds classes [offset, offset + C) of
+/// `classes` in logits [N, C].
+/// stats [3, N]: per row the max of its logits, the sum of exp(x - max),
+/// and the label's logit (0 where another rank holds the label's class).
+/// Labels outside [0, classes) other than -100 throw bmrt::Error.
+void crossEntropyStats(Stream &stream, const TensorView &logits,
+                       const TensorView &labels, int64_t offset,
+                       int64_t classes, const TensorView &stats);
+/// The mean cross-entropy from every rank's statistics [3 x ranks, N]
+/// (rank r's three rows at 3r): the log-sum-exp merged over the ranks
+/// minus the label's logit, averaged over the rows not labelled -100.
+void crossEntropyFromStats(Stream &stream, const TensorView &stats,
+                           const TensorView &labels, const TensorView &loss);
+/// This rank's classes of dloss * (softmax(logits) - onehot(labels)) / rows
+/// counted, the softmax's denominator merged from every rank's statistics.
+void crossEntropyGradFromStats(Stream &stream, const TensorView &logits,
+                               const TensorView &labels,
+                               const TensorView &stats,
+                               const TensorView &dloss, int64_t offset,
+                               int64_t classes, const TensorView &dlogits);
+
 //===----------------------------------------------------------------------===//
 // Optimizer
 //===----------------------------------------------------------------------===//

@@ -24,6 +24,11 @@ namespace bmrt {
 /// without one, a mesh of `ranks` data-parallel ranks.
 Mesh meshOf(const Program &program, int ranks = 1);
 
+/// The classes of the program's loss (a language model's vocabulary), or 0
+/// when the model brings its own loss: the logits' last dim, times the
+/// ranks they are split over under the vocabulary-parallel loss.
+int64_t lossClasses(const Program &program);
+
 /// "dp,tp" -> {"dp", "tp"}; an empty name (",,") is kept, for the verifier
 /// to refuse.
 std::vector<std::string> splitAxes(const std::string &axes);

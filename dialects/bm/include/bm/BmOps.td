@@ -706,6 +706,62 @@ def Bm_RecvOp : Bm_CollectiveOp<"recv"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Vocabulary-parallel cross-entropy (made by partitioning)
+//
+// Logits split over their classes (a vocabulary-split LM head) are never
+// gathered: each device reduces its own classes to per-row statistics, one
+// all-gather shares them, and every device merges them into the log-sum-exp
+// (the online-softmax merge of Milakov & Gimelshein 2018). Megatron-LM's
+// vocabulary-parallel cross-entropy all-reduces three times (the max, the
+// label's logit, the sum of exponentials); the statistics carry all three
+// in one collective. Device c of the group of `axes` holds classes
+// [c * C, (c + 1) * C) of logits [N, C].
+//===----------------------------------------------------------------------===//
+
+def Bm_CrossEntropyStatsOp : Bm_CollectiveOp<"cross_entropy_stats", [Pure]> {
+  let summary = "per row of this device's classes: the max, the sum of "
+                "exp(x - max) and the label's logit (0 where another device "
+                "holds the label's class)";
+  let arguments = (ins Bm_FloatTensor:$logits, Bm_I64Tensor:$labels,
+                       FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs Bm_FloatTensor:$stats);
+  let assemblyFormat = [{
+    $logits `,` $labels `over` $axes `on` $mesh attr-dict `:` type($logits)
+    `,` type($labels) `->` type($stats)
+  }];
+  let hasVerifier = 1;
+}
+
+def Bm_CrossEntropyFromStatsOp : Bm_Op<"cross_entropy_from_stats", [Pure]> {
+  let summary = "mean cross-entropy from every device's statistics [k x 3, N] "
+                "(label -100 ignored)";
+  let arguments = (ins Bm_FloatTensor:$stats, Bm_I64Tensor:$labels);
+  let results = (outs 0DTensorOf<[F32]>:$loss);
+  let assemblyFormat = [{
+    $stats `,` $labels attr-dict `:` type($stats) `,` type($labels) `->`
+    type($loss)
+  }];
+  let hasVerifier = 1;
+}
+
+def Bm_CrossEntropyGradFromStatsOp : Bm_CollectiveOp<
+    "cross_entropy_grad_from_stats", [Pure,
+    AllTypesMatch<["logits", "logits_grad"]>]> {
+  let summary = "this device's classes of dloss * (softmax(logits) - "
+                "onehot(labels)) / N, the softmax's denominator from every "
+                "device's statistics";
+  let arguments = (ins Bm_FloatTensor:$logits, Bm_I64Tensor:$labels,
+                       Bm_FloatTensor:$stats, 0DTensorOf<[F32]>:$loss_grad,
+                       FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs Bm_FloatTensor:$logits_grad);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $stats `,` $loss_grad `over` $axes `on` $mesh
+    attr-dict `:` type($logits) `,` type($labels) `,` type($stats) `,`
+    type($loss_grad)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Resharding (written by annotation, lowered to collectives by partitioning)
 //===----------------------------------------------------------------------===//
 
