@@ -26,9 +26,9 @@ proportional to the gradient). The momentum holds the gradients
 themselves; an element whose gradient cancels over the batch carries an
 error of the size of its terms, not of itself, hence the part scaled by
 the tensor's largest element. Measured worst (each test prints its own
-with -s): continued losses 0 (bit for bit), the two plans' first five
-losses 7.6e-8 relative, weights 1.2e-7 absolute, momentum 5.5e-7 of its
-tensor's largest element.
+with -s): continued losses 7.6e-8 relative (bit for bit under tp4 and on
+one rank), the two plans' first five losses 7.6e-8 relative, weights
+1.2e-7 absolute, momentum 7.8e-7 of its tensor's largest element.
 
 Each 8-rank run is a few seconds on two shared cores (oversubscribed,
 one thread per rank); the source is compiled and trained once and its
@@ -113,6 +113,13 @@ def saved(tmp_path_factory, model_file):
     return folder, losses, ckpt
 
 
+def as_model(tensors: dict, model: dict, prefix: str = "") -> dict:
+    """`tensors` in the model's shapes: a plan may keep a parameter in a
+    factored view with the same element order (a fused QKV weight [64, 192]
+    as [64, 3, 64] under tp), and its checkpoint records that view."""
+    return {k: v.reshape(model[k[len(prefix):]].shape) for k, v in tensors.items()}
+
+
 def worst(a: dict, b: dict) -> tuple[float, str]:
     """The largest absolute difference over tensors, and where."""
     return max((float(np.max(np.abs(a[k] - b[k]))), k) for k in a)
@@ -141,8 +148,9 @@ def test_an_8_rank_checkpoint_resumes_on_another_plan(tmp_path_factory, tmp_path
     np.testing.assert_allclose(after, want_after, rtol=LOSS_RTOL)
 
     start = read_safetensors(os.path.join(source, "params.safetensors"))
-    at_stop = read_checkpoint(source_ckpt)
-    weights, want_weights = read_checkpoint(ckpt), read_checkpoint(straight_ckpt)
+    at_stop = as_model(read_checkpoint(source_ckpt), start)
+    weights = as_model(read_checkpoint(ckpt), start)
+    want_weights = as_model(read_checkpoint(straight_ckpt), start)
     assert weights.keys() == want_weights.keys() == at_stop.keys() == start.keys()
     # Not vacuous: each half of the run moves the weights far beyond the
     # tolerance, so a resume that loaded the wrong step (or nothing) fails.
@@ -150,8 +158,9 @@ def test_an_8_rank_checkpoint_resumes_on_another_plan(tmp_path_factory, tmp_path
     for name, value in weights.items():
         np.testing.assert_allclose(value, want_weights[name], rtol=WEIGHT_RTOL,
                                    atol=WEIGHT_ATOL, err_msg=name)
-    momentum = read_checkpoint(ckpt, "optimizer_state")
-    want_momentum = read_checkpoint(straight_ckpt, "optimizer_state")
+    momentum = as_model(read_checkpoint(ckpt, "optimizer_state"), start, "momentum_buffer.")
+    want_momentum = as_model(read_checkpoint(straight_ckpt, "optimizer_state"), start,
+                             "momentum_buffer.")
     assert momentum.keys() == want_momentum.keys() and len(momentum) == len(weights)
     momentum_worst = 0.0
     for name, value in momentum.items():
