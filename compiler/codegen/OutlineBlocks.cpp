@@ -165,6 +165,7 @@ bmrt::Function makeFunction(const Program &program, const Run &run,
     // A call binds the caller's slot, sharding and all.
     s.sharding.clear();
     s.partial.clear();
+    s.model.clear();
     function.slots.push_back(std::move(s));
   };
   for (int a : shape.args)

@@ -148,6 +148,10 @@ private:
           func.getArgAttrOfType<mlir::bm::ShardingAttr>(i, "bm.sharding");
       if (sharding && !program.mesh.empty())
         program.slots[*slot].sharding = shardingOf(sharding);
+      if (auto model = func.getArgAttrOfType<DenseI64ArrayAttr>(
+              i, mlir::bm::BmDialect::kModelShapeAttrName))
+        program.slots[*slot].model.assign(model.asArrayRef().begin(),
+                                          model.asArrayRef().end());
     }
     return llvm::Error::success();
   }

@@ -163,19 +163,54 @@ private:
     MLIRContext *context = step.getContext();
     for (OpOperand &operand : ret->getOpOperands()) {
       unsigned index = operand.getOperandNumber();
-      ValueSharding want = state[operand.get()];
-      if (auto of = step.getResultAttrOfType<StringAttr>(index, "bm.grad_of"))
-        want.dims = state[parameterNamed(of.getValue())].dims;
-      FailureOr<Value> value =
-          reshardValue(b, ret.getLoc(), operand.get(), want, state);
+      Operation *before = ret->getPrevNode();
+      Operation *producer = operand.get().getDefiningOp();
+      FailureOr<Value> value = operand.get();
+      auto of = step.getResultAttrOfType<StringAttr>(index, "bm.grad_of");
+      Value param = of ? parameterNamed(of.getValue()) : Value();
+      if (param && state.factored.count(param))
+        value = inFactoredView(*value, param);
+      else
+        value = destrided(b, ret.getLoc(), *value, state);
+      if (failed(value))
+        return failure();
+      ValueSharding want = state[*value];
+      if (param)
+        want.dims = state[param].dims;
+      value = reshardValue(b, ret.getLoc(), *value, want, state);
       if (failed(value))
         return failure();
       operand.set(*value);
+      if (producer)
+        placeLike(producer, before, ret);
       SmallVector<StringRef> partial(want.partial.begin(), want.partial.end());
       step.setResultAttr(index, "bm.partial",
                          Builder(context).getStrArrayAttr(partial));
     }
     return success();
+  }
+
+  /// The ops after `after` and before `end` (made for a result) run where
+  /// `like` does.
+  void placeLike(Operation *like, Operation *after, Operation *end) {
+    for (Operation *made = after->getNextNode(); made && made != end;
+         made = made->getNextNode())
+      for (StringRef name : BmDialect::placementAttrNames())
+        if (Attribute attr = like->getAttr(name); attr && !made->hasAttr(name))
+          made->setAttr(name, attr);
+  }
+
+  /// The gradient of a parameter stored factored, reshaped to its view
+  /// (a strided gradient lines up with the view's contiguous shards).
+  FailureOr<Value> inFactoredView(Value grad, Value param) {
+    Operation *ret = &*b.getInsertionPoint();
+    auto reshape = ReshapeOp::create(b, grad.getLoc(), param.getType(), grad);
+    b.setInsertionPoint(reshape);
+    LogicalResult propagated = propagateThrough(reshape, b, state);
+    b.setInsertionPoint(ret);
+    if (failed(propagated))
+      return failure();
+    return reshape.getResult();
   }
 
   Value parameterNamed(StringRef name) {

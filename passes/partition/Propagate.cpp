@@ -1,11 +1,13 @@
 //===- Propagate.cpp - an op's sharding from its operands' ----------------===//
 
 #include "passes/partition/Propagate.h"
+#include "passes/partition/FactorParameters.h"
 
 #include "bm/BmOps.h"
 #include "bm/ShardingRule.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 namespace mlir::bm {
@@ -103,6 +105,7 @@ public:
                              "bm-partition cannot split it");
     passing = passingPartials(op, state);
     factorAxes.assign(rule.numFactors(), {});
+    layoutOf.assign(rule.numFactors(), std::nullopt);
     used.insert(passing.begin(), passing.end());
     if (failed(assignFromOperands()))
       return failure();
@@ -119,6 +122,7 @@ public:
 
 private:
   LogicalResult assignFromOperands() {
+    assignFromStrided();
     for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
       const ValueSharding &sharding = state[operand];
       for (auto [d, axes] : llvm::enumerate(sharding.dims)) {
@@ -136,6 +140,30 @@ private:
       }
     }
     return success();
+  }
+
+  /// Operand dims that hold a strided share go first, so that the op
+  /// keeps their layout: where the rule merges the same factors in the dim,
+  /// their axes go to the split factor; where the dim is one factor, that
+  /// factor carries the layout to the results.
+  void assignFromStrided() {
+    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+      for (const StridedDim &have : state.strided.lookup(operand)) {
+        if (have.dim >= rule.operandFactors[i].size())
+          continue;
+        const std::vector<int> &factors = rule.operandFactors[i][have.dim];
+        SmallVector<int64_t> sizes;
+        for (int f : factors)
+          sizes.push_back(rule.factorSizes[f]);
+        if (sizes == have.factorSizes) {
+          assign(factors[have.split], have.axes);
+        } else if (factors.size() == 1) {
+          assign(factors[0], have.axes);
+          if (factorAxes[factors[0]] == have.axes)
+            layoutOf[factors[0]] = have;
+        }
+      }
+    }
   }
 
   void assign(int f, const AxisList &axes) {
@@ -197,16 +225,6 @@ private:
     return success();
   }
 
-  /// A dim merged from several factors (a fused projection [.., 3 x 64]
-  /// read as three [.., 64]) whose split factor is not the major one: one
-  /// device's share is strided in the merged dim.
-  struct StridedDim {
-    size_t dim;
-    SmallVector<int64_t> factorSizes;
-    size_t split;
-    AxisList axes;
-  };
-
   /// The sharding `dims` (factors per dim) give under the factors' axes. A
   /// strided dim is listed in `strided` and labelled with its axes (its
   /// local size is right; its layout is what the conversion around the op
@@ -215,6 +233,11 @@ private:
                        SmallVectorImpl<StridedDim> &strided) {
     ValueSharding sharding;
     for (auto [d, factors] : llvm::enumerate(dims)) {
+      if (factors.size() == 1 && layoutOf[factors[0]]) {
+        StridedDim dim = *layoutOf[factors[0]];
+        dim.dim = d;
+        strided.push_back(dim);
+      }
       AxisList axes;
       for (auto [k, f] : llvm::enumerate(factors)) {
         if (factorAxes[f].empty())
@@ -232,65 +255,11 @@ private:
     return sharding;
   }
 
-  /// `value` (global type) with dim `d` seen as its factors.
-  Value splitDim(Value value, const StridedDim &dim, ValueSharding sharding) {
-    auto type = cast<RankedTensorType>(value.getType());
-    SmallVector<int64_t> shape(type.getShape().take_front(dim.dim));
-    shape.append(dim.factorSizes.begin(), dim.factorSizes.end());
-    shape.append(type.getShape().begin() + dim.dim + 1, type.getShape().end());
-    Value split = ReshapeOp::create(b, op->getLoc(),
-                                    type.clone(shape), value);
-    lastSplit = split.getDefiningOp();
-    AxisList whole = sharding.dims[dim.dim];
-    sharding.dims.erase(sharding.dims.begin() + dim.dim);
-    sharding.dims.insert(sharding.dims.begin() + dim.dim,
-                         dim.factorSizes.size(), AxisList{});
-    sharding.dims[dim.dim + dim.split] = whole;
-    state.of[split] = sharding;
-    return split;
-  }
-
-  /// The merged form of a value `splitDim` made, labelled like `like`.
-  Value mergeDim(Value split, Type type, const ValueSharding &like) {
-    Value merged = ReshapeOp::create(b, op->getLoc(), type, split);
-    state.of[merged] = like;
-    return merged;
-  }
-
-  /// Whole along the dim, then this device's strided share: the merged
-  /// dim's factors, the split one sliced, merged again.
-  FailureOr<Value> toStrided(Value value, const StridedDim &dim,
-                             const ValueSharding &want) {
-    ValueSharding whole = state[value];
-    whole.dims[dim.dim].clear();
-    FailureOr<Value> gathered =
-        reshardValue(b, op->getLoc(), value, whole, state);
-    if (failed(gathered))
-      return failure();
-    Value split = splitDim(*gathered, dim, whole);
-    ValueSharding sliced = state[split];
-    sliced.dims[dim.dim + dim.split] = dim.axes;
-    FailureOr<Value> share =
-        reshardValue(b, op->getLoc(), split, sliced, state);
-    if (failed(share))
-      return failure();
-    ValueSharding label = whole;
-    label.dims[dim.dim] = want.dims[dim.dim];
-    return mergeDim(*share, value.getType(), label);
-  }
-
-  /// A strided result made whole along the dim.
-  FailureOr<Value> fromStrided(Value value, const StridedDim &dim) {
-    ValueSharding label = state[value];
-    Value split = splitDim(value, dim, label);
-    ValueSharding whole = state[split];
-    whole.dims[dim.dim + dim.split].clear();
-    FailureOr<Value> gathered =
-        reshardValue(b, op->getLoc(), split, whole, state);
-    if (failed(gathered))
-      return failure();
-    label.dims[dim.dim].clear();
-    return mergeDim(*gathered, value.getType(), label);
+  /// Whether `dims` has `dim`'s layout at its dim.
+  static bool hasLayout(ArrayRef<StridedDim> dims, const StridedDim &dim) {
+    return llvm::any_of(dims, [&](const StridedDim &d) {
+      return d.dim == dim.dim && d.sameLayout(dim);
+    });
   }
 
   LogicalResult reshardOperands() {
@@ -300,14 +269,25 @@ private:
       ValueSharding want = wanted(rule.operandFactors[i], strided);
       if (keepsPartial(op, i, passing, state))
         want.partial = passing;
+      FailureOr<Value> value = operand.get();
+      // A strided dim this op reads otherwise is made whole first.
+      for (const StridedDim &have : state.strided.lookup(operand.get()))
+        if (succeeded(value) && !hasLayout(strided, have))
+          value = fromStrided(b, op->getLoc(), *value, have, state);
+      if (failed(value))
+        return failure();
       ValueSharding contiguous = want;
       for (const StridedDim &dim : strided)
-        contiguous.dims[dim.dim] = state[operand.get()].dims[dim.dim];
-      FailureOr<Value> value =
-          reshardValue(b, op->getLoc(), operand.get(), contiguous, state);
-      for (const StridedDim &dim : strided)
-        if (succeeded(value))
-          value = toStrided(*value, dim, want);
+        contiguous.dims[dim.dim] = state[*value].dims[dim.dim];
+      value = reshardValue(b, op->getLoc(), *value, contiguous, state);
+      for (const StridedDim &dim : strided) {
+        if (failed(value) || hasLayout(state.strided.lookup(*value), dim))
+          continue;
+        if (Value factored = factorParameters(*value, dim, op, b, state))
+          value = factored;
+        else
+          value = toStrided(b, op->getLoc(), *value, dim, want, state);
+      }
       if (failed(value))
         return failure();
       operand.set(*value);
@@ -330,22 +310,10 @@ private:
       }
       sharding.partial.assign(partial.begin(), partial.end());
       state.of[result] = sharding;
-      if (strided.empty())
-        continue;
-      if (sharding.isPartial())
-        return op->emitOpError("leaves a strided partial sum, which "
-                               "bm-partition cannot lay out yet");
-      Value value = result;
-      Operation *readsResult = nullptr;
-      for (const StridedDim &dim : strided) {
-        FailureOr<Value> whole = fromStrided(value, dim);
-        if (failed(whole))
-          return failure();
-        if (!readsResult)
-          readsResult = lastSplit;
-        value = *whole;
-      }
-      result.replaceAllUsesExcept(value, readsResult);
+      // A strided result stays strided; its readers convert it if they
+      // need another layout.
+      if (!strided.empty())
+        state.strided[result].assign(strided.begin(), strided.end());
     }
     return success();
   }
@@ -406,8 +374,9 @@ private:
   AxisList passing;
   std::vector<AxisList> factorAxes;
   std::set<std::string> used;
-  /// The reshape splitDim made last.
-  Operation *lastSplit = nullptr;
+  /// Per factor, the strided layout an operand holds it in (its dim of
+  /// one factor), which results carrying the factor keep.
+  std::vector<std::optional<StridedDim>> layoutOf;
 };
 
 } // namespace

@@ -45,10 +45,16 @@ struct Mover {
   }
   /// Values keep their global type until partitioning ends.
   Type type() { return current.getType(); }
+  /// Strided dims of the value, which the collectives leave as they are
+  /// (each moves other dims, or reduces).
+  SmallVector<StridedDim, 1> strided;
+
   void record(Value made, ValueSharding now) {
     current = made;
     sharding = std::move(now);
     state.of[made] = sharding;
+    if (!strided.empty())
+      state.strided[made] = strided;
   }
 
   void reducePartials(const ValueSharding &to) {
@@ -133,7 +139,20 @@ struct Mover {
 
 FailureOr<Value> reshardValue(OpBuilder &b, Location loc, Value value,
                               const ValueSharding &to, ShardingState &state) {
-  Mover mover{b, loc, state, value, state[value]};
+  // A strided dim that changes its axes is made whole first.
+  SmallVector<StridedDim, 1> strided = state.strided.lookup(value);
+  llvm::sort(strided, [](const StridedDim &a, const StridedDim &b) {
+    return a.dim > b.dim;
+  });
+  for (const StridedDim &dim : strided) {
+    if (dim.dim < to.dims.size() && to.dims[dim.dim] == dim.axes)
+      continue;
+    FailureOr<Value> whole = fromStrided(b, loc, value, dim, state);
+    if (failed(whole))
+      return failure();
+    value = *whole;
+  }
+  Mover mover{b, loc, state, value, state[value], state.strided.lookup(value)};
   if (mover.sharding == to)
     return value;
   if (!minus(to.partial, mover.sharding.partial).empty())
@@ -144,6 +163,99 @@ FailureOr<Value> reshardValue(OpBuilder &b, Location loc, Value value,
   mover.gather(to);
   mover.slice(to);
   return mover.current;
+}
+
+namespace {
+
+/// `value` (global type) with dim `dim.dim` seen as its factors, labelled
+/// like `sharding` with the dim's axes on the split factor.
+Value splitDim(OpBuilder &b, Location loc, Value value, const StridedDim &dim,
+               ValueSharding sharding, ShardingState &state) {
+  auto type = cast<RankedTensorType>(value.getType());
+  SmallVector<int64_t> shape(type.getShape().take_front(dim.dim));
+  shape.append(dim.factorSizes.begin(), dim.factorSizes.end());
+  shape.append(type.getShape().begin() + dim.dim + 1, type.getShape().end());
+  Value split = ReshapeOp::create(b, loc, type.clone(shape), value);
+  AxisList whole = sharding.dims[dim.dim];
+  sharding.dims.erase(sharding.dims.begin() + dim.dim);
+  sharding.dims.insert(sharding.dims.begin() + dim.dim,
+                       dim.factorSizes.size(), AxisList{});
+  sharding.dims[dim.dim + dim.split] = whole;
+  state.of[split] = sharding;
+  return split;
+}
+
+/// The merged form of a value `splitDim` made, labelled like `like`.
+Value mergeDim(OpBuilder &b, Location loc, Value split, Type type,
+               const ValueSharding &like, ShardingState &state) {
+  Value merged = ReshapeOp::create(b, loc, type, split);
+  state.of[merged] = like;
+  return merged;
+}
+
+} // namespace
+
+/// A strided `value` made whole along the dim: its factors, the split one
+/// gathered, merged again.
+FailureOr<Value> fromStrided(OpBuilder &b, Location loc, Value value,
+                             const StridedDim &dim, ShardingState &state) {
+  ValueSharding label = state[value];
+  Value split = splitDim(b, loc, value, dim, label, state);
+  ValueSharding whole = state[split];
+  whole.dims[dim.dim + dim.split].clear();
+  FailureOr<Value> gathered = reshardValue(b, loc, split, whole, state);
+  if (failed(gathered))
+    return failure();
+  label.dims[dim.dim].clear();
+  Value merged = mergeDim(b, loc, *gathered, value.getType(), label, state);
+  // The other dims (all before this one: destrided goes from the last)
+  // keep their layout.
+  for (const StridedDim &other : state.strided.lookup(value))
+    if (other.dim != dim.dim)
+      state.strided[merged].push_back(other);
+  return merged;
+}
+
+FailureOr<Value> toStrided(OpBuilder &b, Location loc, Value value,
+                           const StridedDim &dim, const ValueSharding &want,
+                           ShardingState &state) {
+  ValueSharding whole = state[value];
+  whole.dims[dim.dim].clear();
+  FailureOr<Value> gathered = reshardValue(b, loc, value, whole, state);
+  if (failed(gathered))
+    return failure();
+  Value split = splitDim(b, loc, *gathered, dim, whole, state);
+  ValueSharding sliced = state[split];
+  sliced.dims[dim.dim + dim.split] = dim.axes;
+  FailureOr<Value> share = reshardValue(b, loc, split, sliced, state);
+  if (failed(share))
+    return failure();
+  ValueSharding label = whole;
+  label.dims[dim.dim] = want.dims[dim.dim];
+  Value merged = mergeDim(b, loc, *share, value.getType(), label, state);
+  for (const StridedDim &other : state.strided.lookup(value))
+    if (other.dim != dim.dim)
+      state.strided[merged].push_back(other);
+  state.strided[merged].push_back(dim);
+  return merged;
+}
+
+FailureOr<Value> destrided(OpBuilder &b, Location loc, Value value,
+                           ShardingState &state) {
+  auto it = state.strided.find(value);
+  if (it == state.strided.end())
+    return value;
+  SmallVector<StridedDim, 1> dims = it->second;
+  llvm::sort(dims, [](const StridedDim &a, const StridedDim &b) {
+    return a.dim > b.dim;
+  });
+  for (const StridedDim &dim : dims) {
+    FailureOr<Value> whole = fromStrided(b, loc, value, dim, state);
+    if (failed(whole))
+      return failure();
+    value = *whole;
+  }
+  return value;
 }
 
 Value scaledValue(OpBuilder &b, Location loc, Value value, double factor,

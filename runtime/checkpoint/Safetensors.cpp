@@ -53,10 +53,13 @@ const HostTensor *findTensor(const std::vector<HostTensor> &tensors,
 const HostTensor &requireTensor(const std::vector<HostTensor> &tensors,
                                 const std::string &name,
                                 const TensorView &view,
-                                const std::string &where) {
+                                const std::string &where, const Shape &model) {
   const HostTensor *t = findTensor(tensors, name);
   BMRT_CHECK(t, where + " has no tensor '" + name + "'");
-  BMRT_CHECK(t->dtype == view.dtype && t->shape == view.shape,
+  bool shaped = t->shape == view.shape ||
+                (!model.empty() && sameElementOrder(t->shape, view.shape) &&
+                 sameElementOrder(t->shape, model));
+  BMRT_CHECK(t->dtype == view.dtype && shaped,
              where + ": '" + name + "' is " + nameOf(t->dtype) +
                  formatShape(t->shape) + ", the program needs " +
                  nameOf(view.dtype) + formatShape(view.shape));

@@ -78,11 +78,15 @@ SafetensorsFile readSafetensors(const std::string &path);
 /// The tensor called `name`, or null.
 /// The tensor `name` of `tensors`, which must have `view`'s dtype and
 /// shape; otherwise throws one line naming `where` (the file), the tensor
-/// and both types.
+/// and both types. Given the `model` shape of a parameter (Slot::model, or
+/// its global shape), any shape that is a view of both with the same
+/// element order (sameElementOrder) is that parameter too: the model's
+/// shape, or the factored view another plan stored it in.
 const HostTensor &requireTensor(const std::vector<HostTensor> &tensors,
                                 const std::string &name,
                                 const TensorView &view,
-                                const std::string &where);
+                                const std::string &where,
+                                const Shape &model = {});
 
 const HostTensor *findTensor(const std::vector<HostTensor> &tensors,
                              const std::string &name);

@@ -3,6 +3,7 @@
 #include "bmrt/Device.h"
 #include "bmrt/Error.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -56,6 +57,36 @@ std::string formatShape(const Shape &shape) {
   for (size_t i = 0; i < shape.size(); ++i)
     text += (i ? "," : "") + std::to_string(shape[i]);
   return text + "]";
+}
+
+namespace {
+
+/// The running products of `shape`'s dims other than 1.
+std::vector<int64_t> runningProducts(const Shape &shape) {
+  std::vector<int64_t> products;
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (d != 1)
+      products.push_back(n *= d);
+  return products;
+}
+
+bool isSubsequence(const std::vector<int64_t> &part,
+                   const std::vector<int64_t> &whole) {
+  return std::includes(whole.begin(), whole.end(), part.begin(), part.end());
+}
+
+} // namespace
+
+bool sameElementOrder(const Shape &a, const Shape &b) {
+  if (a == b)
+    return true;
+  if (numElements(a) != numElements(b))
+    return false;
+  // One shape's dims are runs of the other's where every running product
+  // of the coarser is one of the finer.
+  std::vector<int64_t> pa = runningProducts(a), pb = runningProducts(b);
+  return isSubsequence(pa, pb) || isSubsequence(pb, pa);
 }
 
 std::string Error::where() const {

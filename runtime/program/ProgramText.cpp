@@ -7,6 +7,8 @@
 //   mesh AXIS=SIZE ...                                  (optional)
 //   slot %N KIND DTYPE[D0,D1,...] ["NAME"] [= V V V ...]
 //        [sharding=[["AXIS",...],...]] [partial=["AXIS",...]]
+//        [model=[D,...]]  (a parameter stored in a factored view of the
+//                          model's shape: the same elements in order)
 //   %R[, %R...] = OP [%A|_ [, ...]] [{KEY=VALUE, ...}] [# COMMENT]
 //   loss %N [partial=["AXIS",...]]   (or, forward only: output %N)
 //
@@ -243,6 +245,8 @@ static void printSlot(std::ostream &os, size_t index, const Slot &slot) {
   }
   if (!slot.partial.empty())
     os << " partial=" << formatNames(slot.partial);
+  if (!slot.model.empty())
+    os << " model=" << formatShape(slot.model);
   if (slot.kind == SlotKind::Const)
     printConstant(os, slot);
   os << '\n';
@@ -409,26 +413,33 @@ private:
   size_t pos = 0;
 };
 
-void parseTypedShape(LineParser &p, Slot &slot) {
-  std::string type = p.word();
-  if (!parseDType(type, slot.dtype))
-    p.fail("unknown element type '" + type + "'");
+/// "[64,192]": a shape whose bytes do not overflow.
+Shape parseDims(LineParser &p, DType dtype) {
+  Shape shape;
   p.expect('[');
   if (!p.consume(']')) {
     do {
       int64_t d = p.integer();
       if (d < 0 || d > (int64_t(1) << 40))
         p.fail("dimension " + std::to_string(d) + " is out of range");
-      slot.shape.push_back(d);
+      shape.push_back(d);
     } while (p.consume(','));
     p.expect(']');
   }
   // Refuse shapes whose element count or bytes would overflow.
   double elements = 1;
-  for (int64_t d : slot.shape)
+  for (int64_t d : shape)
     elements *= static_cast<double>(d);
-  if (elements * sizeOf(slot.dtype) > double(int64_t(1) << 50))
-    p.fail("tensor of " + formatShape(slot.shape) + " is too large");
+  if (elements * sizeOf(dtype) > double(int64_t(1) << 50))
+    p.fail("tensor of " + formatShape(shape) + " is too large");
+  return shape;
+}
+
+void parseTypedShape(LineParser &p, Slot &slot) {
+  std::string type = p.word();
+  if (!parseDType(type, slot.dtype))
+    p.fail("unknown element type '" + type + "'");
+  slot.shape = parseDims(p, slot.dtype);
 }
 
 /// ["dp","tp"]: a list of quoted names.
@@ -460,9 +471,12 @@ void parseSlotSharding(LineParser &p, Slot &slot) {
                " dims; the slot has " + std::to_string(slot.shape.size()));
     } else if (key == "partial" && slot.partial.empty()) {
       slot.partial = parseNames(p);
+    } else if (key == "model" && slot.model.empty() &&
+               slot.kind == SlotKind::Param) {
+      slot.model = parseDims(p, slot.dtype);
     } else {
       p.fail("unexpected '" + key + "=' on a slot (sharding= and partial= " +
-             "come once each)");
+             "come once each, model= once on a parameter)");
     }
   }
 }

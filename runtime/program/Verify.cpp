@@ -1427,10 +1427,28 @@ void checkSlotSharding(const Program &program, size_t index,
     add(axis);
 }
 
+/// A parameter stored in a factored view (`model=`) holds its model
+/// shape's elements in the same order.
+void checkModelShape(const Program &program, size_t index,
+                     const std::string &source) {
+  const Slot &slot = program.slots[index];
+  if (slot.model.empty())
+    return;
+  Shape global = program.mesh.empty()
+                     ? slot.shape
+                     : globalShape(slot.shape, slot.sharding, meshOf(program));
+  BMRT_CHECK(sameElementOrder(global, slot.model),
+             source + ": slot %" + std::to_string(index) + " '" + slot.name +
+                 "' is stored as " + formatShape(global) +
+                 ", which is no view of its model shape " +
+                 formatShape(slot.model));
+}
+
 void checkShardings(const Program &program, const std::string &source) {
   checkMesh(program, source);
   for (size_t i = 0; i < program.slots.size(); ++i) {
     checkSlotSharding(program, i, source);
+    checkModelShape(program, i, source);
     const Slot &grad = program.slots[i];
     if (grad.kind != SlotKind::Grad)
       continue;

@@ -44,6 +44,11 @@ void Parallel::describe(ParamSlot &p, const Program &program) const {
   const Slot &slot = program.slots[p.slot];
   p.sharding = slot.sharding;
   p.global = globalShape(slot.shape, slot.sharding, mesh());
+  p.model = slot.model.empty() ? p.global : slot.model;
+  BMRT_CHECK(sameElementOrder(p.model, p.global),
+             "parameter '" + slot.name + "' is stored as " +
+                 formatShape(p.global) + ", no view of its model shape " +
+                 formatShape(p.model));
   p.offsets = shardOffsets(slot.shape, slot.sharding, mesh(), comms->rank());
   int grad = program.gradientOf(p.slot);
   p.trained = grad >= 0;

@@ -50,6 +50,9 @@ struct ParamSlot {
 
   /// Where the local tensor lies in the global one.
   Shape global, offsets;
+  /// The model's shape of the parameter (Slot::model): `global` or the
+  /// shape it is a factored view of.
+  Shape model;
   std::vector<std::vector<std::string>> sharding;
   /// Axes the program leaves the gradient a partial sum over.
   std::vector<std::string> partial;

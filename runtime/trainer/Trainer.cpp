@@ -162,8 +162,8 @@ void Trainer::bindParameters() {
     // params.safetensors holds the global tensor; this rank keeps its box.
     TensorView global = p.value;
     global.shape = p.global;
-    const HostTensor &found =
-        requireTensor(initial, p.name, global, "'" + config.parameters + "'");
+    const HostTensor &found = requireTensor(
+        initial, p.name, global, "'" + config.parameters + "'", p.model);
     std::vector<uint8_t> box;
     copyBox(found.data.data(), p.global, p.offsets,
             hostView(box, p.value.dtype, p.value.shape).data, p.value.shape,

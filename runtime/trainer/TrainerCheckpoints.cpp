@@ -138,7 +138,8 @@ bool Trainer::isFlat(const ParamSlot &p, TensorRole role) const {
 /// (under ZeRO, for optimizer state, its dp chunk of the box).
 void Trainer::loadBox(const TrainingState &state, const ParamSlot &p,
                       TensorRole role, const TensorView &into) {
-  const HostTensor &t = state.tensor(p.name, role, p.value.dtype, p.global);
+  const HostTensor &t =
+      state.tensor(p.name, role, p.value.dtype, p.global, p.model);
   std::vector<uint8_t> box;
   TensorView local = hostView(box, p.value.dtype, p.value.shape);
   copyBox(t.data.data(), p.global, p.offsets, local.data, local.shape,

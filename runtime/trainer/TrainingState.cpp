@@ -53,12 +53,13 @@ void TrainingState::addTensor(Device &device, const std::string &name,
 
 const HostTensor &TrainingState::tensor(const std::string &name,
                                        TensorRole role, DType dtype,
-                                       const Shape &shape) const {
+                                       const Shape &shape,
+                                       const Shape &model) const {
   bool param = role == TensorRole::Parameter;
   std::string key = param ? name : stateName(optimizer, role, name);
   TensorView expected{nullptr, dtype, shape};
   return requireTensor(param ? parameters : optimizerState, key, expected,
-                       "the checkpoint");
+                       "the checkpoint", model);
 }
 
 CheckpointInfo checkpointInfoOf(const TrainingState &state) {

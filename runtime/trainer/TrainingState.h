@@ -44,9 +44,11 @@ struct TrainingState {
   void addTensor(Device &device, const std::string &name, TensorRole role,
                  const TensorView &value);
   /// The state's tensor `name` of `role`; throws if it is missing or not
-  /// of `dtype` and `shape`.
+  /// of `dtype` and `shape` (or a view of `shape` and the parameter's
+  /// `model` shape, as requireTensor takes it).
   const HostTensor &tensor(const std::string &name, TensorRole role,
-                           DType dtype, const Shape &shape) const;
+                           DType dtype, const Shape &shape,
+                           const Shape &model = {}) const;
 };
 
 /// "exp_avg.w", "exp_avg_sq.w", "momentum_buffer.w": a parameter's

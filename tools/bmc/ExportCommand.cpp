@@ -114,7 +114,10 @@ llvm::Error replaceInitializers(onnx::ModelProto &model,
                                      t.name + "' that the checkpoint holds");
     std::vector<int64_t> dims(it->second->dims().begin(),
                               it->second->dims().end());
-    if (dims != t.shape || it->second->data_type() != onnx::TensorProto::FLOAT)
+    // A parameter trained in a factored view ([64, 192] as [64, 3, 64]) is
+    // the model's tensor, elements in the same order.
+    if (!bmrt::sameElementOrder(dims, t.shape) ||
+        it->second->data_type() != onnx::TensorProto::FLOAT)
       return llvm::createStringError(
           "initializer '" + t.name + "' of the model is not f32" +
           bmrt::formatShape(dims) + " like the checkpoint's " +

@@ -312,19 +312,38 @@ static ShardingRule sliceRule(Operation *op) {
   return rule;
 }
 
+/// Concat of equal pieces mirrors split: the joined dim is compound,
+/// {pieces, piece}, each operand's dim the piece factor (a split's
+/// gradient joins the parts of a fused projection). Unequal pieces leave
+/// the dim without a factor.
 static ShardingRule concatRule(Operation *op) {
   int64_t axis = cast<ConcatOp>(op).getAxis();
   ArrayRef<int64_t> out = shapeOf(op->getResult(0));
   ShardingRule rule;
-  TensorFactors dims;
-  for (auto [d, size] : llvm::enumerate(out))
-    dims.push_back(static_cast<int64_t>(d) == axis
-                       ? DimFactors{}
-                       : single(rule.addFactor(size, FactorKind::Parallel),
-                                size));
-  for (unsigned i = 0; i < op->getNumOperands(); ++i)
-    rule.operandFactors.push_back(dims);
-  rule.resultFactors = {dims};
+  bool equal = op->getNumOperands() > 1 &&
+               llvm::all_of(op->getOperands(), [&](Value v) {
+                 return shapeOf(v)[axis] == shapeOf(op->getOperand(0))[axis];
+               });
+  TensorFactors operand, result;
+  for (auto [d, size] : llvm::enumerate(out)) {
+    if (static_cast<int64_t>(d) != axis) {
+      DimFactors dim = single(rule.addFactor(size, FactorKind::Parallel), size);
+      operand.push_back(dim);
+      result.push_back(dim);
+    } else if (equal && shapeOf(op->getOperand(0))[axis] > 1) {
+      int pieces = rule.addFactor(op->getNumOperands(),
+                                  FactorKind::NeedReplication);
+      int piece = rule.addFactor(shapeOf(op->getOperand(0))[axis],
+                                 FactorKind::Parallel);
+      operand.push_back({piece});
+      result.push_back({pieces, piece});
+    } else {
+      operand.push_back({});
+      result.push_back({});
+    }
+  }
+  rule.operandFactors.assign(op->getNumOperands(), operand);
+  rule.resultFactors = {result};
   return rule;
 }
 

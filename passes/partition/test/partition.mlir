@@ -60,13 +60,14 @@ func.func @main(
 // -----
 
 // A fused projection [4, 3 x 4] whose columns tp splits contiguously, read
-// by a split into three parts each split over tp (heads): each device's
-// share of the split is strided in the fused dim, so the partition gathers
-// the fused value, views it as [4, 3, 4], slices the minor dim and merges
-// it again (2 x 3 x 2 = 6 local columns, cut into 2, 2, 2). The split's
-// gradient concatenates whole parts (the concat's dim needs them) and takes
-// this device's contiguous share back. The loss, a sum over a split dim,
-// leaves as a partial sum over tp.
+// by a split into three parts each split over tp (heads): each device
+// needs the strided share of the fused dim. The parameter is stored in
+// its factored view [4, 3, 4], split along the last dim (local [4, 3, 2]),
+// and read through a reshape: the local [4, 6] is the strided share, cut
+// into 2, 2, 2 with no collective (Megatron's permuted QKV columns). The
+// split's gradient joins the local parts (concat of equal pieces mirrors
+// split) in the same layout, which is the gradient's share of the view.
+// The loss, a sum over a split dim, leaves as a partial sum over tp.
 
 bm.mesh @mesh = <["tp"=2]>
 func.func @main(
@@ -87,15 +88,14 @@ func.func @main(
 }
 
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: %[[X:.*]]: tensor<4x6xf32>
-// CHECK-SAME: -> (tensor<f32> {bm.kind = "loss", bm.partial = ["tp"]}
-// CHECK: %[[WHOLE:.*]] = bm.all_gather %[[X]] over ["tp"] on @mesh {dim = 1 : i64} : tensor<4x6xf32> -> tensor<4x12xf32>
-// CHECK: %[[VIEW:.*]] = bm.reshape %[[WHOLE]] : tensor<4x12xf32> -> tensor<4x3x4xf32>
-// CHECK: %[[SHARE:.*]] = bm.shard_slice %[[VIEW]] over ["tp"] on @mesh {dim = 2 : i64} : tensor<4x3x4xf32> -> tensor<4x3x2xf32>
-// CHECK: %[[LOCAL:.*]] = bm.reshape %[[SHARE]] : tensor<4x3x2xf32> -> tensor<4x6xf32>
+// CHECK-SAME: %[[X:.*]]: tensor<4x3x2xf32> {{.*}}bm.sharding = #bm.sharding<@mesh, [{}, {}, {"tp"}]>
+// CHECK-SAME: -> (tensor<f32> {bm.kind = "loss", bm.partial = ["tp"]}, tensor<4x3x2xf32> {bm.grad_of = "x"
+// CHECK-NOT: bm.all_
+// CHECK: %[[LOCAL:.*]] = bm.reshape %[[X]] : tensor<4x3x2xf32> -> tensor<4x6xf32>
 // CHECK: bm.split %[[LOCAL]] {axis = 1 : i64, sizes = array<i64: 2, 2, 2>}
-// CHECK: %[[CAT:.*]] = bm.concat {{.*}} : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
-// CHECK: %[[DX:.*]] = bm.shard_slice %[[CAT]] over ["tp"] on @mesh {dim = 1 : i64} : tensor<4x12xf32> -> tensor<4x6xf32>
+// CHECK-NOT: bm.all_
+// CHECK: %[[CAT:.*]] = bm.concat {{.*}} : tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>
+// CHECK: %[[DX:.*]] = bm.reshape %[[CAT]] : tensor<4x6xf32> -> tensor<4x3x2xf32>
 // CHECK: return %{{.*}}, %[[DX]]
 
 // -----

@@ -132,6 +132,11 @@ struct Slot {
   std::vector<std::vector<std::string>> sharding;
   /// The axes a gradient is a partial sum over (`partial=`).
   std::vector<std::string> partial;
+  /// A parameter stored in a factored view of its model shape (a fused QKV
+  /// weight [64, 192] as [64, 3, 64], bmc's FactorParameters): the model's
+  /// shape (`model=`), which initial weights and exports have. Empty when
+  /// the global shape is the model's.
+  Shape model;
 
   int64_t bytes() const { return numElements(shape) * sizeOf(dtype); }
 };

@@ -34,6 +34,11 @@ using Shape = std::vector<int64_t>;
 int64_t numElements(const Shape &shape);
 /// "[2,16,64]".
 std::string formatShape(const Shape &shape);
+/// Whether `a` and `b` lay out the same elements in the same row-major
+/// order, one splitting dims of the other into factors: a parameter stored
+/// in a factored view (bmc's fused QKV weight [64, 192] as [64, 3, 64]) is
+/// the model's tensor. [64, 192] and [192, 64] are not.
+bool sameElementOrder(const Shape &a, const Shape &b);
 
 /// A tensor in device memory: the runtime's only tensor type. Cheap to copy;
 /// it does not own its memory.

@@ -49,6 +49,29 @@ slot %11 value f32[]
 loss %11 partial=["dp"]
 )";
 
+TEST(MeshProgram, AFactoredParameterKeepsItsModelShape) {
+  // w [8, 8] stored as its view [8, 2, 4], split along the last dim: the
+  // model shape comes back from the text.
+  const char *text = R"(bmc-step-program 1
+model "view"
+mesh tp=2 ep=1 dp=1 pp=1
+
+slot %0 param f32[8,2,2] "w" sharding=[[],[],["tp"]] model=[8,8]
+slot %1 value f32[]
+
+%1 = reduce_sum %0 {axes=[0,1,2]}
+
+loss %1
+)";
+  Program program = parseProgram(text, "view.bmp");
+  EXPECT_EQ(program.slots[0].model, (Shape{8, 8}));
+  EXPECT_EQ(printProgram(program), text);
+  EXPECT_TRUE(sameElementOrder({8, 2, 4}, {8, 8}));
+  EXPECT_TRUE(sameElementOrder({16, 4}, {8, 2, 4}));
+  EXPECT_FALSE(sameElementOrder({8, 8}, {4, 16}));
+  EXPECT_FALSE(sameElementOrder({64, 192}, {192, 64}));
+}
+
 TEST(MeshProgram, PrintParseRoundTrip) {
   Program program = parseProgram(kProgram, "mesh.bmp");
   ASSERT_EQ(program.mesh.size(), 4u);
@@ -125,6 +148,16 @@ TEST(MeshProgram, BadMeshesAndShardingsAreOneLineErrors) {
       {"grad f32[8,8] \"w1\" sharding=[[],[\"tp\"]]",
        "grad f32[8,8] \"w1\" sharding=[[\"tp\"],[]]",
        "mesh.bmp: the gradient of 'w1' is sharded unlike the parameter"},
+      // w2's global [16, 8] is a view of [16, 2, 4] or [128], not these.
+      {"\"w2\" sharding=[[\"tp\"],[]]", "\"w2\" sharding=[[\"tp\"],[]] model=[8,2,4]",
+       "mesh.bmp: slot %2 'w2' is stored as [16,8], which is no view of its "
+       "model shape [8,2,4]"},
+      {"\"w2\" sharding=[[\"tp\"],[]]", "\"w2\" sharding=[[\"tp\"],[]] model=[8,16]",
+       "mesh.bmp: slot %2 'w2' is stored as [16,8], which is no view of its "
+       "model shape [8,16]"},
+      {"slot %4 value f32[4,8]", "slot %4 value f32[4,8] model=[32]",
+       "mesh.bmp:9: unexpected 'model=' on a slot (sharding= and partial= "
+       "come once each, model= once on a parameter)"},
       {"loss %11 partial=[\"dp\"]", "loss %11 partial=[\"zp\"]",
        "mesh.bmp: the loss is a partial sum over 'zp', no axis of the mesh"},
       {"{axes=\"tp\"}\n%7", "{axes=\"xp\"}\n%7",

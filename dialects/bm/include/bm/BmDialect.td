@@ -41,6 +41,11 @@ def Bm_Dialect : Dialect {
         "bm.external_offset";
     static constexpr ::llvm::StringLiteral kExternalLengthAttrName =
         "bm.external_length";
+    /// Partitioning, on a parameter stored in a factored view of its
+    /// model shape (a fused QKV weight [h, 3h] as [h, 3, h]): the model's
+    /// shape.
+    static constexpr ::llvm::StringLiteral kModelShapeAttrName =
+        "bm.model_shape";
     /// Folding: which layer instance and block class an op belongs to.
     static constexpr ::llvm::StringLiteral kLayerAttrName = "bm.layer";
     static constexpr ::llvm::StringLiteral kBlockClassAttrName = "bm.block_class";
