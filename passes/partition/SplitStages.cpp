@@ -21,8 +21,10 @@
 // a table computed again) is an argument of every stage, each returning its
 // share of the gradient (zeros where it reads none; a share goes through
 // the linear ops that summed the shares' gradient in the whole step) as a
-// partial sum over "pp" too. More than one value crossing a stage boundary
-// is refused.
+// partial sum over "pp" too. Under an interleaved schedule each virtual
+// stage (chunk) is such a stage: a rank holds one copy per chunk, and the
+// trainer keeps them in one buffer and adds their shares before the sum
+// over "pp". More than one value crossing a stage boundary is refused.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,8 +62,7 @@ struct SharedParameter {
 
 class StageSplitter {
 public:
-  StageSplitter(func::FuncOp step, int stages, int pipelineRanks)
-      : step(step), stages(stages), pipelineRanks(pipelineRanks) {
+  StageSplitter(func::FuncOp step, int stages) : step(step), stages(stages) {
     int index = 0;
     for (Operation &op : step.getBody().front()) {
       position[&op] = index++;
@@ -72,7 +73,8 @@ public:
 
   LogicalResult run() {
     recordRecomputation();
-    if (failed(findSharedParameters()) || failed(findCrossings()))
+    findSharedParameters();
+    if (failed(findCrossings()))
       return failure();
     OpBuilder b(step);
     for (int s = 0; s < stages; ++s)
@@ -218,10 +220,11 @@ private:
   }
 
   /// Parameters read on several stages (embeddings tied to the output
-  /// layer): every stage holds a copy, computes its share of the gradient
-  /// (zero where it reads none) and the trainer sums the shares over "pp".
+  /// layer): every stage (every chunk, when interleaved) holds a copy,
+  /// computes its share of the gradient (zero where it reads none) and the
+  /// trainer sums the shares over "pp".
   /// The adds that summed the shares in the whole step are left out.
-  LogicalResult findSharedParameters() {
+  void findSharedParameters() {
     auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
     for (BlockArgument arg : step.getArguments()) {
       if (!isParameter(arg))
@@ -234,13 +237,6 @@ private:
         continue;
       StringAttr name =
           step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "bm.name");
-      if (stages > pipelineRanks)
-        return step.emitError()
-               << "parameter '" << name.getValue() << "' is read on "
-               << readers.size()
-               << " pipeline stages; under an interleaved schedule a rank "
-                  "would hold several copies of it, which is not supported "
-                  "yet";
       SharedParameter shared{arg, -1, {}};
       for (OpOperand &operand : ret->getOpOperands())
         if (step.getResultAttrOfType<StringAttr>(operand.getOperandNumber(),
@@ -250,7 +246,6 @@ private:
         }
       sharedParameters.push_back(std::move(shared));
     }
-    return success();
   }
 
   /// The terms of a sum of gradient shares: an add read by nothing else is
@@ -295,8 +290,8 @@ private:
   }
 
   func::FuncOp step;
-  /// Virtual stages (programs), and the ranks along pp that run them.
-  int stages, pipelineRanks;
+  /// Virtual stages (programs).
+  int stages;
   int seedPosition = INT_MAX;
   llvm::DenseMap<Operation *, int> position;
   llvm::DenseMap<Value, Cone> cones;
@@ -486,8 +481,7 @@ struct SplitStagesPass : impl::BmSplitStagesPassBase<SplitStagesPass> {
               BmDialect::kVirtualStageAttrName))
         stages = std::max(stages, static_cast<int>(v.getInt()) + 1);
     });
-    if (stages > 1 &&
-        failed(StageSplitter(step, stages, pipelineRanks).run()))
+    if (stages > 1 && failed(StageSplitter(step, stages).run()))
       signalPassFailure();
   }
 };

@@ -15,6 +15,7 @@ namespace bmrt {
 namespace {
 
 const char *const kDp = "dp";
+const char *const kPp = "pp";
 
 bool contains(const std::vector<std::string> &names, const std::string &name) {
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -58,7 +59,7 @@ void Parallel::describe(ParamSlot &p, const Program &program) const {
   // A parameter every pipeline stage holds a copy of (embeddings tied to
   // the output layer; its gradient a sum over pp) counts, and is saved,
   // once: pipeline rank 0's.
-  if (contains(p.partial, "pp"))
+  if (sharedByStages(p))
     p.ppRank = 0;
   int64_t n = numElements(slot.shape);
   int dp = zero ? mesh().axisSize(kDp) : 1;
@@ -89,18 +90,22 @@ void *Parallel::workspace(size_t bytes) {
 std::vector<std::string> Parallel::allReduceAxes(const ParamSlot &p) const {
   std::vector<std::string> axes;
   for (const std::string &axis : p.partial)
-    if (zero < 2 || axis != kDp)
+    if (axis != kPp && (zero < 2 || axis != kDp))
       axes.push_back(axis);
   return axes;
+}
+
+bool Parallel::sharedByStages(const ParamSlot &p) {
+  return contains(p.partial, kPp);
 }
 
 GradientReduction Parallel::singleReduction(const ParamSlot &p) {
   std::vector<std::string> others = allReduceAxes(p);
   GradientReduction reduction;
-  // A sum over pipeline stages (tied embeddings) would start at different
-  // points of different stages' schedules: ranks could start two such
-  // collectives in different orders.
-  if (contains(p.partial, "pp"))
+  // A parameter shared by pipeline stages (tied embeddings): its chunks'
+  // copies add into one sum (interleaved schedules), which must be
+  // complete before it is reduced.
+  if (sharedByStages(p))
     return reduction;
   if (zero < 2) {
     reduction.comm = others.empty() ? nullptr : comms->group(others);
@@ -144,14 +149,24 @@ void Parallel::reduceGradient(const ParamSlot &p, const TensorView &g,
   });
 }
 
+void Parallel::sumOverStages(const ParamSlot &p, const TensorView &g,
+                             Stream &stream) {
+  Communicator *pp = comms->group({kPp});
+  if (!pp)
+    return;
+  timed(*comms, {kPp}, stream, [&] {
+    pp->allReduce(g.data, g.data, g.size(), g.dtype, stream);
+  });
+}
+
 /// The axes that split `p`'s local tensor from the global one (and pp: each
 /// pipeline rank holds other parameters).
 static std::vector<std::string> shardedAxes(const ParamSlot &p) {
   // Each pipeline rank holds its own stages' parameters, except copies on
   // every stage (a partial sum over pp, then whole on each).
   std::vector<std::string> axes;
-  if (std::find(p.partial.begin(), p.partial.end(), "pp") == p.partial.end())
-    axes.push_back("pp");
+  if (!Parallel::sharedByStages(p))
+    axes.push_back(kPp);
   for (const auto &dim : p.sharding)
     axes.insert(axes.end(), dim.begin(), dim.end());
   return axes;
@@ -283,6 +298,10 @@ void Parallel::gatherOverDp(const ParamSlot &p, const TensorView &flat,
 
 void GatheredParameters::acquire(Executor &executor, int slot) {
   const ParamSlot &p = *bySlot.at({&executor, slot});
+  if (!p.shard.data) {
+    executor.bindSlot(slot, p.value.data); // a chunk's copy
+    return;
+  }
   TensorView full = p.value;
   full.data = device.allocate(full.bytes(), MemoryKind::Parameters);
   parallel.gatherOverDp(p, full, p.shard, executor.stream());
@@ -290,10 +309,11 @@ void GatheredParameters::acquire(Executor &executor, int slot) {
 }
 
 void GatheredParameters::release(Executor &executor, int slot) {
+  const ParamSlot &p = *bySlot.at({&executor, slot});
   executor.stream().synchronize();
-  device.deallocate(executor.view(slot).data,
-                    bySlot.at({&executor, slot})->value.bytes(),
-                    MemoryKind::Parameters);
+  if (p.shard.data)
+    device.deallocate(executor.view(slot).data, p.value.bytes(),
+                      MemoryKind::Parameters);
   executor.bindSlot(slot, nullptr);
 }
 

@@ -26,6 +26,14 @@
 
 namespace bmrt {
 
+/// A further chunk of this rank (interleaved schedules) holding a copy of a
+/// parameter shared by pipeline stages: its slot reads the first chunk's
+/// memory (GatheredParameters), and its gradient adds into that one's sum.
+struct ChunkCopy {
+  int stage = 0, slot = -1;
+  TensorView grad;
+};
+
 /// One trained (or frozen) parameter and what the optimizer keeps for it.
 struct ParamSlot {
   std::string name;
@@ -47,6 +55,11 @@ struct ParamSlot {
   TensorView first, second;
   /// ZeRO 3: this rank's dp shard of the parameter, flat.
   TensorView shard;
+  /// The same parameter in this rank's other chunks (a parameter shared
+  /// by pipeline stages under an interleaved schedule).
+  std::vector<ChunkCopy> copies;
+  /// Gradients added to `accumulated` this step (the first starts it).
+  int added = 0;
 
   /// Where the local tensor lies in the global one.
   Shape global, offsets;
@@ -75,17 +88,19 @@ struct GradientReduction {
 
 class Parallel;
 
-/// ZeRO 3: the parameters live as dp shards; each is gathered into memory
-/// of its own before the instructions that read it and freed after them
-/// (Executor::releaseSlot).
+/// Parameter slots whose memory the executors gave up
+/// (Executor::releaseSlot): under ZeRO 3 the parameters live as dp shards,
+/// each gathered into memory of its own before the instructions that read
+/// it and freed after them; a chunk's copy of a parameter shared by
+/// pipeline stages (ChunkCopy) reads the parameter's one buffer on this
+/// rank (or, under ZeRO 3, is gathered from its one shard).
 class GatheredParameters : public SlotProvider {
 public:
   GatheredParameters(Parallel &parallel, Device &device)
       : parallel(parallel), device(device) {}
-  /// `p` (which must outlive this), a slot of `executor`, is gathered from
-  /// its shard on demand.
-  void add(const ParamSlot &p, const Executor &executor) {
-    bySlot[{&executor, p.slot}] = &p;
+  /// Slot `slot` of `executor` reads `p` (which must outlive this).
+  void add(const ParamSlot &p, const Executor &executor, int slot) {
+    bySlot[{&executor, slot}] = &p;
   }
   void acquire(Executor &executor, int slot) override;
   void release(Executor &executor, int slot) override;
@@ -112,14 +127,25 @@ public:
   /// data-parallel ranks (their gradients are averaged).
   double gradientDivisor(int64_t microBatches) const;
 
-  /// Sums `p`'s gradient `g` over its partial axes; under ZeRO 2 and 3
-  /// leaves only this rank's dp shard, in `shardOut` (chunk elements).
+  /// Sums `p`'s gradient `g` over its partial axes but pp; under ZeRO 2
+  /// and 3 leaves only this rank's dp shard, in `shardOut` (chunk
+  /// elements). Every axis but pp groups ranks of one pipeline rank, which
+  /// run the same schedule: this may run after any micro-batch.
   void reduceGradient(const ParamSlot &p, const TensorView &g,
                       const TensorView &shardOut, Stream &stream);
+  /// Whether `p` is held by several pipeline stages (tied embeddings), its
+  /// gradient a partial sum over pp.
+  static bool sharedByStages(const ParamSlot &p);
+  /// Sums such a `p`'s gradient `g` (as reduceGradient left it: the whole
+  /// tensor, or under ZeRO 2 and 3 this rank's dp shard) over pp. The
+  /// pipeline ranks reach it at different points of their schedules: call
+  /// it only once the pipeline has drained, for every such parameter in
+  /// the same order on every rank.
+  void sumOverStages(const ParamSlot &p, const TensorView &g, Stream &stream);
   /// `p`'s reduction when reduceGradient makes it one collective that can
   /// overlap the backward: an all-reduce over its partial axes, or under
   /// ZeRO 2 and 3 a reduce-scatter over dp of a gradient partial over dp
-  /// alone; none for a sum over pipeline stages.
+  /// alone; none for a parameter shared by pipeline stages.
   GradientReduction singleReduction(const ParamSlot &p);
   /// The gradients' squared norm over the whole job, each element counted
   /// once (`g` is the reduced gradient this rank holds: the whole local
@@ -152,8 +178,8 @@ public:
                               int64_t length);
 
 private:
-  /// The axes reduceGradient all-reduces `p`'s gradient over (under ZeRO 2
-  /// and 3 all but dp, which it reduce-scatters).
+  /// The axes reduceGradient all-reduces `p`'s gradient over (not pp;
+  /// under ZeRO 2 and 3 not dp, which it reduce-scatters).
   std::vector<std::string> allReduceAxes(const ParamSlot &p) const;
   bool ownsReplica(int rank, const std::vector<std::string> &sharded) const;
   /// All ranks (null for a job of one).

@@ -84,7 +84,6 @@ void Trainer::startPipeline() {
     failOnRankZero(world, "trainer.json lists pipeline stages but its "
                           "schedule is '" + config.schedule +
                               "'; expected gpipe, 1f1b or interleaved");
-  refuseSharedParametersUnderZero2();
   ScheduleSpec spec;
   spec.kind = *kind;
   spec.pp = first.meshAxisSize("pp");
@@ -97,23 +96,6 @@ void Trainer::startPipeline() {
   } catch (const Error &e) {
     failOnRankZero(world, e.what()); // a schedule every rank refuses alike
   }
-}
-
-/// Under ZeRO 2 and 3 each micro-batch's gradients are reduced as soon as
-/// its backward ends; a parameter held on several pipeline stages (tied
-/// embeddings) would also be summed over pp there, at points the stages
-/// reach in different orders, and the job would hang. Refused until those
-/// sums wait for the pipeline to drain.
-void Trainer::refuseSharedParametersUnderZero2() {
-  if (config.zero < 2)
-    return;
-  for (const ParamSlot &p : everyParam)
-    if (std::find(p.partial.begin(), p.partial.end(), "pp") != p.partial.end())
-      failOnRankZero(world,
-                     "ZeRO " + std::to_string(config.zero) +
-                         " with a parameter on several pipeline stages ('" +
-                         p.name + "', tied) is not supported yet; plan with "
-                                  "zero=0 or zero=1");
 }
 
 Feeder *Trainer::dataFeeder() const {
@@ -149,47 +131,85 @@ void Trainer::describeEveryParameter(const std::vector<std::string> &files) {
 void Trainer::bindParameters() {
   std::vector<HostTensor> initial = readSafetensors(config.parameters).tensors;
   for (size_t st = 0; st < stages.size(); ++st)
-  for (int slot : stages[st].program.slotsOf(SlotKind::Param)) {
-    const Program &program = stages[st].program;
-    Executor &executor = *stages[st].executor;
-    ParamSlot p;
-    p.name = program.slots[slot].name;
-    p.slot = slot;
-    p.stage = static_cast<int>(st);
-    p.ppRank = stages[st].virtualStage % first.meshAxisSize("pp");
-    p.value = executor.view(slot);
-    parallel.describe(p, program);
-    // params.safetensors holds the global tensor; this rank keeps its box.
-    TensorView global = p.value;
-    global.shape = p.global;
-    const HostTensor &found = requireTensor(
-        initial, p.name, global, "'" + config.parameters + "'", p.model);
-    std::vector<uint8_t> box;
-    copyBox(found.data.data(), p.global, p.offsets,
-            hostView(box, p.value.dtype, p.value.shape).data, p.value.shape,
-            Shape(p.value.shape.size(), 0), p.value.shape,
-            sizeOf(p.value.dtype));
-    device->copyToDevice(p.value.data, box.data(), p.value.bytes(), stream());
-    int grad = program.gradientOf(slot);
-    if (grad >= 0) {
-      p.grad = executor.view(grad);
-      allocateOptimizerState(p);
-    }
-    params.push_back(std::move(p));
-  }
+    for (int slot : stages[st].program.slotsOf(SlotKind::Param))
+      bindParameter(static_cast<int>(st), slot, initial);
   stream().synchronize();
-  // ZeRO 3: from now on each rank keeps its dp shard of every trained
-  // parameter; the executor gathers it for the instructions that read it.
-  for (ParamSlot &p : params)
+  for (ParamSlot &p : params) {
+    if (p.grad.data)
+      allocateOptimizerState(p);
+    if (p.grad.data && Parallel::sharedByStages(p))
+      sharedByStages.push_back(&p);
+  }
+  std::sort(sharedByStages.begin(), sharedByStages.end(),
+            [](const ParamSlot *a, const ParamSlot *b) {
+              return a->name < b->name;
+            });
+  releaseSlots();
+  device->resetPeaks();
+}
+
+/// Slot `slot` of stage `st`: a parameter, given this rank's box of its
+/// tensor in `initial`, or another chunk's copy of one bound before.
+void Trainer::bindParameter(int st, int slot,
+                            const std::vector<HostTensor> &initial) {
+  const Program &program = stages[st].program;
+  Executor &executor = *stages[st].executor;
+  int grad = program.gradientOf(slot);
+  auto held =
+      std::find_if(params.begin(), params.end(), [&](const ParamSlot &q) {
+        return q.name == program.slots[slot].name;
+      });
+  if (held != params.end()) {
+    BMRT_CHECK(program.slots[slot].shape == held->value.shape,
+               "parameter '" + held->name +
+                   "' has other shapes in two pipeline chunks of rank " +
+                   std::to_string(world.rank()));
+    held->copies.push_back(
+        {st, slot, grad >= 0 ? executor.view(grad) : TensorView()});
+    return;
+  }
+  ParamSlot p;
+  p.name = program.slots[slot].name;
+  p.slot = slot;
+  p.stage = st;
+  p.ppRank = stages[st].virtualStage % first.meshAxisSize("pp");
+  p.value = executor.view(slot);
+  parallel.describe(p, program);
+  // params.safetensors holds the global tensor; this rank keeps its box.
+  TensorView global = p.value;
+  global.shape = p.global;
+  const HostTensor &found = requireTensor(
+      initial, p.name, global, "'" + config.parameters + "'", p.model);
+  std::vector<uint8_t> box;
+  copyBox(found.data.data(), p.global, p.offsets,
+          hostView(box, p.value.dtype, p.value.shape).data, p.value.shape,
+          Shape(p.value.shape.size(), 0), p.value.shape,
+          sizeOf(p.value.dtype));
+  device->copyToDevice(p.value.data, box.data(), p.value.bytes(), stream());
+  if (grad >= 0)
+    p.grad = executor.view(grad);
+  params.push_back(std::move(p));
+}
+
+/// The parameter slots whose memory the executors give up: under ZeRO 3
+/// each rank keeps its dp shard of every trained parameter, gathered for
+/// the instructions that read it; a chunk's copy reads its parameter's one
+/// buffer (or shard) on this rank.
+void Trainer::releaseSlots() {
+  for (ParamSlot &p : params) {
     if (p.shard.data) {
       cpu::copy(stream(), Parallel::flatRange(p.value, p.begin, p.length),
                 Parallel::flatRange(p.shard, 0, p.length));
       stream().synchronize();
       stages[p.stage].executor->releaseSlot(p.slot, gathered);
       p.value.data = nullptr;
-      gathered.add(p, *stages[p.stage].executor);
+      gathered.add(p, *stages[p.stage].executor, p.slot);
     }
-  device->resetPeaks();
+    for (const ChunkCopy &copy : p.copies) {
+      stages[copy.stage].executor->releaseSlot(copy.slot, gathered);
+      gathered.add(p, *stages[copy.stage].executor, copy.slot);
+    }
+  }
 }
 
 void Trainer::allocateOptimizerState(ParamSlot &p) {
@@ -207,11 +227,13 @@ void Trainer::allocateOptimizerState(ParamSlot &p) {
     p.shard = buffer(MemoryKind::Parameters, stateShape);
   if (config.optimizer == "adamw")
     p.second = buffer(MemoryKind::OptimizerState, stateShape);
+  // Several gradients a step (micro-batches, chunks' copies) need a sum.
+  bool sums = config.microBatches > 1 || !p.copies.empty();
   if (config.zero >= 2) {
     p.accumulated = buffer(MemoryKind::Gradients, stateShape);
-    if (config.microBatches > 1 && shardTemp.size() < p.chunk)
+    if (sums && shardTemp.size() < p.chunk)
       shardTemp = buffer(MemoryKind::Gradients, stateShape);
-  } else if (config.microBatches > 1) {
+  } else if (sums) {
     p.accumulated = buffer(MemoryKind::Gradients, p.value.shape);
   }
 }
@@ -257,7 +279,8 @@ bool Trainer::armBuckets(int stage) {
 void Trainer::afterBackward(int stage, bool overlapped) {
   if (overlapped)
     buckets[stage]->finish();
-  accumulate(stage, backwards[stage]++, overlapped);
+  accumulate(stage, overlapped);
+  ++backwards[stage];
 }
 
 bool Trainer::reducedByBuckets(const ParamSlot &p) const {
@@ -283,36 +306,57 @@ double Trainer::runMicroBatch() {
   return loss;
 }
 
-/// Adds the gradients a stage's backward just wrote to its sums (with
-/// several micro-batches); under ZeRO 2 each micro-batch's gradient is
-/// reduce-scattered first. `overlapped`: the buckets did both for the
-/// gradients they cover.
-void Trainer::accumulate(int stage, int backwardsBefore, bool overlapped) {
+/// Adds the gradients a stage's backward just wrote to their sums (with
+/// several micro-batches, or a parameter in several of this rank's
+/// chunks). `overlapped`: the buckets did that for the gradients they
+/// cover.
+void Trainer::accumulate(int stage, bool overlapped) {
   for (ParamSlot &p : params) {
-    if (p.stage != stage || !p.grad.data || !p.accumulated.data)
+    if (!p.accumulated.data)
       continue;
-    if (overlapped && reducedByBuckets(p))
-      continue;
-    if (config.zero >= 2) {
-      TensorView into = backwardsBefore == 0 ? p.accumulated : shardTemp;
-      into.shape = {p.chunk};
-      parallel.reduceGradient(p, p.grad, into, stream());
-      if (backwardsBefore > 0)
-        cpu::binary(stream(), cpu::BinaryOp::Add, p.accumulated, into,
-                    p.accumulated);
-    } else if (backwardsBefore == 0) {
-      cpu::copy(stream(), p.grad, p.accumulated);
-    } else {
-      cpu::binary(stream(), cpu::BinaryOp::Add, p.accumulated, p.grad,
-                  p.accumulated);
-    }
+    if (p.stage == stage && p.grad.data && !(overlapped && reducedByBuckets(p)))
+      addGradient(p, p.grad);
+    for (const ChunkCopy &copy : p.copies)
+      if (copy.stage == stage && copy.grad.data)
+        addGradient(p, copy.grad);
   }
+}
+
+/// Adds `grad`, one backward's gradient of `p`, to p's sum (the step's
+/// first starts it); under ZeRO 2 and 3 reduce-scattered over dp first.
+void Trainer::addGradient(ParamSlot &p, const TensorView &grad) {
+  bool starts = p.added++ == 0;
+  if (config.zero >= 2) {
+    TensorView into = starts ? p.accumulated : shardTemp;
+    into.shape = {p.chunk};
+    parallel.reduceGradient(p, grad, into, stream());
+    if (!starts)
+      cpu::binary(stream(), cpu::BinaryOp::Add, p.accumulated, into,
+                  p.accumulated);
+  } else if (starts) {
+    cpu::copy(stream(), grad, p.accumulated);
+  } else {
+    cpu::binary(stream(), cpu::BinaryOp::Add, p.accumulated, grad,
+                p.accumulated);
+  }
+}
+
+/// Once the pipeline has drained, the gradients of parameters shared by
+/// pipeline stages summed over pp: by name, in one order on every rank,
+/// since each pipeline rank would reach a sum inside its schedule at
+/// another point (as Megatron-LM all-reduces tied embeddings' gradients
+/// after the data-parallel reduction).
+void Trainer::sumOverStages() {
+  for (ParamSlot *p : sharedByStages)
+    parallel.sumOverStages(*p, gradientOf(*p), stream());
 }
 
 StepReport Trainer::trainStep(int64_t step) {
   auto begin = std::chrono::steady_clock::now();
   double loss = 0;
   backwards.assign(stages.size(), 0);
+  for (ParamSlot &p : params)
+    p.added = 0;
   if (pipeline) {
     std::vector<char> overlapped(stages.size(), false);
     loss = pipeline->runStep(
@@ -330,6 +374,7 @@ StepReport Trainer::trainStep(int64_t step) {
     for (ParamSlot &p : params)
       if (p.grad.data && !reducedByBuckets(p))
         parallel.reduceGradient(p, gradientOf(p), {}, stream());
+  sumOverStages();
   loss = parallel.reduceLoss(loss, lossAxes, stream());
   BMRT_CHECK(std::isfinite(loss),
              "the loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +

@@ -73,7 +73,6 @@ private:
   void loadStages();
   void placeStage(Stage &stage, const std::string &source);
   void startPipeline();
-  void refuseSharedParametersUnderZero2();
   Stream &stream() { return device->computeStream(); }
   /// The feeder of the data (stage 0's), or null on ranks without it.
   Feeder *dataFeeder() const;
@@ -84,13 +83,17 @@ private:
     return bytes;
   }
   void bindParameters();
+  void bindParameter(int st, int slot, const std::vector<HostTensor> &initial);
+  void releaseSlots();
   void describeEveryParameter(const std::vector<std::string> &files);
   void startOverlap();
   bool armBuckets(int stage);
   void afterBackward(int stage, bool overlapped);
   bool reducedByBuckets(const ParamSlot &p) const;
   double runMicroBatch();
-  void accumulate(int stage, int backwardsBefore, bool overlapped);
+  void accumulate(int stage, bool overlapped);
+  void addGradient(ParamSlot &p, const TensorView &grad);
+  void sumOverStages();
   void allocateOptimizerState(ParamSlot &p);
   StepReport trainStep(int64_t step);
   void update(int64_t step, float lr, float gradScale);
@@ -124,10 +127,12 @@ private:
   /// The loss's class count, for the feeders of stages without the loss
   /// (0: each reads its own program's).
   int64_t lossClasses = 0;
-  /// Backwards run this step per stage (a stage's first one starts its
-  /// gradient sum).
+  /// Backwards run this step per stage (its buckets' first one starts
+  /// their sums).
   std::vector<int> backwards;
   std::vector<ParamSlot> params;
+  /// The trained parameters held by several pipeline stages, by name.
+  std::vector<ParamSlot *> sharedByStages;
   /// Every parameter of every stage, described (no memory): what a sharded
   /// checkpoint's manifest lists.
   std::vector<ParamSlot> everyParam;

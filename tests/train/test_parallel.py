@@ -139,20 +139,3 @@ def test_a_bad_plan_file_is_one_line(tmp_path, case):
                 "missing": "cannot read plan", "not-json": "malformed JSON"}[case]
     assert expected in lines[0]
 
-
-def test_zero2_with_a_tied_parameter_across_stages_is_refused(tmp_path):
-    # Under ZeRO 2 each micro-batch's gradients are reduced when its
-    # backward ends; GPT's tied embedding, held on the first and the last
-    # stage, would be summed over pp there too and the pipeline hung. Until
-    # that sum waits for the pipeline to drain, the trainer refuses the plan
-    # in one line on every rank count.
-    root = os.path.join(os.path.dirname(tool("bmc")), "..", "..")
-    out = str(tmp_path / "out")
-    run([tool("bmc"), "compile", os.path.join(root, "models", "onnx", "gpt3-tiny.onnx"),
-         "--gpus", "4", "--global-batch", "8", "--init", "random", "-o", out,
-         "--cluster", os.path.join(root, "tests", "data", "clusters", "slow-compute.yaml"),
-         "--fix", "dp=2,tp=1,pp=2,mb=2,schedule=1f1b,zero=2"])
-    result = mpirun(4, out, "--steps", "2", check=False)
-    assert result.returncode != 0
-    assert ("ZeRO 2 with a parameter on several pipeline stages ('wte.weight', tied) "
-            "is not supported yet") in result.stderr

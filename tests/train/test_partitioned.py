@@ -17,7 +17,12 @@ weights whose gradient is a sum that cancels (an embedding row summed over
 tokens of both dp halves): their error scales with the terms, not the
 sum. Measured worst: losses 9.4e-8 relative; weights 3.1e-6 absolute
 (moe-tiny, ep2: an embedding row), 3.6e-7 elsewhere. Each test prints
-its own (-s).
+its own (-s). A parameter on several pipeline stages (GPT's tied
+embedding) sums the same shares (embedding and output layer, over
+micro-batches, dp ranks and, under an interleaved schedule, a rank's
+chunks) in another order, also a rounding: gpt3-tiny under dp2 x pp2
+with ZeRO 2 and 3 and pp2 interleaved, losses 7.6e-8 relative, weights
+1.2e-7 absolute.
 """
 
 from __future__ import annotations
@@ -42,15 +47,15 @@ STEPS = 10
 
 
 def model_path(tmp_path_factory, model):
-    """The zoo's file, or for "vit-tiny-4l" the tiny ViT with four layers
+    """The zoo's file, or for "NAME-4l" the zoo's NAME with four layers
     (an interleaved schedule needs pp x v chunks of layers), built here."""
-    if model != "vit-tiny-4l":
+    if not model.endswith("-4l"):
         return os.path.join(MODELS, f"{model}.onnx")
-    path = os.path.join(str(tmp_path_factory.getbasetemp()), "vit-tiny-4l.onnx")
+    path = os.path.join(str(tmp_path_factory.getbasetemp()), f"{model}.onnx")
     if not os.path.exists(path):
         sys.path.insert(0, os.path.join(ROOT, "models"))
         import zoo
-        config = dataclasses.replace(zoo.BY_NAME["vit-tiny"], name="vit-tiny-4l",
+        config = dataclasses.replace(zoo.BY_NAME[model[:-len("-4l")]], name=model,
                                      layers=4)
         zoo.save(zoo.build(config), path)
     return path
@@ -74,15 +79,19 @@ def compile_for(tmp_path_factory, model, gpus, fix=None):
 
 # SGD's learning rate per model: as high as keeps ten steps stable (a
 # rounding then stays a rounding), high enough that they visibly train.
-LR = {"bert-tiny": "0.3", "gpt3-tiny": "0.3", "vit-tiny-4l": "0.3", "hf-gpt2-tiny": "0.3",
+LR = {"bert-tiny": "0.3", "gpt3-tiny": "0.3", "gpt3-tiny-4l": "0.3", "vit-tiny-4l": "0.3",
+      "hf-gpt2-tiny": "0.3",
       "moe-tiny": "0.3", "t5-tiny": "30", "vit-tiny": "0.3",
       "wresnet-tiny": "0.02"}
 
 
-def train(folder, ranks, tmp_path, name, lr):
-    log, ckpt = str(tmp_path / f"{name}.jsonl"), str(tmp_path / f"{name}.ckpt")
+def train(folder, ranks, tmp_path, name, lr, *flags, ckpt=None):
+    """`flags` added to a run of STEPS steps that logs and checkpoints into
+    `tmp_path` (or `ckpt`); returns rank 0's losses and the checkpoint's
+    weights."""
+    log, ckpt = str(tmp_path / f"{name}.jsonl"), ckpt or str(tmp_path / f"{name}.ckpt")
     args = [os.path.join(folder, "trainer"), "--steps", str(STEPS), "--lr", lr,
-            "--threads", "1", "--quiet", "--log", log, "--checkpoint", ckpt]
+            "--threads", "1", "--quiet", "--log", log, "--checkpoint", ckpt, *flags]
     if ranks > 1:
         args = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
                 "-x", "OMP_NUM_THREADS=1", "-x", "OPENBLAS_NUM_THREADS=1", *args]
@@ -95,6 +104,7 @@ _one_rank = {}
 
 
 def one_rank(tmp_path_factory, model):
+    """The one-rank run's folder, losses and weights."""
     if model not in _one_rank:
         tmp = tmp_path_factory.mktemp(f"{model}-one")
         folder = compile_for(tmp_path_factory, model, 1)
@@ -102,8 +112,22 @@ def one_rank(tmp_path_factory, model):
         start = read_safetensors(os.path.join(folder, "params.safetensors"))
         moved = max(float(np.max(np.abs(weights[k] - start[k]))) for k in weights)
         assert moved > 1e-3, f"{model}: ten steps moved no weight: a vacuous check"
-        _one_rank[model] = losses, weights
+        _one_rank[model] = folder, losses, weights
     return _one_rank[model]
+
+
+_parallel = {}
+
+
+def parallel_run(tmp_path_factory, model, gpus, fix):
+    """The plan's folder and its ten straight steps' losses and weights."""
+    key = (model, gpus, fix)
+    if key not in _parallel:
+        folder = compile_for(tmp_path_factory, model, gpus, fix)
+        tmp = tmp_path_factory.mktemp(f"{model}-{gpus}-run")
+        _parallel[key] = (folder, *train(folder, gpus, tmp, "parallel",
+                                         LR.get(model, "10")))
+    return _parallel[key]
 
 
 PLANS = [
@@ -117,6 +141,13 @@ PLANS = [
     ("vit-tiny-4l", 2, "dp=1,tp=1,pp=2,v=2,mb=2,schedule=interleaved"),
     ("llama2-tiny", 4, "dp=1,tp=2,pp=2,mb=2,schedule=1f1b"),
     ("gpt3-tiny", 4, "dp=1,tp=2,pp=2,mb=2,schedule=gpipe"),
+    # GPT's embedding tied to its output layer, held on both pipeline
+    # stages: its gradient summed over pp once the pipeline drains, under
+    # ZeRO 2 and 3 too, and under the interleaved schedule from the copies
+    # of each rank's two chunks first.
+    ("gpt3-tiny", 4, "dp=2,tp=1,pp=2,mb=2,schedule=1f1b,zero=2"),
+    ("gpt3-tiny", 4, "dp=2,tp=1,pp=2,mb=2,schedule=1f1b,zero=3"),
+    ("gpt3-tiny-4l", 2, "dp=1,tp=1,pp=2,v=2,mb=2,schedule=interleaved"),
     ("bert-tiny", 2, "dp=1,tp=1,pp=2,mb=2,schedule=1f1b"),
     ("vit-tiny", 2, "dp=1,tp=1,pp=2,mb=2,schedule=gpipe"),
     ("vit-tiny", 4, "dp=1,tp=2,pp=2,mb=4,schedule=1f1b"),
@@ -155,23 +186,31 @@ PIPELINED = ["gpt3-tiny", "hf-gpt2-tiny", "bert-tiny", "vit-tiny", "llama2-tiny"
 PIPE_SHAPES = [(2, "dp=1,tp=1,pp=2,mb=2,schedule=1f1b"),
                (2, "dp=1,tp=1,pp=2,mb=2,schedule=gpipe"),
                (4, "dp=1,tp=2,pp=2,mb=2,schedule=1f1b"),
-               (4, "dp=2,tp=1,pp=2,mb=2,schedule=1f1b,zero=1")]
+               (4, "dp=2,tp=1,pp=2,mb=2,schedule=1f1b,zero=1"),
+               (4, "dp=2,tp=1,pp=2,mb=2,schedule=1f1b,zero=3")]
 if os.environ.get("BMC_TEST_FULL"):
     PLANS = sorted(set(PLANS) | {(m, n, f) for m in FULL_MODELS for n, f in FULL_SHAPES}
                    | {(m, n, f) for m in PIPELINED for n, f in PIPE_SHAPES}
-                   | {("moe-tiny", 4, "dp=4,ep=2,tp=1,pp=1")}, key=str)
+                   | {("moe-tiny", 4, "dp=4,ep=2,tp=1,pp=1")}
+                   | {("gpt3-tiny-4l", 4, f"dp=2,tp=1,pp=2,v=2,mb=2,schedule=interleaved,zero={z}")
+                      for z in (2, 3)}, key=str)
 
 
 @pytest.mark.skipif(MPIRUN is None, reason="needs mpirun")
 @pytest.mark.parametrize("model,gpus,fix", PLANS,
                          ids=[f"{m}-{f or 'planned'}" for m, _, f in PLANS])
-def test_partitioned_step_matches_one_rank(tmp_path_factory, tmp_path, model, gpus, fix):
-    want_losses, want_weights = one_rank(tmp_path_factory, model)
-    losses, weights = train(compile_for(tmp_path_factory, model, gpus, fix), gpus,
-                            tmp_path, "parallel", LR.get(model, "10"))
+def test_partitioned_step_matches_one_rank(tmp_path_factory, model, gpus, fix):
+    _, want_losses, want_weights = one_rank(tmp_path_factory, model)
+    _, losses, weights = parallel_run(tmp_path_factory, model, gpus, fix)
     assert len(losses) == STEPS
-    print(f"{model} {fix}: losses {losses[0]:.4f} -> {losses[-1]:.4f}, worst relative "
-          f"difference {np.max(np.abs(losses - want_losses) / np.abs(want_losses)):.2e}")
+    print(f"{model} {fix}: losses {losses[0]:.4f} -> {losses[-1]:.4f}")
+    assert_matches(losses, weights, want_losses, want_weights)
+
+
+def assert_matches(losses, weights, want_losses, want_weights):
+    """Losses and weights within the tolerance above; prints the worst."""
+    print(f"  losses: worst relative difference "
+          f"{np.max(np.abs(losses - want_losses) / np.abs(want_losses)):.2e}")
     np.testing.assert_allclose(losses, want_losses, rtol=LOSS_RTOL)
     assert weights.keys() == want_weights.keys()
     worst = 0.0
@@ -219,3 +258,33 @@ def test_a_checkpoint_moves_between_plans(tmp_path_factory, tmp_path, gpus, fix)
     straight = [r["loss"] for r in read_log(straight_log) if r.get("rank", 0) == 0]
     assert len(resumed) == 5
     np.testing.assert_allclose(resumed, straight[5:], rtol=LOSS_RTOL)
+
+
+# Plans holding a parameter on several pipeline stages (GPT's tied
+# embedding) checkpoint it once: 5 steps, then 5 resumed on the same plan,
+# give the ten straight steps bit for bit (the same sums in the same
+# order); the same checkpoint resumed on one rank gives the one-rank run's
+# last five losses and weights within the tolerance above.
+TIED = [("gpt3-tiny", 4, "dp=2,tp=1,pp=2,mb=2,schedule=1f1b,zero=2"),
+        ("gpt3-tiny", 4, "dp=2,tp=1,pp=2,mb=2,schedule=1f1b,zero=3"),
+        ("gpt3-tiny-4l", 2, "dp=1,tp=1,pp=2,v=2,mb=2,schedule=interleaved")]
+
+
+@pytest.mark.skipif(MPIRUN is None, reason="needs mpirun")
+@pytest.mark.parametrize("model,gpus,fix", TIED, ids=[f"{m}-{f}" for m, _, f in TIED])
+def test_a_tied_parameter_resumes(tmp_path_factory, tmp_path, model, gpus, fix):
+    folder, straight_losses, straight_weights = parallel_run(tmp_path_factory, model,
+                                                             gpus, fix)
+    ckpt, lr = str(tmp_path / "ckpt"), LR[model]
+    train(folder, gpus, tmp_path, "first", lr, "--stop-at", "5", ckpt=ckpt)
+    moved = str(tmp_path / "moved")
+    shutil.copytree(ckpt, moved)
+    losses, weights = train(folder, gpus, tmp_path, "resumed", lr, "--resume", ckpt=ckpt)
+    np.testing.assert_array_equal(losses, straight_losses[5:])
+    assert weights.keys() == straight_weights.keys()
+    for name, value in weights.items():
+        np.testing.assert_array_equal(value, straight_weights[name], err_msg=name)
+    one_folder, want_losses, want_weights = one_rank(tmp_path_factory, model)
+    losses, weights = train(one_folder, 1, tmp_path, "one", lr, "--resume", ckpt=moved)
+    print(f"{model} {fix} resumed on one rank:")
+    assert_matches(losses, weights, want_losses[5:], want_weights)

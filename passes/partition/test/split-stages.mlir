@@ -103,3 +103,48 @@ func.func @main(
 // CHECK: %[[TABLE:[0-9]+]] = bm.slice
 // CHECK: bm.mul %{{[0-9]+}}, %[[TABLE]]
 // CHECK: bm.slice_grad
+
+// -----
+
+// Interleaved (two chunks per pipeline rank): a weight read on the first
+// and the last virtual stage is held by every chunk, each returning its
+// share of the gradient (zeros on the chunks that read none) as a partial
+// sum over "pp"; the trainer adds the shares of a rank's chunks before
+// summing over pp.
+
+bm.mesh @mesh = <["pp"=2]>
+func.func @main(
+    %x: tensor<4x8xf32> {bm.kind = "input", bm.name = "x",
+                         bm.sharding = #bm.sharding<@mesh, [{}, {}]>},
+    %w: tensor<8x8xf32> {bm.kind = "parameter", bm.name = "w",
+                         bm.sharding = #bm.sharding<@mesh, [{}, {}]>},
+    %w1: tensor<8x8xf32> {bm.kind = "parameter", bm.name = "w1",
+                          bm.sharding = #bm.sharding<@mesh, [{}, {}]>},
+    %w2: tensor<8x8xf32> {bm.kind = "parameter", bm.name = "w2",
+                          bm.sharding = #bm.sharding<@mesh, [{}, {}]>})
+    -> tensor<4x8xf32> {
+  %h0 = bm.matmul %x, %w {bm.stage = 0 : i64, bm.virtual_stage = 0 : i64} : tensor<4x8xf32>, tensor<8x8xf32>
+  %h1 = bm.matmul %h0, %w1 {bm.stage = 1 : i64, bm.virtual_stage = 1 : i64} : tensor<4x8xf32>, tensor<8x8xf32>
+  %h2 = bm.matmul %h1, %w2 {bm.stage = 0 : i64, bm.virtual_stage = 2 : i64} : tensor<4x8xf32>, tensor<8x8xf32>
+  %h3 = bm.matmul %h2, %w {bm.stage = 1 : i64, bm.virtual_stage = 3 : i64} : tensor<4x8xf32>, tensor<8x8xf32>
+  return %h3 : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @stage_0
+// CHECK-SAME: bm.name = "w"
+// CHECK-SAME: -> (tensor<8x8xf32> {bm.grad_of = "w", bm.partial = ["pp"]}, tensor<4x8xf32> {bm.kind = "send"
+// CHECK: bm.matmul
+// CHECK-LABEL: func.func @stage_1
+// CHECK-SAME: bm.name = "w"
+// CHECK-SAME: tensor<8x8xf32> {bm.grad_of = "w", bm.partial = ["pp"]}
+// CHECK: %[[ZERO1:[0-9]+]] = bm.constant dense<0.000000e+00> : tensor<8x8xf32>
+// CHECK: return %{{[0-9]+}}, %[[ZERO1]],
+// CHECK-LABEL: func.func @stage_2
+// CHECK-SAME: bm.name = "w"
+// CHECK-SAME: tensor<8x8xf32> {bm.grad_of = "w", bm.partial = ["pp"]}
+// CHECK: %[[ZERO2:[0-9]+]] = bm.constant dense<0.000000e+00> : tensor<8x8xf32>
+// CHECK: return %{{[0-9]+}}, %[[ZERO2]],
+// CHECK-LABEL: func.func @stage_3
+// CHECK-SAME: bm.name = "w"
+// CHECK-SAME: tensor<8x8xf32> {bm.grad_of = "w", bm.partial = ["pp"]}
+// CHECK: bm.cross_entropy_grad
