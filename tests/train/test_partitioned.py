@@ -148,6 +148,9 @@ PLANS = [
     ("gpt3-tiny", 4, "dp=2,tp=1,pp=2,mb=2,schedule=1f1b,zero=2"),
     ("gpt3-tiny", 4, "dp=2,tp=1,pp=2,mb=2,schedule=1f1b,zero=3"),
     ("gpt3-tiny-4l", 2, "dp=1,tp=1,pp=2,v=2,mb=2,schedule=interleaved"),
+    # The planner's choice with two stages on four ranks (today tp2 x pp2,
+    # interleaved, the stream split over tp between blocks).
+    ("gpt3-tiny-4l", 4, "pp=2"),
     ("bert-tiny", 2, "dp=1,tp=1,pp=2,mb=2,schedule=1f1b"),
     ("vit-tiny", 2, "dp=1,tp=1,pp=2,mb=2,schedule=gpipe"),
     ("vit-tiny", 4, "dp=1,tp=2,pp=2,mb=4,schedule=1f1b"),
