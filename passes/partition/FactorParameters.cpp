@@ -37,6 +37,10 @@ public:
       kept = collectBroadcast(add, dim);
     else if (auto matmul = dyn_cast<MatMulOp>(def))
       kept = collectWeightColumns(matmul, dim);
+    else if (auto gemm = dyn_cast<GemmOp>(def))
+      kept = collectGemmColumns(gemm, dim);
+    else if (auto reshape = dyn_cast<ReshapeOp>(def))
+      kept = collectRowsRegrouped(reshape, dim);
     if (!kept)
       return false;
     values.push_back({value, dim});
@@ -58,7 +62,7 @@ private:
       return false;
     const ValueSharding &sharding = state[value];
     return !sharding.isPartial() && dim < sharding.dims.size() &&
-           sharding.dims[dim] == want.axes;
+           sharding.dims[dim] == want.axes();
   }
 
   /// Every op that read `value` before `reader` is one the chain rewrites
@@ -106,6 +110,32 @@ private:
     return collect(matmul->getOperand(1), weight.getRank() - 1);
   }
 
+  /// A gemm's result columns are op(B)'s, its bias (C) broadcast or
+  /// laid out like the result.
+  bool collectGemmColumns(GemmOp gemm, size_t dim) {
+    if (dim != 1)
+      return false;
+    if (!collect(gemm.getB(), gemm.getTransB() ? 0 : 1))
+      return false;
+    Value bias = gemm.getC();
+    if (!bias)
+      return true;
+    auto type = cast<RankedTensorType>(bias.getType());
+    int64_t d = static_cast<int64_t>(dim) - (2 - type.getRank());
+    return d < 0 || type.getDimSize(d) == 1 || collect(bias, d);
+  }
+
+  /// A reshape that regroups only the dims before the last keeps the
+  /// columns (HF GPT-2's Conv1D: rows flattened around the product).
+  bool collectRowsRegrouped(ReshapeOp reshape, size_t dim) {
+    auto in = cast<RankedTensorType>(reshape->getOperand(0).getType());
+    auto out = cast<RankedTensorType>(reshape.getType());
+    if (static_cast<int64_t>(dim) != out.getRank() - 1 ||
+        in.getShape().back() != out.getShape().back())
+      return false;
+    return collect(reshape->getOperand(0), in.getRank() - 1);
+  }
+
   StridedDim layoutAt(size_t dim) const {
     StridedDim layout = want;
     layout.dim = dim;
@@ -124,9 +154,8 @@ private:
     shape.append(model.getShape().begin() + dim + 1, model.getShape().end());
     ValueSharding modelSharding = state[param], view = modelSharding;
     view.dims.erase(view.dims.begin() + dim);
-    view.dims.insert(view.dims.begin() + dim, want.factorSizes.size(),
-                     AxisList{});
-    view.dims[dim + want.split] = want.axes;
+    view.dims.insert(view.dims.begin() + dim, want.factorAxes.begin(),
+                     want.factorAxes.end());
 
     // Read right before its first reader, and placed as it is (codegen's
     // layers, pipeline stages).

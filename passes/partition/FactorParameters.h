@@ -25,7 +25,8 @@ namespace mlir::bm {
 /// partitioned) by storing the parameters it comes from factored: `value`
 /// is computed, column by column along that dim, from parameters through
 /// ops that keep the columns apart (a product's weight columns, a
-/// broadcast bias), and no op before `reader` but those reads any of it.
+/// broadcast bias, a reshape of the rows only), and no op before `reader`
+/// but those reads any of it.
 /// If so, factors those parameters, records the values strided and
 /// returns what now holds `value` (its reshape where it is a parameter);
 /// else returns null.

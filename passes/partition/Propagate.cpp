@@ -156,10 +156,12 @@ private:
         for (int f : factors)
           sizes.push_back(rule.factorSizes[f]);
         if (sizes == have.factorSizes) {
-          assign(factors[have.split], have.axes);
+          for (auto [k, f] : llvm::enumerate(factors))
+            if (!have.factorAxes[k].empty())
+              assign(f, have.factorAxes[k]);
         } else if (factors.size() == 1) {
-          assign(factors[0], have.axes);
-          if (factorAxes[factors[0]] == have.axes)
+          assign(factors[0], have.axes());
+          if (factorAxes[factors[0]] == have.axes())
             layoutOf[factors[0]] = have;
         }
       }
@@ -238,19 +240,14 @@ private:
         dim.dim = d;
         strided.push_back(dim);
       }
-      AxisList axes;
-      for (auto [k, f] : llvm::enumerate(factors)) {
-        if (factorAxes[f].empty())
-          continue;
-        axes = factorAxes[f];
-        if (k == 0)
-          continue;
-        StridedDim dim{d, {}, k, axes};
-        for (int g : factors)
-          dim.factorSizes.push_back(rule.factorSizes[g]);
-        strided.push_back(dim);
+      StridedDim merged{d, {}, {}};
+      for (int f : factors) {
+        merged.factorSizes.push_back(rule.factorSizes[f]);
+        merged.factorAxes.push_back(factorAxes[f]);
       }
-      sharding.dims.push_back(axes);
+      if (factors.size() > 1 && !merged.contiguous(state.mesh))
+        strided.push_back(merged);
+      sharding.dims.push_back(merged.axes());
     }
     return sharding;
   }

@@ -5,6 +5,7 @@
 #include "bm/BmOps.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace mlir::bm {
 
@@ -145,7 +146,7 @@ FailureOr<Value> reshardValue(OpBuilder &b, Location loc, Value value,
     return a.dim > b.dim;
   });
   for (const StridedDim &dim : strided) {
-    if (dim.dim < to.dims.size() && to.dims[dim.dim] == dim.axes)
+    if (dim.dim < to.dims.size() && to.dims[dim.dim] == dim.axes())
       continue;
     FailureOr<Value> whole = fromStrided(b, loc, value, dim, state);
     if (failed(whole))
@@ -168,21 +169,30 @@ FailureOr<Value> reshardValue(OpBuilder &b, Location loc, Value value,
 namespace {
 
 /// `value` (global type) with dim `dim.dim` seen as its factors, labelled
-/// like `sharding` with the dim's axes on the split factor.
+/// like `sharding` with the factors split as `dim` says where `split`, else
+/// whole.
 Value splitDim(OpBuilder &b, Location loc, Value value, const StridedDim &dim,
-               ValueSharding sharding, ShardingState &state) {
+               ValueSharding sharding, bool split, ShardingState &state) {
   auto type = cast<RankedTensorType>(value.getType());
   SmallVector<int64_t> shape(type.getShape().take_front(dim.dim));
   shape.append(dim.factorSizes.begin(), dim.factorSizes.end());
   shape.append(type.getShape().begin() + dim.dim + 1, type.getShape().end());
-  Value split = ReshapeOp::create(b, loc, type.clone(shape), value);
-  AxisList whole = sharding.dims[dim.dim];
+  Value factored = ReshapeOp::create(b, loc, type.clone(shape), value);
   sharding.dims.erase(sharding.dims.begin() + dim.dim);
   sharding.dims.insert(sharding.dims.begin() + dim.dim,
                        dim.factorSizes.size(), AxisList{});
-  sharding.dims[dim.dim + dim.split] = whole;
-  state.of[split] = sharding;
-  return split;
+  if (split)
+    for (size_t i = 0; i < dim.factorAxes.size(); ++i)
+      sharding.dims[dim.dim + i] = dim.factorAxes[i];
+  state.of[factored] = sharding;
+  return factored;
+}
+
+/// `sharding` of the factored value with the dim's factors whole.
+ValueSharding factorsWhole(ValueSharding sharding, const StridedDim &dim) {
+  for (size_t i = 0; i < dim.factorSizes.size(); ++i)
+    sharding.dims[dim.dim + i].clear();
+  return sharding;
 }
 
 /// The merged form of a value `splitDim` made, labelled like `like`.
@@ -200,10 +210,9 @@ Value mergeDim(OpBuilder &b, Location loc, Value split, Type type,
 FailureOr<Value> fromStrided(OpBuilder &b, Location loc, Value value,
                              const StridedDim &dim, ShardingState &state) {
   ValueSharding label = state[value];
-  Value split = splitDim(b, loc, value, dim, label, state);
-  ValueSharding whole = state[split];
-  whole.dims[dim.dim + dim.split].clear();
-  FailureOr<Value> gathered = reshardValue(b, loc, split, whole, state);
+  Value split = splitDim(b, loc, value, dim, label, /*split=*/true, state);
+  FailureOr<Value> gathered =
+      reshardValue(b, loc, split, factorsWhole(state[split], dim), state);
   if (failed(gathered))
     return failure();
   label.dims[dim.dim].clear();
@@ -216,18 +225,53 @@ FailureOr<Value> fromStrided(OpBuilder &b, Location loc, Value value,
   return merged;
 }
 
+/// The contiguous split of a dim over `axes` seen per factor: the axes
+/// fill the factors major to minor (a factor takes axes while their
+/// devices divide it), or none where they do not fit.
+std::optional<StridedDim> contiguousFactors(const StridedDim &like,
+                                            const AxisList &axes,
+                                            MeshAttr mesh) {
+  StridedDim dim = like;
+  size_t next = 0;
+  for (size_t i = 0; i < dim.factorSizes.size(); ++i) {
+    dim.factorAxes[i].clear();
+    int64_t left = dim.factorSizes[i];
+    while (next < axes.size() && left % groupSize(mesh, {axes[next]}) == 0) {
+      left /= groupSize(mesh, {axes[next]});
+      dim.factorAxes[i].push_back(axes[next++]);
+    }
+    if (next < axes.size() && left > 1 && !dim.factorAxes[i].empty())
+      return std::nullopt; // a factor partly split, the next one too
+  }
+  if (next != axes.size() || !dim.contiguous(mesh))
+    return std::nullopt;
+  return dim;
+}
+
 FailureOr<Value> toStrided(OpBuilder &b, Location loc, Value value,
                            const StridedDim &dim, const ValueSharding &want,
                            ShardingState &state) {
+  // From the contiguous split seen per factor, where it is one: each factor
+  // then moves on its own (often a slice); else from the whole dim.
   ValueSharding whole = state[value];
-  whole.dims[dim.dim].clear();
-  FailureOr<Value> gathered = reshardValue(b, loc, value, whole, state);
-  if (failed(gathered))
+  std::optional<StridedDim> have =
+      contiguousFactors(dim, whole.dims[dim.dim], state.mesh);
+  FailureOr<Value> source = value;
+  if (!have) {
+    whole.dims[dim.dim].clear();
+    source = reshardValue(b, loc, value, whole, state);
+  }
+  if (failed(source))
     return failure();
-  Value split = splitDim(b, loc, *gathered, dim, whole, state);
-  ValueSharding sliced = state[split];
-  sliced.dims[dim.dim + dim.split] = dim.axes;
-  FailureOr<Value> share = reshardValue(b, loc, split, sliced, state);
+  Value factored = have ? splitDim(b, loc, *source, *have, whole,
+                                   /*split=*/true, state)
+                        : splitDim(b, loc, *source, dim, whole,
+                                   /*split=*/false, state);
+  whole.dims[dim.dim].clear();
+  ValueSharding sliced = state[factored];
+  for (size_t i = 0; i < dim.factorAxes.size(); ++i)
+    sliced.dims[dim.dim + i] = dim.factorAxes[i];
+  FailureOr<Value> share = reshardValue(b, loc, factored, sliced, state);
   if (failed(share))
     return failure();
   ValueSharding label = whole;
@@ -256,6 +300,17 @@ FailureOr<Value> destrided(OpBuilder &b, Location loc, Value value,
     value = *whole;
   }
   return value;
+}
+
+bool StridedDim::contiguous(MeshAttr mesh) const {
+  bool partlyHeld = false;
+  for (size_t i = 0; i < factorSizes.size(); ++i) {
+    int64_t devices = groupSize(mesh, factorAxes[i]);
+    if (partlyHeld && devices > 1)
+      return false;
+    partlyHeld |= factorSizes[i] / devices > 1;
+  }
+  return true;
 }
 
 Value scaledValue(OpBuilder &b, Location loc, Value value, double factor,

@@ -11,21 +11,32 @@
 namespace mlir::bm {
 
 /// A dim merged from several factors (a fused projection [.., 3 x 64]
-/// read as three [.., 64]) whose split factor is not the major one: one
-/// device's share is strided in the merged dim. A value whose sharding
-/// splits `dim` over `axes` may hold that strided share instead of the
-/// contiguous one; ShardingState records which layout it holds.
+/// read as three [.., 64]; a batch and a sequence flattened into rows)
+/// whose splits do not give each device a contiguous block: one device's
+/// share is strided in the merged dim. A value whose sharding splits `dim`
+/// over `axes()` may hold that strided share instead of the contiguous one;
+/// ShardingState records which layout it holds.
 struct StridedDim {
   size_t dim;
   SmallVector<int64_t> factorSizes;
-  /// The factor `axes` split.
-  size_t split;
-  AxisList axes;
+  /// Per factor, the mesh axes that split it.
+  SmallVector<AxisList> factorAxes;
 
+  /// The dim's axes, major to minor: what its sharding lists.
+  AxisList axes() const {
+    AxisList all;
+    for (const AxisList &axes : factorAxes)
+      all.insert(all.end(), axes.begin(), axes.end());
+    return all;
+  }
+  /// Whether each device's share is a contiguous block after all (then the
+  /// dim's sharding describes it): every factor after the first that a
+  /// device holds more than one index of is whole.
+  bool contiguous(MeshAttr mesh) const;
   /// The same layout (at any dim).
   bool sameLayout(const StridedDim &other) const {
-    return factorSizes == other.factorSizes && split == other.split &&
-           axes == other.axes;
+    return factorSizes == other.factorSizes &&
+           factorAxes == other.factorAxes;
   }
 };
 

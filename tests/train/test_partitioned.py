@@ -162,6 +162,8 @@ PLANS = [
     ("llama2-tiny", 2, "dp=1,tp=2,pp=1,recompute=full"),
     ("llama2-tiny", 2, "dp=1,tp=2,pp=1,recompute=selective"),
     ("llama2-tiny", 2, "dp=1,tp=2,pp=1,stream=sequence"),
+    # Conv1D's flattened rows, strided under sequence parallelism.
+    ("hf-gpt2-tiny", 4, "dp=2,tp=2,pp=1,stream=sequence"),
     ("bert-tiny", 2, "dp=1,tp=2,pp=1"),
     ("bert-tiny", 4, "dp=2,tp=2,pp=1"),
     ("t5-tiny", 2, "dp=1,tp=2,pp=1"),

@@ -136,3 +136,41 @@ func.func @main(
 // CHECK: bm.mul %[[DL]], %{{.*}} : tensor<4x5xf32>, tensor<f32>
 // CHECK-NOT: bm.all_
 // CHECK: return %[[LOSS]]
+
+// -----
+
+// Rows flattened from a batch split over dp (2 of 4 per device) and a
+// sequence split over tp (sequence parallelism), as HF GPT-2's Conv1D
+// does: each device's rows are strided in the merged dim (two runs of 4),
+// which a row-parallel product keeps, and the reshape back lines them up
+// again. No collective moves them.
+
+bm.mesh @mesh = <["dp"=2, "tp"=2]>
+func.func @main(
+    %x: tensor<4x8x6xf32> {bm.kind = "input", bm.name = "x",
+                           bm.sharding = #bm.sharding<@mesh, [{"dp"}, {"tp"}, {}]>},
+    %w: tensor<6x6xf32> {bm.kind = "parameter", bm.name = "w"})
+    -> tensor<4x8x6xf32> {
+  %rows = bm.reshape %x {
+      bm.sharding = [#bm.sharding<@mesh, [{"dp", "tp"}, {}]>],
+      bm.operand_sharding = [#bm.sharding<@mesh, [{"dp"}, {"tp"}, {}]>]}
+      : tensor<4x8x6xf32> -> tensor<32x6xf32>
+  %y = bm.matmul %rows, %w {
+      bm.sharding = [#bm.sharding<@mesh, [{"dp", "tp"}, {}]>],
+      bm.operand_sharding = [#bm.sharding<@mesh, [{"dp", "tp"}, {}]>,
+                             #bm.sharding<@mesh, [{}, {}]>]}
+      : tensor<32x6xf32>, tensor<6x6xf32>
+  %back = bm.reshape %y {
+      bm.sharding = [#bm.sharding<@mesh, [{"dp"}, {"tp"}, {}]>],
+      bm.operand_sharding = [#bm.sharding<@mesh, [{"dp", "tp"}, {}]>]}
+      : tensor<32x6xf32> -> tensor<4x8x6xf32>
+  return %back : tensor<4x8x6xf32>
+}
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-NOT: bm.all_gather
+// CHECK-NOT: bm.all_to_all
+// CHECK: %[[ROWS:.*]] = bm.reshape %{{.*}} : tensor<2x4x6xf32> -> tensor<8x6xf32>
+// CHECK: %[[Y:.*]] = bm.matmul %[[ROWS]], %{{.*}} : tensor<8x6xf32>, tensor<6x6xf32>
+// CHECK: bm.reshape %[[Y]] : tensor<8x6xf32> -> tensor<2x4x6xf32>
+// CHECK: bm.cross_entropy
