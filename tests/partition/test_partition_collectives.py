@@ -3,16 +3,23 @@
 For tiny zoo models and a full-size GPT-3 (1.3B, shapes only) planned on
 dp=2 x tp=2 (over a cluster of slow devices,
 so that the planner does split them over tp), bm-partition must reduce
-exactly where the plan does: every all-reduce and reduce-scatter, by mesh
-axis and phase, as many times per step as the plan counts; and the
-data-parallel reduction of the gradients, which the plan prices as a step
-collective, is left to the trainer (the gradients leave the step as partial
-sums over dp). The all-gathers are printed beside the plan's, not asserted
-equal yet: the partition adds the loss's own gather of vocabulary-split
-logits (the planner does not price the loss), the gathers around a fused
-QKV projection split by heads (a strided share, gathered and sliced again
-where Megatron permutes the weight's columns instead), and gathers of
-gradients that the plan sends back to a replicated producer.
+and gather exactly where the plan does: every all-reduce and
+reduce-scatter over tp, by phase, and every forward all-gather over tp
+(the vocabulary-parallel loss's statistics included), as many times per
+micro-batch as the plan counts; and the data-parallel reduction of the
+gradients, which the plan prices as a step collective, is left to the
+trainer (the gradients leave the step as partial sums over dp).
+
+Backward all-gathers and all-to-alls match too, except where a parameter
+is read in two layouts: an embedding table tied to the LM head is stored
+as one reader wants it and resharded for the other every step (an
+all-to-all each way: GPT, BERT; T5 and the MoE model gather the table's
+gradient of the head to add it to the embedding's), which the planner does
+not price; GPT-3 1.3B's embedding output, resharded once for each of its
+two readers (and its gradient once per path) where the plan counts one;
+and ViT's class token, whose gradient is gathered over dp
+(KNOWN_EXTRA lists each; a plan that prices them, or a partition that
+avoids them, makes this test fail until the entry goes).
 """
 import json
 import os
@@ -28,6 +35,18 @@ from collectives import plan_collectives, step_collectives  # noqa: E402
 
 BIN = os.path.join(ROOT, "build", "bin")
 CLUSTER = os.path.join(ROOT, "tests", "data", "clusters", "slow-compute.yaml")
+# Collectives the partition runs beyond the plan's, per micro-batch (see
+# the module's docstring).
+KNOWN_EXTRA = {
+    "bert-tiny": {("all_to_all", "tp", "forward"): 1, ("all_to_all", "tp", "backward"): 1},
+    "gpt3-tiny": {("all_to_all", "tp", "forward"): 1, ("all_to_all", "tp", "backward"): 1},
+    "gpt3-1.3b": {("all_to_all", "tp", "forward"): 2, ("all_to_all", "tp", "backward"): 2},
+    "t5-tiny": {("all_gather", "tp", "backward"): 1},
+    "moe-tiny": {("all_gather", "tp", "backward"): 1},
+    "vit-tiny": {("all_gather", "dp", "backward"): 1},
+}
+
+
 def pipeline(recompute):
     return ("builtin.module(func.func(bm-fuse-gelu,bm-insert-reshards),"
             f"bm-autodiff{{recompute={recompute}}},bm-partition)")
@@ -57,10 +76,12 @@ def test_partition_reduces_where_the_plan_does(model, tmp_path):
     assert any(axis == "tp" for _, axis, _ in want), "the plan uses no tp"
     for key in sorted(set(got) | set(want)):
         print(key, "plan", want.get(key, 0), "partitioned", got.get(key, 0))
-    for kind in ("all_reduce", "reduce_scatter"):
+    for kind in ("all_reduce", "reduce_scatter", "all_gather", "all_to_all"):
         for phase in ("forward", "backward"):
-            key = (kind, "tp", phase)
-            assert got.get(key, 0) == want.get(key, 0), key
+            for axis in ("tp", "dp"):
+                key = (kind, axis, phase)
+                extra = KNOWN_EXTRA.get(model, {}).get(key, 0)
+                assert got.get(key, 0) == want.get(key, 0) + extra, key
     assert not any(axis == "dp" and kind in ("all_reduce", "reduce_scatter")
                    for kind, axis, _ in got), "the step reduces over dp itself"
     assert 'bm.partial = ["dp"' in step
