@@ -23,6 +23,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <map>
+
 namespace mlir::bm {
 #define GEN_PASS_DEF_BMPARTITIONPASS
 #include "passes/Passes.h.inc"
@@ -98,10 +100,7 @@ private:
   LogicalResult visit(Operation *op) {
     b.setInsertionPoint(op);
     if (auto reshard = dyn_cast<ReshardOp>(op))
-      return replaceBy(op, reshardValue(b, op->getLoc(), reshard.getInput(),
-                                        ValueSharding::fromAttr(
-                                            reshard.getSharding()),
-                                        state));
+      return replaceBy(op, lowerReshard(reshard));
     if (auto grad = dyn_cast<ReshardGradOp>(op))
       return replaceBy(op, reshardValue(b, op->getLoc(), grad.getResultGrad(),
                                         gradientSharding(grad), state));
@@ -110,6 +109,27 @@ private:
     if (vocabParallelLoss.appliesTo(op))
       return vocabParallelLoss.rewrite(op, b);
     return propagateThrough(op, b, state);
+  }
+
+  /// A planned operand's reshard: every reader of a value that wants it in
+  /// the same sharding, in the same layer and stage, reads one copy (the
+  /// embedding read by the first norm and by the residual add is moved
+  /// once, as the plan counts it).
+  FailureOr<Value> lowerReshard(ReshardOp reshard) {
+    ValueSharding to = ValueSharding::fromAttr(reshard.getSharding());
+    std::string key = to.str();
+    for (StringRef name : BmDialect::placementAttrNames())
+      if (Attribute attr = reshard->getAttr(name))
+        key += " " + name.str() + "=" +
+               std::to_string(cast<IntegerAttr>(attr).getInt());
+    Value &known = reshardedCopies[reshard.getInput()][key];
+    if (known)
+      return known;
+    FailureOr<Value> moved =
+        reshardValue(b, reshard.getLoc(), reshard.getInput(), to, state);
+    if (succeeded(moved) && *moved != reshard.getInput())
+      known = *moved;
+    return moved;
   }
 
   /// The gradient goes back to the sharding its producer needs: the
@@ -286,6 +306,8 @@ private:
   ShardingState state;
   VocabParallelLoss vocabParallelLoss{state};
   llvm::DenseMap<Value, bool> fromParameters;
+  /// Reshards lowered so far: (value, sharding and placement) -> its copy.
+  llvm::DenseMap<Value, std::map<std::string, Value>> reshardedCopies;
 };
 
 struct PartitionPass : impl::BmPartitionPassBase<PartitionPass> {
