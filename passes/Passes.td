@@ -133,13 +133,14 @@ def BmSplitStagesPass : Pass<"bm-split-stages", "::mlir::ModuleOp"> {
     Phase 6, last: with a mesh whose "pp" axis has several devices, the
     partitioned @train_step becomes @stage_0 ... @stage_N: each stage's ops,
     forward then backward (the first backward op marked
-    bm.gradient_seed); the activation from the previous stage and the
-    gradient from the next are arguments (bm.kind "activation",
-    "activation_grad"), what goes to them results ("send", "send_grad");
-    values that do not mix data with parameters (masks, rotary tables) are
-    computed again where they are read; a parameter read on several stages
-    is held by every stage, whose gradients of it are partial sums over
-    "pp". More than one value crossing a boundary is an error. Without
+    bm.gradient_seed); the activations from the previous stage and the
+    gradients from the next are arguments (bm.kind "activation",
+    "activation_grad"), what goes to them results ("send", "send_grad"),
+    any number per boundary in the order of first use, passed on through
+    the stages between a value's producer and its reader; values that do
+    not mix data with parameters (masks, rotary tables) are computed again
+    where they are read; a parameter read on several stages is held by
+    every stage, whose gradients of it are partial sums over "pp". Without
     pipeline stages it does nothing.
   }];
   let dependentDialects = ["::mlir::bm::BmDialect"];

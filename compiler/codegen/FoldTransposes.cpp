@@ -33,8 +33,11 @@ bool isFoldableTranspose(const Instr &instr) {
 
 /// Slots the loss, the outputs or a gradient hold: never dropped.
 bool isKept(const bmrt::Program &program, int slot) {
-  return slot == program.loss || slot == program.send ||
-         slot == program.sendGrad ||
+  auto listed = [slot](const std::vector<int> &slots) {
+    return std::find(slots.begin(), slots.end(), slot) != slots.end();
+  };
+  return slot == program.loss || listed(program.sends) ||
+         listed(program.sendGrads) ||
          program.slots[slot].kind != bmrt::SlotKind::Value ||
          std::find(program.outputs.begin(), program.outputs.end(), slot) !=
              program.outputs.end();

@@ -117,8 +117,9 @@ RunShape shapeOf(const Program &program, const Run &run,
     if (slot == program.loss ||
         program.slots[slot].kind == bmrt::SlotKind::Grad)
       return true;
-    for (int output : program.outputs)
-      if (output == slot)
+    for (const std::vector<int> *read :
+         {&program.outputs, &program.sends, &program.sendGrads})
+      if (std::find(read->begin(), read->end(), slot) != read->end())
         return true;
     for (size_t reader : readers[slot])
       if (reader < run.begin || reader >= run.end)
@@ -201,11 +202,12 @@ void compactSlots(Program &program) {
     for (int r : instr.results)
       keep[r] = true;
   }
-  for (int kept : {program.loss, program.send, program.sendGrad})
-    if (kept >= 0)
-      keep[kept] = true;
-  for (int o : program.outputs)
-    keep[o] = true;
+  if (program.loss >= 0)
+    keep[program.loss] = true;
+  for (const std::vector<int> *kept :
+       {&program.outputs, &program.sends, &program.sendGrads})
+    for (int o : *kept)
+      keep[o] = true;
   std::vector<int> renumber(program.slots.size(), -1);
   std::vector<bmrt::Slot> slots;
   for (size_t i = 0; i < program.slots.size(); ++i)
@@ -221,11 +223,12 @@ void compactSlots(Program &program) {
     for (int &r : instr.results)
       r = renumber[r];
   }
-  for (int *kept : {&program.loss, &program.send, &program.sendGrad})
-    if (*kept >= 0)
-      *kept = renumber[*kept];
-  for (int &o : program.outputs)
-    o = renumber[o];
+  if (program.loss >= 0)
+    program.loss = renumber[program.loss];
+  for (std::vector<int> *kept :
+       {&program.outputs, &program.sends, &program.sendGrads})
+    for (int &o : *kept)
+      o = renumber[o];
 }
 
 void outlineBlocks(Program &program) {

@@ -300,7 +300,8 @@ private:
       if (auto axes = func.getResultAttrOfType<ArrayAttr>(index, "bm.partial"))
         partial = axisNames(axes);
       if (kind && (kind.getValue() == "send" || kind.getValue() == "send_grad")) {
-        (kind.getValue() == "send" ? program.send : program.sendGrad) = slot;
+        (kind.getValue() == "send" ? program.sends : program.sendGrads)
+            .push_back(slot);
         claimed.insert(slot);
         continue;
       }

@@ -5,12 +5,15 @@
 // layers per stage, autodiff puts backward ops on their forward op's
 // stage). Each stage becomes @stage_N with the ops it runs, forward then
 // backward (from the op autodiff marked bm.gradient_seed on), where:
-//  - the one value the previous stage computes and this one reads in
-//    forward is an argument (bm.kind = "activation"), and a result
-//    (bm.kind = "send") of the previous stage;
-//  - the one gradient the next stage sends back is an argument
-//    (bm.kind = "activation_grad"), and a result (bm.kind = "send_grad")
-//    of the next stage;
+//  - the values earlier stages compute and this one reads in forward are
+//    arguments (bm.kind = "activation"), and results (bm.kind = "send") of
+//    the previous stage, in the same order: the order of their first use
+//    in the step (T5's decoder stages read the encoder's output beside
+//    the decoder's own stream). A value made on stage 1 and read on stage 3
+//    crosses into stage 2 too, which passes it on;
+//  - likewise the gradients later stages send back are arguments
+//    (bm.kind = "activation_grad"), and results (bm.kind = "send_grad") of
+//    the next stage, in the order of their first use in the backward;
 //  - values that do not mix data with parameters (masks and positions from
 //    the tokens; tables such as rotary embeddings from parameters) are
 //    computed again where they are read;
@@ -24,7 +27,7 @@
 // partial sum over "pp" too. Under an interleaved schedule each virtual
 // stage (chunk) is such a stage: a rank holds one copy per chunk, and the
 // trainer keeps them in one buffer and adds their shares before the sum
-// over "pp". More than one value crossing a stage boundary is refused.
+// over "pp".
 //
 //===----------------------------------------------------------------------===//
 
@@ -151,9 +154,10 @@ private:
       parametersOf(operand, seen, found);
   }
 
-  /// The value crossing into stage `to`, forward or backward; each stage
-  /// boundary carries one of each at most. Stages in between (empty ones:
-  /// a plan may leave a virtual stage without layers) pass it on.
+  /// Records `value` as crossing into each stage after `from` up to `to`
+  /// (forward) or before `from` down to `to` (backward): the stages in
+  /// between (with no reader, or an empty virtual stage) pass it on. Each
+  /// boundary lists its values in the order they are first recorded.
   LogicalResult crossing(Value value, Operation *reader, int from, int to,
                          bool backward) {
     if (backward ? from <= to : from >= to)
@@ -161,17 +165,13 @@ private:
              << "on pipeline stage " << to << " reads a "
              << (backward ? "gradient" : "value") << " of stage " << from
              << ": the pipeline sends values forward and gradients back";
-    llvm::DenseMap<int, Value> &crossings =
-        backward ? gradientInto : activationInto;
+    llvm::DenseMap<int, SmallVector<Value>> &crossings =
+        backward ? gradientsInto : activationsInto;
     int first = backward ? to : from + 1, last = backward ? from - 1 : to;
     for (int stage = first; stage <= last; ++stage) {
-      Value &known = crossings[stage];
-      if (known && known != value)
-        return reader->emitOpError()
-               << "makes a second value cross into stage " << stage
-               << " (the pipeline sends one activation and one gradient per "
-                  "boundary)";
-      known = value;
+      SmallVector<Value> &known = crossings[stage];
+      if (!llvm::is_contained(known, value))
+        known.push_back(value);
     }
     return success();
   }
@@ -297,7 +297,8 @@ private:
   llvm::DenseMap<Value, Cone> cones;
   /// Stages that compute a value from a parameter again, per parameter.
   llvm::DenseMap<Value, std::set<int>> recomputedOn;
-  llvm::DenseMap<int, Value> activationInto, gradientInto;
+  /// The values crossing into each stage, forward and backward, in order.
+  llvm::DenseMap<int, SmallVector<Value>> activationsInto, gradientsInto;
   std::vector<SharedParameter> sharedParameters;
   llvm::DenseSet<Operation *> summingOps;
 };
@@ -415,9 +416,9 @@ LogicalResult StageSplitter::buildStage(OpBuilder &b, int s) {
       builder.get(arg);
   for (const SharedParameter &shared : sharedParameters)
     builder.get(shared.arg);
-  if (Value in = activationInto.lookup(s))
+  for (Value in : activationsInto.lookup(s))
     builder.addArgument(in, kindAttr(context, "activation"));
-  if (Value in = gradientInto.lookup(s))
+  for (Value in : gradientsInto.lookup(s))
     builder.addArgument(in, kindAttr(context, "activation_grad"));
   bool marked = false;
   for (Operation &op : step.getBody().front()) {
@@ -451,9 +452,10 @@ LogicalResult StageSplitter::buildStage(OpBuilder &b, int s) {
     if (shared.result >= 0)
       builder.addShare(stageShare(shared, s), shared.arg,
                        step.getResultAttrDict(shared.result));
-  if (Value out = activationInto.lookup(s + 1))
+  // Sent in the order the neighbour takes them as arguments.
+  for (Value out : activationsInto.lookup(s + 1))
     builder.addResult(out, kindAttr(context, "send"));
-  if (Value out = gradientInto.lookup(s - 1))
+  for (Value out : gradientsInto.lookup(s - 1))
     builder.addResult(out, kindAttr(context, "send_grad"));
   builder.finish(step.getLoc());
   return success();

@@ -109,9 +109,9 @@ void Executor::placeValues() {
   if (prog.loss >= 0)
     last[prog.loss] = end;
   // What a stage sends lives to the end of its forward, for the send.
-  for (int sent : {prog.send, prog.sendGrad})
-    if (sent >= 0)
-      last[sent] = end;
+  for (const std::vector<int> *sent : {&prog.sends, &prog.sendGrads})
+    for (int slot : *sent)
+      last[slot] = end;
   for (int output : prog.outputs)
     last[output] = end;
 

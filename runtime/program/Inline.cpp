@@ -50,8 +50,8 @@ Program inlineCalls(const Program &program) {
   flat.loss = program.loss;
   flat.lossPartial = program.lossPartial;
   flat.outputs = program.outputs;
-  flat.send = program.send;
-  flat.sendGrad = program.sendGrad;
+  flat.sends = program.sends;
+  flat.sendGrads = program.sendGrads;
   for (size_t i = 0; i < program.instrs.size(); ++i) {
     const Instr &instr = program.instrs[i];
     if (static_cast<int>(i) == program.backwardStart)

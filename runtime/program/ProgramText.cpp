@@ -21,6 +21,7 @@
 #include "bmrt/Error.h"
 #include "bmrt/Program.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -289,10 +290,10 @@ std::string printProgram(const Program &program) {
   if (program.backwardStart == static_cast<int>(program.instrs.size()))
     os << "backward\n";
   os << '\n';
-  if (program.send >= 0)
-    os << "send %" << program.send << '\n';
-  if (program.sendGrad >= 0)
-    os << "send_grad %" << program.sendGrad << '\n';
+  for (int slot : program.sends)
+    os << "send %" << slot << '\n';
+  for (int slot : program.sendGrads)
+    os << "send_grad %" << slot << '\n';
   if (program.loss >= 0) {
     os << "loss %" << program.loss;
     if (!program.lossPartial.empty())
@@ -811,10 +812,14 @@ Program parseProgram(const std::string &text, const std::string &source) {
       int slot = p.slotRef();
       if (slot >= static_cast<int>(program.slots.size()))
         p.fail(keyword + " %" + std::to_string(slot) + " is not a slot");
-      int &target = keyword == "send" ? program.send : program.sendGrad;
-      if (target >= 0)
-        p.fail("a second '" + keyword + "'");
-      target = slot;
+      std::vector<int> &target =
+          keyword == "send" ? program.sends : program.sendGrads;
+      if (std::find(target.begin(), target.end(), slot) != target.end())
+        p.fail(keyword + " %" + std::to_string(slot) + " is listed twice");
+      if (!p.atEnd())
+        p.fail("unexpected text after " + keyword + " %" +
+               std::to_string(slot));
+      target.push_back(slot);
       sawLoss = true;
     } else if (keyword == "loss" || keyword == "output") {
       int slot = p.slotRef();

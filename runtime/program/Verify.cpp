@@ -1369,11 +1369,10 @@ void checkEnds(const Program &program, const std::vector<bool> &computed,
   }
   for (int output : program.outputs)
     checkSlot(output, "output %" + std::to_string(output));
-  if (program.send >= 0)
-    checkSlot(program.send, "send %" + std::to_string(program.send));
-  if (program.sendGrad >= 0)
-    checkSlot(program.sendGrad,
-              "send_grad %" + std::to_string(program.sendGrad));
+  for (int slot : program.sends)
+    checkSlot(slot, "send %" + std::to_string(slot));
+  for (int slot : program.sendGrads)
+    checkSlot(slot, "send_grad %" + std::to_string(slot));
   BMRT_CHECK(program.backwardStart <= static_cast<int>(program.instrs.size()),
              source + ": the backward starts at instruction " +
                  std::to_string(program.backwardStart) + " of " +
@@ -1484,6 +1483,48 @@ void verifyProgram(const Program &flat, const std::string &source) {
     check(c);
   }
   checkEnds(flat, computed, source);
+}
+
+} // namespace bmrt
+
+namespace bmrt {
+
+namespace {
+
+/// The values one side of a boundary sends, as `send %N` (or `send_grad
+/// %N`) lines name them, against the slots the other side receives them
+/// in, by position.
+void checkTransfer(const Program &sender, const std::vector<int> &sent,
+                   const std::string &sendKeyword, const std::string &senderSource,
+                   const Program &receiver, SlotKind kind,
+                   const std::string &receiverSource) {
+  std::vector<int> slots = receiver.slotsOf(kind);
+  const std::string slotKind = nameOf(kind);
+  BMRT_CHECK(sent.size() == slots.size(),
+             senderSource + " has " + std::to_string(sent.size()) + " '" +
+                 sendKeyword + "' lines but " + receiverSource + " has " +
+                 std::to_string(slots.size()) + " " + slotKind +
+                 " slots; stage boundaries match them by position");
+  for (size_t i = 0; i < sent.size(); ++i) {
+    const Slot &out = sender.slots.at(sent[i]);
+    const Slot &in = receiver.slots.at(slots[i]);
+    BMRT_CHECK(out.dtype == in.dtype && out.shape == in.shape,
+               senderSource + ": " + sendKeyword + " %" +
+                   std::to_string(sent[i]) + " (number " +
+                   std::to_string(i + 1) + ") is " + typeText(out) +
+                   " but " + receiverSource + " receives it in " + slotKind +
+                   " %" + std::to_string(slots[i]) + ", " + typeText(in));
+  }
+}
+
+} // namespace
+
+void checkStageBoundary(const Program &from, const std::string &fromSource,
+                        const Program &to, const std::string &toSource) {
+  checkTransfer(from, from.sends, "send", fromSource, to,
+                SlotKind::Activation, toSource);
+  checkTransfer(to, to.sendGrads, "send_grad", toSource, from,
+                SlotKind::ActivationGrad, fromSource);
 }
 
 } // namespace bmrt

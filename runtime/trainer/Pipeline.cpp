@@ -11,17 +11,14 @@ namespace bmrt {
 
 namespace {
 
-/// The one slot of `kind` (an activation or its gradient), or -1.
-int slotOf(const Program &program, SlotKind kind) {
-  std::vector<int> slots = program.slotsOf(kind);
-  return slots.empty() ? -1 : slots.front();
-}
-
-/// Copies a slot's bytes off the device into `out`.
-void read(Executor &e, int slot, std::vector<uint8_t> &out) {
-  const TensorView &v = e.view(slot);
-  out.resize(v.bytes());
-  e.device().copyToHost(out.data(), v.data, v.bytes(), e.stream());
+/// Copies the slots' bytes off the device into `out`, one buffer each.
+void read(Executor &e, const std::vector<int> &slots, Transfer &out) {
+  out.resize(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const TensorView &v = e.view(slots[i]);
+    out[i].resize(v.bytes());
+    e.device().copyToHost(out[i].data(), v.data, v.bytes(), e.stream());
+  }
   e.stream().synchronize();
 }
 
@@ -33,12 +30,25 @@ double secondsSince(std::chrono::steady_clock::time_point begin) {
       .count();
 }
 
-void write(Executor &e, int slot, const std::vector<uint8_t> &in) {
-  const TensorView &v = e.view(slot);
-  BMRT_CHECK(in.size() == v.bytes(),
+/// Copies a received transfer into the slots, by position.
+void write(Executor &e, const std::vector<int> &slots, const Transfer &in) {
+  BMRT_CHECK(in.size() == slots.size(),
              "a pipeline stage received " + std::to_string(in.size()) +
-                 " bytes for a slot of " + std::to_string(v.bytes()));
-  e.device().copyToDevice(v.data, in.data(), v.bytes(), e.stream());
+                 " values for " + std::to_string(slots.size()) + " slots");
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const TensorView &v = e.view(slots[i]);
+    BMRT_CHECK(in[i].size() == v.bytes(),
+               "a pipeline stage received " + std::to_string(in[i].size()) +
+                   " bytes for a slot of " + std::to_string(v.bytes()));
+    e.device().copyToDevice(v.data, in[i].data(), v.bytes(), e.stream());
+  }
+}
+
+/// The slots a stage receives a transfer of `kind` in.
+std::vector<int> receivingSlots(const Program &program, ActionKind kind) {
+  return program.slotsOf(kind == ActionKind::RecvActivation
+                             ? SlotKind::Activation
+                             : SlotKind::ActivationGrad);
 }
 
 } // namespace
@@ -62,8 +72,7 @@ Pipeline::~Pipeline() {
   }
 }
 
-std::vector<uint8_t> &Pipeline::buffer(ActionKind kind, int microBatch,
-                                       int chunk) {
+Transfer &Pipeline::buffer(ActionKind kind, int microBatch, int chunk) {
   return inFlight[{static_cast<int>(kind), microBatch, chunk}];
 }
 
@@ -128,8 +137,8 @@ void Pipeline::forward(const Action &a) {
   Executor &e = *stage.executor;
   if (stage.feeder)
     stage.feeder->fill();
-  int in = slotOf(stage.program, SlotKind::Activation);
-  if (in >= 0) {
+  std::vector<int> in = stage.program.slotsOf(SlotKind::Activation);
+  if (!in.empty()) {
     write(e, in, buffer(ActionKind::RecvActivation, a.microBatch, a.chunk));
     inFlight.erase({int(ActionKind::RecvActivation), a.microBatch, a.chunk});
   }
@@ -141,8 +150,8 @@ void Pipeline::forward(const Action &a) {
     e.stream().synchronize();
     loss += value;
   }
-  if (stage.program.send >= 0)
-    read(e, stage.program.send,
+  if (!stage.program.sends.empty())
+    read(e, stage.program.sends,
          buffer(ActionKind::SendActivation, a.microBatch, a.chunk));
   void *stash = e.device().allocate(stashSize(e), MemoryKind::Activations);
   stashes[{a.chunk, a.microBatch}] = stash;
@@ -160,38 +169,42 @@ void Pipeline::backward(const Action &a) {
   e.device().deallocate(stashed->second, stashSize(e),
                         MemoryKind::Activations);
   stashes.erase(stashed);
-  int in = slotOf(stage.program, SlotKind::ActivationGrad);
-  if (in >= 0) {
+  std::vector<int> in = stage.program.slotsOf(SlotKind::ActivationGrad);
+  if (!in.empty()) {
     write(e, in, buffer(ActionKind::RecvGradient, a.microBatch, a.chunk));
     inFlight.erase({int(ActionKind::RecvGradient), a.microBatch, a.chunk});
   }
   e.runBackward();
-  if (stage.program.sendGrad >= 0)
-    read(e, stage.program.sendGrad,
+  if (!stage.program.sendGrads.empty())
+    read(e, stage.program.sendGrads,
          buffer(ActionKind::SendGradient, a.microBatch, a.chunk));
 }
 
+/// One message per value of the transfer, in position order on both
+/// sides (MPI and NCCL keep the order of messages between two ranks), all
+/// within the caller's group.
 void Pipeline::post(const Action &a) {
   const Program &program = stages.at(a.chunk).program;
   Stream &stream = stages.at(a.chunk).executor->stream();
+  Transfer &data = buffer(a.kind, a.microBatch, a.chunk);
   if (a.isSend()) {
-    std::vector<uint8_t> &data = buffer(a.kind, a.microBatch, a.chunk);
-    pp->send(data.data(), data.size(), DType::Bool, a.peer, stream);
+    for (std::vector<uint8_t> &value : data)
+      pp->send(value.data(), value.size(), DType::Bool, a.peer, stream);
     return;
   }
-  int slot = slotOf(program, a.kind == ActionKind::RecvActivation
-                                 ? SlotKind::Activation
-                                 : SlotKind::ActivationGrad);
-  BMRT_CHECK(slot >= 0, "stage " +
-                            std::to_string(stages.at(a.chunk).virtualStage) +
-                            " receives, but its program has no " +
-                            (a.kind == ActionKind::RecvActivation
-                                 ? "activation"
-                                 : "activation_grad") +
-                            " slot");
-  std::vector<uint8_t> &data = buffer(a.kind, a.microBatch, a.chunk);
-  data.resize(program.slots[slot].bytes());
-  pp->recv(data.data(), data.size(), DType::Bool, a.peer, stream);
+  std::vector<int> slots = receivingSlots(program, a.kind);
+  BMRT_CHECK(!slots.empty(),
+             "stage " + std::to_string(stages.at(a.chunk).virtualStage) +
+                 " receives, but its program has no " +
+                 nameOf(a.kind == ActionKind::RecvActivation
+                            ? SlotKind::Activation
+                            : SlotKind::ActivationGrad) +
+                 " slot");
+  data.resize(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    data[i].resize(program.slots[slots[i]].bytes());
+    pp->recv(data[i].data(), data[i].size(), DType::Bool, a.peer, stream);
+  }
 }
 
 } // namespace bmrt

@@ -4,8 +4,9 @@
 // forward and backward of micro-batch m on chunk c, sends and receives of
 // activations and gradients between neighbouring stages) over this rank's
 // stage programs. Each forward keeps its stage's values per micro-batch
-// (Executor::stash) until its backward; each received activation or
-// gradient waits in its own buffer until the compute that reads it. The
+// (Executor::stash, every activation slot among them) until its backward;
+// each received transfer (all the values crossing a boundary, or all their
+// gradients) waits in its own buffers until the compute that reads it. The
 // lists finish under blocking sends (generateSchedule's guarantee, checked
 // by simulate before the run), so each send and receive runs as it comes.
 //
@@ -27,6 +28,10 @@
 #include <vector>
 
 namespace bmrt {
+
+/// The values of one transfer between stages (all of a boundary's
+/// activations, or all their gradients), in position order.
+using Transfer = std::vector<std::vector<uint8_t>>;
 
 /// One step program this rank runs: the whole step, or one virtual stage
 /// (model chunk) of a pipeline.
@@ -64,8 +69,8 @@ private:
   /// returns the index after it.
   size_t transferRun(size_t first);
   void post(const Action &a);
-  /// The buffer of an activation or gradient in flight.
-  std::vector<uint8_t> &buffer(ActionKind kind, int microBatch, int chunk);
+  /// The buffers of a transfer of activations or gradients in flight.
+  Transfer &buffer(ActionKind kind, int microBatch, int chunk);
 
   ScheduleSpec spec;
   std::vector<Stage> &stages;
@@ -74,7 +79,7 @@ private:
   RankActions actions;
   double waited = 0;
   double loss = 0;
-  std::map<std::tuple<int, int, int>, std::vector<uint8_t>> inFlight;
+  std::map<std::tuple<int, int, int>, Transfer> inFlight;
   /// Each micro-batch's stash between its forward and backward, per chunk:
   /// device memory counted as activations, so that the peak shows the
   /// schedule's micro-batches in flight.

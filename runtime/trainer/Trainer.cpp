@@ -25,6 +25,19 @@ namespace bmrt {
 
 static double mib(size_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
 
+/// Every virtual stage's program, each boundary's transfers checked (the
+/// values one stage sends are those the next receives, by position) before
+/// any rank posts one.
+static std::vector<Program>
+loadPipelineStages(const std::vector<std::string> &files) {
+  std::vector<Program> all;
+  for (const std::string &file : files)
+    all.push_back(loadProgram(file));
+  for (size_t s = 0; s + 1 < all.size(); ++s)
+    checkStageBoundary(all[s], files[s], all[s + 1], files[s + 1]);
+  return all;
+}
+
 /// This rank's programs: the step, or its chunks of the pipeline (virtual
 /// stages c * pp + its pp coordinate).
 void Trainer::loadStages() {
@@ -50,19 +63,20 @@ void Trainer::loadStages() {
                               " x chunks " + std::to_string(config.chunks) +
                               " needs " + std::to_string(pp * config.chunks));
   int ppRank = parallel.mesh().coordinate(world.rank(), "pp");
+  std::vector<Program> all = loadPipelineStages(config.stages);
   // Placed only once all are loaded: feeders keep references to them.
   stages.resize(config.chunks);
   for (int c = 0; c < config.chunks; ++c) {
     stages[c].virtualStage = c * pp + ppRank;
-    stages[c].program = loadProgram(config.stages[stages[c].virtualStage]);
+    stages[c].program = all[stages[c].virtualStage];
   }
   // Every stage draws the same batches: those without the loss learn its
   // class count from the last.
-  lossClasses = Feeder::lossClasses(loadProgram(config.stages.back()));
+  lossClasses = Feeder::lossClasses(all.back());
   for (Stage &stage : stages)
     placeStage(stage, config.stages[stage.virtualStage]);
   // The last stage has the loss: every rank sums it over pp too.
-  lossAxes = loadProgram(config.stages.back()).lossPartial;
+  lossAxes = all.back().lossPartial;
   lossAxes.push_back("pp");
   describeEveryParameter(config.stages);
   startPipeline();

@@ -148,3 +148,53 @@ func.func @main(
 // CHECK-SAME: bm.name = "w"
 // CHECK-SAME: tensor<8x8xf32> {bm.grad_of = "w", bm.partial = ["pp"]}
 // CHECK: bm.cross_entropy_grad
+
+// -----
+
+// Several values cross a boundary, in the order of their first use: stage
+// 1 reads %a, stage 2 reads %c (stage 1's) and %b, which stage 0 makes and
+// stage 1 passes on. Stage 0 sends %a then %b; stage 1 takes them as its
+// activations in that order and sends %c and %b on. Backward, the
+// gradients of %c and %b go back to stage 1, which passes %b's on to stage
+// 0 beside %a's (first, since it crosses into stage 0 first: the backward's
+// order is the gradients' first use, not the forward's).
+
+bm.mesh @mesh = <["pp"=3]>
+func.func @main(
+    %x: tensor<4x8xf32> {bm.kind = "input", bm.name = "x",
+                         bm.sharding = #bm.sharding<@mesh, [{}, {}]>},
+    %w0: tensor<8x8xf32> {bm.kind = "parameter", bm.name = "w0",
+                          bm.sharding = #bm.sharding<@mesh, [{}, {}]>},
+    %w1: tensor<8x8xf32> {bm.kind = "parameter", bm.name = "w1",
+                          bm.sharding = #bm.sharding<@mesh, [{}, {}]>},
+    %w2: tensor<8x8xf32> {bm.kind = "parameter", bm.name = "w2",
+                          bm.sharding = #bm.sharding<@mesh, [{}, {}]>})
+    -> tensor<4x8xf32> {
+  %a = bm.matmul %x, %w0 {bm.stage = 0 : i64} : tensor<4x8xf32>, tensor<8x8xf32>
+  %b = bm.matmul %x, %w1 {bm.stage = 0 : i64} : tensor<4x8xf32>, tensor<8x8xf32>
+  %c = bm.matmul %a, %w2 {bm.stage = 1 : i64} : tensor<4x8xf32>, tensor<8x8xf32>
+  %e = bm.mul %c, %b {bm.stage = 2 : i64} : tensor<4x8xf32>, tensor<4x8xf32>
+  return %e : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @stage_0
+// CHECK-SAME: %[[GB0:[a-z0-9]+]]: tensor<4x8xf32> {bm.kind = "activation_grad", bm.name = "activation_grad"}, %[[GA0:[a-z0-9]+]]: tensor<4x8xf32> {bm.kind = "activation_grad", bm.name = "activation_grad"}
+// CHECK-SAME: -> (tensor<8x8xf32> {bm.grad_of = "w0", bm.partial = []}, tensor<8x8xf32> {bm.grad_of = "w1", bm.partial = []}, tensor<4x8xf32> {bm.kind = "send", bm.name = "send"}, tensor<4x8xf32> {bm.kind = "send", bm.name = "send"})
+// CHECK: %[[A:[0-9]+]] = bm.matmul %arg0, %{{[a-z0-9]+}} {bm.stage = 0
+// CHECK: %[[B:[0-9]+]] = bm.matmul %arg0, %{{[a-z0-9]+}} {bm.stage = 0
+// CHECK: %[[DW1:[0-9]+]] = bm.matmul %{{[0-9]+}}, %[[GB0]]
+// CHECK: %[[DW0:[0-9]+]] = bm.matmul %{{[0-9]+}}, %[[GA0]]
+// CHECK: return %[[DW0]], %[[DW1]], %[[A]], %[[B]]
+// CHECK-LABEL: func.func @stage_1
+// CHECK-SAME: %[[A1:[a-z0-9]+]]: tensor<4x8xf32> {bm.kind = "activation", bm.name = "activation"}, %[[B1:[a-z0-9]+]]: tensor<4x8xf32> {bm.kind = "activation", bm.name = "activation"}, %[[GC1:[a-z0-9]+]]: tensor<4x8xf32> {bm.kind = "activation_grad", bm.name = "activation_grad"}, %[[GB1:[a-z0-9]+]]: tensor<4x8xf32> {bm.kind = "activation_grad", bm.name = "activation_grad"}
+// CHECK-SAME: -> (tensor<8x8xf32> {bm.grad_of = "w2", bm.partial = []}, tensor<4x8xf32> {bm.kind = "send", bm.name = "send"}, tensor<4x8xf32> {bm.kind = "send", bm.name = "send"}, tensor<4x8xf32> {bm.kind = "send_grad", bm.name = "send_grad"}, tensor<4x8xf32> {bm.kind = "send_grad", bm.name = "send_grad"})
+// CHECK: %[[C:[0-9]+]] = bm.matmul %[[A1]]
+// CHECK: %[[GA1:[0-9]+]] = bm.matmul %[[GC1]]
+// CHECK: return %{{[0-9]+}}, %[[C]], %[[B1]], %[[GB1]], %[[GA1]]
+// CHECK-LABEL: func.func @stage_2
+// CHECK-SAME: %[[C2:[a-z0-9]+]]: tensor<4x8xf32> {bm.kind = "activation", bm.name = "activation"}, %[[B2:[a-z0-9]+]]: tensor<4x8xf32> {bm.kind = "activation", bm.name = "activation"}
+// CHECK-SAME: -> (tensor<f32> {bm.kind = "loss", bm.partial = []}, tensor<4x8xf32> {bm.kind = "send_grad", bm.name = "send_grad"}, tensor<4x8xf32> {bm.kind = "send_grad", bm.name = "send_grad"})
+// CHECK: bm.mul %[[C2]], %[[B2]]
+// CHECK: %[[GC2:[0-9]+]] = bm.mul %{{[0-9]+}}, %[[B2]]
+// CHECK: %[[GB2:[0-9]+]] = bm.mul %{{[0-9]+}}, %[[C2]]
+// CHECK: return %{{[0-9]+}}, %[[GC2]], %[[GB2]]

@@ -70,17 +70,31 @@
 // the trainer runs per micro-batch in the order of the plan's schedule:
 //
 //   slot %0 activation f32[4,8]        # the previous stage's output
-//   slot %9 activation_grad f32[4,8]   # the gradient of this stage's output
+//   slot %1 activation f32[4,6,8]      # another (T5's encoder output)
+//   slot %9 activation_grad f32[4,8]   # gradients from the next stage
+//   slot %10 activation_grad f32[4,6,8]
 //   ...forward instructions...
 //   backward
 //   ...backward instructions...
-//   send %7                            # this stage's output, to the next
-//   send_grad %12                      # d loss / d %0, to the previous
+//   send %7                            # values for the next stage
+//   send %1                            # (one received, passed on)
+//   send_grad %12                      # gradients for the previous stage
+//   send_grad %13
 //
+// A boundary carries any number of values each way, matched by position:
+// the i-th `send` line of stage s fills the i-th activation slot (in slot
+// order) of stage s + 1, and the i-th `send_grad` line of stage s + 1 the
+// i-th activation_grad slot of stage s; each pair has one dtype and shape
+// (checkStageBoundary, run by the trainer on the stages it is given). The
+// forward's order is the values' first use in the step, the backward's
+// their gradients' first use in the backward (bm-split-stages), so the two
+// lists need not pair up within a stage. A program with one of each is the
+// single-value form of earlier versions, unchanged.
 // The first stage has no activation and sends no gradient; the last has
 // the loss instead of send and activation_grad. Between a micro-batch's
 // forward and backward, the trainer keeps the stage's values (its arena
-// and its input slots) per micro-batch in flight.
+// and its input slots, every activation among them) per micro-batch in
+// flight.
 // A slot is one tensor of the step: a graph input or label (filled by the
 // trainer's data), a parameter or its gradient (persistent, owned by the
 // trainer), a constant (its values in the file), or an intermediate value
@@ -202,10 +216,12 @@ struct Program {
   /// The axes the loss is a partial sum over (`loss %N partial=[...]`).
   std::vector<std::string> lossPartial;
   /// A pipeline stage's program: where its backward starts (the `backward`
-  /// line, an index into `instrs`; -1: the step runs as one), the value it
-  /// sends to the next stage (`send %N`) and the gradient it sends back to
-  /// the previous one (`send_grad %N`); -1 where there is none.
-  int backwardStart = -1, send = -1, sendGrad = -1;
+  /// line, an index into `instrs`; -1: the step runs as one).
+  int backwardStart = -1;
+  /// The values it sends to the next stage (`send %N` lines) and the
+  /// gradients it sends back to the previous one (`send_grad %N`), in
+  /// order; empty where there are none.
+  std::vector<int> sends, sendGrads;
   /// What a forward-only program computes (the model's outputs).
   std::vector<int> outputs;
 
@@ -237,6 +253,14 @@ std::vector<int> lastWriters(const Program &flat);
 /// collectives' result shapes follow from their groups' sizes. Throws a one-line bmrt::Error
 /// "SOURCE: instruction N ('OP' # COMMENT): WHAT" otherwise.
 void verifyProgram(const Program &flat, const std::string &source);
+
+/// Checks that pipeline stage `to` follows stage `from`: as many
+/// activation slots in `to` as `from` has `send` lines, and as many
+/// `send_grad` lines in `to` as activation_grad slots in `from`, each pair
+/// (by position) of one dtype and shape. Throws a one-line bmrt::Error
+/// naming both sources otherwise.
+void checkStageBoundary(const Program &from, const std::string &fromSource,
+                        const Program &to, const std::string &toSource);
 
 /// The text form above. Printing then parsing gives the same program.
 std::string printProgram(const Program &program);

@@ -217,8 +217,8 @@ send_grad %5
 TEST(MeshProgram, PipelineStagesRoundTripAndRunInTwoParts) {
   Program program = parseProgram(kStage, "stage.bmp");
   EXPECT_EQ(program.backwardStart, 1);
-  EXPECT_EQ(program.send, 4);
-  EXPECT_EQ(program.sendGrad, 5);
+  EXPECT_EQ(program.sends, std::vector<int>{4});
+  EXPECT_EQ(program.sendGrads, std::vector<int>{5});
   EXPECT_EQ(printProgram(program), kStage);
   std::unique_ptr<Device> device = createCpuDevice();
   Executor e(program, *device, "stage.bmp");
@@ -238,6 +238,140 @@ TEST(MeshProgram, PipelineStagesRoundTripAndRunInTwoParts) {
   std::string unsent = kStage;
   unsent.replace(unsent.find("%5 = matmul %3, %1 {trans_b=1}\n"), 31, "");
   EXPECT_EQ(loadError(unsent), "mesh.bmp: send_grad %5 is never computed");
+}
+
+/// The middle of three stages with two values crossing each boundary: its
+/// own output and one it passes on (%1, made on stage 0 and read on stage
+/// 2), and their gradients back, the passed-on one (%5) also unchanged.
+const char *kTwoValueStage = R"(bmc-step-program 1
+model "stage"
+mesh pp=3
+
+slot %0 activation f32[2,4]
+slot %1 activation f32[2,6]
+slot %2 param f32[4,4] "w"
+slot %3 grad f32[4,4] "w"
+slot %4 activation_grad f32[2,4]
+slot %5 activation_grad f32[2,6]
+slot %6 value f32[2,4]
+slot %7 value f32[2,4]
+
+%6 = matmul %0, %2
+backward
+%3 = matmul %0, %4 {trans_a=1}
+%7 = matmul %4, %2 {trans_b=1}
+
+send %6
+send %1
+send_grad %7
+send_grad %5
+)";
+
+TEST(MeshProgram, SeveralValuesCrossABoundaryInOrder) {
+  Program program = parseProgram(kTwoValueStage, "stage1.bmp");
+  EXPECT_EQ(program.sends, (std::vector<int>{6, 1}));
+  EXPECT_EQ(program.sendGrads, (std::vector<int>{7, 5}));
+  EXPECT_EQ(printProgram(program), kTwoValueStage);
+  verifyProgram(program, "stage1.bmp");
+  // The stash per micro-batch holds the activation the backward reads
+  // (%0) and the value sent (%6, which lives to the program's end); the
+  // activation only passed on (%1) is sent before the next forward.
+  std::unique_ptr<Device> device = createCpuDevice();
+  Executor e(program, *device, "stage1.bmp");
+  EXPECT_EQ(e.stashBytes(), (2 * 4 + 2 * 4) * sizeof(float));
+}
+
+TEST(MeshProgram, ReadsEveryActivationInTheStash) {
+  // Both activations read in backward: both are kept per micro-batch.
+  std::string text = kTwoValueStage;
+  text.replace(text.find("slot %7 value f32[2,4]"), 22,
+               "slot %7 value f32[2,4]\nslot %8 value f32[6,4]");
+  text.replace(text.find("%7 = matmul %4, %2 {trans_b=1}"), 30,
+               "%7 = matmul %4, %2 {trans_b=1}\n%8 = matmul %1, %4 {trans_a=1}");
+  Program program = parseProgram(text, "stage1.bmp");
+  std::unique_ptr<Device> device = createCpuDevice();
+  Executor e(program, *device, "stage1.bmp");
+  EXPECT_EQ(e.stashBytes(), (2 * 4 + 2 * 6 + 2 * 4) * sizeof(float));
+}
+
+TEST(MeshProgram, RepeatedSendsAreOneLineErrors) {
+  std::string twice = kTwoValueStage;
+  twice.replace(twice.find("send %1"), 7, "send %6");
+  EXPECT_EQ(loadError(twice), "mesh.bmp:20: send %6 is listed twice");
+  std::string trailing = kTwoValueStage;
+  trailing.replace(trailing.find("send %1"), 7, "send %1 %6");
+  EXPECT_EQ(loadError(trailing), "mesh.bmp:20: unexpected text after send %1");
+}
+
+/// A slot of `kind` and shape, f32 unless `dtype` says otherwise.
+Slot slotOf(SlotKind kind, Shape shape, DType dtype = DType::F32) {
+  Slot slot;
+  slot.kind = kind;
+  slot.shape = std::move(shape);
+  slot.dtype = dtype;
+  return slot;
+}
+
+/// Stage 0 before kTwoValueStage: sends [2,4] and [2,6], receives their
+/// gradients.
+Program firstStage() {
+  Program p;
+  p.slots = {slotOf(SlotKind::ActivationGrad, {2, 4}),
+             slotOf(SlotKind::ActivationGrad, {2, 6}),
+             slotOf(SlotKind::Value, {2, 4}), slotOf(SlotKind::Value, {2, 6})};
+  p.sends = {2, 3};
+  return p;
+}
+
+/// Stage 2 after kTwoValueStage: receives both, sends their gradients.
+Program lastStage() {
+  Program p;
+  p.slots = {slotOf(SlotKind::Activation, {2, 4}),
+             slotOf(SlotKind::Activation, {2, 6}),
+             slotOf(SlotKind::Value, {2, 4}), slotOf(SlotKind::Value, {2, 6})};
+  p.sendGrads = {2, 3};
+  return p;
+}
+
+std::string boundaryError(const Program &from, const Program &to) {
+  try {
+    checkStageBoundary(from, "from.bmp", to, "to.bmp");
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MeshProgram, StageBoundariesMatchByPosition) {
+  Program middle = parseProgram(kTwoValueStage, "stage1.bmp");
+  EXPECT_EQ(boundaryError(firstStage(), middle), "");
+  EXPECT_EQ(boundaryError(middle, lastStage()), "");
+
+  Program one = firstStage();
+  one.sends = {2};
+  EXPECT_EQ(boundaryError(one, middle),
+            "from.bmp has 1 'send' lines but to.bmp has 2 activation slots; "
+            "stage boundaries match them by position");
+  Program swapped = firstStage();
+  swapped.sends = {3, 2};
+  EXPECT_EQ(boundaryError(swapped, middle),
+            "from.bmp: send %3 (number 1) is f32[2,6] but to.bmp receives it "
+            "in activation %0, f32[2,4]");
+  Program halves = firstStage();
+  halves.slots[3].dtype = DType::I32;
+  EXPECT_EQ(boundaryError(halves, middle),
+            "from.bmp: send %3 (number 2) is i32[2,6] but to.bmp receives it "
+            "in activation %1, f32[2,6]");
+  Program gradients = lastStage();
+  gradients.slots[3].shape = {2, 5};
+  EXPECT_EQ(boundaryError(middle, gradients),
+            "to.bmp: send_grad %3 (number 2) is f32[2,5] but from.bmp "
+            "receives it in activation_grad %5, f32[2,6]");
+  Program noGradients = lastStage();
+  noGradients.sendGrads.clear();
+  EXPECT_EQ(boundaryError(middle, noGradients),
+            "to.bmp has 0 'send_grad' lines but from.bmp has 2 activation_grad "
+            "slots; stage boundaries match them by position");
 }
 
 } // namespace
