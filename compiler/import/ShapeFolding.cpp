@@ -300,11 +300,15 @@ HostTensor rearranged(const HostTensor &in, ArrayRef<int64_t> shape,
                       ArrayRef<std::vector<int64_t>> taken) {
   if (in.splat)
     return reshaped(in, shape);
+  HostTensor out = HostTensor::zeros(in.dtype, shape);
+  // An empty result reads nothing; its input's strides may overflow
+  // ([4, 0, 2^40, 2^40] is empty, 2^40 * 2^40 is not an int64).
+  if (out.numElements() == 0)
+    return out;
   int64_t rank = in.shape.size();
   SmallVector<int64_t> strides(rank, 1);
   for (int64_t d = rank - 2; d >= 0; --d)
     strides[d] = strides[d + 1] * in.shape[d + 1];
-  HostTensor out = HostTensor::zeros(in.dtype, shape);
   for (int64_t i = 0, n = out.numElements(); i < n; ++i) {
     int64_t rest = i, from = 0;
     for (int64_t d = rank - 1; d >= 0; --d) {
