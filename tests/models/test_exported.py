@@ -9,17 +9,17 @@ with the reason, in models/README.md and are not committed. Needs the build
 
 from __future__ import annotations
 
-import glob
 import os
 import subprocess
+import sys
 
 import onnx
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXPORTED = os.path.join(ROOT, "models", "exported")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from exported_models import EXPORTED, FILES, IDS, ROOT, bound_dims, dim_flags  # noqa: E402
+
 BMC = os.path.join(ROOT, "build", "bin", "bmc")
-FILES = sorted(glob.glob(os.path.join(EXPORTED, "*.onnx")))
 MAX_MODELS_BYTES = 20 * 1024 * 1024
 
 
@@ -35,19 +35,11 @@ def test_exports_are_committed():
     assert len(FILES) >= 20, f"{EXPORTED} holds {len(FILES)} exported models"
 
 
-def dim_flags(path: str) -> list[str]:
-    """--dim NAME=8 for the symbolic dims of the inputs but the batch (dim
-    0, which the planner sets), as export_families.py plans them."""
-    model = onnx.load(path, load_external_data=False)
-    names = {d.dim_param for i in model.graph.input
-             for d in list(i.type.tensor_type.shape.dim)[1:] if d.dim_param}
-    return [f for n in sorted(names) for f in ("--dim", f"{n}=8")]
-
-
-@pytest.mark.parametrize("path", FILES, ids=[os.path.basename(f)[:-5] for f in FILES])
+@pytest.mark.parametrize("path", FILES, ids=IDS)
 def test_exported_model_plans(path):
     assert os.path.exists(BMC), f"{BMC} is missing: build the project first"
-    run = subprocess.run([BMC, "plan", path, "--gpus", "8"] + dim_flags(path),
+    dims = bound_dims(onnx.load(path, load_external_data=False))
+    run = subprocess.run([BMC, "plan", path, "--gpus", "8"] + dim_flags(dims),
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr.strip()
     assert "plan for" in run.stdout
