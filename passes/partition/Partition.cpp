@@ -24,6 +24,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <map>
+#include <optional>
 
 namespace mlir::bm {
 #define GEN_PASS_DEF_BMPARTITIONPASS
@@ -72,10 +73,61 @@ private:
             return axis != ::bm::plan::kDataAxis &&
                    axis != ::bm::plan::kExpertAxis;
           });
+      else if (std::optional<ValueSharding> table = tableLayout(arg))
+        sharding = *table;
       state.of[arg] = sharding;
       step.setArgAttr(index, BmDialect::kShardingAttrName,
                       sharding.toAttr(context, state.meshRef));
     }
+  }
+
+  /// The gather that reads `reshard`'s result as its table, if that is
+  /// the result's one reader.
+  static GatherOp gatherOfTable(ReshardOp reshard) {
+    if (!reshard->hasOneUse())
+      return {};
+    OpOperand &use = *reshard->getUses().begin();
+    auto gather = dyn_cast<GatherOp>(use.getOwner());
+    return gather && use.getOperandNumber() == 0 ? gather : GatherOp();
+  }
+
+  /// A table that a gather reads and other planned ops read too (an
+  /// embedding tied to the LM head) is stored as the others want it where
+  /// that splits the gathered dim: the gather reads any such split in
+  /// place (the vocabulary-parallel embedding), where the others' layout
+  /// would otherwise be moved to and from the gather's every step.
+  std::optional<ValueSharding> tableLayout(BlockArgument param) {
+    GatherOp gather;
+    std::optional<ValueSharding> other;
+    for (Operation *user : param.getUsers()) {
+      auto reshard = dyn_cast<ReshardOp>(user);
+      if (!reshard)
+        continue;
+      if (GatherOp reader = gatherOfTable(reshard))
+        gather = reader;
+      else if (!other)
+        other = ValueSharding::fromAttr(reshard.getSharding());
+    }
+    if (!gather || !other || other->isPartial() ||
+        other->dims[gather.getAxis()].empty())
+      return std::nullopt;
+    return other;
+  }
+
+  /// Whether `reshard` moves a table split along its gathered dim to a
+  /// gather that could read it in place, and moving the table costs more
+  /// than reducing the gather's partial result would.
+  bool gatherReadsInPlace(ReshardOp reshard) {
+    GatherOp gather = gatherOfTable(reshard);
+    if (!gather)
+      return false;
+    const ValueSharding &table = state[reshard.getInput()];
+    auto bytes = [](Value v) {
+      auto type = cast<RankedTensorType>(v.getType());
+      return type.getNumElements() * type.getElementTypeBitWidth();
+    };
+    return !table.isPartial() && !table.dims[gather.getAxis()].empty() &&
+           bytes(reshard.getInput()) > bytes(gather.getResult());
   }
 
   /// Collectives and scalings made for an op join its layer and block
@@ -116,6 +168,8 @@ private:
   /// embedding read by the first norm and by the residual add is moved
   /// once, as the plan counts it).
   FailureOr<Value> lowerReshard(ReshardOp reshard) {
+    if (gatherReadsInPlace(reshard))
+      return reshard.getInput();
     ValueSharding to = ValueSharding::fromAttr(reshard.getSharding());
     std::string key = to.str();
     for (StringRef name : BmDialect::placementAttrNames())

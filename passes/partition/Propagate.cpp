@@ -111,12 +111,13 @@ public:
       return failure();
     assignFromPlan();
     dropUnsummable();
-    if (failed(refuseSplitTables()) || failed(reshardOperands()))
+    if (failed(reshardOperands()))
       return failure();
     scaleBias();
     if (failed(shardResults()))
       return failure();
     scaleMeans();
+    gatherFromTableSlices();
     return success();
   }
 
@@ -213,18 +214,28 @@ private:
         factorAxes[f].clear();
   }
 
-  /// Gathering rows of a table split by rows would need each device to
-  /// mask the ids it does not own (Megatron's vocabulary-parallel
-  /// embedding); not built yet.
-  LogicalResult refuseSplitTables() {
-    if (!isa<GatherOp>(op))
-      return success();
-    for (int f : rule.operandFactors[0][cast<GatherOp>(op).getAxis()])
-      if (!factorAxes[f].empty())
-        return op->emitOpError("gathers from a table split over its rows "
-                               "(vocabulary-parallel embedding), which "
-                               "bm-partition does not support yet");
-    return success();
+  /// A gather from a table split along its gathered dim (Megatron's
+  /// vocabulary-parallel embedding): each device gathers the entries it
+  /// holds and zeros for the others, and the rule's reduction factor has
+  /// already made the result a partial sum over those axes.
+  void gatherFromTableSlices() {
+    auto gather = dyn_cast<GatherOp>(op);
+    if (!gather)
+      return;
+    AxisList axes;
+    for (int f : rule.operandFactors[0][gather.getAxis()])
+      axes.insert(axes.end(), factorAxes[f].begin(), factorAxes[f].end());
+    if (axes.empty())
+      return;
+    b.setInsertionPoint(op);
+    SmallVector<StringRef> names(axes.begin(), axes.end());
+    auto local = ShardGatherOp::create(
+        b, op->getLoc(), gather.getType(), gather.getData(),
+        gather.getIndices(), gather.getAxisAttr(), state.meshRef,
+        b.getStrArrayAttr(names));
+    state.of[local.getResult()] = state[gather.getResult()];
+    gather.getResult().replaceAllUsesWith(local.getResult());
+    op->erase();
   }
 
   /// The sharding `dims` (factors per dim) give under the factors' axes. A

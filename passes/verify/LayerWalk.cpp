@@ -7,7 +7,7 @@ namespace mlir::bm {
 LogicalResult verifyNotCollective(Operation *op, StringRef phase) {
   if (!isa<AllGatherOp, AllReduceOp, AllToAllOp, CollectivePermuteOp,
            CrossEntropyStatsOp, CrossEntropyGradFromStatsOp, RecvOp,
-           ReduceScatterOp, SendOp>(op))
+           ReduceScatterOp, SendOp, ShardGatherOp>(op))
     return success();
   return op->emitOpError()
          << "is a collective, which partitioning (phase 6) inserts; it "

@@ -172,18 +172,27 @@ void transposeTyped(const TensorView &x, const TensorView &y,
 // Gather
 //===----------------------------------------------------------------------===//
 
-/// The indices as non-negative positions in a dim of size `dim`, checked
-/// here on one thread so that a bad one throws before any parallel work.
-Ints gatherPositions(const TensorView &indices, int64_t dim) {
+/// Marks an index another rank's shard of the table holds.
+constexpr int64_t kNotHere = -1;
+
+/// The indices as positions in this rank's `dim` entries of the table
+/// (kNotHere where another rank holds them), checked against the whole
+/// table here on one thread so that a bad one throws before any parallel
+/// work.
+Ints gatherPositions(const TensorView &indices, int64_t dim,
+                     TableShard shard = {}) {
+  int64_t total = shard.total < 0 ? dim : shard.total;
   Ints positions(indices.size());
   auto load = [&](const auto *values) {
     for (int64_t k = 0; k < indices.size(); ++k) {
       int64_t value = static_cast<int64_t>(values[k]);
-      int64_t position = value < 0 ? value + dim : value;
-      if (position < 0 || position >= dim)
+      int64_t position = value < 0 ? value + total : value;
+      if (position < 0 || position >= total)
         BMRT_FAIL("gather index " + std::to_string(value) +
-                  " is out of range for a dim of size " + std::to_string(dim));
-      positions[k] = position;
+                  " is out of range for a dim of size " +
+                  std::to_string(total));
+      position -= shard.first;
+      positions[k] = position >= 0 && position < dim ? position : kNotHere;
     }
   };
   switch (indices.dtype) {
@@ -210,8 +219,10 @@ void gatherElements(const TensorView &data, const Ints &positions,
   int64_t count = static_cast<int64_t>(positions.size());
   int64_t total = s.outer * count;
 #pragma omp parallel for schedule(static) if (total > kParallelGrain)
-  for (int64_t t = 0; t < total; ++t)
-    to[t] = in[(t / count) * s.dim + positions[t % count]];
+  for (int64_t t = 0; t < total; ++t) {
+    int64_t position = positions[t % count];
+    to[t] = position == kNotHere ? E{} : in[(t / count) * s.dim + position];
+  }
 }
 
 } // namespace
@@ -224,9 +235,9 @@ void transpose(Stream &, const TensorView &x, const TensorView &y,
 }
 
 void gather(Stream &, const TensorView &data, const TensorView &indices,
-            const TensorView &out, int64_t axis) {
+            const TensorView &out, int64_t axis, TableShard shard) {
   AxisSplit s = splitAt(data.shape, axis);
-  Ints positions = gatherPositions(indices, s.dim);
+  Ints positions = gatherPositions(indices, s.dim, shard);
   if (s.inner == 1)
     return withElementWidth(data.dtype, [&](auto element) {
       gatherElements<decltype(element)>(data, positions, out, s);
@@ -236,17 +247,19 @@ void gather(Stream &, const TensorView &data, const TensorView &indices,
   size_t rowBytes = s.inner * sizeOf(data.dtype);
 #pragma omp parallel for schedule(static) if (tasks * s.inner > kParallelGrain)
   for (int64_t t = 0; t < tasks; ++t) {
-    int64_t o = t / count;
-    std::memcpy(bytesAt(out, t * s.inner),
-                bytesAt(data, (o * s.dim + positions[t % count]) * s.inner),
-                rowBytes);
+    int64_t o = t / count, position = positions[t % count];
+    if (position == kNotHere)
+      std::memset(bytesAt(out, t * s.inner), 0, rowBytes);
+    else
+      std::memcpy(bytesAt(out, t * s.inner),
+                  bytesAt(data, (o * s.dim + position) * s.inner), rowBytes);
   }
 }
 
 void gatherGrad(Stream &, const TensorView &dy, const TensorView &indices,
-                const TensorView &ddata, int64_t axis) {
+                const TensorView &ddata, int64_t axis, TableShard shard) {
   AxisSplit s = splitAt(ddata.shape, axis);
-  Ints positions = gatherPositions(indices, s.dim);
+  Ints positions = gatherPositions(indices, s.dim, shard);
   if (ddata.size() == 0)
     return;
   int64_t count = static_cast<int64_t>(positions.size());
@@ -273,6 +286,8 @@ void gatherGrad(Stream &, const TensorView &dy, const TensorView &indices,
       std::fill(dd + (o * s.dim + d) * s.inner + j0,
                 dd + (o * s.dim + d) * s.inner + j1, 0.f);
     for (int64_t n = 0; n < count; ++n) {
+      if (positions[n] == kNotHere)
+        continue;
       const float *from = g + (o * count + n) * s.inner;
       float *to = dd + (o * s.dim + positions[n]) * s.inner;
       for (int64_t j = j0; j < j1; ++j)

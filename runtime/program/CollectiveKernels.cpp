@@ -177,6 +177,17 @@ ClassSplit classSplitOf(E &e, const Instr &i) {
 
 } // namespace
 
+void launchShardGather(E &e, const Instr &i) {
+  Collectives &c = e.collectives(i.op);
+  std::vector<std::string> axes = splitAxes(i.getString("axes"));
+  int64_t axis = i.getInt("axis");
+  int64_t local = e.operand(i, 0).shape[axis];
+  cpu::TableShard shard{local * chunkIndex(c.mesh(), c.rank(), axes),
+                        local * groupSize(c.mesh(), axes)};
+  cpu::gather(e.stream(), e.operand(i, 0), e.operand(i, 1), e.result(i, 0),
+              axis, shard);
+}
+
 void launchCrossEntropyStats(E &e, const Instr &i) {
   ClassSplit split = classSplitOf(e, i);
   cpu::crossEntropyStats(e.stream(), e.operand(i, 0), e.operand(i, 1),

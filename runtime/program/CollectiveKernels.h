@@ -19,6 +19,8 @@ void launchAllToAll(Executor &e, const Instr &i);
 void launchCrossEntropyGradFromStats(Executor &e, const Instr &i);
 void launchCrossEntropyStats(Executor &e, const Instr &i);
 void launchReduceScatter(Executor &e, const Instr &i);
+/// The vocabulary-parallel embedding's gather from this rank's rows.
+void launchShardGather(Executor &e, const Instr &i);
 void launchShardSlice(Executor &e, const Instr &i);
 
 } // namespace bmrt

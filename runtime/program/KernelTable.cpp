@@ -386,6 +386,7 @@ const Entry kKernels[] = {
     {"reshape", launchCopy},
     {"rms_norm", launchRmsNorm},
     {"rms_norm_grad", launchRmsNormGrad},
+    {"shard_gather", launchShardGather},
     {"shard_slice", launchShardSlice},
     {"sigmoid", launchUnary<UnaryOp::Sigmoid>},
     {"sin", launchUnary<UnaryOp::Sin>},

@@ -992,6 +992,12 @@ void checkGather(Check &c) {
             "operand 0's with operand 1's dims at 'axis'");
 }
 
+/// A gather from this rank's slice of a table split over `axes`.
+void checkShardGather(Check &c) {
+  groupSizeAttr(c);
+  checkGather(c);
+}
+
 /// Operands dy, indices; result ddata, into whose dim `axis` dy is added.
 void checkGatherGrad(Check &c) {
   c.counts(2, 1);
@@ -1276,6 +1282,7 @@ const Entry kCheckers[] = {
     {"reshape", checkCopy},
     {"rms_norm", checkNorm},
     {"rms_norm_grad", checkNormGrad},
+    {"shard_gather", checkShardGather},
     {"shard_slice", checkAlongDim<-1, kAny>},
     {"sigmoid", checkUnary<kF32>},
     {"sin", checkUnary<kF32>},

@@ -252,3 +252,26 @@ CrossEntropyGradFromStatsOp::verifySymbolUses(SymbolTableCollection &tables) {
     return failure();
   return checkStats(*this, getStats().getType(), *n, logits.getDimSize(0));
 }
+
+LogicalResult ShardGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
+  if (failed(groupSize(*this, getMeshAttr(), axisNamesOf(getAxes()), tables)))
+    return failure();
+  auto data = getData().getType();
+  if (failed(checkDim(*this, getAxis(), data)))
+    return failure();
+  // The result is the gather's: data's dims with `axis` replaced by the
+  // indices' dims.
+  auto indices = getIndices().getType();
+  SmallVector<int64_t> expected(data.getShape().take_front(getAxis()));
+  expected.append(indices.getShape().begin(), indices.getShape().end());
+  expected.append(data.getShape().begin() + getAxis() + 1,
+                  data.getShape().end());
+  if (getResult().getType().getShape() != ArrayRef<int64_t>(expected) ||
+      getResult().getType().getElementType() != data.getElementType())
+    return emitOpError() << "gathering " << indices << " from " << data
+                         << " gives "
+                         << RankedTensorType::get(expected,
+                                                  data.getElementType())
+                         << ", not " << getResult().getType();
+  return success();
+}

@@ -174,3 +174,49 @@ func.func @main(
 // CHECK: %[[Y:.*]] = bm.matmul %[[ROWS]], %{{.*}} : tensor<8x6xf32>, tensor<6x6xf32>
 // CHECK: bm.reshape %[[Y]] : tensor<8x6xf32> -> tensor<2x4x6xf32>
 // CHECK: bm.cross_entropy
+
+// -----
+
+// An embedding table tied to the LM head. The plan has the gather read it
+// split along hidden and the head split along the vocabulary; the table is
+// stored once, as the head wants it, and the gather reads it in place
+// (Megatron's vocabulary-parallel embedding: zeros for ids another device
+// holds, a partial sum over tp, reduced for its reader) instead of moving
+// the [16, 8] table to the gather's layout and back every step.
+
+bm.mesh @mesh = <["tp"=2]>
+func.func @main(
+    %ids: tensor<2x3xi64> {bm.kind = "input", bm.name = "ids"},
+    %table: tensor<16x8xf32> {bm.kind = "parameter", bm.name = "table",
+                              bm.sharding = #bm.sharding<@mesh, [{}, {"tp"}]>})
+    -> tensor<2x3x16xf32> {
+  %h = bm.gather %table, %ids {axis = 0 : i64,
+      bm.sharding = [#bm.sharding<@mesh, [{}, {}, {"tp"}]>],
+      bm.operand_sharding = [#bm.sharding<@mesh, [{}, {"tp"}]>,
+                             #bm.sharding<@mesh, [{}, {}]>]}
+      : tensor<16x8xf32>, tensor<2x3xi64>
+  %g = bm.gelu %h {
+      bm.sharding = [#bm.sharding<@mesh, [{}, {}, {}]>],
+      bm.operand_sharding = [#bm.sharding<@mesh, [{}, {}, {}]>]}
+      : tensor<2x3x8xf32>
+  %t = bm.transpose %table {permutation = array<i64: 1, 0>,
+      bm.sharding = [#bm.sharding<@mesh, [{}, {"tp"}]>],
+      bm.operand_sharding = [#bm.sharding<@mesh, [{"tp"}, {}]>]}
+      : tensor<16x8xf32>
+  %y = bm.matmul %g, %t {
+      bm.sharding = [#bm.sharding<@mesh, [{}, {}, {"tp"}]>],
+      bm.operand_sharding = [#bm.sharding<@mesh, [{}, {}, {}]>,
+                             #bm.sharding<@mesh, [{}, {"tp"}]>]}
+      : tensor<2x3x8xf32>, tensor<8x16xf32>
+  return %y : tensor<2x3x16xf32>
+}
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[T:[a-z0-9]+]]: tensor<8x8xf32> {{.*}}bm.sharding = #bm.sharding<@mesh, [{"tp"}, {}]>
+// CHECK-NOT: bm.all_to_all
+// CHECK: %[[H:.*]] = bm.shard_gather %[[T]], %{{.*}} over ["tp"] on @mesh {axis = 0 : i64} : tensor<8x8xf32>, tensor<2x3xi64> -> tensor<2x3x8xf32>
+// CHECK: bm.all_reduce %[[H]] over ["tp"]
+// CHECK-NOT: bm.all_to_all
+// CHECK: bm.gather_grad
+// CHECK-NOT: bm.all_to_all
+// CHECK: return

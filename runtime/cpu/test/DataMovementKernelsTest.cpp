@@ -160,6 +160,40 @@ TEST(Gather, IndexOutOfRangeThrowsNamingValueAndBound) {
   }
 }
 
+// The vocabulary-parallel embedding: a table [6, 2] split into two slices
+// of 3 rows. Each slice gathers the rows it holds and zeros for the rest,
+// so the slices' results add up to the whole table's gather; each slice's
+// gradient is its rows of the whole gradient. Exact: every element is one
+// row's value plus zeros.
+TEST(Gather, TableSlicesAddUpToTheWholeTable) {
+  Owned table = counting({6, 2});
+  Owned ids = i64({4}, {5, 0, -1, 2});
+  Owned whole = runGather(table, ids, 0);
+  Owned dy = f32({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  Owned wholeGrad(DType::F32, {6, 2});
+  gatherGrad(cpuStream(), dy.view, ids.view, wholeGrad.view, 0);
+  std::vector<float> sum(8, 0.f);
+  for (int64_t first : {0, 3}) {
+    Owned slice(DType::F32, {3, 2});
+    for (int64_t k = 0; k < 6; ++k)
+      slice.f(k) = table.f(first * 2 + k);
+    Owned part(DType::F32, {4, 2});
+    gather(cpuStream(), slice.view, ids.view, part.view, 0, {first, 6});
+    for (int64_t k = 0; k < 8; ++k)
+      sum[k] += part.f(k);
+    Owned grad(DType::F32, {3, 2});
+    gatherGrad(cpuStream(), dy.view, ids.view, grad.view, 0, {first, 6});
+    for (int64_t k = 0; k < 6; ++k)
+      EXPECT_EQ(grad.f(k), wholeGrad.f(first * 2 + k)) << first << " " << k;
+  }
+  EXPECT_EQ(sum, floatsOf(whole));
+  // Indices are checked against the whole table.
+  Owned slice(DType::F32, {3, 2}), part(DType::F32, {1, 2});
+  EXPECT_THROW(gather(cpuStream(), slice.view, i64({1}, {6}).view, part.view,
+                      0, {3, 6}),
+               Error);
+}
+
 TEST(GatherGrad, RepeatedIndicesAccumulate) {
   Owned dy = f32({3, 2}, {1, 2, 10, 20, 100, 200});
   Owned ids = i64({3}, {2, 0, 2});

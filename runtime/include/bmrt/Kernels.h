@@ -209,14 +209,22 @@ void trilu(Stream &stream, const TensorView &x, const TensorView &y, int64_t k,
 /// y dim i is x dim perm[i].
 void transpose(Stream &stream, const TensorView &x, const TensorView &y,
                const Ints &perm);
+/// A table split along its gather axis over ranks (the vocabulary-parallel
+/// embedding): this rank holds entries [first, first + local) of `total`.
+/// Indices index all `total` entries; those this rank does not hold gather
+/// zeros (and add nothing to the gradient). The default is the whole table.
+struct TableShard {
+  int64_t first = 0;
+  int64_t total = -1;
+};
 /// ONNX Gather along `axis`; negative indices count from the end; an index
 /// out of range throws bmrt::Error.
 void gather(Stream &stream, const TensorView &data, const TensorView &indices,
-            const TensorView &out, int64_t axis);
+            const TensorView &out, int64_t axis, TableShard shard = {});
 /// The gradient of gather: ddata = 0, then ddata[index] += dy for each
 /// gathered slice (F32; repeated indices accumulate).
 void gatherGrad(Stream &stream, const TensorView &dy, const TensorView &indices,
-                const TensorView &ddata, int64_t axis);
+                const TensorView &ddata, int64_t axis, TableShard shard = {});
 void concat(Stream &stream, const std::vector<TensorView> &inputs,
             const TensorView &out, int64_t axis);
 void split(Stream &stream, const TensorView &x,

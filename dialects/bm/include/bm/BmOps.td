@@ -762,6 +762,30 @@ def Bm_CrossEntropyGradFromStatsOp : Bm_CollectiveOp<
 }
 
 //===----------------------------------------------------------------------===//
+// Vocabulary-parallel embedding (made by partitioning)
+//===----------------------------------------------------------------------===//
+
+def Bm_ShardGatherOp : Bm_CollectiveOp<"shard_gather", [Pure]> {
+  let summary = "gather from this device's slice of a table split along "
+                "`axis` over mesh axes: indices another device holds give "
+                "zeros (the result is a partial sum over those axes)";
+  let description = [{
+    Megatron-LM's vocabulary-parallel embedding (Shoeybi et al. 2019,
+    section 3): device c of the group of `axes` holds entries
+    [c * R, (c + 1) * R) of the table's dim `axis` (R its local size);
+    indices index the whole dim, and each device gathers those it holds.
+    Summing over the group gives the gather of the whole table.
+  }];
+  let arguments = (ins Bm_Tensor:$data, Bm_IntTensor:$indices, I64Attr:$axis,
+                       FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = [{
+    $data `,` $indices `over` $axes `on` $mesh attr-dict `:` type($data) `,`
+    type($indices) `->` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Resharding (written by annotation, lowered to collectives by partitioning)
 //===----------------------------------------------------------------------===//
 
