@@ -249,8 +249,10 @@ private:
   }
 
   /// The terms of a sum of gradient shares: an add read by nothing else is
-  /// taken apart (sums associate), and so is a linear op of one operand (a
-  /// reshape, the gradient of a slice): each share goes through it alone.
+  /// taken apart (sums associate), and so is an op linear in its first
+  /// operand (a reshape, the gradient of a slice or of a gather): each share
+  /// goes through it alone, on the stage computing the share, so that no
+  /// gradient of a table computed again crosses a boundary.
   void collectShares(Value value, SmallVector<Operation *> chain,
                      SmallVectorImpl<Share> &shares) {
     Operation *op = value.getDefiningOp();
@@ -263,9 +265,7 @@ private:
         collectShares(add.getRhs(), chain, shares);
         return;
       }
-      if (isa<ReshapeOp, TransposeOp, SqueezeOp, UnsqueezeOp, FlattenOp,
-              ReduceSumOp, SliceGradOp, NegOp>(op) &&
-          op->getNumOperands() == 1) {
+      if (isLinearInFirstOperand(op)) {
         summingOps.insert(op);
         chain.insert(chain.begin(), op);
         collectShares(op->getOperand(0), chain, shares);
@@ -273,6 +273,18 @@ private:
       }
     }
     shares.push_back({value, chain});
+  }
+
+  /// Whether `op` is linear in its first operand, its others (a gather's
+  /// indices: T5's relative position buckets) computed again anywhere.
+  bool isLinearInFirstOperand(Operation *op) {
+    if (isa<ReshapeOp, TransposeOp, SqueezeOp, UnsqueezeOp, FlattenOp,
+            ReduceSumOp, SliceGradOp, NegOp>(op))
+      return op->getNumOperands() == 1;
+    if (!isa<GatherGradOp>(op))
+      return false;
+    return llvm::all_of(op->getOperands().drop_front(),
+                        [&](Value other) { return isRecomputable(other); });
   }
 
   LogicalResult buildStage(OpBuilder &b, int s);
@@ -350,6 +362,8 @@ public:
       Value here = get(share.term);
       for (Operation *op : share.through) {
         IRMapping through;
+        for (Value other : op->getOperands().drop_front())
+          through.map(other, get(other));
         through.map(op->getOperand(0), here);
         here = b.clone(*op, through)->getResult(0);
       }

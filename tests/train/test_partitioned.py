@@ -25,7 +25,7 @@ with ZeRO 2 and 3 and pp2 interleaved, losses 7.6e-8 relative, weights
 1.2e-7 absolute. Stage boundaries that carry several values (T5's encoder
 output beside the decoder's stream; gradients of tables computed again
 on the next stage) move the same bytes as one rank's step reads: t5-tiny
-pp2 (1F1B and GPipe) losses 3.8e-8 relative, weights 1.5e-8 absolute;
+pp2 (1F1B and GPipe) losses 3.8e-8 relative, weights 3.0e-8 absolute;
 hf-llama2-tiny pp2 losses 9.4e-8, weights 3.0e-7.
 """
 
@@ -175,10 +175,11 @@ PLANS = [
     ("gpt3-tiny-4l", 4, "pp=2"),
     ("bert-tiny", 2, "dp=1,tp=1,pp=2,mb=2,schedule=1f1b"),
     # Several values cross the boundary: T5's encoder output beside the
-    # decoder's stream forward, and back their gradients and that of the
-    # decoder's relative position bias (computed again on stage 1 from its
-    # parameter, whose gradient stage 0 takes through the bias's ops);
-    # HF LLaMA's rotary tables' gradients likewise.
+    # decoder's stream forward, and back their gradients (the relative
+    # position bias, computed again on stage 1, returns its share of its
+    # parameter's gradient through the bias's gather there); HF LLaMA's
+    # rotary tables (cos and sin of a parameter, not linear) send their
+    # gradients back beside the stream's.
     ("t5-tiny", 2, "dp=1,tp=1,pp=2,mb=2,schedule=1f1b"),
     ("t5-tiny", 2, "dp=1,tp=1,pp=2,mb=2,schedule=gpipe"),
     ("hf-llama2-tiny", 2, "dp=1,tp=1,pp=2,mb=2,schedule=1f1b"),

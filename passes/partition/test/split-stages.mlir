@@ -198,3 +198,37 @@ func.func @main(
 // CHECK: %[[GC2:[0-9]+]] = bm.mul %{{[0-9]+}}, %[[B2]]
 // CHECK: %[[GB2:[0-9]+]] = bm.mul %{{[0-9]+}}, %[[C2]]
 // CHECK: return %{{[0-9]+}}, %[[GC2]], %[[GB2]]
+
+// -----
+
+// A bias gathered from a parameter by indices of no data (T5's relative
+// position buckets) and read on both stages: stage 1 computes it again and
+// returns its share of the parameter's gradient through its own
+// gather_grad, so no gradient of the bias crosses back; the stream's alone
+// does (stage 0 takes one activation_grad, its last argument).
+
+bm.mesh @mesh = <["pp"=2]>
+func.func @main(
+    %x: tensor<4x8xf32> {bm.kind = "input", bm.name = "x",
+                         bm.sharding = #bm.sharding<@mesh, [{}, {}]>},
+    %t: tensor<6x8xf32> {bm.kind = "parameter", bm.name = "t",
+                         bm.sharding = #bm.sharding<@mesh, [{}, {}]>},
+    %w: tensor<8x8xf32> {bm.kind = "parameter", bm.name = "w",
+                         bm.sharding = #bm.sharding<@mesh, [{}, {}]>})
+    -> tensor<4x8xf32> {
+  %ids = bm.constant {bm.stage = 0 : i64} dense<[0, 2, 5, 1]> : tensor<4xi64>
+  %bias = bm.gather %t, %ids {bm.stage = 0 : i64, axis = 0 : i64} : tensor<6x8xf32>, tensor<4xi64>
+  %h0 = bm.mul %x, %bias {bm.stage = 0 : i64} : tensor<4x8xf32>, tensor<4x8xf32>
+  %h1 = bm.matmul %h0, %w {bm.stage = 1 : i64} : tensor<4x8xf32>, tensor<8x8xf32>
+  %h2 = bm.add %h1, %bias {bm.stage = 1 : i64} : tensor<4x8xf32>, tensor<4x8xf32>
+  return %h2 : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @stage_0
+// CHECK-SAME: bm.name = "t"
+// CHECK-SAME: tensor<4x8xf32> {bm.kind = "activation_grad", bm.name = "activation_grad"}) -> (tensor<6x8xf32> {bm.grad_of = "t", bm.partial = ["pp"]}
+// CHECK: bm.gather_grad
+// CHECK-LABEL: func.func @stage_1
+// CHECK-SAME: -> (tensor<f32> {bm.kind = "loss", bm.partial = []}, tensor<8x8xf32> {bm.grad_of = "w", bm.partial = []}, tensor<6x8xf32> {bm.grad_of = "t", bm.partial = ["pp"]}, tensor<4x8xf32> {bm.kind = "send_grad", bm.name = "send_grad"})
+// CHECK: bm.gather %{{[a-z0-9]+}}, %{{[0-9]+}}
+// CHECK: bm.gather_grad
