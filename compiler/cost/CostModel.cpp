@@ -117,8 +117,8 @@ MeshPlacement bm::cost::placeMesh(const Cluster &cluster, int dp, int tp,
   placement.expertDp = stridedGroup(perNode, std::max(dp / ep, 1), tp * ep);
   // pp: stages at stride dp * tp; some neighbours straddle a node boundary
   // as soon as the whole pipeline does not fit in one node.
-  placement.pipelineCrossesNodes =
-      pp > 1 && static_cast<int64_t>(tp) * dp * pp > perNode;
+  placement.pp = stridedGroup(perNode, pp, dp * tp);
+  placement.pipelineCrossesNodes = pp > 1 && placement.pp.crossesNodes;
   return placement;
 }
 

@@ -53,6 +53,9 @@ struct MeshPlacement {
   /// expert gradients.
   CommGroup ep;
   CommGroup expertDp;
+  /// One rank of every pipeline stage (stride dp x tp): what sums the
+  /// gradient of a parameter several stages hold (tied embeddings).
+  CommGroup pp;
   /// Whether some pair of neighbouring pipeline stages sits on two nodes.
   bool pipelineCrossesNodes = false;
 };

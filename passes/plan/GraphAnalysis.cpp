@@ -233,6 +233,104 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
                          static_cast<int>(segmentOfRepresentative.size()))
             .first->second;
   numLayerSegments_ = static_cast<int>(segmentOfRepresentative.size());
+  findSharedParameters();
+}
+
+int GraphAnalysis::segmentOf(int op) const {
+  const int layer = graph_.ops[op].layer;
+  if (layer >= 0 && layer < graph_.numLayers())
+    return layerSegment_[layer];
+  // Outside the layers, numbered as segments() lists them: the prologue,
+  // (the layer segments,) the epilogue, then the interludes.
+  const int prologue = prologueOps_.empty() ? 0 : 1;
+  auto holds = [&](const std::vector<int> &ops) {
+    return std::binary_search(ops.begin(), ops.end(), op);
+  };
+  if (holds(prologueOps_))
+    return 0;
+  const int epilogue = prologue + numLayerSegments_;
+  if (holds(epilogueOps_))
+    return epilogue;
+  const int firstInterlude = epilogue + (epilogueOps_.empty() ? 0 : 1);
+  for (size_t i = 0; i < interludes_.size(); ++i)
+    if (holds(interludes_[i].second))
+      return firstInterlude + static_cast<int>(i);
+  return -1;
+}
+
+std::vector<char> GraphAnalysis::parametersAlone() const {
+  // Ops are in order: one pass, as over the FLOPs.
+  enum : char { kData = 1, kParameters = 2 };
+  std::vector<char> cone(graph_.values.size(), 0);
+  for (size_t v = 0; v < graph_.values.size(); ++v)
+    if (graph_.values[v].kind == ValueKind::Parameter)
+      cone[v] = kParameters;
+    else if (graph_.values[v].kind == ValueKind::Input)
+      cone[v] = kData;
+  for (const OpInfo &op : graph_.ops) {
+    char in = 0;
+    for (int v : op.operands)
+      in |= cone[v];
+    for (int v : op.results)
+      cone[v] = in;
+  }
+  for (char &c : cone)
+    c = c == kParameters;
+  return cone;
+}
+
+std::vector<int>
+GraphAnalysis::readersOf(int parameter,
+                         const std::vector<char> &parametersAlone) const {
+  std::vector<int> readers;
+  std::vector<int> pending = {parameter};
+  while (!pending.empty()) {
+    const int v = pending.back();
+    pending.pop_back();
+    for (int op : consumers(v)) {
+      if (std::find(readers.begin(), readers.end(), op) != readers.end())
+        continue;
+      readers.push_back(op);
+      for (int result : graph_.ops[op].results)
+        if (parametersAlone[result])
+          pending.push_back(result);
+    }
+  }
+  return readers;
+}
+
+// What bm-split-stages gives every stage a copy of (and the trainer sums
+// over pp): parameters whose readers fall into several parts of the model.
+// Two instances of a layer class are two parts (a weight shared by every
+// layer), which their common segment does not tell apart.
+void GraphAnalysis::findSharedParameters() {
+  const int numLayers = graph_.numLayers();
+  auto partOf = [&](int op) {
+    const int layer = graph_.ops[op].layer;
+    return layer >= 0 && layer < numLayers ? layer
+                                           : numLayers + segmentOf(op);
+  };
+  size_t numSegments = (prologueOps_.empty() ? 0 : 1) + numLayerSegments_ +
+                       (epilogueOps_.empty() ? 0 : 1) + interludes_.size();
+  sharedReads_.assign(numSegments, 0);
+  const std::vector<char> tables = parametersAlone();
+  for (size_t v = 0; v < graph_.values.size(); ++v) {
+    if (graph_.values[v].kind != ValueKind::Parameter ||
+        sharedParameters_.size() == kMaxSharedParameters)
+      continue;
+    std::vector<int> readers = readersOf(static_cast<int>(v), tables);
+    bool several = llvm::any_of(readers, [&](int op) {
+      return partOf(op) != partOf(readers.front());
+    });
+    bool expert = llvm::any_of(
+        readers, [&](int op) { return expertFactor(op) >= 0; });
+    if (!several || expert)
+      continue;
+    const uint64_t bit = uint64_t(1) << sharedParameters_.size();
+    sharedParameters_.push_back(static_cast<int>(v));
+    for (int op : readers)
+      sharedReads_[segmentOf(op)] |= bit;
+  }
 }
 
 void GraphAnalysis::findExpertFactor(int o) {

@@ -2,7 +2,8 @@
 //
 // Computed once per graph: consumers of each value, which ops are views,
 // which values a fused implementation writes to memory, which factors run
-// along the sequence (token) axis, which op owns each parameter, and the
+// along the sequence (token) axis, which op owns each parameter, which
+// parameters several parts of the model read (tied embeddings), and the
 // split of the ops into searched segments (prologue, blocks, epilogue).
 //
 // Folding: only the searched ops (prologue, epilogue and, when folded, the
@@ -22,8 +23,8 @@
 
 #include "llvm/ADT/ArrayRef.h"
 
+#include <cstdint>
 #include <map>
-
 #include <string>
 #include <vector>
 
@@ -112,6 +113,23 @@ public:
   /// For a parameter, the first op that reads it (the op whose sharding
   /// decides how it is stored); -1 otherwise.
   int parameterOwner(int value) const { return parameterOwner_[value]; }
+  /// Parameters that pipeline stages may hold apart, by value index: read
+  /// by ops of several parts of the model (the prologue, a layer instance,
+  /// an interlude, the epilogue), directly or through values computed from
+  /// parameters alone, which every stage reading them computes again
+  /// (bm-split-stages). GPT's word embedding, tied to the output layer;
+  /// Llama's rotary tables, read by every layer. Readers are the ops
+  /// consumers() lists, so under folding a parameter that only instances
+  /// after a class's second share is missed. Expert weights are never
+  /// listed, and at most kMaxSharedParameters are (the first by index).
+  llvm::ArrayRef<int> sharedParameters() const { return sharedParameters_; }
+  static constexpr size_t kMaxSharedParameters = 64;
+  /// Bit i: whether the ops of segment `segment` (numbered as segments()
+  /// returns them) read sharedParameters()[i] as above; for a layer
+  /// segment, the ops of any scanned instance of its class.
+  uint64_t sharedParametersRead(int segment) const {
+    return sharedReads_[segment];
+  }
   /// Whether training computes a gradient for `value`: floating-point
   /// values that depend on a parameter. Constants, masks built from them
   /// and the token ids have none, so no backward collective moves them.
@@ -180,6 +198,17 @@ private:
   void markAttentionCore(int softmax, int scores);
   int findRouterTopK(llvm::ArrayRef<int> searchedOps) const;
   void findSavedValues(const std::vector<int> &searchedOps);
+  /// The index in segments() of scanned op `op`'s segment.
+  int segmentOf(int op) const;
+  /// Per value, whether it is computed from parameters (and constants)
+  /// alone, not from the data: a table each stage reading it can compute
+  /// again.
+  std::vector<char> parametersAlone() const;
+  /// The ops that read `parameter`, directly or through values computed
+  /// from parameters alone (as consumers() lists them).
+  std::vector<int> readersOf(int parameter,
+                             const std::vector<char> &parametersAlone) const;
+  void findSharedParameters();
 
   const ModelGraph &graph_;
   bool fold_;
@@ -214,6 +243,8 @@ private:
   std::vector<char> materialized_;
   std::vector<char> saved_;
   std::vector<int> parameterOwner_;
+  std::vector<int> sharedParameters_;
+  std::vector<uint64_t> sharedReads_; // per segment
   std::vector<char> needsGradient_;
   std::map<int, std::vector<int>> sideInputs_;
   std::vector<int> findSideInputs(int blockClass) const;

@@ -23,6 +23,8 @@ StageStats &StageStats::operator+=(const StageStats &other) {
   workingSet = std::max(workingSet, other.workingSet);
   sideInputBytes = std::max(sideInputBytes, other.sideInputBytes);
   sideInputSource = std::max(sideInputSource, other.sideInputSource);
+  shared |= other.shared;
+  sharedParams += other.sharedParams;
   expertParams += other.expertParams;
   exchangeBytes += other.exchangeBytes;
   exchanges += other.exchanges;
@@ -36,7 +38,7 @@ bool StageStats::operator==(const StageStats &other) const {
                            s.recomputeCompute, s.forward, s.comm, s.stepComm, s.params, s.stored,
                            s.workingSet, s.expertParams, s.exchangeBytes,
                            s.exchanges, s.sideInputBytes, s.sideInputSource,
-                           s.layers);
+                           s.shared, s.sharedParams, s.layers);
   };
   return fields(*this) == fields(other);
 }
@@ -55,11 +57,13 @@ StageStats StageStats::scaled(int64_t count) const {
   s.expertParams *= count;
   s.exchangeBytes *= count;
   s.exchanges *= count;
+  s.sharedParams *= count;
   s.layers *= count;
   if (count == 0) {
     s.workingSet = 0;
     s.sideInputBytes = 0;
     s.sideInputSource = 0;
+    s.shared = 0;
   }
   return s;
 }

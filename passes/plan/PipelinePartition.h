@@ -13,6 +13,7 @@
 #ifndef BM_PLAN_PIPELINEPARTITION_H
 #define BM_PLAN_PIPELINEPARTITION_H
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -46,6 +47,15 @@ struct StageStats {
   /// 1 when the item or stage makes those values itself (T5's encoder
   /// end): such a stage receives nothing (max-type).
   double sideInputSource = 0;
+  /// Parameters that pipeline stages may hold apart (tied embeddings; bit
+  /// i for GraphAnalysis::sharedParameters()[i], or-type): the ones an item
+  /// or stage reads, whose elements `params` leaves out; on a device
+  /// (Planner::holdSharedParameters) the ones it holds, added to `params`.
+  uint64_t shared = 0;
+  /// On a device: elements per GPU of the held ones that other devices hold
+  /// too (part of `params`), whose gradient is summed over pp.
+  double sharedParams = 0;
+  bool hasShared(size_t i) const { return (shared >> i & 1) != 0; }
   int64_t layers = 0;
 
   /// Whether a stage with these contents receives side inputs.

@@ -166,10 +166,10 @@ std::vector<TimelineBar> Planner::timeline(const Evaluation &chosen) {
   const MeshPlacement placement = cost::placeMesh(
       cluster_, config.dp, config.tp, config.pp, std::max(config.ep, 1));
   for (const DeviceGroup &group : entry.devices) {
-    StepTail tail = stepTail(group.stats, config, placement);
+    StepTail tail = stepTail(group.stats, config, placement, entry);
     for (int rank = group.firstDevice;
          rank < group.firstDevice + group.numDevices; ++rank) {
-      double sync = tail.dpSync + tail.expertSync + tail.stepComm;
+      double sync = tail.total() - tail.optimizer;
       TimelineBar bar;
       bar.rank = rank;
       bar.kind = TimelineBar::Kind::Sync;

@@ -108,8 +108,20 @@ struct StepTail {
   /// expertSync, which are what is left exposed).
   double dpHidden = 0, expertHidden = 0;
   double stepComm = 0;               // tp all-reduce of replicated weights
+  /// The pp all-reduces of the gradients of parameters several pipeline
+  /// stages hold (Planner::sharedGradientSums).
+  double sharedSync = 0;
   double optimizer = 0;              // the optimizer step
-  double total() const { return dpSync + expertSync + stepComm + optimizer; }
+  double total() const {
+    return dpSync + expertSync + stepComm + sharedSync + optimizer;
+  }
+};
+
+/// The all-reduce over pp of one shared parameter's gradient on a device.
+struct SharedGradientSum {
+  double bytes = 0;
+  cost::CommGroup group;
+  double seconds = 0;
 };
 
 struct Evaluation {
@@ -142,6 +154,10 @@ struct PartitionEntry {
   std::vector<DeviceGroup> devices;
   double boundaryBytes = 0;       // activations crossing a stage boundary
   double layerParams = 0;         // parameters per GPU of one layer
+  /// Per GraphAnalysis::sharedParameters(): elements per GPU, and how many
+  /// devices hold a copy (Planner::holdSharedParameters).
+  std::vector<double> sharedElements;
+  std::vector<int> sharedHolders;
 };
 
 /// Whether two step times are equal to rounding.
@@ -189,6 +205,7 @@ public:
       if (segments_[s].kind == SegmentKind::Layer && firstLayerSegment_ < 0)
         firstLayerSegment_ = static_cast<int>(s);
     }
+    findSharedOwners();
   }
 
   llvm::Error validate() const;
@@ -198,6 +215,7 @@ public:
   llvm::Expected<Plan> result(bool suggest);
 
 private:
+  void findSharedOwners();
   /// `stream` is the stream layout (see solveSegment): -1 replicated, else
   /// the dimension of the border values that tp splits.
   const SegmentSolution &solution(int segment, int tp, int microBatch,
@@ -215,6 +233,19 @@ private:
   std::vector<int> tpOptions() const;
   StageStats itemStats(int segment, int tp, int microBatch, int stream,
                        Recompute recompute);
+  /// Elements per GPU of each of GraphAnalysis::sharedParameters(), split
+  /// over tp as its owner op's chosen sharding stores it.
+  std::vector<double> sharedParameterElements(int tp, int microBatch,
+                                              int stream);
+  /// Gives each device of `entry` the shared parameters it holds (in its
+  /// stats' `shared`, `params` and `sharedParams`) and fills the entry's
+  /// sharedElements and sharedHolders.
+  void holdSharedParameters(PartitionEntry &entry,
+                            const ParallelConfig &config);
+  /// Model-state and gradient-output bytes of the shared parameters that
+  /// device `device` of `entry` holds.
+  double heldSharedBytes(const PartitionEntry &entry, int device,
+                         const ParallelConfig &config) const;
   /// The time-balanced stages of `config` (cached).
   const PartitionEntry &partition(const ParallelConfig &config);
   /// Seconds of all items (prologue, layers, epilogue) for one micro-batch.
@@ -251,7 +282,17 @@ private:
                             const cost::MeshPlacement &placement,
                             double boundary, int chunks) const;
   StepTail stepTail(const StageStats &stats, const ParallelConfig &config,
-                    const cost::MeshPlacement &placement) const;
+                    const cost::MeshPlacement &placement,
+                    const PartitionEntry &entry) const;
+  /// The all-reduces over pp of the gradients of the shared parameters a
+  /// device with `stats` holds with other devices, one per parameter.
+  std::vector<SharedGradientSum>
+  sharedGradientSums(const StageStats &stats, const ParallelConfig &config,
+                     const cost::MeshPlacement &placement,
+                     const PartitionEntry &entry) const;
+  /// Elements per GPU of a device's dense parameters whose gradients the
+  /// data-parallel reduction may start during the backward.
+  double overlappableParams(const StageStats &stats) const;
   void hideGradientReductions(StepTail &tail, const StageStats &stats,
                               const ParallelConfig &config,
                               const cost::MeshPlacement &placement) const;
@@ -306,7 +347,8 @@ private:
                         const PartitionEntry &entry);
   void itemiseDataParallel(ItemList &list, const StageStats &stats,
                            const ParallelConfig &config,
-                           const cost::MeshPlacement &placement);
+                           const cost::MeshPlacement &placement,
+                           const PartitionEntry &entry);
   void consider(const Evaluation &evaluation);
   Plan buildPlan(const Evaluation &chosen);
   double boundaryBytes(int tp, int microBatch, int stream);
@@ -339,6 +381,10 @@ private:
   /// of layers and for interludes.
   std::vector<std::pair<int, int64_t>> layerRuns_;
   int prologue_ = -1, epilogue_ = -1, firstLayerSegment_ = -1;
+  /// Per GraphAnalysis::sharedParameters(): the segment holding its owner
+  /// op and the owner's position there; -1, -1 for an owner no segment
+  /// holds.
+  std::vector<std::pair<int, int>> sharedOwners_;
   int64_t globalBatch_ = 0;
 
   // Caches, keyed by packKey of their arguments.

@@ -81,6 +81,43 @@ std::vector<Planner::StreamOption> Planner::streamOptions(int tp) const {
   return allowed;
 }
 
+void Planner::findSharedOwners() {
+  for (int v : analysis_.sharedParameters()) {
+    const int owner = analysis_.parameterOwner(v);
+    std::pair<int, int> place = {-1, -1};
+    for (size_t s = 0; s < segments_.size() && place.first < 0; ++s) {
+      const std::vector<int> &ops = segments_[s].ops;
+      auto it = std::find(ops.begin(), ops.end(), owner);
+      if (it != ops.end())
+        place = {static_cast<int>(s), static_cast<int>(it - ops.begin())};
+    }
+    sharedOwners_.push_back(place);
+  }
+}
+
+std::vector<double> Planner::sharedParameterElements(int tp, int microBatch,
+                                                     int stream) {
+  llvm::ArrayRef<int> shared = analysis_.sharedParameters();
+  std::vector<double> elements;
+  for (size_t i = 0; i < shared.size(); ++i) {
+    const int v = shared[i];
+    double n = static_cast<double>(graph_.values[v].numElements());
+    auto [segment, position] = sharedOwners_[i];
+    if (segment >= 0) {
+      const int factor =
+          solution(segment, tp, microBatch, stream).tpFactor[position];
+      const OpInfo &owner = graph_.ops[segments_[segment].ops[position]];
+      const size_t operand = llvm::find(owner.operands, v) -
+                             owner.operands.begin();
+      if (factor >= 0 &&
+          dimOfFactor(owner.rule.operandFactors[operand], factor) >= 0)
+        n /= tp;
+    }
+    elements.push_back(n);
+  }
+  return elements;
+}
+
 StageStats Planner::itemStats(int segment, int tp, int microBatch, int stream,
                               Recompute recompute) {
   const SegmentSolution &s = solution(segment, tp, microBatch, stream);
@@ -92,6 +129,16 @@ StageStats Planner::itemStats(int segment, int tp, int microBatch, int stream,
   stats.comm = s.forwardComm + s.backwardComm;
   stats.stepComm = s.stepComm;
   stats.params = s.paramsPerGpu;
+  // A shared parameter counts on every device that holds it
+  // (holdSharedParameters), not on its owner's segment alone.
+  stats.shared = analysis_.sharedParametersRead(segment);
+  std::vector<double> shared;
+  for (size_t i = 0; i < sharedOwners_.size(); ++i)
+    if (sharedOwners_[i].first == segment) {
+      if (shared.empty())
+        shared = sharedParameterElements(tp, microBatch, stream);
+      stats.params -= shared[i];
+    }
   stats.expertParams = s.expertParamsPerGpu;
   stats.exchangeBytes = s.expertExchangeBytes;
   stats.exchanges = s.expertExchanges;
@@ -198,7 +245,65 @@ const PartitionEntry &Planner::partition(const ParallelConfig &config) {
         solution(firstLayerSegment_, tp, microBatch, stream).paramsPerGpu;
   entry.devices = chunks == 1 ? oneStagePerDevice(entry.stages)
                               : interleavedDevices(entry.stages, pp, chunks);
+  holdSharedParameters(entry, config);
   return partitions_.emplace(key, std::move(entry)).first->second;
+}
+
+/// The parameters a device holding the shared ones that `held` has counts
+/// (once `entry` knows their holders).
+static StageStats sharedCopies(const PartitionEntry &entry,
+                               const StageStats &held) {
+  StageStats copies;
+  for (size_t i = 0; i < entry.sharedElements.size(); ++i) {
+    if (!held.hasShared(i))
+      continue;
+    copies.params += entry.sharedElements[i];
+    if (entry.sharedHolders[i] >= 2)
+      copies.sharedParams += entry.sharedElements[i];
+  }
+  return copies;
+}
+
+// Megatron-LM keeps a copy where a stage reads it: the word embedding on
+// the first and the last stage (megatron/core/models/common/
+// language_module, setup_embeddings_and_output_layer). bm-split-stages
+// gives every stage, and under an interleaved schedule every chunk, a copy
+// of a parameter that several virtual stages read; the trainer keeps one
+// buffer per rank (Parallel::sumOverStages).
+void Planner::holdSharedParameters(PartitionEntry &entry,
+                                   const ParallelConfig &config) {
+  entry.sharedElements = sharedParameterElements(
+      config.tp, config.microBatch, config.streamDim);
+  const size_t n = entry.sharedElements.size();
+  uint64_t everywhere = 0;
+  for (size_t i = 0; i < n; ++i) {
+    int readers = 0;
+    for (const StageGroup &group : entry.stages)
+      readers += group.stats.hasShared(i) ? group.numStages : 0;
+    if (readers >= 2 && cluster_.runtime == cost::RuntimeModel::Bmrt)
+      everywhere |= uint64_t(1) << i;
+  }
+  entry.sharedHolders.assign(n, 0);
+  for (DeviceGroup &device : entry.devices) {
+    device.stats.shared |= everywhere;
+    for (size_t i = 0; i < n; ++i)
+      entry.sharedHolders[i] +=
+          device.stats.hasShared(i) ? device.numDevices : 0;
+  }
+  for (DeviceGroup &device : entry.devices)
+    device.stats += sharedCopies(entry, device.stats);
+}
+
+double Planner::heldSharedBytes(const PartitionEntry &entry, int device,
+                                const ParallelConfig &config) const {
+  for (const DeviceGroup &group : entry.devices)
+    if (device >= group.firstDevice &&
+        device < group.firstDevice + group.numDevices) {
+      StageStats held = sharedCopies(entry, group.stats);
+      return modelState(held, config).total() +
+             gradientOutputBytes(held, config);
+    }
+  return 0;
 }
 
 std::vector<ItemRun> Planner::itemRuns(int tp, int microBatch, int stream,
@@ -377,8 +482,9 @@ Planner::memoryBalancedPartition(const ParallelConfig &config,
              gradientOutputBytes(item, config) +
              storedCopies(config, inFlight) * item.stored;
     };
+    // The shared parameters as the time-balanced stages hold them.
     double fixed = cluster_.reservedMemoryBytes + 2 * entry.boundaryBytes +
-                   layer.workingSet;
+                   layer.workingSet + heldSharedBytes(entry, stage, config);
     if (config.zeroStage >= 3)
       fixed += gatheredParameterBytes(config, entry.layerParams);
     auto addItem = [&](const StageStats &item) {
@@ -404,6 +510,7 @@ Planner::memoryBalancedPartition(const ParallelConfig &config,
   rebalanced->layerParams = entry.layerParams;
   rebalanced->devices = oneStagePerDevice(stages);
   rebalanced->stages = std::move(stages);
+  holdSharedParameters(*rebalanced, config);
   return rebalanced;
 }
 
@@ -466,6 +573,16 @@ double Planner::stepGradientReductionTime(double params,
   return seconds;
 }
 
+// bmrt reduces the gradients of parameters the stages share once the
+// pipeline has drained, outside its buckets (Parallel::singleReduction);
+// Megatron-LM's buckets hold the word embedding's too.
+double Planner::overlappableParams(const StageStats &stats) const {
+  const double dense = stats.params - stats.expertParams;
+  return cluster_.runtime == cost::RuntimeModel::Bmrt
+             ? dense - stats.sharedParams
+             : dense;
+}
+
 // The trainer starts each bucket's reduction during the last micro-batch's
 // backward (ZeRO 2: during each micro-batch's, which each reduce-scatter
 // their gradients), once its gradients are final; the part that runs behind
@@ -475,7 +592,7 @@ void Planner::hideGradientReductions(StepTail &t, const StageStats &stats,
                                      const ParallelConfig &config,
                                      const MeshPlacement &placement) const {
   const int ep = std::max(config.ep, 1);
-  const double denseParams = stats.params - stats.expertParams;
+  const double denseParams = overlappableParams(stats);
   const double expertParams = stats.expertParams / ep;
   double dense = config.dp > 1 ? stepGradientReductionTime(denseParams, config,
                                                            placement.dp)
@@ -498,9 +615,42 @@ void Planner::hideGradientReductions(StepTail &t, const StageStats &stats,
   t.expertSync -= t.expertHidden;
 }
 
+// Once the pipeline has drained, the trainer sums each shared parameter's
+// gradient over pp (Parallel::sumOverStages): under ZeRO 2 and 3 the dp
+// shard reduceGradient left, else the whole tensor after the dp
+// reduction. Megatron-LM all-reduces the word embedding's over its
+// embedding group, the first and the last stage
+// (megatron/core/distributed/finalize_model_grads.py,
+// _allreduce_word_embedding_grads).
+std::vector<SharedGradientSum>
+Planner::sharedGradientSums(const StageStats &stats,
+                            const ParallelConfig &config,
+                            const MeshPlacement &placement,
+                            const PartitionEntry &entry) const {
+  std::vector<SharedGradientSum> sums;
+  for (size_t i = 0; i < entry.sharedHolders.size(); ++i) {
+    const int holders = entry.sharedHolders[i];
+    if (!stats.hasShared(i) || holders < 2)
+      continue;
+    SharedGradientSum sum;
+    sum.bytes = entry.sharedElements[i] * perParam_.grads /
+                (config.zeroStage >= 2 ? config.dp : 1);
+    // The holders among the stages: every one (bmrt), or the first and
+    // the last, on two nodes where the pipeline spans several.
+    sum.group = placement.pp;
+    sum.group.size = holders;
+    sum.group.ranksPerNode = std::min(sum.group.ranksPerNode, holders);
+    sum.seconds =
+        model_.collectiveTime(CollectiveKind::AllReduce, sum.bytes, sum.group);
+    sums.push_back(sum);
+  }
+  return sums;
+}
+
 StepTail Planner::stepTail(const StageStats &stats,
                            const ParallelConfig &config,
-                           const MeshPlacement &placement) const {
+                           const MeshPlacement &placement,
+                           const PartitionEntry &entry) const {
   const int dp = config.dp, ep = std::max(config.ep, 1);
   const double denseParams = stats.params - stats.expertParams;
   const double expertParams = stats.expertParams / ep;
@@ -514,6 +664,9 @@ StepTail Planner::stepTail(const StageStats &stats,
                      : 0;
   hideGradientReductions(t, stats, config, placement);
   t.stepComm = stats.stepComm;
+  for (const SharedGradientSum &sum :
+       sharedGradientSums(stats, config, placement, entry))
+    t.sharedSync += sum.seconds;
   double updated = config.zeroStage >= 1
                        ? denseParams / dp + expertParams / std::max(dp / ep, 1)
                        : denseParams + expertParams;
@@ -550,7 +703,7 @@ Evaluation Planner::score(const ParallelConfig &config,
       e.critical = static_cast<int>(g);
       extras = c;
     }
-    StepTail t = stepTail(group.stats, config, placement);
+    StepTail t = stepTail(group.stats, config, placement, entry);
     if (t.total() > longestTail) {
       longestTail = t.total();
       e.tail = static_cast<int>(g);
@@ -572,6 +725,7 @@ Evaluation Planner::score(const ParallelConfig &config,
   };
   e.time.compute = m * critical.compute + tail.optimizer;
   addComm(m * critical.comm + tail.stepComm, placement.tp.crossesNodes);
+  addComm(tail.sharedSync, placement.pp.crossesNodes);
   addComm(m * extras.p2pLink, pipelineOnNetwork);
   addComm(m * extras.p2pGather, placement.tp.crossesNodes);
   addComm(tail.dpSync + m * extras.zero3, placement.dp.crossesNodes);
@@ -622,7 +776,7 @@ double Planner::bucketBytes(const StageStats &stats,
   if (cluster_.gradReduceOverlap <= 0 || config.dp <= 1)
     return 0;
   const int ep = std::max(config.ep, 1);
-  double params = stats.params - stats.expertParams + stats.expertParams / ep;
+  double params = overlappableParams(stats) + stats.expertParams / ep;
   double bytes = params * model_.activationBytes();
   return config.zeroStage >= 2 ? bytes * (config.dp + 1) / config.dp : bytes;
 }
@@ -649,8 +803,12 @@ double Planner::gradientOutputBytes(const StageStats &stats,
   if (cluster_.runtime != cost::RuntimeModel::Bmrt)
     return 0;
   const int ep = std::max(config.ep, 1);
+  const double act = model_.activationBytes();
   double params = stats.params - stats.expertParams + stats.expertParams / ep;
-  double outputs = params * model_.activationBytes();
+  // Every chunk of this rank writes its own gradient of a parameter the
+  // stages share, and they add into its one sum.
+  const double shared = stats.sharedParams * act;
+  double outputs = params * act + (config.chunks - 1) * shared;
   // ZeRO 2 and 3 reduce each later micro-batch's shard into a temporary
   // before adding it: one shard of the largest parameter.
   if (config.zeroStage >= 2)
@@ -661,8 +819,11 @@ double Planner::gradientOutputBytes(const StageStats &stats,
   if (config.numMicroBatches > 1)
     return outputs;
   // One micro-batch and whole gradients: the outputs are the sums, unless
-  // they are kept in another precision (fp32 sums of 16-bit outputs).
-  return perParam_.grads == model_.activationBytes() ? 0 : outputs;
+  // they are kept in another precision (fp32 sums of 16-bit outputs) or
+  // several chunks add theirs into one.
+  if (perParam_.grads != act)
+    return outputs;
+  return config.chunks > 1 ? config.chunks * shared : 0;
 }
 
 MemoryBreakdown Planner::deviceMemory(const DeviceGroup &group,

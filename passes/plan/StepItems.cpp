@@ -136,7 +136,7 @@ std::vector<CostItem> Planner::itemise(const Evaluation &e) {
     }
     itemiseSegments(list, held, config, placement);
     itemiseTransfers(list, group.stats, config, placement, entry);
-    itemiseDataParallel(list, group.stats, config, placement);
+    itemiseDataParallel(list, group.stats, config, placement, entry);
   }
   if (e.time.bubble > 0) {
     const DeviceGroup &critical = entry.devices[e.critical];
@@ -233,12 +233,14 @@ void Planner::itemiseTransfers(ItemList &list, const StageStats &stats,
 }
 
 // ZeRO's and data parallelism's collectives: on each micro-batch's path
-// (ZeRO-3), else once the pipeline has drained; then the optimizer step.
+// (ZeRO-3), else once the pipeline has drained; then the sums over pp of
+// the shared parameters' gradients and the optimizer step.
 void Planner::itemiseDataParallel(ItemList &list, const StageStats &stats,
                                   const ParallelConfig &config,
-                                  const cost::MeshPlacement &placement) {
+                                  const cost::MeshPlacement &placement,
+                                  const PartitionEntry &entry) {
   const int64_t m = config.numMicroBatches;
-  const StepTail tail = stepTail(stats, config, placement);
+  const StepTail tail = stepTail(stats, config, placement, entry);
   // `hidden`: seconds of the group's step gradient reductions that run
   // behind the backward, shared by the collectives by their times.
   auto add = [&](double params, const char *what,
@@ -266,5 +268,11 @@ void Planner::itemiseDataParallel(ItemList &list, const StageStats &stats,
   add(stats.params - stats.expertParams, "", placement.dp, tail.dpHidden);
   add(stats.expertParams / std::max(config.ep, 1), "expert ",
       placement.expertDp, tail.expertHidden);
+  for (const SharedGradientSum &sum :
+       sharedGradientSums(stats, config, placement, entry))
+    list.comm(CostItem::Kind::Collective, "all_reduce", kPipelineAxis,
+              cost::toString(model_.linkClass(sum.group)), "step",
+              "shared gradients", sum.bytes, 1, sum.seconds,
+              /*afterPipeline=*/true);
   list.compute("optimizer step", 1, tail.optimizer, /*afterPipeline=*/true);
 }

@@ -8,6 +8,7 @@
 
 #include "compiler/driver/PlanDriver.h"
 #include "passes/plan/GraphAnalysis.h"
+#include "passes/plan/PlanOutput.h"
 #include "passes/plan/test/GraphBuilder.h"
 #include "passes/plan/test/PlanTestSupport.h"
 
@@ -474,6 +475,119 @@ TEST(PlanZooTest, OpsCarryTheirMemoryKernelClass) {
   for (const char *op : {"bm.softmax", "bm.layer_norm", "bm.reduce_mean",
                          "bm.transpose", "bm.add"})
     EXPECT_TRUE(seen.count(op)) << op;
+}
+
+// The parameters bm-split-stages gives every pipeline stage a copy of, as
+// `bmc compile --fix dp=1,tp=1,pp=2` lays them out (parameter slots in both
+// stage programs, their gradients partial over pp): GPT's and BERT's word
+// embedding, read by the embedding and the LM head; Llama's rotary tables,
+// sliced in the prologue and read by every layer, each stage slicing them
+// again; T5's embedding (encoder, decoder and head) and relative position
+// biases (a table every layer of the encoder, or decoder, reads).
+TEST(PlanZooTest, SharedParametersAreTheOnesThePipelineStagesShare) {
+  const std::map<std::string, std::set<std::string>> shared = {
+      {"gpt3-tiny", {"wte.weight"}},
+      {"hf-gpt2-tiny", {"transformer.wte.weight"}},
+      {"bert-tiny", {"embeddings.word_embeddings.weight"}},
+      {"llama2-tiny", {"buffer.rope.cos", "buffer.rope.sin"}},
+      {"t5-tiny",
+       {"shared.weight",
+        "encoder.prelude.position.relative_attention_bias.weight",
+        "decoder.prelude.position.relative_attention_bias.weight"}},
+  };
+  mlir::MLIRContext context;
+  for (const auto &[name, expected] : shared) {
+    plan::ModelGraph graph = load(context, name);
+    plan::GraphAnalysis analysis(graph, /*fold=*/true);
+    std::set<std::string> found;
+    for (int v : analysis.sharedParameters())
+      found.insert(graph.values[v].name);
+    EXPECT_EQ(found, expected) << name;
+  }
+}
+
+/// The fp32 AdamW plan of gpt3-tiny on dp2 x pp2 (two micro-batches of 2),
+/// as bmrt runs it.
+plan::Plan tinyOnBmrt(plan::ModelGraph &graph, int zero) {
+  cost::Cluster bmrt = a100();
+  bmrt.runtime = cost::RuntimeModel::Bmrt;
+  plan::TrainingConfig config = trainingConfig(
+      4, 8,
+      "dp=2,tp=1,pp=2,mb=2,recompute=none,schedule=1f1b,zero=" +
+          std::to_string(zero));
+  config.precision = cost::Precision::Fp32;
+  llvm::Expected<plan::Plan> plan = planModel(graph, bmrt, config);
+  EXPECT_TRUE(!!plan) << llvm::toString(plan.takeError());
+  return plan ? *plan : plan::Plan();
+}
+
+// gpt3-tiny ties its LM head to the token embedding: both pipeline stages
+// hold it, with its gradient and optimizer state, and sum its gradient over
+// pp once the pipeline has drained (Parallel::sumOverStages). Measured
+// 2026-11-26: `bmc compile gpt3-tiny.onnx --gpus 4 --fix
+// dp=2,tp=1,pp=2,mb=2,schedule=1f1b,zero=Z` with a cluster file of
+// `runtime: bmrt`, then `mpirun -np 4 trainer --steps 2 --log`; the peak
+// memory of ranks 0-1 (stage 0) and 2-3 (stage 1), in bytes. Stage 1's
+// parameters are 82,880 fp32 elements: its layer and final norm (50,112)
+// and the embedding (32,768), which the planner used to count on stage 0
+// alone.
+TEST(PlanZooTest, TiedEmbeddingIsHeldWhereTheTrainerHoldsIt) {
+  struct Measured {
+    int zero;
+    double params[2], grads[2], optimizer[2];
+    double sumBytes; // the pp all-reduce of the embedding's gradient
+  };
+  const Measured runs[] = {
+      {0, {335104, 331520}, {670208, 663040}, {670208, 663040}, 32768 * 4},
+      {2, {335104, 331520}, {568192, 562816}, {335104, 331520}, 32768 * 2},
+      {3, {298624, 296832}, {568192, 562816}, {335104, 331520}, 32768 * 2},
+  };
+  mlir::MLIRContext context;
+  plan::ModelGraph graph = load(context, "gpt3-tiny");
+  for (const Measured &run : runs) {
+    plan::Plan plan = tinyOnBmrt(graph, run.zero);
+    ASSERT_EQ(plan.stageMemory.size(), 2u) << "zero=" << run.zero;
+    for (int stage = 0; stage < 2; ++stage) {
+      const plan::MemoryBreakdown &memory = plan.stageMemory[stage];
+      EXPECT_EQ(memory.params, run.params[stage]) << "zero=" << run.zero;
+      EXPECT_EQ(memory.grads, run.grads[stage]) << "zero=" << run.zero;
+      EXPECT_EQ(memory.optimizer, run.optimizer[stage]) << "zero=" << run.zero;
+    }
+    if (run.zero < 3) // ZeRO 3 holds a dp shard and the gathered tensor
+      EXPECT_EQ(plan.stageMemory[1].params / 4, 82880);
+    // One all-reduce per pipeline rank over pp, the embedding's gradient
+    // (under ZeRO 2 and 3 the dp shard), once the pipeline has drained.
+    const plan::CollectiveSummary *sum = nullptr;
+    for (const plan::CollectiveSummary &c : plan.collectives)
+      if (c.axis == plan::kPipelineAxis && c.kind == "all_reduce")
+        sum = &c;
+    ASSERT_TRUE(sum) << "zero=" << run.zero;
+    EXPECT_EQ(sum->bytes, run.sumBytes) << "zero=" << run.zero;
+    EXPECT_EQ(sum->countPerStep, 2);
+    EXPECT_EQ(sum->phase, "step");
+    EXPECT_EQ(plan::inconsistency(plan), std::nullopt);
+  }
+}
+
+// Megatron-LM keeps the word embedding on the first and the last stage
+// too, and all-reduces its fp32 gradient over the two.
+TEST(PlanZooTest, MegatronHoldsTheTiedEmbeddingOnTheLastStage) {
+  mlir::MLIRContext context;
+  plan::ModelGraph graph = load(context, "gpt3-tiny");
+  llvm::Expected<plan::Plan> plan = planModel(
+      graph, a100(),
+      trainingConfig(4, 8, "dp=2,tp=1,pp=2,mb=2,zero=1,recompute=none,"
+                           "schedule=1f1b"));
+  ASSERT_TRUE(!!plan) << llvm::toString(plan.takeError());
+  ASSERT_EQ(plan->stageMemory.size(), 2u);
+  EXPECT_EQ(plan->stageMemory[1].params / 2, 82880); // bf16
+  bool summed = false;
+  for (const plan::CollectiveSummary &c : plan->collectives)
+    if (c.axis == plan::kPipelineAxis && c.kind == "all_reduce") {
+      summed = true;
+      EXPECT_EQ(c.bytes, 32768 * 4);
+    }
+  EXPECT_TRUE(summed);
 }
 
 } // namespace

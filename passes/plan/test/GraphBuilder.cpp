@@ -437,7 +437,8 @@ ModelGraph bm::plan::test::buildGpt(const GptDims &dims) {
   int ids = g.input("input_ids", {1, s}, false, 0);
   int positions = g.input("position_ids", {1, s}, false, -1);
   int mask = g.input("causal_mask", {1, 1, s, s}, true, -1);
-  int tokens = g.gather("wte", g.parameter("wte.weight", {vocab, h}), ids);
+  int wte = g.parameter("wte.weight", {vocab, h});
+  int tokens = g.gather("wte", wte, ids);
   int pos = g.gather("wpe", g.parameter("wpe.weight", {s, h}), positions);
   int x = g.binary("bm.add", "embed_add", tokens, pos);
   for (int layer = 0; layer < dims.layers; ++layer) {
@@ -448,7 +449,10 @@ ModelGraph bm::plan::test::buildGpt(const GptDims &dims) {
   }
   x = g.layerNorm("ln_f", x, g.parameter("ln_f.weight", {h}),
                   g.parameter("ln_f.bias", {h}));
-  int logits = g.matmul("lm_head", x, g.parameter("lm_head.weight", {h, vocab}));
+  int head = dims.tiedEmbeddings
+                 ? g.transpose("lm_head.transpose", wte, {1, 0})
+                 : g.parameter("lm_head.weight", {h, vocab});
+  int logits = g.matmul("lm_head", x, head);
   g.setOutput(logits);
   return g.take();
 }

@@ -91,11 +91,15 @@ struct GptDims {
   int experts = 0;
   int moeEvery = 2;
   double capacityFactor = 1.0;
+  /// The LM head reads the token embedding, transposed (GPT-2 and GPT-3
+  /// tie them), instead of a weight of its own.
+  bool tiedEmbeddings = false;
 };
 
 /// A GPT-2 style decoder: token + position embeddings, `layers` pre-LN
 /// blocks (fused QKV, causal attention, tanh-GELU MLP), final LayerNorm and
-/// an LM head [h, vocab]. Output: the logits.
+/// an LM head [h, vocab] (or the token embedding's transpose). Output: the
+/// logits.
 ModelGraph buildGpt(const GptDims &dims);
 
 /// A stack of residual MLP blocks, x + W2 gelu(W1 x), over per-sample
