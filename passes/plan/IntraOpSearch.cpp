@@ -56,6 +56,9 @@ public:
 
 private:
   std::vector<int> strategiesOf(int op) const;
+  /// The factor of a parameter read by several ops that `op` looks up
+  /// (see strategiesOf), or -1.
+  int sharedLookupFactor(int op) const;
   /// Whether the stream layout splits the border values along a sequence.
   bool streamOnSequence() const;
   double valueBytes(int value) const;
@@ -154,11 +157,43 @@ bool SegmentCoster::streamOnSequence() const {
   return false;
 }
 
+// A parameter that several ops read (an embedding table tied to the LM
+// head) is stored once; an op that looks it up (a factor of it that is a
+// reduction no other operand carries: the gathered rows) reads a split of
+// that factor in place (Megatron's vocabulary-parallel embedding; the
+// partitioner stores such a table as its other readers split it) and
+// leaves a partial sum. Other splits of it would move the table to and
+// from this op's layout every step, which is not priced: not offered.
+int SegmentCoster::sharedLookupFactor(int op) const {
+  const OpInfo &info = graph_.ops[op];
+  for (size_t i = 0; i < info.operands.size(); ++i) {
+    int v = info.operands[i];
+    if (graph_.values[v].kind != ValueKind::Parameter ||
+        analysis_.consumers(v).size() < 2)
+      continue;
+    for (const auto &dim : info.rule.operandFactors[i])
+      for (int f : dim) {
+        if (info.rule.factorKinds[f] != FactorKind::Reduction)
+          continue;
+        bool elsewhere = false;
+        for (size_t j = 0; j < info.operands.size(); ++j)
+          if (j != i && dimOfFactor(info.rule.operandFactors[j], f) >= 0)
+            elsewhere = true;
+        if (!elsewhere)
+          return f;
+      }
+  }
+  return -1;
+}
+
 std::vector<int> SegmentCoster::strategiesOf(int op) const {
   std::vector<int> result = {-1};
   if (tp_ <= 1)
     return result;
   const OpInfo &info = graph_.ops[op];
+  int lookup = sharedLookupFactor(op);
+  if (lookup >= 0 && info.rule.factorSizes[lookup] % tp_ == 0)
+    return {lookup};
   const bool sequenceSplits =
       sequenceParallel_ && !info.isContraction &&
       !analysis_.inAttentionCore(op);

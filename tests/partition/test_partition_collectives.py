@@ -10,19 +10,13 @@ micro-batch as the plan counts; and the data-parallel reduction of the
 gradients, which the plan prices as a step collective, is left to the
 trainer (the gradients leave the step as partial sums over dp).
 
-The rest match too, except where the partition runs a table tied to the
-LM head differently from the plan: the plan prices the embedding's gather
-reading the table in its own layout, but the table is stored once, split
-along the vocabulary as the head wants it, and the gather reads it in place
-(Megatron's vocabulary-parallel embedding), so its partial result is
-reduced (a reduce-scatter, or an all-reduce, of the activation; the
-gradient's all-gather back): activation bytes, where moving the table to
-the plan's layout and back each step was table bytes (GPT, BERT, T5, the
-MoE model). Also GPT-3 1.3B's embedding output's gradient is resharded once
-per path (the first norm's and the residual's) before they are added where
-the plan reshards the sum once, and ViT's class token's gradient is
-gathered over dp. KNOWN_EXTRA lists each; a plan that prices them, or a
-partition that avoids them, makes this test fail until the entry goes.
+The rest match too (an embedding table tied to the LM head is split
+along the vocabulary for both readers: the planner offers only that split
+to the lookup, and the partition stores the table once and gathers from
+its slice in place, Megatron's vocabulary-parallel embedding), except
+ViT's class token, whose gradient the partition gathers over dp where the
+plan does not: KNOWN_EXTRA lists it; a plan that prices it, or a
+partition that avoids it, makes this test fail until the entry goes.
 """
 import json
 import os
@@ -41,12 +35,6 @@ CLUSTER = os.path.join(ROOT, "tests", "data", "clusters", "slow-compute.yaml")
 # Collectives the partition runs beyond the plan's, per micro-batch (see
 # the module's docstring).
 KNOWN_EXTRA = {
-    "bert-tiny": {("reduce_scatter", "tp", "forward"): 1, ("all_gather", "tp", "backward"): 1},
-    "gpt3-tiny": {("reduce_scatter", "tp", "forward"): 1, ("all_gather", "tp", "backward"): 1},
-    "gpt3-1.3b": {("reduce_scatter", "tp", "forward"): 1, ("all_gather", "tp", "backward"): 1,
-                  ("all_to_all", "tp", "backward"): 1},
-    "t5-tiny": {("all_reduce", "tp", "forward"): 2},
-    "moe-tiny": {("all_reduce", "tp", "forward"): 1},
     "vit-tiny": {("all_gather", "dp", "backward"): 1},
 }
 
