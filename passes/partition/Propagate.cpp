@@ -238,10 +238,10 @@ private:
     op->erase();
   }
 
-  /// The sharding `dims` (factors per dim) give under the factors' axes. A
-  /// strided dim is listed in `strided` and labelled with its axes (its
-  /// local size is right; its layout is what the conversion around the op
-  /// makes).
+  /// The sharding `dims` (factors per dim) give under the factors' axes.
+  /// A dim whose share is strided (a merged dim whose splits are not
+  /// contiguous, or a factor carrying an operand's strided layout) is also
+  /// listed in `strided`: its sharding names its axes, major to minor.
   ValueSharding wanted(const std::vector<std::vector<int>> &dims,
                        SmallVectorImpl<StridedDim> &strided) {
     ValueSharding sharding;

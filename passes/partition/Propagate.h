@@ -13,9 +13,11 @@ namespace mlir::bm {
 /// then disagree are resharded before the op (`b` points there). A factor
 /// that a result lacks leaves that result a partial sum over its axes;
 /// partial sums pass through ops linear in them. A mean over a split dim is
-/// scaled so that its partial sums add up to the global mean. Fails, naming
-/// the op, on what the runtime cannot run yet: a strided sharding (a minor
-/// factor of a merged dim split) or a gather from a split table.
+/// scaled so that its partial sums add up to the global mean. Operand dims
+/// that hold a strided share (ShardingState::strided) keep it where the op
+/// reads the same layout, and results carry it on (FactorParameters.h); a
+/// gather from a table split along its gathered dim becomes
+/// bm.shard_gather. Fails, naming the op, on an op without a sharding rule.
 LogicalResult propagateThrough(Operation *op, OpBuilder &b,
                                ShardingState &state);
 
