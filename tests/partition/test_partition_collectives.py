@@ -2,11 +2,12 @@
 
 For tiny zoo models and a full-size GPT-3 (1.3B, shapes only) planned on
 dp=2 x tp=2 (over a cluster of slow devices,
-so that the planner does split them over tp), bm-partition must reduce
-and gather exactly where the plan does: every all-reduce and
-reduce-scatter over tp, by phase, and every forward all-gather over tp
-(the vocabulary-parallel loss's statistics included), as many times per
-micro-batch as the plan counts; and the data-parallel reduction of the
+so that the planner does split them over tp), bm-partition must run
+exactly the collectives the plan priced: for each kind (all-reduce,
+reduce-scatter, all-gather, all-to-all), mesh axis and phase, as many
+calls per micro-batch moving as many bytes (the plan's buffer sizes at its
+precision; the partitioned step computes in fp32, the vocabulary-parallel
+loss's statistics are fp32 in both); and the data-parallel reduction of the
 gradients, which the plan prices as a step collective, is left to the
 trainer (the gradients leave the step as partial sums over dp).
 
@@ -32,10 +33,10 @@ from collectives import plan_collectives, step_collectives  # noqa: E402
 
 BIN = os.path.join(ROOT, "build", "bin")
 CLUSTER = os.path.join(ROOT, "tests", "data", "clusters", "slow-compute.yaml")
-# Collectives the partition runs beyond the plan's, per micro-batch (see
-# the module's docstring).
-KNOWN_EXTRA = {
-    "vit-tiny": {("all_gather", "dp", "backward"): 1},
+# Collectives the partition runs beyond the plan's, per micro-batch: calls
+# and bytes (see the module's docstring).
+KNOWN_EXTRA = {  # key -> (calls, bytes)
+    "vit-tiny": {("all_gather", "dp", "backward"): (1, 256)},
 }
 
 
@@ -68,12 +69,17 @@ def test_partition_reduces_where_the_plan_does(model, tmp_path):
     assert any(axis == "tp" for _, axis, _ in want), "the plan uses no tp"
     for key in sorted(set(got) | set(want)):
         print(key, "plan", want.get(key, 0), "partitioned", got.get(key, 0))
+    float_bytes = 4 if plan["precision"] == "fp32" else 2
+    got_bytes = step_collectives(step, "bytes", float_bytes)
+    want_bytes = plan_collectives(plan, plan["config"]["num_micro_batches"], "bytes")
     for kind in ("all_reduce", "reduce_scatter", "all_gather", "all_to_all"):
         for phase in ("forward", "backward"):
             for axis in ("tp", "dp"):
                 key = (kind, axis, phase)
-                extra = KNOWN_EXTRA.get(model, {}).get(key, 0)
-                assert got.get(key, 0) == want.get(key, 0) + extra, key
+                calls, size = KNOWN_EXTRA.get(model, {}).get(key, (0, 0))
+                assert got.get(key, 0) == want.get(key, 0) + calls, key
+                assert got_bytes.get(key, 0) == want_bytes.get(key, 0) + size, (
+                    key, "bytes", got_bytes.get(key, 0), want_bytes.get(key, 0))
     assert not any(axis == "dp" and kind in ("all_reduce", "reduce_scatter")
                    for kind, axis, _ in got), "the step reduces over dp itself"
     assert 'bm.partial = ["dp"' in step
