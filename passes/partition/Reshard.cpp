@@ -138,8 +138,45 @@ struct Mover {
 
 } // namespace
 
+/// Whether `value`, a broadcast (expand) that one op alone reads, can be
+/// made in the sharding `to` in place: `to` only adds axes to dims the
+/// broadcast creates, so each device broadcasts to its own share (ViT's
+/// class token expanded over the batch: split over dp, its gradient is a
+/// partial sum over dp like any parameter's, not gathered).
+static bool broadcastsInto(Value value, const ValueSharding &to,
+                           const ShardingState &state) {
+  auto expand = value.getDefiningOp<ExpandOp>();
+  // (A reshard's gradient reads its input for the sharding alone.)
+  auto readers = llvm::count_if(value.getUsers(), [](Operation *user) {
+    return !isa<ReshardGradOp>(user);
+  });
+  if (!expand || readers != 1 || state.strided.count(value))
+    return false;
+  const ValueSharding &have = state[value];
+  if (have.partial != to.partial || have.dims.size() != to.dims.size())
+    return false;
+  auto in = cast<RankedTensorType>(expand.getInput().getType());
+  auto out = cast<RankedTensorType>(expand.getType());
+  int64_t offset = out.getRank() - in.getRank();
+  bool adds = false;
+  for (size_t d = 0; d < to.dims.size(); ++d) {
+    if (to.dims[d] == have.dims[d])
+      continue;
+    int64_t from = static_cast<int64_t>(d) - offset;
+    bool broadcast = from < 0 || in.getDimSize(from) == 1;
+    if (!broadcast || !have.dims[d].empty())
+      return false;
+    adds = true;
+  }
+  return adds;
+}
+
 FailureOr<Value> reshardValue(OpBuilder &b, Location loc, Value value,
                               const ValueSharding &to, ShardingState &state) {
+  if (broadcastsInto(value, to, state)) {
+    state.of[value] = to;
+    return value;
+  }
   // A strided dim that changes its axes is made whole first.
   SmallVector<StridedDim, 1> strided = state.strided.lookup(value);
   llvm::sort(strided, [](const StridedDim &a, const StridedDim &b) {

@@ -220,3 +220,36 @@ func.func @main(
 // CHECK: bm.gather_grad
 // CHECK-NOT: bm.all_to_all
 // CHECK: return
+
+// -----
+
+// A parameter broadcast over the batch (ViT's class token) and read with
+// rows split over dp: each replica broadcasts to its own rows, and the
+// gradient (a sum over those rows) is a partial sum over dp for the
+// trainer, not gathered.
+
+bm.mesh @mesh = <["dp"=2]>
+func.func @main(
+    %cls: tensor<1x4xf32> {bm.kind = "parameter", bm.name = "cls"},
+    %x: tensor<6x4xf32> {bm.kind = "input", bm.name = "x",
+                         bm.sharding = #bm.sharding<@mesh, [{"dp"}, {}]>})
+    -> tensor<6x4xf32> {
+  %b = bm.expand %cls {
+      bm.sharding = [#bm.sharding<@mesh, [{}, {}]>],
+      bm.operand_sharding = [#bm.sharding<@mesh, [{}, {}]>]}
+      : tensor<1x4xf32> -> tensor<6x4xf32>
+  %y = bm.add %b, %x {
+      bm.sharding = [#bm.sharding<@mesh, [{"dp"}, {}]>],
+      bm.operand_sharding = [#bm.sharding<@mesh, [{"dp"}, {}]>,
+                             #bm.sharding<@mesh, [{"dp"}, {}]>]}
+      : tensor<6x4xf32>, tensor<6x4xf32>
+  return %y : tensor<6x4xf32>
+}
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: tensor<1x4xf32> {bm.grad_of = "cls", bm.partial = ["dp"]}
+// CHECK-NOT: bm.all_gather
+// CHECK-NOT: bm.shard_slice
+// CHECK: bm.expand %{{.*}} : tensor<1x4xf32> -> tensor<3x4xf32>
+// CHECK-NOT: bm.all_gather
+// CHECK: return
