@@ -90,14 +90,19 @@ void Executor::placeSlots() {
   dev.computeStream().synchronize();
 }
 
-/// Offsets in the arena by liveness: each value lives from the instruction
-/// that computes it to its last reader (the loss to the end); values whose
-/// lives overlap get disjoint bytes. Largest first, at the lowest offset
-/// that fits between the values already placed that overlap it in time.
-void Executor::placeValues() {
+/// Each slot's first and last instruction: a value lives from the
+/// instruction that computes it to its last reader. What is read off the
+/// device after the instructions lives to the end of the program (the loss,
+/// the outputs, the gradients sent back); what a stage sends is read right
+/// after its forward (Pipeline::forward, before any other forward), so it
+/// lives to the forward's end, and past it only where the backward reads it:
+/// the per-micro-batch stash keeps only what the backward needs.
+static void findLifetimes(const Program &prog, std::vector<size_t> &first,
+                          std::vector<size_t> &last) {
   size_t n = prog.slots.size(), end = prog.instrs.size();
-  std::vector<size_t> first(n, end), last(n, 0);
-  for (size_t t = 0; t < prog.instrs.size(); ++t) {
+  first.assign(n, end);
+  last.assign(n, 0);
+  for (size_t t = 0; t < end; ++t) {
     for (int r : prog.instrs[t].results) {
       first[r] = std::min(first[r], t);
       last[r] = std::max(last[r], t);
@@ -108,12 +113,25 @@ void Executor::placeValues() {
   }
   if (prog.loss >= 0)
     last[prog.loss] = end;
-  // What a stage sends lives to the end of its forward, for the send.
-  for (const std::vector<int> *sent : {&prog.sends, &prog.sendGrads})
-    for (int slot : *sent)
-      last[slot] = end;
+  for (int slot : prog.sendGrads)
+    last[slot] = end;
   for (int output : prog.outputs)
     last[output] = end;
+  // Without a backward line the step runs as one: sends last to its end.
+  size_t forwardLast = prog.backwardStart > 0 ? size_t(prog.backwardStart) - 1
+                       : prog.backwardStart == 0 ? 0
+                                                 : end;
+  for (int slot : prog.sends)
+    last[slot] = std::max(last[slot], forwardLast);
+}
+
+/// Offsets in the arena by liveness (findLifetimes): values whose lives
+/// overlap get disjoint bytes. Largest first, at the lowest offset that fits
+/// between the values already placed that overlap it in time.
+void Executor::placeValues() {
+  size_t n = prog.slots.size(), end = prog.instrs.size();
+  std::vector<size_t> first, last;
+  findLifetimes(prog, first, last);
 
   std::vector<int> values;
   for (size_t i = 0; i < n; ++i)

@@ -3,8 +3,9 @@
 // Runs this rank's instruction list of the plan's schedule (Schedule.h:
 // forward and backward of micro-batch m on chunk c, sends and receives of
 // activations and gradients between neighbouring stages) over this rank's
-// stage programs. Each forward keeps its stage's values per micro-batch
-// (Executor::stash, every activation slot among them) until its backward;
+// stage programs. Each forward reads the values it sends off the device at
+// once and keeps those its backward reads per micro-batch (Executor::stash)
+// until its backward;
 // each received transfer (all the values crossing a boundary, or all their
 // gradients) waits in its own buffers until the compute that reads it. The
 // lists finish under blocking sends (generateSchedule's guarantee, checked

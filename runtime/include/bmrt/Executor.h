@@ -70,7 +70,8 @@ public:
   void runBackward();
   /// The values a stage's backward reads from its forward (the values live
   /// across Program::backwardStart, and the slots filled from outside that
-  /// the backward reads: inputs, labels, the received activation), copied
+  /// the backward reads: inputs, labels, the received activation; a value
+  /// sent to the next stage only where the backward reads it), copied
   /// out to `stashBytes()` bytes of device memory, so that other
   /// micro-batches' forwards can run in between, and back. The rest of the
   /// arena is the forward's and the backward's own working memory.

@@ -193,6 +193,13 @@ TEST(MeshProgram, BadMeshesAndShardingsAreOneLineErrors) {
   }
 }
 
+/// Small integers (exact in fp32) in the slots: i % 5 - 2 at element i.
+void fillSmallIntegers(Executor &e, std::initializer_list<int> slots) {
+  for (int slot : slots)
+    for (int64_t i = 0; i < e.view(slot).size(); ++i)
+      e.view(slot).f32()[i] = float(i % 5) - 2;
+}
+
 /// A pipeline stage: an activation in, a backward part, sends both ways.
 const char *kStage = R"(bmc-step-program 1
 model "stage"
@@ -222,18 +229,18 @@ TEST(MeshProgram, PipelineStagesRoundTripAndRunInTwoParts) {
   EXPECT_EQ(printProgram(program), kStage);
   std::unique_ptr<Device> device = createCpuDevice();
   Executor e(program, *device, "stage.bmp");
-  for (int slot : {0, 1, 3})
-    for (int64_t i = 0; i < e.view(slot).size(); ++i)
-      e.view(slot).f32()[i] = float(i % 5) - 2;
+  fillSmallIntegers(e, {0, 1, 3});
   e.runForward();
+  // x = [[-2 -1 0 1] [2 -2 -1 0]] and w = [[-2 -1 0 1] [2 -2 -1 0] ...]: the
+  // sent value is x w, exact in fp32 (small integers), read before the next
+  // forward as the trainer does.
+  EXPECT_EQ(e.view(4).f32()[3], -4.0f);
   std::vector<uint8_t> saved(e.stashBytes());
   e.stash(saved.data());
-  float sent = e.view(4).f32()[3];
   e.view(0).f32()[0] = 100; // another micro-batch's forward in between
   e.runForward();
   e.unstash(saved.data());
   EXPECT_EQ(e.view(0).f32()[0], -2.0f);
-  EXPECT_EQ(e.view(4).f32()[3], sent);
   e.runBackward();
   std::string unsent = kStage;
   unsent.replace(unsent.find("%5 = matmul %3, %1 {trans_b=1}\n"), 31, "");
@@ -267,31 +274,71 @@ send_grad %7
 send_grad %5
 )";
 
+/// kTwoValueStage whose backward also reads `operand` (of the forward):
+/// %8 (of `type`) = operand^T x the received gradient %4.
+std::string withBackwardRead(const std::string &operand,
+                             const std::string &type) {
+  std::string text = kTwoValueStage;
+  text.replace(text.find("slot %7 value f32[2,4]"), 22,
+               "slot %7 value f32[2,4]\nslot %8 value " + type);
+  text.replace(text.find("%7 = matmul %4, %2 {trans_b=1}"), 30,
+               "%7 = matmul %4, %2 {trans_b=1}\n%8 = matmul " + operand +
+                   ", %4 {trans_a=1}");
+  return text;
+}
+
 TEST(MeshProgram, SeveralValuesCrossABoundaryInOrder) {
   Program program = parseProgram(kTwoValueStage, "stage1.bmp");
   EXPECT_EQ(program.sends, (std::vector<int>{6, 1}));
   EXPECT_EQ(program.sendGrads, (std::vector<int>{7, 5}));
   EXPECT_EQ(printProgram(program), kTwoValueStage);
   verifyProgram(program, "stage1.bmp");
-  // The stash per micro-batch holds the activation the backward reads
-  // (%0) and the value sent (%6, which lives to the program's end); the
-  // activation only passed on (%1) is sent before the next forward.
+  // The stash per micro-batch holds only the activation the backward reads
+  // (%0): the value sent (%6) and the activation only passed on (%1) are
+  // sent before the next forward.
+  std::unique_ptr<Device> device = createCpuDevice();
+  Executor e(program, *device, "stage1.bmp");
+  EXPECT_EQ(e.stashBytes(), 2 * 4 * sizeof(float));
+}
+
+TEST(MeshProgram, ASentValueTheBackwardReadsIsStashed) {
+  // The backward reads the sent %6 (as a layer's backward reads its
+  // output): it is kept per micro-batch, and the backward sees this
+  // micro-batch's, not the one of a forward run in between.
+  Program program =
+      parseProgram(withBackwardRead("%6", "f32[4,4]"), "stage1.bmp");
   std::unique_ptr<Device> device = createCpuDevice();
   Executor e(program, *device, "stage1.bmp");
   EXPECT_EQ(e.stashBytes(), (2 * 4 + 2 * 4) * sizeof(float));
+  fillSmallIntegers(e, {0, 2, 4});
+  e.runForward();
+  std::vector<float> sent(e.view(6).f32(), e.view(6).f32() + 8);
+  std::vector<uint8_t> saved(e.stashBytes());
+  e.stash(saved.data());
+  e.view(0).f32()[0] = 100;
+  e.runForward();
+  e.unstash(saved.data());
+  EXPECT_EQ(std::vector<float>(e.view(6).f32(), e.view(6).f32() + 8), sent);
+}
+
+TEST(MeshProgram, TheBackwardReusesTheBytesOfWhatWasSent) {
+  // %6 is sent after the forward and the backward's %7 is as large: with
+  // the send's life ending at the forward's end, they share bytes.
+  Program program = parseProgram(kTwoValueStage, "stage1.bmp");
+  std::unique_ptr<Device> device = createCpuDevice();
+  Executor e(program, *device, "stage1.bmp");
+  EXPECT_EQ(e.view(6).data, e.view(7).data);
+  EXPECT_EQ(e.arenaBytes(), 64u); // one f32[2,4], aligned to 64 bytes
 }
 
 TEST(MeshProgram, ReadsEveryActivationInTheStash) {
-  // Both activations read in backward: both are kept per micro-batch.
-  std::string text = kTwoValueStage;
-  text.replace(text.find("slot %7 value f32[2,4]"), 22,
-               "slot %7 value f32[2,4]\nslot %8 value f32[6,4]");
-  text.replace(text.find("%7 = matmul %4, %2 {trans_b=1}"), 30,
-               "%7 = matmul %4, %2 {trans_b=1}\n%8 = matmul %1, %4 {trans_a=1}");
-  Program program = parseProgram(text, "stage1.bmp");
+  // Both activations read in backward: both are kept per micro-batch (and
+  // not the sent %6, which the backward does not read).
+  Program program =
+      parseProgram(withBackwardRead("%1", "f32[6,4]"), "stage1.bmp");
   std::unique_ptr<Device> device = createCpuDevice();
   Executor e(program, *device, "stage1.bmp");
-  EXPECT_EQ(e.stashBytes(), (2 * 4 + 2 * 6 + 2 * 4) * sizeof(float));
+  EXPECT_EQ(e.stashBytes(), (2 * 4 + 2 * 6) * sizeof(float));
 }
 
 TEST(MeshProgram, RepeatedSendsAreOneLineErrors) {
