@@ -217,9 +217,10 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
   findSavedValues(searchedOps);
   // Side inputs once per block class: the search asks for them on every
   // stage it scores.
+  const std::vector<char> tables = parametersAlone();
   for (int cls : graph.layerClass)
     if (!sideInputs_.count(cls))
-      sideInputs_[cls] = findSideInputs(cls);
+      sideInputs_[cls] = findSideInputs(cls, tables);
   // Segment numbers: the prologue first, then one per representative layer
   // in the order they first occur.
   const int firstLayerSegment = prologueOps_.empty() ? 0 : 1;
@@ -615,7 +616,9 @@ std::vector<std::pair<int, int64_t>> GraphAnalysis::sequence() const {
   return result;
 }
 
-std::vector<int> GraphAnalysis::findSideInputs(int blockClass) const {
+std::vector<int>
+GraphAnalysis::findSideInputs(int blockClass,
+                              const std::vector<char> &parametersAlone) const {
   // The class's first instance and the instance right after it, if that is
   // of the same class (both are scanned, so their operands are known).
   int first = -1;
@@ -640,8 +643,12 @@ std::vector<int> GraphAnalysis::findSideInputs(int blockClass) const {
       int producer = graph_.values[v].producer;
       // The same value in both instances, made outside both of them (not
       // the previous layer's output, which differs from one to the next).
+      // A table made from parameters alone (T5's decoder position bias)
+      // crosses no stage boundary: bm-split-stages gives each stage the
+      // parameter and the ops that make it.
       if (v != y.operands[i] || producer < 0 ||
-          (producer >= a && producer < b + size) || !needsGradient_[v])
+          (producer >= a && producer < b + size) || !needsGradient_[v] ||
+          parametersAlone[v])
         continue;
       if (std::find(result.begin(), result.end(), v) == result.end())
         result.push_back(v);

@@ -177,7 +177,8 @@ public:
   /// and that carry a gradient: read by the same operand of the same op in
   /// the class's first two consecutive instances (T5's encoder output for
   /// the decoder's cross-attention). Masks and other values made from the
-  /// inputs alone are not listed: each stage can make its own.
+  /// inputs alone, or from parameters alone, are not listed: each stage can
+  /// make its own.
   llvm::ArrayRef<int> sideInputs(int blockClass) const {
     auto it = sideInputs_.find(blockClass);
     return it == sideInputs_.end() ? llvm::ArrayRef<int>()
@@ -247,7 +248,9 @@ private:
   std::vector<uint64_t> sharedReads_; // per segment
   std::vector<char> needsGradient_;
   std::map<int, std::vector<int>> sideInputs_;
-  std::vector<int> findSideInputs(int blockClass) const;
+  std::vector<int>
+  findSideInputs(int blockClass,
+                 const std::vector<char> &parametersAlone) const;
   int64_t tokensPerUnit_ = 1;
   int64_t numParameters_ = 0;
   int64_t largestParameter_ = 0;

@@ -23,6 +23,8 @@ StageStats &StageStats::operator+=(const StageStats &other) {
   workingSet = std::max(workingSet, other.workingSet);
   sideInputBytes = std::max(sideInputBytes, other.sideInputBytes);
   sideInputSource = std::max(sideInputSource, other.sideInputSource);
+  sideInputReceivers += other.sideInputReceivers;
+  receivedSideBytes += other.receivedSideBytes;
   shared |= other.shared;
   sharedParams += other.sharedParams;
   expertParams += other.expertParams;
@@ -34,13 +36,23 @@ StageStats &StageStats::operator+=(const StageStats &other) {
 
 bool StageStats::operator==(const StageStats &other) const {
   auto fields = [](const StageStats &s) {
-    return std::make_tuple(s.compute, s.gemmCompute, s.attentionCompute,
-                           s.recomputeCompute, s.forward, s.comm, s.stepComm, s.params, s.stored,
-                           s.workingSet, s.expertParams, s.exchangeBytes,
-                           s.exchanges, s.sideInputBytes, s.sideInputSource,
-                           s.shared, s.sharedParams, s.layers);
+    return std::make_tuple(
+        s.compute, s.gemmCompute, s.attentionCompute, s.recomputeCompute,
+        s.forward, s.comm, s.stepComm, s.params, s.stored, s.workingSet,
+        s.expertParams, s.exchangeBytes, s.exchanges, s.sideInputBytes,
+        s.sideInputSource, s.sideInputReceivers, s.receivedSideBytes, s.shared,
+        s.sharedParams, s.layers);
   };
   return fields(*this) == fields(other);
+}
+
+StageStats StageStats::onDevice() const {
+  StageStats s = *this;
+  if (receivesSideInputs()) {
+    s.sideInputReceivers = 1;
+    s.receivedSideBytes = sideInputBytes;
+  }
+  return s;
 }
 
 StageStats StageStats::scaled(int64_t count) const {
@@ -58,6 +70,8 @@ StageStats StageStats::scaled(int64_t count) const {
   s.exchangeBytes *= count;
   s.exchanges *= count;
   s.sharedParams *= count;
+  s.sideInputReceivers *= count;
+  s.receivedSideBytes *= count;
   s.layers *= count;
   if (count == 0) {
     s.workingSet = 0;

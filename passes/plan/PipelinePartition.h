@@ -47,6 +47,12 @@ struct StageStats {
   /// 1 when the item or stage makes those values itself (T5's encoder
   /// end): such a stage receives nothing (max-type).
   double sideInputSource = 0;
+  /// On a device (see onDevice): how many of its stages, one per chunk,
+  /// receive side inputs, and the bytes per micro-batch they receive
+  /// together. Additive: a device whose first chunk makes the encoder
+  /// output still receives it in its later chunks.
+  double sideInputReceivers = 0;
+  double receivedSideBytes = 0;
   /// Parameters that pipeline stages may hold apart (tied embeddings; bit
   /// i for GraphAnalysis::sharedParameters()[i], or-type): the ones an item
   /// or stage reads, whose elements `params` leaves out; on a device
@@ -62,6 +68,10 @@ struct StageStats {
   bool receivesSideInputs() const {
     return sideInputBytes > 0 && sideInputSource == 0;
   }
+
+  /// A stage's contents as one stage of a device: what it receives counted
+  /// in the additive fields that sum over a device's chunks.
+  StageStats onDevice() const;
 
   double time() const { return compute + comm; }
   bool operator==(const StageStats &other) const;

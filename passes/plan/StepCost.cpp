@@ -176,7 +176,7 @@ oneStagePerDevice(const std::vector<StageGroup> &stages) {
   std::vector<DeviceGroup> devices;
   int device = 0;
   for (const StageGroup &group : stages) {
-    devices.push_back({device, group.numStages, group.stats});
+    devices.push_back({device, group.numStages, group.stats.onDevice()});
     device += group.numStages;
   }
   return devices;
@@ -209,7 +209,7 @@ interleavedDevices(const std::vector<StageGroup> &stages, int pp, int chunks) {
     const int first = cuts[i], count = cuts[i + 1] - cuts[i];
     StageStats stats;
     for (int chunk = 0; chunk < chunks; ++chunk)
-      stats += stages[groupOf(chunk * pp + first)].stats;
+      stats += stages[groupOf(chunk * pp + first)].stats.onDevice();
     if (!devices.empty() && devices.back().stats == stats) {
       devices.back().numDevices += count;
       continue;
@@ -548,16 +548,19 @@ DeviceExtras Planner::deviceExtras(const StageStats &stats,
                  model_.collectiveTime(CollectiveKind::AllToAll,
                                        stats.exchangeBytes / stats.exchanges,
                                        placement.ep);
-  if (pp > 1 && stats.receivesSideInputs()) {
+  const double receivers = stats.sideInputReceivers;
+  if (pp > 1 && receivers > 0) {
     // Side inputs (the encoder output for every decoder stage) come once
-    // per micro-batch and their gradients go back, like a boundary: 1/tp
-    // each, gathered over tp unless the stream is split anyway.
-    c.sideLink = 2.0 * model_.sendRecvTime(stats.sideInputBytes / tp,
-                                           pipelineOnNetwork);
+    // per micro-batch into each receiving chunk and their gradients go
+    // back, like a boundary: 1/tp each, gathered over tp unless the stream
+    // is split anyway.
+    const double each = stats.receivedSideBytes / receivers;
+    c.sideLink =
+        2.0 * receivers * model_.sendRecvTime(each / tp, pipelineOnNetwork);
     if (tp > 1 && config.streamDim < 0)
-      c.sideGather = 2.0 * model_.collectiveTime(CollectiveKind::AllGather,
-                                                 stats.sideInputBytes,
-                                                 placement.tp);
+      c.sideGather =
+          2.0 * receivers *
+          model_.collectiveTime(CollectiveKind::AllGather, each, placement.tp);
   }
   return c;
 }
@@ -848,8 +851,11 @@ MemoryBreakdown Planner::deviceMemory(const DeviceGroup &group,
                                  config.numMicroBatches, config.chunks,
                                  group.firstDevice);
   // The activations and gradients that cross stages wait in buffers of
-  // their own, sent and received.
-  mem.activations = storedCopies(config, inFlight) * group.stats.stored +
+  // their own, sent and received. A received side input is kept like a
+  // saved value: the trainer stashes it for each micro-batch in flight
+  // (the backward reads it), beside the slot it arrives in.
+  mem.activations = storedCopies(config, inFlight) *
+                        (group.stats.stored + group.stats.receivedSideBytes) +
                     group.stats.workingSet;
   if (config.pp > 1)
     (bmrt ? mem.activations : mem.buffers) += 2 * entry.boundaryBytes;

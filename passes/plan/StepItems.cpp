@@ -216,12 +216,16 @@ void Planner::itemiseTransfers(ItemList &list, const StageStats &stats,
   list.comm(Kind::Collective, "all_gather", kTensorAxis, tpLink,
             "forward+backward", "stage boundary", entry.boundaryBytes,
             x.p2pGather > 0 ? boundaryCalls : 0, m * x.p2pGather);
+  // Per receiving chunk, as deviceExtras prices them.
+  const double receivers = stats.sideInputReceivers;
+  const double side = receivers > 0 ? stats.receivedSideBytes / receivers : 0;
+  const int64_t sideCalls = 2 * static_cast<int64_t>(receivers) * m;
   list.comm(Kind::Transfer, "send_recv", kPipelineAxis, ppLink,
-            "forward+backward", "side inputs", stats.sideInputBytes / tp,
-            x.sideLink > 0 ? 2 * m : 0, m * x.sideLink);
+            "forward+backward", "side inputs", side / tp,
+            x.sideLink > 0 ? sideCalls : 0, m * x.sideLink);
   list.comm(Kind::Collective, "all_gather", kTensorAxis, tpLink,
-            "forward+backward", "side inputs", stats.sideInputBytes,
-            x.sideGather > 0 ? 2 * m : 0, m * x.sideGather);
+            "forward+backward", "side inputs", side,
+            x.sideGather > 0 ? sideCalls : 0, m * x.sideGather);
   if (x.exchange > 0)
     list.comm(Kind::Collective, "all_to_all", kExpertAxis,
               cost::toString(model_.linkClass(placement.ep)),

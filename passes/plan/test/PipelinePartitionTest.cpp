@@ -224,4 +224,30 @@ TEST(PipelinePartitionTest, MegatronLayoutNeedsOneStackOfLayers) {
   EXPECT_TRUE(partitionStagesMegatron({{item(1), 3}}, 4, false).empty());
 }
 
+// A stage with decoder layers receives the encoder output unless it makes
+// it; on a device the chunks' receipts add up, so the device whose first
+// chunk ends the encoder still receives it in its decoder chunk.
+TEST(PipelinePartitionTest, SideInputReceiversAddUpOverADevicesChunks) {
+  StageStats encoderEnd = item(1);
+  encoderEnd.sideInputSource = 1;
+  encoderEnd.sideInputBytes = 100; // it holds a decoder layer too
+  StageStats decoder = item(1);
+  decoder.sideInputBytes = 100;
+  StageStats encoder = item(1);
+
+  EXPECT_EQ(encoderEnd.onDevice().sideInputReceivers, 0);
+  EXPECT_EQ(encoder.onDevice().sideInputReceivers, 0);
+  EXPECT_EQ(decoder.onDevice().sideInputReceivers, 1);
+  EXPECT_EQ(decoder.onDevice().receivedSideBytes, 100);
+
+  StageStats device = encoderEnd.onDevice();
+  device += decoder.onDevice();
+  EXPECT_EQ(device.sideInputReceivers, 1);
+  EXPECT_EQ(device.receivedSideBytes, 100);
+  device += encoder.onDevice();
+  device += decoder.onDevice();
+  EXPECT_EQ(device.sideInputReceivers, 2);
+  EXPECT_EQ(device.receivedSideBytes, 200);
+}
+
 } // namespace
