@@ -25,6 +25,7 @@ StageStats &StageStats::operator+=(const StageStats &other) {
   sideInputSource = std::max(sideInputSource, other.sideInputSource);
   sideInputReceivers += other.sideInputReceivers;
   receivedSideBytes += other.receivedSideBytes;
+  madeSideBytes += other.madeSideBytes;
   shared |= other.shared;
   sharedParams += other.sharedParams;
   expertParams += other.expertParams;
@@ -40,17 +41,25 @@ bool StageStats::operator==(const StageStats &other) const {
         s.compute, s.gemmCompute, s.attentionCompute, s.recomputeCompute,
         s.forward, s.comm, s.stepComm, s.params, s.stored, s.workingSet,
         s.expertParams, s.exchangeBytes, s.exchanges, s.sideInputBytes,
-        s.sideInputSource, s.sideInputReceivers, s.receivedSideBytes, s.shared,
-        s.sharedParams, s.layers);
+        s.sideInputSource, s.sideInputReceivers, s.receivedSideBytes,
+        s.madeSideBytes, s.shared, s.sharedParams, s.layers);
   };
   return fields(*this) == fields(other);
 }
 
+// The trainer reads what a stage sends off the device right after its
+// forward, and keeps a value per micro-batch only where its own backward
+// reads it (Executor::findStashed): side inputs are kept where they are
+// received, and where they are made only beside readers of them.
 StageStats StageStats::onDevice() const {
   StageStats s = *this;
   if (receivesSideInputs()) {
     s.sideInputReceivers = 1;
     s.receivedSideBytes = sideInputBytes;
+  }
+  if (sideInputBytes == 0) {
+    s.stored -= madeSideBytes;
+    s.madeSideBytes = 0;
   }
   return s;
 }
@@ -72,6 +81,7 @@ StageStats StageStats::scaled(int64_t count) const {
   s.sharedParams *= count;
   s.sideInputReceivers *= count;
   s.receivedSideBytes *= count;
+  s.madeSideBytes *= count;
   s.layers *= count;
   if (count == 0) {
     s.workingSet = 0;

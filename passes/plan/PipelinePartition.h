@@ -53,6 +53,10 @@ struct StageStats {
   /// output still receives it in its later chunks.
   double sideInputReceivers = 0;
   double receivedSideBytes = 0;
+  /// The part of `stored` that is side inputs the item or stage makes, kept
+  /// for their readers' backward: a stage holding none of the readers keeps
+  /// none of it (see onDevice).
+  double madeSideBytes = 0;
   /// Parameters that pipeline stages may hold apart (tied embeddings; bit
   /// i for GraphAnalysis::sharedParameters()[i], or-type): the ones an item
   /// or stage reads, whose elements `params` leaves out; on a device

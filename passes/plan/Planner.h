@@ -357,6 +357,11 @@ private:
   double sideInputBytes(int segment, int microBatch);
   /// Whether `segment` produces side inputs of some layer class.
   bool makesSideInputs(int segment);
+  /// Bytes per micro-batch of the side inputs `segment` makes that its
+  /// solution counts as saved (for their readers' backward).
+  double madeSideInputBytes(int segment, int tp, int microBatch, int stream);
+  /// Bytes per micro-batch of side input `value`, whole.
+  double sideInputValueBytes(int value, int microBatch) const;
   std::string suggestion() const;
   /// Why --fix leaves no configuration to score when candidates exist: no
   /// schedule it allows runs on them, or its ZeRO stage needs dp > 1.

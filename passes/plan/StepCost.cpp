@@ -148,6 +148,9 @@ StageStats Planner::itemStats(int segment, int tp, int microBatch, int stream,
   if (isLayer)
     stats.sideInputBytes = sideInputBytes(segment, microBatch);
   stats.sideInputSource = makesSideInputs(segment) ? 1 : 0;
+  // Full recomputation keeps a layer's input alone.
+  if (stats.sideInputSource > 0 && (!isLayer || recompute != Recompute::Full))
+    stats.madeSideBytes = madeSideInputBytes(segment, tp, microBatch, stream);
   if (!isLayer || recompute == Recompute::None)
     return stats;
   if (recompute == Recompute::Selective) {
@@ -350,14 +353,43 @@ bool Planner::makesSideInputs(int segment) {
   return sideInputSources_[segment];
 }
 
+double Planner::sideInputValueBytes(int value, int microBatch) const {
+  const ValueInfo &v = graph_.values[value];
+  return static_cast<double>(v.numElements()) *
+         (v.batchDim >= 0 ? graph_.unitsOf(microBatch) : 1) *
+         model_.activationBytes();
+}
+
 double Planner::sideInputBytes(int segment, int microBatch) {
   double bytes = 0;
-  for (int v : analysis_.sideInputs(segments_[segment].blockClass)) {
-    const ValueInfo &value = graph_.values[v];
-    bytes += static_cast<double>(value.numElements()) *
-             (value.batchDim >= 0 ? graph_.unitsOf(microBatch) : 1) *
-             model_.activationBytes();
-  }
+  for (int v : analysis_.sideInputs(segments_[segment].blockClass))
+    bytes += sideInputValueBytes(v, microBatch);
+  return bytes;
+}
+
+// As the segment's solution counts them: 1/tp where the producer's chosen
+// factor splits the value. They are saved for their readers; a producer
+// whose own backward read its result (a softmax) would keep it as well,
+// but none makes a side input in the models at hand (T5: a scale).
+double Planner::madeSideInputBytes(int segment, int tp, int microBatch,
+                                   int stream) {
+  const SegmentSolution &s = solution(segment, tp, microBatch, stream);
+  const std::vector<int> &ops = segments_[segment].ops;
+  std::unordered_set<int> counted;
+  double bytes = 0;
+  for (int cls : graph_.layerClass)
+    for (int v : analysis_.sideInputs(cls)) {
+      auto it = std::find(ops.begin(), ops.end(), graph_.values[v].producer);
+      if (it == ops.end() || !analysis_.isMaterialized(v) ||
+          !analysis_.isSavedForBackward(v) || !counted.insert(v).second)
+        continue;
+      const OpInfo &op = graph_.ops[*it];
+      const size_t r = llvm::find(op.results, v) - op.results.begin();
+      const int factor = s.tpFactor[it - ops.begin()];
+      const bool split =
+          factor >= 0 && dimOfFactor(op.rule.resultFactors[r], factor) >= 0;
+      bytes += sideInputValueBytes(v, microBatch) / (split ? tp : 1);
+    }
   return bytes;
 }
 

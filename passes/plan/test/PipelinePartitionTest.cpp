@@ -250,4 +250,17 @@ TEST(PipelinePartitionTest, SideInputReceiversAddUpOverADevicesChunks) {
   EXPECT_EQ(device.receivedSideBytes, 200);
 }
 
+// The stage that makes the encoder output keeps it per micro-batch only
+// where it holds readers of it (their backward reads it); otherwise the
+// stages that receive it keep it.
+TEST(PipelinePartitionTest, ASideInputIsKeptWhereItIsRead) {
+  StageStats encoderEnd = item(1);
+  encoderEnd.stored = 1000;
+  encoderEnd.madeSideBytes = 100;
+  encoderEnd.sideInputSource = 1;
+  EXPECT_EQ(encoderEnd.onDevice().stored, 900);
+  encoderEnd.sideInputBytes = 100; // and a decoder layer
+  EXPECT_EQ(encoderEnd.onDevice().stored, 1000);
+}
+
 } // namespace
