@@ -330,19 +330,29 @@ float SyntheticClassification::pattern(int64_t label, const Shape &item,
 void SyntheticClassification::fill(float *images, int64_t *labels,
                                    const Shape &shape) {
   int64_t n = shape.empty() ? 1 : shape[0];
+  std::vector<uint64_t> keys(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    draw(labels[i], keys[size_t(i)]);
+  render(images, labels, keys.data(), shape);
+}
+
+void SyntheticClassification::draw(int64_t &label, uint64_t &key) {
+  label = int64_t(rng.below(uint64_t(numClasses)));
+  key = rng.next();
+}
+
+// Labels and noise keys come from the sequential generator; the elements
+// are hashed from the keys, so items render in parallel and the result does
+// not depend on the thread count.
+void SyntheticClassification::render(float *images, const int64_t *labels,
+                                     const uint64_t *keys,
+                                     const Shape &shape) const {
+  int64_t n = shape.empty() ? 1 : shape[0];
   Shape item = shape.empty() ? Shape{} : Shape(shape.begin() + 1, shape.end());
   int64_t channels;
   Shape spatial;
   splitItem(item, channels, spatial);
   int64_t positions = numElements(spatial), itemSize = channels * positions;
-  // Labels and noise keys come from the sequential generator; the elements
-  // are hashed from the keys, so items fill in parallel and the result does
-  // not depend on the thread count.
-  std::vector<uint64_t> keys(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    labels[i] = int64_t(rng.below(uint64_t(numClasses)));
-    keys[size_t(i)] = rng.next();
-  }
 #pragma omp parallel for schedule(static) if (n * itemSize >= (1 << 16))
   for (int64_t i = 0; i < n; ++i) {
     ClassPattern p = classPattern(labels[i], channels, spatial.size());
@@ -354,7 +364,7 @@ void SyntheticClassification::fill(float *images, int64_t *labels,
         double clean =
             p.offset[size_t(c)] +
             kGratingAmplitude * std::sin(args[size_t(s)] + p.phase[size_t(c)]);
-        double noise = hashNormal(keys[size_t(i)] + uint64_t(e) * kGolden);
+        double noise = hashNormal(keys[i] + uint64_t(e) * kGolden);
         out[e] = float(clean + kNoise * noise);
       }
   }

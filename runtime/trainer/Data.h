@@ -138,8 +138,15 @@ public:
   SyntheticClassification(int64_t classes, uint64_t seed);
 
   /// `shape` is [N, item...]: writes N items to `images` and their labels
-  /// (in [0, classes)) to `labels`.
+  /// (in [0, classes)) to `labels`. The same as N draws then render.
   void fill(float *images, int64_t *labels, const Shape &shape);
+  /// The next item's label and the key its noise is hashed from: all an
+  /// item takes from the generator, so items can be drawn one by one (a
+  /// sample with its other inputs) and rendered together.
+  void draw(int64_t &label, uint64_t &key);
+  /// Writes the items of `labels` and `keys` (shape [N, item...]).
+  void render(float *images, const int64_t *labels, const uint64_t *keys,
+              const Shape &shape) const;
   /// The noiseless value of element `index` of an item of shape `item` of
   /// class `label` (what fill() adds noise to).
   float pattern(int64_t label, const Shape &item, int64_t index) const;

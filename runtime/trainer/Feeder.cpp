@@ -41,14 +41,14 @@ Feeder::Feeder(const Program &program, Executor &executor,
     BMRT_CHECK(target >= 0, "a language-model step needs an integer input "
                             "shaped like its labels");
   if (!lm && labels >= 0) {
-    std::vector<int> floats;
+    std::vector<int> floatInputs;
     for (int slot : others)
       if (program.slots[slot].dtype == DType::F32)
-        floats.push_back(slot);
-    BMRT_CHECK(floats.size() == 1, "a classifier step needs one float input "
-                                   "(the images), it has " +
-                                       std::to_string(floats.size()));
-    image = floats.front();
+        floatInputs.push_back(slot);
+    BMRT_CHECK(floatInputs.size() == 1,
+               "a classifier step needs one float input (the images), it has " +
+                   std::to_string(floatInputs.size()));
+    image = floatInputs.front();
     others.erase(std::find(others.begin(), others.end(), image));
   }
   if (!options.data.empty() && !lm) {
@@ -72,6 +72,34 @@ Feeder::Feeder(const Program &program, Executor &executor,
     images.emplace(std::min<int64_t>(classes, kSyntheticClasses), options.seed);
   }
   items = labels >= 0 ? numElements(allRanks(labels)) : mesh.numRanks();
+  findSamples();
+}
+
+/// The slots fill() writes, how many samples a micro-batch has (the
+/// leading dim of the first of them with one: the task's slots come first)
+/// and the bound of each integer input's ids.
+void Feeder::findSamples() {
+  for (int slot : {target, labels, image})
+    if (slot >= 0)
+      filled.push_back(slot);
+  filled.insert(filled.end(), others.begin(), others.end());
+  for (int slot : filled)
+    if (sampleCount == 0 && !allRanks(slot).empty())
+      sampleCount = allRanks(slot)[0];
+  BMRT_CHECK(lm || image < 0 || numElements(allRanks(labels)) == sampleCount,
+             "a classifier step needs one label per sample, it has " +
+                 formatShape(allRanks(labels)));
+  ids.resize(program.slots.size());
+  floats.resize(program.slots.size());
+  idBounds.resize(program.slots.size(), 0);
+  for (int slot : others) {
+    const Slot &s = program.slots[slot];
+    BMRT_CHECK(s.dtype == DType::I64 || s.dtype == DType::F32,
+               "input '" + s.name + "' is " + nameOf(s.dtype) +
+                   "; the trainer fills i64 and f32 inputs");
+    if (s.dtype == DType::I64)
+      idBounds[slot] = idBound(slot);
+  }
 }
 
 /// A classifier's --data: float32 samples of the image input's shape, one
@@ -122,18 +150,54 @@ std::string Feeder::describe() const {
   return "data: synthetic inputs";
 }
 
+/// Draws the micro-batch sample by sample, each sample's inputs and
+/// labels together (the task's part, then the other inputs in slot order),
+/// so that a step's samples do not depend on how its batch is split into
+/// micro-batches or over dp ranks (every rank draws the whole micro-batch
+/// and keeps its rows).
 void Feeder::fill() {
-  // Noise for the inputs no task fills follows the task's RNG, so that a
-  // checkpoint's data state covers it.
+  startBatch();
+  for (int64_t s = 0; s < sampleCount; ++s)
+    drawSample(s);
+  // An input without the samples' leading dim is drawn whole after them.
+  for (int slot : others)
+    if (!bySample(slot))
+      drawOther(slot, 0, allRanks(slot));
+  if (images)
+    images->render(floats[image].data(), ids[labels].data(), itemKeys.data(),
+                   allRanks(image));
+  for (int slot : filled)
+    if (program.slots[slot].dtype == DType::F32)
+      upload(slot, floats[slot]);
+    else
+      upload(slot, ids[slot]);
+  executor.stream().synchronize();
+}
+
+/// Sizes the host buffers of the micro-batch of all ranks.
+void Feeder::startBatch() {
+  for (int slot : filled) {
+    size_t n = static_cast<size_t>(numElements(allRanks(slot)));
+    if (program.slots[slot].dtype == DType::F32)
+      floats[slot].resize(n);
+    else
+      ids[slot].resize(n);
+  }
+  itemKeys.resize(static_cast<size_t>(sampleCount));
+}
+
+void Feeder::drawSample(int64_t s) {
+  // Noise for the inputs no task fills follows the task's RNG from the
+  // sample's start, so that a checkpoint's data state covers it.
   if (language || images)
     noise.setState(rngState() ^ 0x9e3779b97f4a7c15ull);
   if (lm)
-    fillLanguageModel();
+    drawLanguageSample(s);
   else if (labels >= 0)
-    fillClassifier();
+    drawClassifierSample(s);
   for (int slot : others)
-    fillOther(slot);
-  executor.stream().synchronize();
+    if (bySample(slot))
+      drawOther(slot, s * numElements(oneSample(slot)), oneSample(slot));
 }
 
 /// The slot's sharding; without a mesh line, dim 0 (the batch) over dp.
@@ -168,42 +232,39 @@ void Feeder::upload(int slot, const std::vector<T> &global) const {
                                  executor.stream());
 }
 
-void Feeder::fillLanguageModel() {
-  Shape shape = allRanks(labels);
+/// Sample s's rows of the token stream and their labels (the stream
+/// shifted by one).
+void Feeder::drawLanguageSample(int64_t s) {
+  Shape shape = oneSample(labels);
   int64_t n = numElements(shape);
-  std::vector<int64_t> inputs(n), targets(n);
+  int64_t *inputs = ids[target].data() + s * n;
+  int64_t *targets = ids[labels].data() + s * n;
   if (language) {
-    language->fillBatch(inputs.data(), targets.data(), shape);
-  } else {
-    int64_t length = shape.back();
-    row.resize(length + 1);
-    for (int64_t r = 0; r < n / length; ++r) {
-      file->next(row.data(), length + 1);
-      std::copy(row.begin(), row.end() - 1, inputs.begin() + r * length);
-      std::copy(row.begin() + 1, row.end(), targets.begin() + r * length);
-    }
+    language->fillBatch(inputs, targets, shape);
+    return;
   }
-  upload(target, inputs);
-  upload(labels, targets);
+  int64_t length = shape.back();
+  row.resize(length + 1);
+  for (int64_t r = 0; r < n / length; ++r) {
+    file->next(row.data(), length + 1);
+    std::copy(row.begin(), row.end() - 1, inputs + r * length);
+    std::copy(row.begin() + 1, row.end(), targets + r * length);
+  }
 }
 
-void Feeder::fillClassifier() {
-  Shape shape = allRanks(image);
-  std::vector<float> pixels(numElements(shape));
-  std::vector<int64_t> classesOf(numElements(allRanks(labels)));
-  if (samples) {
-    size_t per = pixels.size() / classesOf.size();
-    for (size_t n = 0; n < classesOf.size(); ++n) {
-      int64_t index = file->position();
-      file->next(&classesOf[n], 1);
-      samples->read(uint64_t(index) * per * sizeof(float),
-                    pixels.data() + n * per, per * sizeof(float));
-    }
-  } else {
-    images->fill(pixels.data(), classesOf.data(), shape);
+/// Sample s's label and item: read from the files, or drawn (and rendered
+/// with the others in fill()).
+void Feeder::drawClassifierSample(int64_t s) {
+  int64_t &label = ids[labels][size_t(s)];
+  if (!samples) {
+    images->draw(label, itemKeys[size_t(s)]);
+    return;
   }
-  upload(image, pixels);
-  upload(labels, classesOf);
+  int64_t per = numElements(oneSample(image));
+  int64_t index = file->position();
+  file->next(&label, 1);
+  samples->read(uint64_t(index) * per * sizeof(float),
+                floats[image].data() + s * per, per * sizeof(float));
 }
 
 int64_t Feeder::idBound(int slot) const {
@@ -216,38 +277,43 @@ int64_t Feeder::idBound(int slot) const {
   return bound == INT64_MAX ? 2 : bound;
 }
 
-/// Inputs other than the data stream and the images: more tokens for
-/// integer inputs (an encoder's ids), N(0, 1) for float ones, drawn so that
-/// the data's position and RNG state alone reproduce them.
-void Feeder::fillOther(int slot) {
-  const Slot &s = program.slots[slot];
+bool Feeder::bySample(int slot) const {
   Shape shape = allRanks(slot);
+  return !shape.empty() && shape[0] == sampleCount;
+}
+
+Shape Feeder::oneSample(int slot) const {
+  Shape shape = allRanks(slot);
+  if (!shape.empty())
+    shape[0] = 1;
+  return shape;
+}
+
+/// The elements from `offset` on of an input no task fills, `shape` of
+/// them (one sample's, or the whole slot's): more tokens for integer inputs
+/// (an encoder's ids), N(0, 1) for float ones, drawn so that the data's
+/// position and RNG state alone reproduce them.
+void Feeder::drawOther(int slot, int64_t offset, const Shape &shape) {
   int64_t n = numElements(shape);
-  if (s.dtype == DType::I64) {
-    std::vector<int64_t> ids(n);
+  if (program.slots[slot].dtype == DType::I64) {
+    int64_t *out = ids[slot].data() + offset;
     if (file && lm) {
-      file->next(ids.data(), n);
-    } else if (language && idBound(slot) >= classes) {
-      language->sample(ids.data(), shape);
+      file->next(out, n);
+    } else if (language && idBounds[slot] >= classes) {
+      language->sample(out, shape);
     } else {
-      uint64_t bound = static_cast<uint64_t>(idBound(slot));
-      for (int64_t &id : ids)
-        id = static_cast<int64_t>(noise.below(bound));
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = static_cast<int64_t>(noise.below(uint64_t(idBounds[slot])));
     }
-    upload(slot, ids);
     return;
   }
-  BMRT_CHECK(s.dtype == DType::F32, "input '" + s.name + "' is " +
-                                        nameOf(s.dtype) +
-                                        "; the trainer fills i64 and f32 inputs");
-  std::vector<float> values(n);
-  for (float &v : values) {
+  float *out = floats[slot].data() + offset;
+  for (int64_t i = 0; i < n; ++i) {
     // Box-Muller from two uniforms.
     double u = std::max(noise.uniform(), 1e-12), w = noise.uniform();
-    v = static_cast<float>(std::sqrt(-2 * std::log(u)) *
-                           std::cos(2 * M_PI * w));
+    out[i] = static_cast<float>(std::sqrt(-2 * std::log(u)) *
+                                std::cos(2 * M_PI * w));
   }
-  upload(slot, values);
 }
 
 uint64_t Feeder::rngState() const {

@@ -3,8 +3,11 @@
 // Each micro-batch, the feeder writes the step program's input and label
 // slots from the data: a token file (language models: each row is the next
 // length + 1 tokens, labels shifted by one) or the synthetic tasks of
-// Data.h. Its position is part of a checkpoint, so a resumed run sees the
-// same data as one that never stopped.
+// Data.h. It draws sample by sample, all of a sample's inputs together
+// (T5's decoder and encoder ids), so a step trains on the same samples
+// however its batch is split into micro-batches and over dp ranks. Its
+// position is part of a checkpoint, so a resumed run sees the same data as
+// one that never stopped.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,12 +59,20 @@ public:
   void restore(const DataState &state);
 
 private:
-  void fillLanguageModel();
-  void fillClassifier();
   void openSamples(const TrainerOptions &options, const std::string &task);
-  void fillOther(int slot);
+  void findSamples();
+  void startBatch();
+  /// Draws every input and label of sample `s` of the micro-batch.
+  void drawSample(int64_t s);
+  void drawLanguageSample(int64_t s);
+  void drawClassifierSample(int64_t s);
+  void drawOther(int slot, int64_t offset, const Shape &shape);
   /// Ids of an integer input must index the tables it is gathered from.
   int64_t idBound(int slot) const;
+  /// Whether the slot's global leading dim is the micro-batch's samples.
+  bool bySample(int slot) const;
+  /// The global shape of one sample's part of a slot.
+  Shape oneSample(int slot) const;
   uint64_t rngState() const;
   /// The global shape of a slot's data, and where this rank's box starts.
   Shape allRanks(int slot) const;
@@ -85,6 +96,17 @@ private:
   std::optional<SyntheticClassification> images;
   Rng noise;
   std::vector<int64_t> row;
+  /// The slots fill() writes: the task's, then the other inputs.
+  std::vector<int> filled;
+  /// Samples per micro-batch of all ranks.
+  int64_t sampleCount = 0;
+  /// The micro-batch of all ranks per slot, integer or float, drawn sample
+  /// by sample; the synthetic items' noise keys; each integer input's id
+  /// bound.
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<std::vector<float>> floats;
+  std::vector<uint64_t> itemKeys;
+  std::vector<int64_t> idBounds;
 };
 
 } // namespace bmrt

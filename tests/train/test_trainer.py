@@ -378,3 +378,38 @@ def test_micro_batches_accumulate_to_the_whole_batch(compiled, tmp_path):
         assert f"micro-batch {mb} x {8 // int(mb)}" in result.stdout
         losses[mb] = [r["loss"] for r in read_log(log)]
     np.testing.assert_allclose(losses["2"], losses["8"], rtol=1e-5)
+
+
+MPIRUN = shutil.which("mpirun")
+T5_SPLITS = [(1, "mb=2"), (2, "dp=2,tp=1,pp=1,mb=1")]
+
+
+@pytest.mark.parametrize("ranks,fix", T5_SPLITS, ids=[f for _, f in T5_SPLITS])
+def test_a_samples_inputs_are_drawn_together(compiled, tmp_path, ranks, fix):
+    # T5 reads two token inputs per sample (encoder and decoder ids). The
+    # feeder draws each sample's together, so one micro-batch of 8, four of
+    # 2, and four of 1 on each of two dp ranks train on the same 8 samples
+    # per step. Over ten AdamW steps at lr 1e-2 the losses agree up to fp32
+    # summation order (the loss a mean of micro-batch means, the gradients
+    # summed over micro-batches and dp ranks in another order, each a
+    # rounding of about 1e-7 relative), within 1e-6 relative; measured
+    # 5.5e-8 (mb=2) and 7.2e-8 (dp2). Drawn input by input per
+    # micro-batch, the splits trained on other samples: 1.8e-2 at the first
+    # step, 4.3e-2 at worst.
+    if ranks > 1 and MPIRUN is None:
+        pytest.skip("needs mpirun")
+    losses = {}
+    for name, gpus, split in (("whole", 1, "mb=8"), ("split", ranks, fix)):
+        out = compiled("t5-tiny", "--gpus", str(gpus), "--fix", split)
+        log = str(tmp_path / f"{name}.jsonl")
+        args = [os.path.join(out, "trainer"), "--threads", "1", "--steps", "10",
+                "--lr", "1e-2", "--log", log]
+        if gpus > 1:
+            args = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(gpus),
+                    "-x", "OMP_NUM_THREADS=1", "-x", "OPENBLAS_NUM_THREADS=1", *args]
+        result = run(args)
+        assert f"micro-batch {split[-1]} x {8 // (gpus * int(split[-1]))}" in result.stdout
+        losses[name] = np.array([r["loss"] for r in read_log(log)])
+    print(f"{fix}: worst relative difference "
+          f"{np.max(np.abs(losses['split'] - losses['whole']) / losses['whole']):.1e}")
+    np.testing.assert_allclose(losses["split"], losses["whole"], rtol=1e-6)

@@ -298,6 +298,23 @@ TEST(SyntheticClassification, RestorableAndThreadIndependent) {
   EXPECT_EQ(again.labels, expected.labels);
 }
 
+TEST(SyntheticClassification, ItemsDrawnOneByOneAreTheBatch) {
+  // The feeder draws a sample's item beside its other inputs, then renders
+  // the micro-batch: the same items (bit for bit) as one fill.
+  SyntheticClassification a(10, 4), b(10, 4);
+  Shape shape{6, 3, 4, 4};
+  Batch whole = draw(a, shape);
+  std::vector<int64_t> labels(6);
+  std::vector<uint64_t> keys(6);
+  for (size_t i = 0; i < 6; ++i)
+    b.draw(labels[i], keys[i]);
+  std::vector<float> images(size_t(numElements(shape)));
+  b.render(images.data(), labels.data(), keys.data(), shape);
+  EXPECT_EQ(labels, whole.labels);
+  EXPECT_EQ(images, whole.images);
+  EXPECT_EQ(b.rngState(), a.rngState());
+}
+
 TEST(SyntheticClassification, NoiseAroundTheClassPattern) {
   SyntheticClassification task(4, 3);
   Shape item = {3, 8, 8};
