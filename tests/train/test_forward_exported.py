@@ -26,13 +26,14 @@ from test_forward import bmrt_forward, inputs_for, vocab_of
 
 # The weights. Matrices and kernels keep bmc's --init random (N(0, 0.02),
 # He for convolutions) times GAIN: at He's full gain efficientnet_v2 (SiLU
-# residual blocks, no normalisation left once the dynamo exporter folds
-# batch norm into the convolutions) is chaotic, and onnxruntime's own
+# residual blocks whose batch norms, at their initial statistics, normalise
+# nothing) is chaotic, and onnxruntime's own
 # logits move by 100% for a 1e-6 relative change of the input (by 1.6e-4 at
 # 0.9 of it, 3.5e-6 at 0.85: measured); no two fp32 implementations can
 # agree on such a model. Vectors are set here, by what reads them: bmc
-# zeroes the scale of a layer norm that the legacy exporter decomposed,
-# which would make the logits constant, and a bias of the size of the
+# zeroes the scale of a norm that the exporter wrote as elementwise ops
+# (RMSNorm in LLaMA, Mistral, Qwen2, Gemma and T5, LayerNorm at opset 13),
+# which makes those models' logits constant, and a bias of the size of the
 # signal hides the signal in models whose activations shrink layer by layer
 # (EfficientNet's logits are 1e-5 here): scales are N(1, 0.1), batch-norm
 # variances U(0.5, 1.5), biases and shifts zero.
