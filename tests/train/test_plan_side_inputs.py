@@ -17,15 +17,17 @@ predicted activations.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 import shutil
+import sys
 
 import pytest
 
 from conftest import MODELS, run, tool
-from test_plan_memory import cluster, rank_log  # noqa: F401 (fixture)
+from test_plan_memory import ROOT, cluster, rank_log  # noqa: F401 (fixture)
 
 MPIRUN = shutil.which("mpirun")
 pytestmark = pytest.mark.skipif(MPIRUN is None, reason="needs mpirun")
@@ -54,16 +56,8 @@ def runs(tmp_path_factory, cluster):  # noqa: F811
     result = {}
     for schedule in ("1f1b", "gpipe"):
         out = str(tmp_path_factory.mktemp(f"t5-{schedule}"))
-        run([tool("bmc"), "compile", os.path.join(MODELS, "t5-tiny.onnx"), "-o", out,
-             "--init", "random", "--gpus", "2", "--cluster", cluster,
-             "--fix", FIX.format(schedule)])
-        log = os.path.join(out, "run.jsonl")
-        run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2",
-             "-x", "OMP_NUM_THREADS=1", "-x", "OPENBLAS_NUM_THREADS=1",
-             os.path.join(out, "trainer"), "--steps", "1", "--threads", "1", "--quiet",
-             "--log", log])
-        with open(os.path.join(out, "plan.json")) as f:
-            plan = json.load(f)
+        plan, log = compile_and_train(out, os.path.join(MODELS, "t5-tiny.onnx"), cluster,
+                                      FIX.format(schedule))
         assert plan["config"]["num_micro_batches"] == MICRO_BATCHES
         measured = [rank_log(log, rank)[-1]["peak_memory_bytes"]["activations"]
                     for rank in range(2)]
@@ -73,6 +67,20 @@ def runs(tmp_path_factory, cluster):  # noqa: F811
 
 def predicted_activations(plan, stage):
     return [g for g in plan["stage_memory"] if g["stage"] <= stage][-1]["activations"]
+
+
+def compile_and_train(out, model, cluster, fix):
+    """Compiles `model` with `fix`, trains one step on two ranks, and returns
+    the plan and each rank's log path."""
+    run([tool("bmc"), "compile", model, "-o", out, "--init", "random", "--gpus", "2",
+         "--cluster", cluster, "--fix", fix])
+    log = os.path.join(out, "run.jsonl")
+    run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+         "-x", "OMP_NUM_THREADS=1", "-x", "OPENBLAS_NUM_THREADS=1",
+         os.path.join(out, "trainer"), "--steps", "1", "--threads", "1", "--quiet",
+         "--log", log])
+    with open(os.path.join(out, "plan.json")) as f:
+        return json.load(f), log
 
 
 def received_slots(program):
@@ -89,6 +97,15 @@ def received_slots(program):
     return sizes
 
 
+def side_transfers(plan):
+    """The side inputs' point-to-point items, by pipeline rank."""
+    return {i["stage"]: i for i in plan["items"]
+            if i["where"] == "side inputs" and i["what"] == "send_recv"}
+
+
+ENCODER_OUTPUT = 2 * 16 * 64 * 4  # [micro-batch, source tokens, hidden] fp32
+
+
 @pytest.mark.parametrize("stage", [0, 1])
 def test_stash_per_micro_batch_is_what_the_trainer_keeps(runs, stage):
     (plan_1f1b, measured_1f1b, _), (plan_gpipe, measured_gpipe, _) = runs["1f1b"], runs["gpipe"]
@@ -101,13 +118,38 @@ def test_stash_per_micro_batch_is_what_the_trainer_keeps(runs, stage):
 
 def test_side_inputs_are_the_encoder_output_the_decoder_receives(runs):
     plan, _, out = runs["1f1b"]
-    side = [i for i in plan["items"] if i["where"] == "side inputs" and i["what"] == "send_recv"]
+    side = side_transfers(plan)
     # The decoder's stage alone receives it (the encoder's makes it).
-    assert [i["stage"] for i in side] == [1], side
+    assert list(side) == [1], side
     received = received_slots(os.path.join(out, "stage1.bmp"))
-    encoder_output = 2 * 16 * 64 * 4  # [micro-batch, source tokens, hidden] fp32
-    assert encoder_output in received and len(received) == 2, received
-    assert side[0]["bytes"] == encoder_output
+    assert ENCODER_OUTPUT in received and len(received) == 2, received
+    assert side[1]["bytes"] == ENCODER_OUTPUT
     # Forward and back, once per micro-batch.
-    assert side[0]["count"] == 2 * MICRO_BATCHES
+    assert side[1]["count"] == 2 * MICRO_BATCHES
     assert received_slots(os.path.join(out, "stage0.bmp")) == []
+
+
+def test_each_receiving_chunk_of_a_rank_receives_them(tmp_path_factory, cluster):  # noqa: F811
+    """Interleaved pp2 x v2 over t5-tiny with six decoder layers: virtual
+    stage 0 (rank 0) ends with the encoder, stages 1, 2 and 3 hold decoder
+    layers, so rank 0 receives the encoder output in one chunk and rank 1
+    in both. The plan prices one transfer each way per micro-batch for each
+    stage program that receives it."""
+    model = str(tmp_path_factory.mktemp("model") / "t5-tiny-6d.onnx")
+    sys.path.insert(0, os.path.join(ROOT, "models"))
+    import zoo
+    zoo.save(zoo.build(dataclasses.replace(zoo.BY_NAME["t5-tiny"], name="t5-tiny-6d",
+                                           dec_layers=6)), model)
+    out = str(tmp_path_factory.mktemp("t5-interleaved"))
+    plan, _ = compile_and_train(out, model, cluster,
+                                "dp=1,tp=1,pp=2,v=2,mb=2,schedule=interleaved")
+    assert plan["layers_per_stage"] == [2, 2, 2, 2]
+    receiving = {0: 0, 1: 0}
+    for stage in range(4):
+        received = received_slots(os.path.join(out, f"stage{stage}.bmp"))
+        receiving[stage % 2] += ENCODER_OUTPUT in received
+    assert receiving == {0: 1, 1: 2}
+    side = side_transfers(plan)
+    for rank, chunks in receiving.items():
+        assert side[rank]["bytes"] == ENCODER_OUTPUT
+        assert side[rank]["count"] == 2 * chunks * MICRO_BATCHES, (rank, side[rank])
