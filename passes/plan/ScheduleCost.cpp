@@ -53,7 +53,8 @@ bmrt::CostModel Planner::scheduleCosts(const Evaluation &e) {
   // half to each pass, as each pass moves one direction.
   bmrt::CostModel costs;
   for (const StageStats &stage : expandStages(entry.stages)) {
-    double extras = deviceExtras(stage, config, placement,
+    // As one chunk of a device: what it receives counted (onDevice).
+    double extras = deviceExtras(stage.onDevice(), config, placement,
                                  entry.boundaryBytes, /*chunks=*/1)
                         .total();
     costs.stageForward.push_back(stage.forward + extras / 2);

@@ -129,4 +129,33 @@ TEST(SideInputsPlanTest, TheEncoderEndReceivesNothingWithOneChunk) {
   EXPECT_EQ(side[1].bytes, kMemoryBytes);
 }
 
+// The simulated schedule times each stage's passes with its transfers: a
+// micro-batch's forward and backward on each rank last its compute plus its
+// boundary and side-input transfers, as the items price them (the decoder's
+// rank receives the side inputs, the encoder's none).
+TEST(SideInputsPlanTest, TheSimulatedScheduleWaitsForThem) {
+  Plan plan = evaluateFixed(encoderDecoder(2, 6), 2, 4,
+                            "dp=1,tp=1,pp=2,mb=1,schedule=1f1b");
+  const int m = 4;
+  EXPECT_GT(sideTransfers(plan)[1].seconds, 0);
+  for (int rank : {0, 1}) {
+    double compute = 0, transfers = 0;
+    for (const CostItem &item : plan.items) {
+      if (item.stage != rank || item.afterPipeline) // the optimizer step
+        continue;
+      if (item.kind == CostItem::Kind::Compute)
+        compute += item.seconds;
+      if (item.kind == CostItem::Kind::Transfer)
+        transfers += item.seconds;
+    }
+    double passes = 0;
+    for (const TimelineBar &bar : plan.timeline)
+      if (bar.rank == rank && bar.microBatch == 0 &&
+          (bar.kind == TimelineBar::Kind::Forward ||
+           bar.kind == TimelineBar::Kind::Backward))
+        passes += bar.end - bar.start;
+    EXPECT_NEAR(passes, (compute + transfers) / m, 1e-9 * passes) << rank;
+  }
+}
+
 } // namespace
