@@ -517,7 +517,10 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
       return emitOptionalError(loc, "slice [", starts[d], ", ", limits[d],
                                ") step ", strides[d],
                                " is not within dim ", d, " of size ", size);
-    shape.push_back((limits[d] - starts[d] + strides[d] - 1) / strides[d]);
+    // Rounded up without `+ strides - 1`, which overflows for a dim near
+    // INT64_MAX (found by fuzz-onnx).
+    int64_t span = limits[d] - starts[d];
+    shape.push_back(span == 0 ? 0 : (span - 1) / strides[d] + 1);
   }
   types.push_back(RankedTensorType::get(shape, input.getElementType()));
   return success();
