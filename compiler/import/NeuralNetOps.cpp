@@ -10,6 +10,8 @@
 
 #include "llvm/Support/MathExtras.h"
 
+#include <optional>
+
 using namespace mlir;
 using llvm::SmallVector;
 using llvm::Twine;
@@ -59,7 +61,7 @@ FailureOr<SmallVector<int64_t>> explicitPads(NodeContext &nc,
     return nc.error("unknown auto_pad '" + autoPad + "'");
   }
   for (size_t i = 0; i < n; ++i) {
-    int64_t out = (inSpatial[i] + strides[i] - 1) / strides[i];
+    int64_t out = llvm::divideCeil(uint64_t(inSpatial[i]), uint64_t(strides[i]));
     // window = dilation (kernel - 1) + 1, total = (out - 1) stride + window
     // - in: a huge kernel_shape or dilation overflows int64.
     int64_t taps, span, window, reach, total;
@@ -129,6 +131,30 @@ LogicalResult softmax(NodeContext &nc, StringRef op) {
   return setResult(nc, r);
 }
 
+/// The end padding that ceil_mode adds to one spatial dim of `size` padded
+/// by `begin` and `end`: enough for a last window that starts before the
+/// end padding (ONNX drops those that would start inside it). Nullopt where
+/// the windows' extent overflows int64 (a stride or pad near INT64_MAX).
+std::optional<int64_t> ceilModeEndPad(int64_t size, int64_t begin,
+                                      int64_t end, int64_t kernel,
+                                      int64_t stride) {
+  int64_t start, padded, span, last, needed;
+  if (llvm::AddOverflow(size, begin, start) ||
+      llvm::AddOverflow(start, end, padded) ||
+      llvm::SubOverflow(padded, kernel, span))
+    return std::nullopt;
+  if (span < 0)
+    return 0;
+  int64_t windows = llvm::divideCeil(uint64_t(span), uint64_t(stride)) + 1;
+  if (llvm::MulOverflow(windows - 1, stride, last))
+    return std::nullopt;
+  if (last >= start)
+    last -= stride;
+  if (llvm::AddOverflow(last, kernel, needed))
+    return std::nullopt;
+  return std::max<int64_t>(needed - padded, 0);
+}
+
 /// Pooling windows, with ceil_mode turned into extra end padding (windows
 /// that would start inside the end padding are dropped, as ONNX says).
 LogicalResult pool(NodeContext &nc, StringRef op) {
@@ -173,15 +199,14 @@ LogicalResult pool(NodeContext &nc, StringRef op) {
   }
   if (ceilMode) {
     for (size_t i = 0; i < n; ++i) {
-      int64_t padded = spatial[i] + (*pads)[i] + (*pads)[i + n];
-      int64_t span = padded - (*kernel)[i];
-      if (span < 0)
-        continue;
-      int64_t out = (span + strides[i] - 1) / strides[i] + 1;
-      if ((out - 1) * strides[i] >= spatial[i] + (*pads)[i])
-        --out;
-      int64_t needed = (out - 1) * strides[i] + (*kernel)[i];
-      (*pads)[i + n] += std::max<int64_t>(needed - padded, 0);
+      std::optional<int64_t> extra = ceilModeEndPad(
+          spatial[i], (*pads)[i], (*pads)[i + n], (*kernel)[i], strides[i]);
+      if (!extra)
+        return nc.error("the ceil_mode windows of spatial dim " + Twine(i) +
+                        " (size " + Twine(spatial[i]) + ", kernel " +
+                        Twine((*kernel)[i]) + ", stride " + Twine(strides[i]) +
+                        ") do not fit in 64 bits");
+      (*pads)[i + n] += *extra;
     }
   }
   return setResult(nc, nc.build(op, {*x},

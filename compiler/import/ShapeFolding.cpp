@@ -11,23 +11,14 @@
 #include "compiler/import/NodeContext.h"
 #include "compiler/import/OnnxImporter.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <cmath>
 #include <functional>
 
 using namespace bm::import;
 using namespace mlir;
 using llvm::SmallVector;
-
-namespace {
-
-/// How many indices a slice takes from `span` elements, one every `stride`.
-/// Unsigned, and without `span + stride - 1`: a span may be INT64_MAX (an
-/// empty constant's other dims), a negative step's stride |INT64_MIN|.
-uint64_t sliceCount(uint64_t span, uint64_t stride) {
-  return span == 0 ? 0 : (span - 1) / stride + 1;
-}
-
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // Shape rules shared with the op importers
@@ -169,7 +160,7 @@ FailureOr<SliceBounds> sliceBounds(NodeContext &nc, ArrayRef<int64_t> shape) {
       // before building it (|step| as unsigned: step may be INT64_MIN).
       uint64_t stride = uint64_t(0) - static_cast<uint64_t>(step);
       uint64_t span = start > end ? static_cast<uint64_t>(start - end) : 0;
-      uint64_t count = sliceCount(span, stride);
+      uint64_t count = llvm::divideCeil(span, stride);
       if (count > static_cast<uint64_t>(kMaxFoldElements))
         return nc.error("a slice with a negative step taking " +
                         llvm::Twine(count) + " elements is not supported "
@@ -800,7 +791,9 @@ FailureOr<bool> foldSlice(NodeContext &nc) {
   SmallVector<int64_t> shape, identity;
   for (int64_t d = 0; d < rank; ++d) {
     int64_t span = std::max<int64_t>(0, b->limits[d] - b->starts[d]);
-    shape.push_back(sliceCount(span, b->strides[d]));
+    // Not (span + stride - 1) / stride: a span may be INT64_MAX (an empty
+    // constant's other dims).
+    shape.push_back(llvm::divideCeil(uint64_t(span), uint64_t(b->strides[d])));
     identity.push_back(d);
   }
   for (auto &[axis, indices] : b->reversed)

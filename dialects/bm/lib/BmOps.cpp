@@ -517,10 +517,10 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
       return emitOptionalError(loc, "slice [", starts[d], ", ", limits[d],
                                ") step ", strides[d],
                                " is not within dim ", d, " of size ", size);
-    // Rounded up without `+ strides - 1`, which overflows for a dim near
-    // INT64_MAX (found by fuzz-onnx).
-    int64_t span = limits[d] - starts[d];
-    shape.push_back(span == 0 ? 0 : (span - 1) / strides[d] + 1);
+    // Not (span + stride - 1) / stride, which overflows for a dim near
+    // INT64_MAX.
+    shape.push_back(llvm::divideCeil(uint64_t(limits[d] - starts[d]),
+                                     uint64_t(strides[d])));
   }
   types.push_back(RankedTensorType::get(shape, input.getElementType()));
   return success();
