@@ -19,14 +19,16 @@ def write_safetensors(path: str, tensors: dict[str, np.ndarray],
     blobs = []
     names = {np.dtype(v): k for k, v in DTYPES.items()}
     for name, array in tensors.items():
-        data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes()
+        # A view where the array already is contiguous little-endian: the
+        # tests write weights of hundreds of MB (VGG's classifier).
+        data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
         header[name] = {
             "dtype": names[array.dtype],
             "shape": list(array.shape),
-            "data_offsets": [offset, offset + len(data)],
+            "data_offsets": [offset, offset + data.nbytes],
         }
-        offset += len(data)
-        blobs.append(data)
+        offset += data.nbytes
+        blobs.append(memoryview(data.reshape(-1)).cast("B"))
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as f:
@@ -38,10 +40,10 @@ def write_safetensors(path: str, tensors: dict[str, np.ndarray],
 
 def read_safetensors(path: str) -> dict[str, np.ndarray]:
     with open(path, "rb") as f:
-        raw = f.read()
+        raw = memoryview(f.read())  # slices of it are views, not copies
     (length,) = struct.unpack("<Q", raw[:8])
     assert length % 8 == 0, "the data should start 8-aligned"
-    header = json.loads(raw[8 : 8 + length])
+    header = json.loads(bytes(raw[8 : 8 + length]))
     data = raw[8 + length :]
     header.pop("__metadata__", None)
     out = {}
