@@ -293,6 +293,17 @@ bool needsIndices(const HostTensor &in, ArrayRef<int64_t> shape) {
   return !in.splat && checkedNumElements(shape).value_or(0) > 0;
 }
 
+/// Sets `out` as the node's result if it has no elements. The loops that
+/// fill a result may run over every index of the dims before or after a
+/// zero one: Concat of [2^31, 38, 0] would loop 8e10 times doing nothing,
+/// and those dims' product may not even fit in int64.
+bool setIfEmpty(NodeContext &nc, HostTensor &out) {
+  if (out.numElements() != 0)
+    return false;
+  nc.setOutput(0, std::move(out));
+  return true;
+}
+
 /// `in` rearranged into `shape` (Slice, Transpose): output dim d walks input
 /// dim `source[d]` through the indices `taken[d]`. A splat stays a splat
 /// (and needs no indices); otherwise the caller checked that `shape` is
@@ -451,12 +462,15 @@ FailureOr<bool> foldConcat(NodeContext &nc) {
     for (int64_t d = 0; d < rank; ++d)
       if (d != *axis && t->shape[d] != first->shape[d])
         return false;
-    shape[*axis] += t->shape[*axis];
+    if (llvm::AddOverflow(shape[*axis], t->shape[*axis], shape[*axis]))
+      return false; // bm.concat reports it
     inputs.push_back(t);
   }
   if (!small(shape))
     return false;
   HostTensor out = HostTensor::zeros(first->dtype, shape);
+  if (setIfEmpty(nc, out))
+    return true;
   int64_t outer = 1;
   for (int64_t d = 0; d < *axis; ++d)
     outer *= shape[d];
@@ -533,13 +547,15 @@ FailureOr<bool> foldGather(NodeContext &nc) {
   shape.append(data->shape.begin() + *axis + 1, data->shape.end());
   if (!small(shape))
     return false;
+  HostTensor out = HostTensor::zeros(data->dtype, shape);
+  if (setIfEmpty(nc, out))
+    return true;
   int64_t outer = 1, inner = 1, dim = data->shape[*axis];
   for (int64_t d = 0; d < *axis; ++d)
     outer *= data->shape[d];
   for (int64_t d = *axis + 1; d < rank; ++d)
     inner *= data->shape[d];
   int64_t count = indices->numElements();
-  HostTensor out = HostTensor::zeros(data->dtype, shape);
   int64_t at = 0;
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t k = 0; k < count; ++k) {

@@ -466,7 +466,9 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
       if (d != axis && tensor.getDimSize(d) != first.getDimSize(d))
         return emitOptionalError(loc, "concat inputs ", first, " and ", tensor,
                                  " differ in dim ", d);
-    shape[axis] += tensor.getDimSize(axis);
+    if (llvm::AddOverflow(shape[axis], tensor.getDimSize(axis), shape[axis]))
+      return emitOptionalError(loc, "concat along dim ", axis,
+                               " is longer than int64 can count");
   }
   types.push_back(RankedTensorType::get(shape, first.getElementType()));
   return success();
