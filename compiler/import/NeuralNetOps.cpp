@@ -120,8 +120,13 @@ LogicalResult softmax(NodeContext &nc, StringRef op) {
     return setResult(
         nc, nc.build(op, {*x}, {nc.named("axis", i64(nc, *axis))}, type));
   int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < rank; ++d)
-    (d < *axis ? outer : inner) *= type.getDimSize(d);
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t &side = d < *axis ? outer : inner;
+    if (llvm::MulOverflow(side, type.getDimSize(d), side))
+      return nc.error("the 2-D view of " + shapeText(type.getShape()) +
+                      " at axis " + Twine(*axis) +
+                      " has a dim larger than int64 can count");
+  }
   auto flat = RankedTensorType::get({outer, inner}, type.getElementType());
   FailureOr<Value> r = nc.build("bm.reshape", {*x}, {}, flat);
   if (succeeded(r))

@@ -486,7 +486,8 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
   for (int64_t size : adaptor.getSizes()) {
     if (size < 0)
       return emitOptionalError(loc, "split size ", size, " is negative");
-    total += size;
+    if (llvm::AddOverflow(total, size, total))
+      return emitOptionalError(loc, "split sizes add up past int64");
     SmallVector<int64_t> shape(input.getShape());
     shape[axis] = size;
     types.push_back(RankedTensorType::get(shape, input.getElementType()));
@@ -599,8 +600,12 @@ LogicalResult FlattenOp::inferReturnTypes(MLIRContext *,
     return emitOptionalError(loc, "flatten axis ", axis,
                              " is out of range for rank ", input.getRank());
   int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < input.getRank(); ++d)
-    (d < axis ? outer : inner) *= input.getDimSize(d);
+  for (int64_t d = 0; d < input.getRank(); ++d) {
+    int64_t &side = d < axis ? outer : inner;
+    if (llvm::MulOverflow(side, input.getDimSize(d), side))
+      return emitOptionalError(loc, "flatten of ", input, " at axis ", axis,
+                               " makes a dim larger than int64 can count");
+  }
   types.push_back(
       RankedTensorType::get({outer, inner}, input.getElementType()));
   return success();
