@@ -2,6 +2,7 @@
 
 #include "compiler/codegen/OutlineBlocks.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
