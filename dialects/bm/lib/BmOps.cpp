@@ -201,7 +201,10 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
                              spatial, " strides and dilations and ",
                              2 * spatial, " pads");
   int64_t group = adaptor.getGroupAttr() ? adaptor.getGroupAttr().getInt() : 1;
-  if (group < 1 || input.getDimSize(1) != weight.getDimSize(1) * group)
+  int64_t channels; // weight.getDimSize(1) * group, which may overflow
+  if (group < 1 ||
+      llvm::MulOverflow(weight.getDimSize(1), group, channels) ||
+      input.getDimSize(1) != channels)
     return emitOptionalError(loc, "conv input has ", input.getDimSize(1),
                              " channels but weight expects ",
                              weight.getDimSize(1), " x group ", group);
