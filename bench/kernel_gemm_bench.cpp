@@ -17,8 +17,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bmrt/Backend.h"
 #include "bmrt/Device.h"
-#include "bmrt/Kernels.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <benchmark/benchmark.h>
 #include <cblas.h>
@@ -72,7 +73,7 @@ const int kThreadCounts[] = {1, 2};
 /// Operands in device memory (64-byte aligned, as a step program's), filled
 /// with uniform values in [-1, 1) so no denormals slow either side.
 struct Operands {
-  explicit Operands(const Case &c) : device(createCpuDevice()) {
+  explicit Operands(const Case &c) : device(createDevice("cpu")) {
     Shape aShape = {c.batch, c.m, c.k};
     Shape bShape = c.batchedB ? Shape{c.batch, c.k, c.n} : Shape{c.k, c.n};
     if (c.bias) // ONNX Gemm is 2-D.

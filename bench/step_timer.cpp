@@ -26,7 +26,6 @@
 
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
-#include "bmrt/Kernels.h"
 #include "bmrt/Sharding.h"
 
 #include <cblas.h>
@@ -216,7 +215,7 @@ public:
   double sumOfSquares() {
     double sum = 0;
     for (const Param &p : params)
-      sum += cpu::sumOfSquares(executor.stream(), p.grad);
+      sum += kernels().sumOfSquares(executor.stream(), p.grad);
     return sum;
   }
 
@@ -225,8 +224,8 @@ public:
     float scale = norm > kClip ? static_cast<float>(kClip / norm) : 1.f;
     ++step;
     for (const Param &p : params)
-      cpu::adamwUpdate(executor.stream(), p.value, p.grad, p.m, p.v, config,
-                       kLearningRate, step, scale);
+      kernels().adamwUpdate(executor.stream(), p.value, p.grad, p.m, p.v,
+                            config, kLearningRate, step, scale);
     executor.stream().synchronize();
   }
 
@@ -238,6 +237,10 @@ private:
     TensorView value, grad, m, v;
   };
 
+  const TrainerKernels &kernels() const {
+    return executor.device().backend().trainer;
+  }
+
   /// A zeroed moment buffer shaped like `value`.
   TensorView stateLike(const TensorView &value) {
     TensorView state = value;
@@ -248,7 +251,7 @@ private:
 
   Executor &executor;
   std::vector<Param> params;
-  cpu::AdamWConfig config;
+  AdamWConfig config;
   int64_t step = 0;
 };
 
@@ -391,14 +394,12 @@ json profileJson(const Program &program, const Profile &profile) {
 //===----------------------------------------------------------------------===//
 
 json run(const Options &options) {
-  if (options.threads)
-    cpu::setThreads(options.threads);
   std::string path = options.dir + "/" + options.program + ".bmp";
   Program program = loadProgram(path);
   bool isStep = program.loss >= 0;
   BMRT_CHECK(isStep || !options.optimizer,
              "--optimizer needs a step program; '" + path + "' is forward");
-  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Device> device = createDevice("cpu", {options.threads, -1});
   Executor executor(program, *device);
   loadParameters(executor, options.dir + "/params.safetensors");
   fillInputs(executor, options.seed);

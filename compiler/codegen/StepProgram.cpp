@@ -4,6 +4,7 @@
 
 #include "bm/BmOps.h"
 #include "bmrt/Executor.h"
+#include "bmrt/OpSpec.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -258,7 +259,7 @@ private:
     }
     bmrt::Instr instr;
     instr.op = op->getName().stripDialect().str();
-    if (!bmrt::findKernel(instr.op))
+    if (!bmrt::isStepOp(instr.op))
       return failAt(op, "has no kernel in the runtime");
     for (Value operand : op->getOperands())
       instr.operands.push_back(slots.lookup(operand));

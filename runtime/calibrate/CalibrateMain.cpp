@@ -9,8 +9,10 @@
 
 #include "Calibrate.h"
 
+#include "bmrt/Backend.h"
 #include "bmrt/Error.h"
-#include "bmrt/Kernels.h"
+#include "bmrt/Process.h"
+#include "runtime/cpu/Kernels.h"
 #include "bmrt/Tool.h"
 
 #include <cerrno>
@@ -89,7 +91,7 @@ int run(const std::vector<std::string> &args, bmrt::World &world) {
   if (!error.empty() || !options)
     return error.empty() ? 0 : failEverywhere(world, error);
   bmrt::cpu::setThreads(options->threads);
-  std::unique_ptr<bmrt::Device> device = bmrt::createCpuDevice();
+  std::unique_ptr<bmrt::Device> device = bmrt::createDevice("cpu");
   std::unique_ptr<bmrt::Communicator> all = world.all();
   std::ofstream file;
   error = openOutput(*options, *all, device->computeStream(), file);
@@ -108,7 +110,7 @@ int run(const std::vector<std::string> &args, bmrt::World &world) {
 } // namespace
 
 int main(int argc, char **argv) {
-  bmrt::cpu::makeIdleThreadsSleep(argv);
+  bmrt::makeIdleThreadsSleep(argv);
   std::vector<std::string> args(argv + 1, argv + argc);
   return bmrt::runWithWorld(
       kProgram, [&](bmrt::World &world) { return run(args, world); });

@@ -9,7 +9,7 @@
 
 #include "Calibrate.h"
 
-#include "bmrt/Kernels.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -104,7 +104,7 @@ std::vector<KernelRun> memoryBoundKernels(Stream &stream,
       // gradient back: 28 bytes per fp32 parameter.
       {"optimizer", "adamw", 28 * n,
        [=, &stream] {
-         cpu::adamwUpdate(stream, a, b, c, d, cpu::AdamWConfig{}, 1e-4f, 1,
+         cpu::adamwUpdate(stream, a, b, c, d, AdamWConfig{}, 1e-4f, 1,
                           1.f);
        }},
       {"reduction", "reduce_sum " + shape + " axis 1",

@@ -15,7 +15,7 @@
 
 #include "Calibrate.h"
 
-#include "bmrt/Kernels.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
 #include <cmath>

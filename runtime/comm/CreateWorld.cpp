@@ -5,6 +5,7 @@
 #include "bmrt/Error.h"
 
 #include <cstdlib>
+#include <string>
 
 namespace bmrt {
 
@@ -24,8 +25,16 @@ std::unique_ptr<World> createWorld() {
   const char *forced = std::getenv("BMRT_COMM");
   std::string backend =
       forced && *forced ? forced : (startedByLauncher() ? "mpi" : "local");
-  if (backend == "mpi")
+  if (backend == "mpi") {
+#ifdef BMRT_NO_MPI
+    // A runtime-only build without MPI (BMRT_MPI=OFF): one rank only.
+    BMRT_FAIL("this bmrt was built without MPI (BMRT_MPI=OFF) and runs one "
+              "rank only: rebuild with MPI to launch several ranks" +
+              std::string(forced && *forced ? " (BMRT_COMM=mpi)" : ""));
+#else
     return createMpiWorld();
+#endif
+  }
   if (backend == "local")
     return createLocalWorld();
   BMRT_FAIL("BMRT_COMM is '" + backend + "'; expected 'mpi' or 'local'");

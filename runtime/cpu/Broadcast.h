@@ -17,7 +17,7 @@
 #ifndef BMRT_CPU_BROADCAST_H
 #define BMRT_CPU_BROADCAST_H
 
-#include "bmrt/Kernels.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
 #include <array>
@@ -34,31 +34,9 @@ inline constexpr int64_t kParallelGrain = int64_t(1) << 15;
 /// to amortise the task's index arithmetic, short enough to balance.
 inline constexpr int64_t kChunk = int64_t(1) << 14;
 
-/// Row-major strides of `shape`, in elements.
-inline Ints contiguousStrides(const Shape &shape) {
-  Ints strides(shape.size(), 1);
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
-    strides[d] = strides[d + 1] * shape[d + 1];
-  return strides;
-}
-
-/// A shape seen around one axis: [outer, dim, inner] elements.
-struct AxisSplit {
-  int64_t outer = 1, dim = 1, inner = 1;
-};
-
-inline AxisSplit splitAt(const Shape &shape, int64_t axis) {
-  AxisSplit s;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d < axis)
-      s.outer *= shape[d];
-    else if (d == axis)
-      s.dim = shape[d];
-    else
-      s.inner *= shape[d];
-  }
-  return s;
-}
+using bmrt::contiguousStrides;
+using bmrt::AxisSplit;
+using bmrt::splitAt;
 
 /// Calls fn with a value of the unsigned integer type as wide as one
 /// element: data movement never looks inside an element, so one

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "bmrt/Error.h"
-#include "bmrt/Kernels.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <cblas.h>
 #include <omp.h>

@@ -10,7 +10,7 @@
 #include "Broadcast.h"
 
 #include "bmrt/Error.h"
-#include "bmrt/Kernels.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <omp.h>
 

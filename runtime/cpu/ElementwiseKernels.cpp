@@ -9,7 +9,7 @@
 #include "Broadcast.h"
 
 #include "bmrt/Error.h"
-#include "bmrt/Kernels.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
 #include <cmath>

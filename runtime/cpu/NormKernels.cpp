@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "bmrt/Kernels.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <omp.h>
 

@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "bmrt/Kernels.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -115,16 +115,6 @@ void setThreads(int threads) {
   threads = std::max(threads, 1);
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);
-}
-
-// On two cores, a GPT-2 124M step took 6.9 s with spinning idle threads and
-// 5.5 s with passive ones.
-void makeIdleThreadsSleep(char **argv) {
-  if (std::getenv("OMP_WAIT_POLICY"))
-    return;
-  ::setenv("OMP_WAIT_POLICY", "passive", 1);
-  ::execv("/proc/self/exe", argv);
-  // If that fails, run on with spinning threads: slower, not wrong.
 }
 
 } // namespace bmrt::cpu

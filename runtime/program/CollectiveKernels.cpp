@@ -14,12 +14,9 @@
 
 #include "bmrt/Collectives.h"
 #include "bmrt/Error.h"
-#include "bmrt/Kernels.h"
 #include "bmrt/Sharding.h"
-#include "runtime/cpu/Broadcast.h"
 
 #include <chrono>
-#include <cstring>
 
 namespace bmrt {
 namespace {
@@ -27,19 +24,17 @@ namespace {
 using E = Executor;
 
 /// A tensor seen as [outer, rows, inner] around one dim, in elements.
-using Slabs = cpu::detail::AxisSplit;
+using Slabs = AxisSplit;
 
-Slabs around(const Shape &shape, int64_t dim) {
-  return cpu::detail::splitAt(shape, dim);
-}
+Slabs around(const Shape &shape, int64_t dim) { return splitAt(shape, dim); }
 
-/// Copies chunk `from` of `src` to chunk `to` of `dst`, a chunk being
-/// `rows` rows of the middle dim.
-void moveChunk(const void *src, const Slabs &s, int64_t from, void *dst,
+/// Copies chunk `from` of `src` to chunk `to` of `dst` in device memory, a
+/// chunk being `rows` rows of the middle dim.
+void moveChunk(E &e, const void *src, const Slabs &s, int64_t from, void *dst,
                const Slabs &d, int64_t to, int64_t rows, DType type) {
-  copyBox(src, {s.outer, s.dim, s.inner}, {0, from * rows, 0}, dst,
-          {d.outer, d.dim, d.inner}, {0, to * rows, 0}, {s.outer, rows, s.inner},
-          sizeOf(type));
+  e.device().copyBox(src, {s.outer, s.dim, s.inner}, {0, from * rows, 0}, dst,
+                     {d.outer, d.dim, d.inner}, {0, to * rows, 0},
+                     {s.outer, rows, s.inner}, sizeOf(type), e.stream());
 }
 
 /// Everything a collective instruction needs to know of its group.
@@ -72,7 +67,7 @@ struct Group {
     e.stream().synchronize();
     if (!comm) {
       if (send != recv)
-        std::memmove(recv, send, bytes);
+        e.device().copyOnDevice(recv, send, bytes, e.stream());
       return;
     }
     auto begin = std::chrono::steady_clock::now();
@@ -108,7 +103,7 @@ void launchAllGather(E &e, const Instr &i) {
     return;
   // Group rank j's block, shaped like x, goes to chunk order[j] of y.
   for (int j = 0; j < g.size; ++j)
-    moveChunk(static_cast<char *>(gathered) + j * x.bytes(), in, 0, y.data,
+    moveChunk(e, static_cast<char *>(gathered) + j * x.bytes(), in, 0, y.data,
               out, g.order[j], in.dim, x.dtype);
 }
 
@@ -121,9 +116,8 @@ void launchReduceScatter(E &e, const Instr &i) {
   if (!(in.outer == 1 && g.inGroupRankOrder())) {
     // Chunk order[j] of x becomes block j of the flat send buffer.
     void *packed = e.scratch(x.bytes());
-    e.stream().synchronize();
     for (int j = 0; j < g.size; ++j)
-      moveChunk(x.data, in, g.order[j],
+      moveChunk(e, x.data, in, g.order[j],
                 static_cast<char *>(packed) + j * y.bytes(), out, 0, out.dim,
                 x.dtype);
     send = packed;
@@ -145,27 +139,17 @@ void launchAllToAll(E &e, const Instr &i) {
   // Block j of the send buffer is chunk order[j] along split_dim; block j
   // received (from group rank j) is chunk order[j] along concat_dim.
   Slabs in = around(x.shape, split), piece = around(chunkShape, split);
-  e.stream().synchronize();
   for (int j = 0; j < g.size; ++j)
-    moveChunk(x.data, in, g.order[j], send + j * chunkBytes, piece, 0,
+    moveChunk(e, x.data, in, g.order[j], send + j * chunkBytes, piece, 0,
               piece.dim, x.dtype);
   g.run(e, send, recv, x.bytes(), [&](Communicator &c) {
     c.allToAll(send, recv, numElements(chunkShape), x.dtype, e.stream());
   });
   Slabs part = around(chunkShape, concat), out = around(y.shape, concat);
   for (int j = 0; j < g.size; ++j)
-    moveChunk(recv + j * chunkBytes, part, 0, y.data, out, g.order[j],
+    moveChunk(e, recv + j * chunkBytes, part, 0, y.data, out, g.order[j],
               part.dim, x.dtype);
 }
-
-namespace {
-
-/// The classes of the logits operand 0 split over the instruction's axes:
-/// how many in all, and the first this rank holds.
-struct ClassSplit {
-  int64_t classes;
-  int64_t offset;
-};
 
 ClassSplit classSplitOf(E &e, const Instr &i) {
   Collectives &c = e.collectives(i.op);
@@ -175,30 +159,12 @@ ClassSplit classSplitOf(E &e, const Instr &i) {
           local * chunkIndex(c.mesh(), c.rank(), axes)};
 }
 
-} // namespace
-
-void launchShardGather(E &e, const Instr &i) {
+TableShard tableShardOf(E &e, const Instr &i) {
   Collectives &c = e.collectives(i.op);
   std::vector<std::string> axes = splitAxes(i.getString("axes"));
-  int64_t axis = i.getInt("axis");
-  int64_t local = e.operand(i, 0).shape[axis];
-  cpu::TableShard shard{local * chunkIndex(c.mesh(), c.rank(), axes),
-                        local * groupSize(c.mesh(), axes)};
-  cpu::gather(e.stream(), e.operand(i, 0), e.operand(i, 1), e.result(i, 0),
-              axis, shard);
-}
-
-void launchCrossEntropyStats(E &e, const Instr &i) {
-  ClassSplit split = classSplitOf(e, i);
-  cpu::crossEntropyStats(e.stream(), e.operand(i, 0), e.operand(i, 1),
-                         split.offset, split.classes, e.result(i, 0));
-}
-
-void launchCrossEntropyGradFromStats(E &e, const Instr &i) {
-  ClassSplit split = classSplitOf(e, i);
-  cpu::crossEntropyGradFromStats(e.stream(), e.operand(i, 0), e.operand(i, 1),
-                                 e.operand(i, 2), e.operand(i, 3), split.offset,
-                                 split.classes, e.result(i, 0));
+  int64_t local = e.operand(i, 0).shape[i.getInt("axis")];
+  return {local * chunkIndex(c.mesh(), c.rank(), axes),
+          local * groupSize(c.mesh(), axes)};
 }
 
 void launchShardSlice(E &e, const Instr &i) {
@@ -206,8 +172,7 @@ void launchShardSlice(E &e, const Instr &i) {
   const TensorView &x = e.operand(i, 0), &y = e.result(i, 0);
   int64_t dim = i.getInt("dim");
   Slabs in = around(x.shape, dim), out = around(y.shape, dim);
-  e.stream().synchronize();
-  moveChunk(x.data, in, chunkIndex(c.mesh(), c.rank(),
+  moveChunk(e, x.data, in, chunkIndex(c.mesh(), c.rank(),
                                    splitAxes(i.getString("axes"))),
             y.data, out, 0, out.dim, x.dtype);
 }

@@ -2,10 +2,11 @@
 
 #include "bmrt/Collectives.h"
 #include "bmrt/Error.h"
+#include "bmrt/StagedComm.h"
 
 namespace bmrt {
 
-Collectives::Collectives(World &world, Mesh mesh)
+Collectives::Collectives(World &world, Mesh mesh, Device *device)
     : meshOfJob(std::move(mesh)), worldRank(world.rank()) {
   BMRT_CHECK(meshOfJob.numRanks() == world.size(),
              "the step program's mesh " + meshOfJob.str() + " has " +
@@ -24,8 +25,12 @@ Collectives::Collectives(World &world, Mesh mesh)
         names.push_back(axes[i].name);
         trivial |= axes[i].size == 1;
       }
-    if (!trivial)
-      groups[groupName(names)] = world.group(meshOfJob, names);
+    if (trivial)
+      continue;
+    std::unique_ptr<Communicator> comm = world.group(meshOfJob, names);
+    if (device && !device->hostAccessible())
+      comm = stageThroughHost(std::move(comm), *device);
+    groups[groupName(names)] = std::move(comm);
   }
 }
 

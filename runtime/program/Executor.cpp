@@ -19,9 +19,10 @@ Executor::Executor(const Program &program, Device &device,
   // Before any memory is placed: the kernels trust shapes.
   verifyProgram(prog, source);
   for (const Instr &instr : prog.instrs) {
-    KernelLauncher launcher = findKernel(instr.op);
-    BMRT_CHECK(launcher, "the step program uses op '" + instr.op +
-                             "', which this runtime has no kernel for");
+    KernelLauncher launcher = dev.backend().kernels.find(instr.op);
+    BMRT_CHECK(launcher, source + ": the step program uses op '" + instr.op +
+                             "', which the " + dev.backend().name +
+                             " backend has no kernel for");
     launchers.push_back(launcher);
   }
   placeSlots();

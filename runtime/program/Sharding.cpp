@@ -2,9 +2,7 @@
 
 #include "bmrt/Sharding.h"
 #include "bmrt/Error.h"
-#include "runtime/cpu/Broadcast.h"
 
-#include <cstring>
 
 namespace bmrt {
 
@@ -79,48 +77,6 @@ Shape shardOffsets(const Shape &local,
   for (size_t d = 0; d < sharding.size() && d < local.size(); ++d)
     offsets[d] = local[d] * chunkIndex(mesh, rank, sharding[d]);
   return offsets;
-}
-
-void copyBox(const void *src, const Shape &srcShape, const Shape &srcOffsets,
-             void *dst, const Shape &dstShape, const Shape &dstOffsets,
-             const Shape &box, size_t elementBytes) {
-  size_t rank = box.size();
-  BMRT_CHECK(srcShape.size() == rank && dstShape.size() == rank &&
-                 srcOffsets.size() == rank && dstOffsets.size() == rank,
-             "a box copy between tensors of different ranks");
-  for (size_t d = 0; d < rank; ++d)
-    BMRT_CHECK(srcOffsets[d] >= 0 && dstOffsets[d] >= 0 &&
-                   srcOffsets[d] + box[d] <= srcShape[d] &&
-                   dstOffsets[d] + box[d] <= dstShape[d],
-               "a box of " + formatShape(box) + " does not fit " +
-                   formatShape(srcShape) + " at " + formatShape(srcOffsets) +
-                   " and " + formatShape(dstShape) + " at " +
-                   formatShape(dstOffsets));
-  if (numElements(box) == 0)
-    return;
-  // The innermost dim is one contiguous run; count through the others.
-  Shape srcStrides = cpu::detail::contiguousStrides(srcShape),
-        dstStrides = cpu::detail::contiguousStrides(dstShape);
-  size_t runBytes = (rank ? box[rank - 1] : 1) * elementBytes;
-  Shape index(rank, 0);
-  const char *from = static_cast<const char *>(src);
-  char *to = static_cast<char *>(dst);
-  while (true) {
-    int64_t s = 0, t = 0;
-    for (size_t d = 0; d < rank; ++d) {
-      s += (srcOffsets[d] + index[d]) * srcStrides[d];
-      t += (dstOffsets[d] + index[d]) * dstStrides[d];
-    }
-    std::memcpy(to + t * elementBytes, from + s * elementBytes, runBytes);
-    size_t d = rank > 0 ? rank - 1 : 0;
-    while (d-- > 0) {
-      if (++index[d] < box[d])
-        break;
-      index[d] = 0;
-    }
-    if (d == static_cast<size_t>(-1))
-      return;
-  }
 }
 
 } // namespace bmrt

@@ -1,20 +1,21 @@
 //===- ForwardMain.cpp - `bmrt-forward`: run a compiled forward model -----===//
 //
-//   bmrt-forward DIR INPUTS.safetensors OUTPUTS.safetensors
+//   bmrt-forward DIR INPUTS.safetensors OUTPUTS.safetensors [--device NAME]
 //
 // Runs DIR/forward.bmp (what `bmc compile` wrote beside the trainer) with
 // DIR/params.safetensors on the inputs of INPUTS (by graph input name) and
 // writes the model's outputs ("output0", ...). The tests compare it with
 // onnxruntime on the same ONNX file; it is a developer tool, not part of a
-// training run.
+// training run. --device runs it on another backend (the CPU's by default),
+// so that a GPU's forward can be compared with the CPU's on the same files.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/checkpoint/Safetensors.h"
 
+#include "bmrt/Backend.h"
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
-#include "bmrt/Kernels.h"
 
 #include <cstdio>
 #include <cstring>
@@ -23,47 +24,55 @@ namespace {
 
 using namespace bmrt;
 
-/// Copies the tensor called `name` from `file` into `view`.
-void load(const SafetensorsFile &file, const std::string &what,
+/// Copies the tensor called `name` from `file` into `view` on `device`.
+void load(Device &device, const SafetensorsFile &file, const std::string &what,
           const std::string &name, const TensorView &view) {
   const HostTensor &t = requireTensor(file.tensors, name, view, what);
-  std::memcpy(view.data, t.data.data(), view.bytes());
+  device.copyToDevice(view.data, t.data.data(), view.bytes(),
+                      device.computeStream());
 }
 
 void run(const std::string &dir, const std::string &inputsPath,
-         const std::string &outputsPath) {
+         const std::string &outputsPath, const std::string &backend) {
   Program program = loadProgram(dir + "/forward.bmp");
   BMRT_CHECK(!program.outputs.empty(),
              "'" + dir + "/forward.bmp' is not a forward program");
-  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Device> device = createDevice(backend);
   Executor executor(program, *device, dir + "/forward.bmp");
   SafetensorsFile params = readSafetensors(dir + "/params.safetensors");
   SafetensorsFile inputs = readSafetensors(inputsPath);
   for (int slot : program.slotsOf(SlotKind::Param))
-    load(params, "the parameters", program.slots[slot].name,
+    load(*device, params, "the parameters", program.slots[slot].name,
          executor.view(slot));
   for (int slot : program.slotsOf(SlotKind::Input))
-    load(inputs, "'" + inputsPath + "'", program.slots[slot].name,
+    load(*device, inputs, "'" + inputsPath + "'", program.slots[slot].name,
          executor.view(slot));
   executor.run();
+  std::vector<std::vector<char>> host(program.outputs.size());
   std::vector<TensorRef> outputs;
   for (size_t i = 0; i < program.outputs.size(); ++i) {
     const TensorView &v = executor.view(program.outputs[i]);
-    outputs.push_back({"output" + std::to_string(i), v.dtype, v.shape, v.data});
+    host[i].resize(v.bytes());
+    device->copyToHost(host[i].data(), v.data, v.bytes(),
+                       device->computeStream());
+    outputs.push_back(
+        {"output" + std::to_string(i), v.dtype, v.shape, host[i].data()});
   }
+  device->computeStream().synchronize();
   writeSafetensors(outputsPath, outputs);
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 4) {
+  bool withDevice = argc == 6 && std::strcmp(argv[4], "--device") == 0;
+  if (argc != 4 && !withDevice) {
     std::fprintf(stderr, "usage: bmrt-forward DIR INPUTS.safetensors "
-                         "OUTPUTS.safetensors\n");
+                         "OUTPUTS.safetensors [--device NAME]\n");
     return 2;
   }
   try {
-    run(argv[1], argv[2], argv[3]);
+    run(argv[1], argv[2], argv[3], withDevice ? argv[5] : "cpu");
     return 0;
   } catch (const bmrt::Error &e) {
     std::fprintf(stderr, "bmrt-forward: error: %s\n", e.what());

@@ -3,7 +3,6 @@
 #include "GradientBuckets.h"
 
 #include "bmrt/Error.h"
-#include "bmrt/Kernels.h"
 
 #include <algorithm>
 #include <cstring>
@@ -118,7 +117,7 @@ void GradientBuckets::allocate(Bucket &bucket) {
                       MemoryKind::Workspace);
   // The chunks' padding past each gradient's end is never written: zero
   // once, as reduceGradient pads with zeros.
-  std::memset(bucket.buffer, 0, bucket.bufferBytes);
+  device.fillBytes(bucket.buffer, 0, bucket.bufferBytes, executor.stream());
 }
 
 template <typename F>
@@ -172,12 +171,11 @@ void GradientBuckets::pack(Bucket &bucket) {
     if (!bucket.reduction.scatter) {
       // The last micro-batch's accumulate(), done here.
       if (p.accumulated.data)
-        cpu::binary(stream, cpu::BinaryOp::Add, p.accumulated, p.grad,
-                    p.accumulated);
+        kernels().add(stream, p.accumulated, p.grad, p.accumulated);
       const TensorView &g = summed(p);
-      cpu::copy(stream, flatAt(g.data, g.dtype, 0, g.size()),
-                flatAt(bucket.buffer, bucket.dtype, bucket.offsets[i],
-                       g.size()));
+      copyView(flatAt(g.data, g.dtype, 0, g.size()),
+               flatAt(bucket.buffer, bucket.dtype, bucket.offsets[i],
+                      g.size()));
       continue;
     }
     int64_t n = p.grad.size();
@@ -185,9 +183,9 @@ void GradientBuckets::pack(Bucket &bucket) {
       int64_t begin = std::min(n, r * p.chunk);
       int64_t length = std::min(n - begin, p.chunk);
       if (length > 0)
-        cpu::copy(stream, flatAt(p.grad.data, p.grad.dtype, begin, length),
-                  flatAt(bucket.buffer, bucket.dtype,
-                         r * bucket.count + bucket.offsets[i], length));
+        copyView(flatAt(p.grad.data, p.grad.dtype, begin, length),
+                 flatAt(bucket.buffer, bucket.dtype,
+                        r * bucket.count + bucket.offsets[i], length));
     }
   }
 }
@@ -207,19 +205,18 @@ void GradientBuckets::unpack(Bucket &bucket) {
     ParamSlot &p = *bucket.params[i];
     if (!bucket.reduction.scatter) {
       const TensorView &g = summed(p);
-      cpu::copy(stream,
-                flatAt(result(bucket), bucket.dtype, bucket.offsets[i],
-                       g.size()),
-                flatAt(g.data, g.dtype, 0, g.size()));
+      copyView(flatAt(result(bucket), bucket.dtype, bucket.offsets[i],
+                      g.size()),
+               flatAt(g.data, g.dtype, 0, g.size()));
       continue;
     }
     TensorView chunk =
         flatAt(result(bucket), bucket.dtype, bucket.offsets[i], p.chunk);
     TensorView sum = flatAt(p.accumulated.data, p.accumulated.dtype, 0, p.chunk);
     if (startsSum)
-      cpu::copy(stream, chunk, sum);
+      copyView(chunk, sum);
     else
-      cpu::binary(stream, cpu::BinaryOp::Add, sum, chunk, sum);
+      kernels().add(stream, sum, chunk, sum);
   }
 }
 

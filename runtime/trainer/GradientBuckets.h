@@ -110,6 +110,11 @@ private:
 
   Executor &executor;
   Device &device;
+  const TrainerKernels &kernels() const { return device.backend().trainer; }
+  /// Copies `from`'s bytes to `to` (one size) on the executor's stream.
+  void copyView(const TensorView &from, const TensorView &to) {
+    device.copyOnDevice(to.data, from.data, from.bytes(), executor.stream());
+  }
   TimeSink addTime;
   std::vector<Bucket> buckets;
   std::set<const ParamSlot *> covered;

@@ -3,7 +3,6 @@
 #include "Parallel.h"
 
 #include "bmrt/Error.h"
-#include "bmrt/Kernels.h"
 #include "bmrt/Sharding.h"
 
 #include <algorithm>
@@ -36,10 +35,16 @@ void timed(Collectives &comms, const std::vector<std::string> &axes,
 
 } // namespace
 
-Parallel::Parallel(const Program &program, World &world, int zero)
-    : comms(std::make_unique<Collectives>(world,
-                                          meshOf(program, world.size()))),
+Parallel::Parallel(const Program &program, World &world, int zero,
+                   Device &device)
+    : device(device),
+      comms(std::make_unique<Collectives>(
+          world, meshOf(program, world.size()), &device)),
       meshLine(!program.mesh.empty()), zero(zero), ranks(world.size()) {}
+
+Parallel::~Parallel() {
+  device.deallocate(buffer, bufferBytes, MemoryKind::Workspace);
+}
 
 void Parallel::describe(ParamSlot &p, const Program &program) const {
   const Slot &slot = program.slots[p.slot];
@@ -82,9 +87,14 @@ TensorView Parallel::flatRange(const TensorView &t, int64_t begin,
 }
 
 void *Parallel::workspace(size_t bytes) {
-  if (buffer.size() < bytes)
-    buffer.resize(bytes);
-  return buffer.data();
+  if (bytes <= bufferBytes)
+    return buffer;
+  // Work still queued may read the old buffer.
+  device.computeStream().synchronize();
+  device.deallocate(buffer, bufferBytes, MemoryKind::Workspace);
+  buffer = device.allocate(bytes, MemoryKind::Workspace);
+  bufferBytes = bytes;
+  return buffer;
 }
 
 std::vector<std::string> Parallel::allReduceAxes(const ParamSlot &p) const {
@@ -134,16 +144,16 @@ void Parallel::reduceGradient(const ParamSlot &p, const TensorView &g,
   Communicator *dp = contains(p.partial, kDp) ? comms->group({kDp}) : nullptr;
   if (!dp) {
     // Not a partial sum over dp (or dp has one rank): the shard is a copy.
-    std::memset(shardOut.data, 0, shardOut.bytes());
-    cpu::copy(stream, flatRange(g, p.begin, p.length),
-              flatRange(shardOut, 0, p.length));
+    device.fillBytes(shardOut.data, 0, shardOut.bytes(), stream);
+    device.copyOnDevice(shardOut.data, flatRange(g, p.begin, p.length).data,
+                        p.length * sizeOf(g.dtype), stream);
     return;
   }
   // reduceScatter takes whole chunks: pad the gradient to dp x chunk.
   size_t bytes = p.chunk * dp->size() * sizeOf(g.dtype);
   char *padded = static_cast<char *>(workspace(bytes));
-  std::memcpy(padded, g.data, g.bytes());
-  std::memset(padded + g.bytes(), 0, bytes - g.bytes());
+  device.copyOnDevice(padded, g.data, g.bytes(), stream);
+  device.fillBytes(padded + g.bytes(), 0, bytes - g.bytes(), stream);
   timed(*comms, {kDp}, stream, [&] {
     dp->reduceScatter(padded, shardOut.data, p.chunk, g.dtype, stream);
   });
@@ -190,8 +200,8 @@ double Parallel::addSumOfSquares(double sum, const ParamSlot &p,
     sharded.push_back(kDp);
   if (!ownsReplica(comms->rank(), sharded))
     return sum;
-  return sum + cpu::sumOfSquares(stream, zero >= 2 ? flatRange(g, 0, p.length)
-                                                   : g);
+  return sum + device.backend().trainer.sumOfSquares(
+                   stream, zero >= 2 ? flatRange(g, 0, p.length) : g);
 }
 
 std::vector<TensorShard> Parallel::writtenShards(const ParamSlot &p,
@@ -278,22 +288,26 @@ void Parallel::gatherOverDp(const ParamSlot &p, const TensorView &flat,
   Communicator *dp = zero ? comms->group({kDp}) : nullptr;
   if (!dp) {
     if (shard.data && shard.data != flat.data)
-      cpu::copy(stream, flatRange(shard, 0, p.length),
-                flatRange(flat, 0, p.length));
+      device.copyOnDevice(flat.data, shard.data,
+                          p.length * sizeOf(flat.dtype), stream);
     return;
   }
   size_t chunkBytes = p.chunk * sizeOf(flat.dtype);
-  char *gathered = static_cast<char *>(workspace(chunkBytes * dp->size()));
+  // The gathered chunks, then this rank's own, padded: the last ranks'
+  // chunks may reach past the tensor.
+  char *gathered =
+      static_cast<char *>(workspace(chunkBytes * (dp->size() + 1)));
+  char *send = gathered + chunkBytes * dp->size();
   const void *mine = shard.data ? shard.data
                                 : static_cast<char *>(flat.data) +
                                       p.begin * sizeOf(flat.dtype);
-  // The last ranks' chunks may reach past the tensor: send a padded copy.
-  std::vector<char> send(chunkBytes, 0);
-  std::memcpy(send.data(), mine, p.length * sizeOf(flat.dtype));
+  size_t length = p.length * sizeOf(flat.dtype);
+  device.copyOnDevice(send, mine, length, stream);
+  device.fillBytes(send + length, 0, chunkBytes - length, stream);
   timed(*comms, {kDp}, stream, [&] {
-    dp->allGather(send.data(), gathered, p.chunk, flat.dtype, stream);
+    dp->allGather(send, gathered, p.chunk, flat.dtype, stream);
   });
-  std::memcpy(flat.data, gathered, flat.bytes());
+  device.copyOnDevice(flat.data, gathered, flat.bytes(), stream);
 }
 
 void GatheredParameters::acquire(Executor &executor, int slot) {

@@ -113,8 +113,12 @@ private:
 
 class Parallel {
 public:
-  /// `zero` is trainer.json's ZeRO stage (0-3).
-  Parallel(const Program &program, World &world, int zero);
+  /// `zero` is trainer.json's ZeRO stage (0-3); communication buffers
+  /// come from `device`.
+  Parallel(const Program &program, World &world, int zero, Device &device);
+  ~Parallel();
+  Parallel(const Parallel &) = delete;
+  Parallel &operator=(const Parallel &) = delete;
 
   Collectives &collectives() { return *comms; }
   const Mesh &mesh() const { return comms->mesh(); }
@@ -186,11 +190,14 @@ private:
   Communicator *everyone();
   void *workspace(size_t bytes);
 
+  Device &device;
   std::unique_ptr<Collectives> comms;
   bool meshLine;
   int zero;
   int ranks;
-  std::vector<char> buffer;
+  /// workspace(): device memory, grown as needed.
+  void *buffer = nullptr;
+  size_t bufferBytes = 0;
 };
 
 } // namespace bmrt

@@ -13,7 +13,7 @@
 #include "TrainerOptions.h"
 
 #include "bmrt/Device.h"
-#include "bmrt/Kernels.h"
+#include "bmrt/Optimizer.h"
 
 #include <array>
 #include <cstdio>
@@ -50,8 +50,8 @@ struct StepReport {
 /// The optimizer's settings and the learning-rate schedule, from the
 /// trainer's flags and the plan's optimizer ("adamw" or "sgd").
 struct Hyperparameters {
-  cpu::AdamWConfig adamw;
-  cpu::SgdConfig sgd;
+  AdamWConfig adamw;
+  SgdConfig sgd;
   LrSchedule schedule;
 
   static Hyperparameters from(const TrainerOptions &options,

@@ -9,7 +9,6 @@
 #include "bmrt/Comm.h"
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
-#include "bmrt/Kernels.h"
 #include "bmrt/Schedule.h"
 #include "bmrt/Sharding.h"
 
@@ -212,8 +211,10 @@ void Trainer::bindParameter(int st, int slot,
 void Trainer::releaseSlots() {
   for (ParamSlot &p : params) {
     if (p.shard.data) {
-      cpu::copy(stream(), Parallel::flatRange(p.value, p.begin, p.length),
-                Parallel::flatRange(p.shard, 0, p.length));
+      device->copyOnDevice(
+          p.shard.data,
+          Parallel::flatRange(p.value, p.begin, p.length).data,
+          p.length * sizeOf(p.value.dtype), stream());
       stream().synchronize();
       stages[p.stage].executor->releaseSlot(p.slot, gathered);
       p.value.data = nullptr;
@@ -345,13 +346,11 @@ void Trainer::addGradient(ParamSlot &p, const TensorView &grad) {
     into.shape = {p.chunk};
     parallel.reduceGradient(p, grad, into, stream());
     if (!starts)
-      cpu::binary(stream(), cpu::BinaryOp::Add, p.accumulated, into,
-                  p.accumulated);
+      kernels().add(stream(), p.accumulated, into, p.accumulated);
   } else if (starts) {
-    cpu::copy(stream(), grad, p.accumulated);
+    device->copyOnDevice(p.accumulated.data, grad.data, grad.bytes(), stream());
   } else {
-    cpu::binary(stream(), cpu::BinaryOp::Add, p.accumulated, grad,
-                p.accumulated);
+    kernels().add(stream(), p.accumulated, grad, p.accumulated);
   }
 }
 
@@ -458,11 +457,11 @@ void Trainer::update(int64_t step, float lr, float gradScale) {
         second = Parallel::flatRange(p.second, 0, p.length);
     }
     if (config.optimizer == "adamw")
-      cpu::adamwUpdate(stream(), value, grad, first, second,
-                       hyper.adamw, lr, step, gradScale);
+      kernels().adamwUpdate(stream(), value, grad, first, second, hyper.adamw,
+                            lr, step, gradScale);
     else
-      cpu::sgdUpdate(stream(), value, grad, first, hyper.sgd, lr,
-                     step, gradScale);
+      kernels().sgdUpdate(stream(), value, grad, first, hyper.sgd, lr, step,
+                          gradScale);
     if (config.zero && !p.shard.data)
       parallel.gatherOverDp(p, p.value, {}, stream());
   }

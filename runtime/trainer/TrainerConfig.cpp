@@ -49,6 +49,7 @@ CompiledConfig readConfig(const std::string &dir) {
     c.pp = j.value("pp", 1);
     c.chunks = j.value("chunks", 1);
     c.schedule = j.value("schedule", std::string("none"));
+    c.device = j.value("device", std::string("cpu"));
     for (const std::string &stage :
          j.value("stages", std::vector<std::string>()))
       c.stages.push_back(dir + "/" + stage);

@@ -24,6 +24,8 @@ struct CompiledConfig {
   std::string model, modelHash, modelPath, task, optimizer, precision,
       recompute;
   std::string program, parameters, plan;
+  /// The backend to run on ("cpu", "cuda"); --device overrides it.
+  std::string device = "cpu";
   int64_t microBatch = 1, microBatches = 1;
   /// Ranks the step was compiled for.
   int ranks = 1;

@@ -33,10 +33,10 @@ public:
   Trainer(const TrainerOptions &options, World &world)
       : options(options), config(readConfig(options.dir)), world(world),
         first(loadProgramFor(config, world, options.dir)),
-        parallel(first, world, config.zero), device(createCpuDevice()),
-        gathered(parallel, *device) {
-    if (options.threads)
-      cpu::setThreads(options.threads);
+        device(createDevice(options.device.empty() ? config.device
+                                                   : options.device,
+                            {options.threads, -1})),
+        parallel(first, world, config.zero, *device), gathered(parallel, *device) {
     loadStages();
     bindParameters();
     startOverlap();
@@ -74,6 +74,7 @@ private:
   void placeStage(Stage &stage, const std::string &source);
   void startPipeline();
   Stream &stream() { return device->computeStream(); }
+  const TrainerKernels &kernels() const { return device->backend().trainer; }
   /// The feeder of the data (stage 0's), or null on ranks without it.
   Feeder *dataFeeder() const;
   size_t arenaBytes() const {
@@ -117,8 +118,8 @@ private:
   World &world;
   /// The program the mesh is read from (the first stage's with a pipeline).
   Program first;
-  Parallel parallel;
   std::unique_ptr<Device> device;
+  Parallel parallel;
   /// This rank's step programs: the whole step, or its pipeline chunks.
   std::vector<Stage> stages;
   std::unique_ptr<Pipeline> pipeline;

@@ -9,7 +9,7 @@
 #include "Trainer.h"
 
 #include "bmrt/Error.h"
-#include "bmrt/Kernels.h"
+#include "bmrt/Process.h"
 #include "bmrt/Tool.h"
 
 #include <cstdio>
@@ -36,7 +36,7 @@ std::string selfDirectory(const char *argv0) {
 } // namespace
 
 int main(int argc, char **argv) {
-  bmrt::cpu::makeIdleThreadsSleep(argv);
+  bmrt::makeIdleThreadsSleep(argv);
   // A write past a file-size limit (ulimit -f) must fail as an error that
   // keeps the last checkpoint, not kill the process.
   std::signal(SIGXFSZ, SIG_IGN);

@@ -2,6 +2,7 @@
 
 #include "TrainerOptions.h"
 
+#include "bmrt/Backend.h"
 #include "bmrt/Error.h"
 #include "bmrt/Tool.h"
 
@@ -44,6 +45,8 @@ OPTIONS:
   --stop-at N        stop after step N (with a checkpoint) as if interrupted;
                      --resume later goes on to --steps
   --threads N        CPU threads (default: all)
+  --device NAME      the backend to run on: cpu, or cuda where built in
+                     (default: trainer.json's device, else cpu)
   --dir DIR          the compiled folder (default: the trainer's own)
   --quiet            no per-step lines on the terminal
   --overlap          reduce the data-parallel gradients during the backward
@@ -95,6 +98,13 @@ parseTrainerOptions(const std::vector<std::string> &args,
          BMRT_CHECK(v == "uint16" || v == "int32",
                     "--data-type must be uint16 or int32, got '" + v + "'");
          o.dataType = v;
+       }},
+      {"--device",
+       [&](auto &v) {
+         BMRT_CHECK(findBackend(v), "--device must name a backend of this "
+                                    "build (" + builtinBackendNames() +
+                                        "), got '" + v + "'");
+         o.device = v;
        }},
       {"--dir", [&](auto &v) { o.dir = v; }},
       {"--labels", [&](auto &v) { o.labels = v; }},

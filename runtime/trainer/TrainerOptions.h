@@ -35,6 +35,8 @@ struct TrainerOptions {
   int64_t stopAt = 0;
   bool resume = false;
   int threads = 0;
+  /// The backend (--device); empty: trainer.json's.
+  std::string device;
   bool quiet = false;
   /// Print the pipeline schedule's instruction lists and exit.
   bool printSchedule = false;

@@ -322,7 +322,7 @@ struct Diagnostics {
 struct Step {
   mlir::MLIRContext context;
   bmrt::Program program;
-  std::unique_ptr<bmrt::Device> device = bmrt::createCpuDevice();
+  std::unique_ptr<bmrt::Device> device = bmrt::createDevice("cpu");
   std::unique_ptr<bmrt::Executor> executor;
 
   void build(const GradCase &c) {

@@ -44,7 +44,7 @@ struct CompiledStep {
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module;
   bmrt::Program program;
-  std::unique_ptr<bmrt::Device> device = bmrt::createCpuDevice();
+  std::unique_ptr<bmrt::Device> device = bmrt::createDevice("cpu");
   std::unique_ptr<bmrt::Executor> executor;
 
   /// With `fold`, transposes become GEMM flags (as bmc compile does);

@@ -58,6 +58,9 @@ OPTIONS:
                         papers' schemes) instead of reading them: for
                         graph-only models
   --seed N              the seed of --init random (default 1)
+  --device cpu|cuda     the backend the trainer runs on, written to
+                        trainer.json (default cpu; the trainer's --device
+                        overrides it)
   --help                print this help
 )";
 
@@ -68,6 +71,8 @@ constexpr int64_t kDefaultGlobalBatch = 8;
 struct CompileArgs {
   bm::CompileOptions options;
   std::string out;
+  /// trainer.json's backend.
+  std::string device = "cpu";
 };
 
 std::optional<int64_t> parsePositive(StringRef text, StringRef what,
@@ -133,6 +138,12 @@ std::optional<std::string> applyFlag(StringRef flag, StringRef v,
     if (v != "random")
       return "--init supports 'random', got '" + v.str() + "'";
     init = v.str();
+  } else if (flag == "--device") {
+    // The trainer's backends (runtime/cpu, runtime/cuda), whether or not
+    // this machine built them in: one compiles here for a GPU machine.
+    if (v != "cpu" && v != "cuda")
+      return "--device must be cpu or cuda, got '" + v.str() + "'";
+    out.device = v.str();
   } else if (flag == "--plan") {
     o.planFile = v.str();
   } else if (flag == "--seed") {
@@ -158,7 +169,8 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
     std::optional<std::string> value;
     StringRef matched = cursor.takeAnyFlag(
         {"-o", "--gpus", "--global-batch", "--seq", "--dim", "--cluster",
-         "--optimizer", "--precision", "--fix", "--init", "--seed", "--plan"},
+         "--optimizer", "--precision", "--fix", "--init", "--seed", "--plan",
+         "--device"},
         value);
     if (matched.empty()) {
       if (cursor.isOption())
@@ -214,7 +226,8 @@ llvm::json::Array stageFiles(const bm::CompiledModel &model) {
 }
 
 llvm::json::Object trainerConfig(const bm::CompiledModel &model,
-                                 const bm::CompileOptions &options) {
+                                 const CompileArgs &args) {
+  const bm::CompileOptions &options = args.options;
   const bm::plan::Plan &plan = model.plan;
   return llvm::json::Object{
       {"format", 1},
@@ -241,6 +254,7 @@ llvm::json::Object trainerConfig(const bm::CompiledModel &model,
       {"forward_program", "forward.bmp"},
       {"parameters", "params.safetensors"},
       {"plan", "plan.json"},
+      {"device", args.device},
   };
 }
 
@@ -290,7 +304,7 @@ int writeOutputs(const CompileArgs &args, const bm::CompiledModel &model) {
   });
   rc = rc ? rc : writeFile(in("trainer.json"), [&](llvm::raw_ostream &os) {
     os << llvm::formatv("{0:2}",
-                        llvm::json::Value(trainerConfig(model, args.options)))
+                        llvm::json::Value(trainerConfig(model, args)))
        << "\n";
   });
   return rc ? rc : writeParameters(in("params.safetensors"), model);

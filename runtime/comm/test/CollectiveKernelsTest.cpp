@@ -80,7 +80,8 @@ TEST(CollectiveKernels, MatchTheirDefinitions) {
   int n = l.n(), r = world.rank();
   int t = r % l.tp, d = r / l.tp;
   Program program = parseProgram(programText(l), "collectives.bmp");
-  Collectives collectives(world, Mesh::fromPlan({{"tp", l.tp}, {"dp", l.dp}}));
+  Collectives collectives(world, Mesh::fromPlan({{"tp", l.tp}, {"dp", l.dp}}),
+                          &testDevice());
   Executor e(program, testDevice(), "collectives.bmp", &collectives);
   std::vector<float> x(kRows * kCols);
   for (int64_t i = 0; i < kRows; ++i)

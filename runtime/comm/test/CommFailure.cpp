@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bmrt/Backend.h"
 #include "bmrt/Comm.h"
 #include "bmrt/Error.h"
 
@@ -27,7 +28,7 @@ namespace {
 
 /// Rank 1 fails as `mode` says; everyone else waits for it.
 void run(const std::string &mode, World &world) {
-  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Device> device = createDevice("cpu");
   Stream &stream = device->computeStream();
   std::unique_ptr<Communicator> all = world.all();
   float values[4] = {1, 2, 3, 4};

@@ -127,7 +127,7 @@ TEST(WorldTest, BackendFollowsTheLauncher) {
 }
 
 TEST(WorldTest, AllRanksInWorldOrder) {
-  auto all = testWorld().all();
+  auto all = allRanks();
   EXPECT_EQ(all->size(), testWorld().size());
   EXPECT_EQ(all->rank(), testWorld().rank());
   EXPECT_EQ(all->name(), "world");
@@ -143,7 +143,7 @@ TEST(WorldTest, MeshMustHaveTheJobsRanks) {
 
 TEST(WorldTest, GroupAlongTheWholeMeshIsTheWorld) {
   int n = testWorld().size();
-  auto dp = testWorld().group(Mesh::fromPlan({{"dp", n}}), "dp");
+  auto dp = staged(testWorld().group(Mesh::fromPlan({{"dp", n}}), "dp"));
   EXPECT_EQ(dp->size(), n);
   EXPECT_EQ(dp->rank(), testWorld().rank());
   EXPECT_EQ(dp->name(), "dp");
@@ -154,7 +154,7 @@ TEST(WorldTest, GroupAlongTheWholeMeshIsTheWorld) {
 //===----------------------------------------------------------------------===//
 
 template <typename T> void checkAllReduce(bool inPlace) {
-  auto comm = testWorld().all();
+  auto comm = allRanks();
   int n = comm->size(), r = comm->rank();
   const size_t count = 37;
   DeviceBuffer<T> send(valuesOf<T>(r, count)), recv(count);
@@ -175,7 +175,7 @@ TEST(CollectiveTest, AllReduceI64InPlace) { checkAllReduce<int64_t>(true); }
 TEST(CollectiveTest, AllReduceI32) { checkAllReduce<int32_t>(false); }
 
 template <typename T> void checkReduceScatter(bool inPlace) {
-  auto comm = testWorld().all();
+  auto comm = allRanks();
   int n = comm->size(), r = comm->rank();
   const size_t chunk = 5;
   DeviceBuffer<T> send(valuesOf<T>(r, n * chunk)), recv(chunk);
@@ -199,7 +199,7 @@ TEST(CollectiveTest, ReduceScatterI64InPlace) {
 // Nonblocking: several in flight at once on one group, of both kinds, in
 // and out of place; some completed by test() alone, the rest by wait().
 TEST(CollectiveTest, AsyncAllReduceAndReduceScatterInFlightTogether) {
-  auto comm = testWorld().all();
+  auto comm = allRanks();
   int n = comm->size(), r = comm->rank();
   const size_t count = 37, chunk = 5;
   DeviceBuffer<float> sum(valuesOf<float>(r, count)), sumOut(count);
@@ -236,7 +236,7 @@ TEST(CollectiveTest, AsyncAllReduceAndReduceScatterInFlightTogether) {
 }
 
 TEST(CollectiveTest, AsyncCollectivesCheckTheirArgumentsAlike) {
-  auto comm = testWorld().all();
+  auto comm = allRanks();
   DeviceBuffer<float> buffer(4 * comm->size());
   float *data = buffer.data();
   expectError(
@@ -251,7 +251,7 @@ TEST(CollectiveTest, AsyncCollectivesCheckTheirArgumentsAlike) {
 }
 
 template <typename T> void checkAllGather(bool inPlace) {
-  auto comm = testWorld().all();
+  auto comm = allRanks();
   int n = comm->size(), r = comm->rank();
   const size_t chunk = 3;
   DeviceBuffer<T> send(valuesOf<T>(r, chunk));
@@ -275,7 +275,7 @@ TEST(CollectiveTest, AllGatherI64) { checkAllGather<int64_t>(false); }
 TEST(CollectiveTest, AllGatherI64InPlace) { checkAllGather<int64_t>(true); }
 
 template <typename T> void checkAllToAll() {
-  auto comm = testWorld().all();
+  auto comm = allRanks();
   int n = comm->size(), r = comm->rank();
   const size_t chunk = 4;
   // Element i of chunk j on rank r: valueOf(r, j * chunk + i), bound for j.
@@ -292,7 +292,7 @@ TEST(CollectiveTest, AllToAllF32) { checkAllToAll<float>(); }
 TEST(CollectiveTest, AllToAllI64) { checkAllToAll<int64_t>(); }
 
 TEST(CollectiveTest, BarrierAndEmptyBuffers) {
-  auto comm = testWorld().all();
+  auto comm = allRanks();
   comm->barrier();
   comm->allReduce(nullptr, nullptr, 0, DType::F32, stream());
   comm->allGather(nullptr, nullptr, 0, DType::I64, stream());
@@ -303,7 +303,7 @@ TEST(CollectiveTest, BarrierAndEmptyBuffers) {
 //===----------------------------------------------------------------------===//
 
 TEST(PointToPointTest, BlockingBetweenNeighbourPairs) {
-  auto comm = testWorld().all();
+  auto comm = allRanks();
   int n = comm->size(), r = comm->rank();
   if (n < 2)
     GTEST_SKIP() << "needs two ranks";
@@ -328,7 +328,7 @@ TEST(PointToPointTest, GroupedRingCannotDeadlock) {
   // Every rank sends before it receives, with messages far over MPI's eager
   // limit: blocking sends would all wait; grouped, they complete. On one
   // rank this is a message to itself.
-  auto comm = testWorld().all();
+  auto comm = allRanks();
   int n = comm->size(), r = comm->rank();
   const size_t count = size_t(1) << 20;
   DeviceBuffer<float> mine(valuesOf<float>(r, count)), theirs(count);
@@ -345,7 +345,7 @@ TEST(PointToPointTest, GroupedRingCannotDeadlock) {
 //===----------------------------------------------------------------------===//
 
 TEST(CommErrorTest, RefusedBeforeAnyCommunication) {
-  auto comm = testWorld().all();
+  auto comm = allRanks();
   int n = comm->size(), r = comm->rank();
   DeviceBuffer<float> buffer(4 * n);
   float *data = buffer.data();
@@ -367,7 +367,7 @@ TEST(CommErrorTest, RefusedBeforeAnyCommunication) {
 }
 
 TEST(CommErrorTest, TooLongAMessageIsAnMpiError) {
-  auto comm = testWorld().all();
+  auto comm = allRanks();
   if (comm->size() < 2)
     GTEST_SKIP() << "needs two ranks";
   DeviceBuffer<float> buffer(valuesOf<float>(comm->rank(), 4));
@@ -382,7 +382,7 @@ TEST(CommErrorTest, TooLongAMessageIsAnMpiError) {
 }
 
 TEST(CommErrorTest, TooShortAMessageIsCaught) {
-  auto comm = testWorld().all();
+  auto comm = allRanks();
   if (comm->size() < 2)
     GTEST_SKIP() << "needs two ranks";
   DeviceBuffer<float> buffer(valuesOf<float>(comm->rank(), 4));
@@ -409,7 +409,7 @@ protected:
 };
 
 TEST_F(Mesh2x2Test, TpGroupsAreNeighbours) {
-  auto tp = testWorld().group(mesh, "tp");
+  auto tp = staged(testWorld().group(mesh, "tp"));
   EXPECT_EQ(tp->name(), "tp");
   EXPECT_EQ(tp->size(), 2);
   EXPECT_EQ(tp->rank(), r % 2);
@@ -421,7 +421,7 @@ TEST_F(Mesh2x2Test, TpGroupsAreNeighbours) {
 }
 
 TEST_F(Mesh2x2Test, DpGroupsStrideOverTp) {
-  auto dp = testWorld().group(mesh, "dp");
+  auto dp = staged(testWorld().group(mesh, "dp"));
   EXPECT_EQ(dp->size(), 2);
   EXPECT_EQ(dp->rank(), r / 2);
   // Members {r % 2, r % 2 + 2}, in that order.
@@ -431,8 +431,8 @@ TEST_F(Mesh2x2Test, DpGroupsStrideOverTp) {
 }
 
 TEST_F(Mesh2x2Test, ReduceScatterOverTpThenAllGatherOverDp) {
-  auto tp = testWorld().group(mesh, "tp");
-  auto dp = testWorld().group(mesh, "dp");
+  auto tp = staged(testWorld().group(mesh, "tp"));
+  auto dp = staged(testWorld().group(mesh, "dp"));
   // ZeRO's pattern in miniature: each tp rank keeps its half of the tp sum,
   // then the dp ranks share their halves.
   DeviceBuffer<float> send(valuesOf<float>(r, 4)), half(2), gathered(4);
@@ -462,7 +462,7 @@ TEST_F(Mesh2x2Test, BothAxesMakeTheWorldAndPpIsAlone) {
 }
 
 TEST_F(Mesh2x2Test, SendRecvWithinTheTpPair) {
-  auto tp = testWorld().group(mesh, "tp");
+  auto tp = staged(testWorld().group(mesh, "tp"));
   int peer = 1 - tp->rank();
   DeviceBuffer<int64_t> mine(std::vector<int64_t>{int64_t(r) << 40}), theirs(1);
   tp->groupStart();

@@ -9,11 +9,15 @@
 
 #include "CommTestSupport.h"
 
+#include "bmrt/Backend.h"
 #include "bmrt/Error.h"
+#include "bmrt/StagedComm.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 
 namespace bmrt::test {
 
@@ -23,7 +27,64 @@ static Device *device;
 World &testWorld() { return *world; }
 Device &testDevice() { return *device; }
 
+std::unique_ptr<Communicator> staged(std::unique_ptr<Communicator> comm) {
+  if (device->hostAccessible())
+    return comm;
+  return stageThroughHost(std::move(comm), *device);
+}
+
 namespace {
+
+/// The CPU's memory under a device that says the host cannot address it:
+/// the communicators must stage every buffer through copies, which it
+/// counts (a GPU's memory, as far as the staging can tell).
+class FarDevice final : public Device {
+public:
+  explicit FarDevice(std::unique_ptr<Device> cpu)
+      : Device(cpu->backend()), cpu(std::move(cpu)) {}
+  /// Bytes copied between the host and this device so far.
+  size_t stagedBytes() const { return staged; }
+  std::string name() const override { return "far"; }
+  Stream &computeStream() override { return cpu->computeStream(); }
+  std::unique_ptr<Stream> createStream() override {
+    return cpu->createStream();
+  }
+  std::unique_ptr<Event> createEvent() override { return cpu->createEvent(); }
+  void copyToDevice(void *to, const void *from, size_t bytes,
+                    Stream &stream) override {
+    staged += bytes;
+    cpu->copyToDevice(to, from, bytes, stream);
+  }
+  void copyToHost(void *to, const void *from, size_t bytes,
+                  Stream &stream) override {
+    staged += bytes;
+    cpu->copyToHost(to, from, bytes, stream);
+  }
+  void copyOnDevice(void *to, const void *from, size_t bytes,
+                    Stream &stream) override {
+    cpu->copyOnDevice(to, from, bytes, stream);
+  }
+  void fillBytes(void *to, uint8_t value, size_t bytes,
+                 Stream &stream) override {
+    cpu->fillBytes(to, value, bytes, stream);
+  }
+
+protected:
+  void *rawAllocate(size_t bytes) override {
+    void *pointer = cpu->allocate(bytes, MemoryKind::Workspace);
+    sizes[pointer] = bytes;
+    return pointer;
+  }
+  void rawDeallocate(void *pointer) override {
+    cpu->deallocate(pointer, sizes.at(pointer), MemoryKind::Workspace);
+    sizes.erase(pointer);
+  }
+
+private:
+  std::unique_ptr<Device> cpu;
+  std::map<void *, size_t> sizes;
+  size_t staged = 0;
+};
 
 class FailurePrinter : public ::testing::EmptyTestEventListener {
 public:
@@ -57,7 +118,9 @@ int main(int argc, char **argv) {
   } catch (const bmrt::Error &e) {
     bmrt::abortJob(e.what());
   }
-  std::unique_ptr<bmrt::Device> device = bmrt::createCpuDevice();
+  std::unique_ptr<bmrt::Device> device = bmrt::createDevice("cpu");
+  if (const char *mode = std::getenv("BMRT_TEST_STAGED"); mode && *mode == '1')
+    device = std::make_unique<bmrt::test::FarDevice>(std::move(device));
   bmrt::test::world = world.get();
   bmrt::test::device = device.get();
 
@@ -87,6 +150,12 @@ int main(int argc, char **argv) {
         "comm tests (%s, %d ranks): %s\n", world->backend(), world->size(),
         failedRanks.empty() ? "every rank passed"
                             : ("failed on rank(s)" + failedRanks).c_str());
+  // Staging that never happened would pass every test without testing it.
+  if (auto *far = dynamic_cast<bmrt::test::FarDevice *>(device.get());
+      far && far->stagedBytes() == 0) {
+    std::fprintf(stderr, "BMRT_TEST_STAGED=1, but no buffer was staged\n");
+    failedRanks += " " + std::to_string(world->rank());
+  }
   device.reset();
   world.reset();
   return failedRanks.empty() ? 0 : 1;

@@ -12,13 +12,23 @@
 #include "bmrt/Comm.h"
 #include "bmrt/Device.h"
 
+#include <memory>
 #include <vector>
 
 namespace bmrt::test {
 
 /// Created once by CommTestMain.cpp, before any test runs.
 World &testWorld();
+/// The CPU's memory; with BMRT_TEST_STAGED=1 in the environment, a device
+/// that says the host cannot address it, so that every communicator of the
+/// tests goes through bmrt/StagedComm.h (as ranks sharing a GPU do).
 Device &testDevice();
+/// `comm`, staged through host memory when testDevice() asks for it.
+std::unique_ptr<Communicator> staged(std::unique_ptr<Communicator> comm);
+/// All ranks: staged(testWorld().all()).
+inline std::unique_ptr<Communicator> allRanks() {
+  return staged(testWorld().all());
+}
 
 /// Device memory for `count` elements of T, filled from and read back to
 /// host vectors through the device's copies.

@@ -9,8 +9,9 @@
 #ifndef BMRT_CPU_TEST_KERNELTESTSUPPORT_H
 #define BMRT_CPU_TEST_KERNELTESTSUPPORT_H
 
+#include "bmrt/Backend.h"
 #include "bmrt/Device.h"
-#include "bmrt/Kernels.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -78,7 +79,7 @@ inline Owned randomF32(Shape shape, unsigned seed, float lo = -1.f,
 }
 
 inline Stream &cpuStream() {
-  static std::unique_ptr<Device> device = createCpuDevice();
+  static std::unique_ptr<Device> device = createDevice("cpu");
   return device->computeStream();
 }
 

@@ -19,8 +19,6 @@ extern "C" int openblas_get_num_threads(void);
 namespace bmrt::test {
 namespace {
 
-using cpu::AdamWConfig;
-using cpu::SgdConfig;
 
 TEST(OptimizerKernels, SumOfSquaresSmall) {
   Owned x = f32({2, 2}, {1, -2, 3, 0.5f});

@@ -29,7 +29,9 @@ class Collectives {
 public:
   /// Collective over `world`: every rank calls it with the same mesh.
   /// Throws bmrt::Error when the mesh does not have world.size() ranks.
-  Collectives(World &world, Mesh mesh);
+  /// Buffers are `device`'s memory: where the host cannot address it, each
+  /// communicator stages through host memory (StagedComm.h).
+  Collectives(World &world, Mesh mesh, Device *device = nullptr);
   ~Collectives();
 
   const Mesh &mesh() const { return meshOfJob; }

@@ -1,10 +1,10 @@
 //===- Device.h - the asynchronous device interface ------------*- C++ -*-===//
 //
-// DESIGN.md section 5: a backend per device kind. The interface is the one a
-// GPU needs (device memory, an in-order stream of work, explicit
-// synchronisation), so that the CUDA backend slots in without changing the
-// step program; on the CPU a stream runs each call before it returns and
-// synchronize() has nothing to wait for.
+// DESIGN.md section 5: a backend per device kind (Backend.h). The interface
+// is the one a GPU needs (device memory, in-order streams of work, events
+// between them, explicit synchronisation), so that the CUDA backend slots in
+// without changing the step program; on the CPU a stream runs each call
+// before it returns and synchronize() has nothing to wait for.
 //
 // Memory is counted by kind, as the planner predicts it, so that the trainer
 // can report peak memory split the same way.
@@ -14,11 +14,13 @@
 #ifndef BMRT_DEVICE_H
 #define BMRT_DEVICE_H
 
+#include "bmrt/Box.h"
 #include "bmrt/Tensor.h"
 
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <string>
 
 namespace bmrt {
 
@@ -34,39 +36,100 @@ enum class MemoryKind : uint8_t {
 inline constexpr int kNumMemoryKinds = 5;
 const char *nameOf(MemoryKind kind);
 
+class Event;
+
 /// An in-order queue of device work. Kernels and copies are enqueued on a
-/// stream; the host sees their results after synchronize().
+/// stream; the host sees their results after synchronize(). Work on two
+/// streams of one device may overlap unless ordered by events.
 class Stream {
 public:
   virtual ~Stream();
   /// Blocks until everything enqueued so far has run.
   virtual void synchronize() = 0;
+  /// Work enqueued on this stream from now on starts after the work that
+  /// `event` recorded (on any stream of the device) has run.
+  virtual void waitFor(Event &event) = 0;
 };
 
+/// A point in a stream's work: record() marks it, query() and synchronize()
+/// ask the host whether the work before it has run, Stream::waitFor orders
+/// another stream after it. An event never recorded has nothing to wait for.
+class Event {
+public:
+  virtual ~Event();
+  virtual void record(Stream &stream) = 0;
+  /// Whether the recorded work has run; never blocks.
+  virtual bool query() = 0;
+  /// Blocks the host until the recorded work has run.
+  virtual void synchronize() = 0;
+};
+
+struct Backend;
+
+/// The device of one backend (Backend.h): its memory, streams and events,
+/// and the copies and fills that every touch of device memory outside a
+/// backend goes through. Nothing outside a backend reads or writes device
+/// memory with the host's memcpy or memset.
 class Device {
 public:
+  explicit Device(const Backend &backend) : owner(backend) {}
   virtual ~Device();
-  virtual const char *name() const = 0;
+  Device(const Device &) = delete;
+  Device &operator=(const Device &) = delete;
+
+  /// The backend this device belongs to: its kernels.
+  const Backend &backend() const { return owner; }
+  /// "cpu", "cuda:0".
+  virtual std::string name() const = 0;
+  /// Whether the host may read and write this device's memory directly
+  /// (the CPU's): a communicator that moves host memory (MPI) then needs
+  /// no staging (StagedComm.h).
+  virtual bool hostAccessible() const { return false; }
 
   /// Device memory of `bytes` (zero-filled), counted under `kind`. Throws
-  /// bmrt::Error when the device is out of memory.
+  /// bmrt::Error when the device is out of memory, naming the kind, the
+  /// bytes asked for, what this process holds and (where the device can
+  /// tell) what it has free.
   void *allocate(size_t bytes, MemoryKind kind);
   void deallocate(void *pointer, size_t bytes, MemoryKind kind);
+  /// Bytes the device has free now, where it can tell (0 where not).
+  virtual size_t freeBytes() const { return 0; }
 
   /// The stream kernels run on.
   virtual Stream &computeStream() = 0;
-  /// Copies between host and device memory, ordered on `stream`.
+  /// Another stream (communication beside computation), and an event.
+  virtual std::unique_ptr<Stream> createStream() = 0;
+  virtual std::unique_ptr<Event> createEvent() = 0;
+
+  /// Copies between host and device memory, ordered on `stream`. A copy to
+  /// the host has landed once the stream is synchronised.
   virtual void copyToDevice(void *device, const void *host, size_t bytes,
                             Stream &stream) = 0;
   virtual void copyToHost(void *host, const void *device, size_t bytes,
                           Stream &stream) = 0;
-  /// Copies between two places of device memory, ordered on `stream`.
+  /// Copies between two places of device memory, ordered on `stream`; the
+  /// two ranges may overlap (memmove).
   virtual void copyOnDevice(void *to, const void *from, size_t bytes,
                             Stream &stream) = 0;
+  /// Sets `bytes` bytes of device memory to `value`, ordered on `stream`.
+  virtual void fillBytes(void *device, uint8_t value, size_t bytes,
+                         Stream &stream) = 0;
+  /// Copies `rows` runs of `runBytes` bytes, the i-th from src + i *
+  /// srcPitch to dst + i * dstPitch (cudaMemcpy2D's contract). The default
+  /// makes one copyOnDevice per run.
+  virtual void copyStrided(void *dst, size_t dstPitch, const void *src,
+                           size_t srcPitch, size_t runBytes, size_t rows,
+                           Stream &stream);
+  /// The box copy of bmrt/Sharding.h's copyBox between two tensors in
+  /// device memory, ordered on `stream`: the box must lie inside both.
+  void copyBox(const void *src, const Shape &srcShape, const Shape &srcOffsets,
+               void *dst, const Shape &dstShape, const Shape &dstOffsets,
+               const Shape &box, size_t elementBytes, Stream &stream);
 
   /// Bytes allocated now and at most so far, per kind and in all.
   size_t bytesInUse(MemoryKind kind) const;
   size_t peakBytes(MemoryKind kind) const;
+  size_t bytesInUseTotal() const { return total; }
   size_t peakTotalBytes() const { return peakTotal; }
   /// Starts the peaks over from what is in use now: a trainer measures its
   /// steps, not the set-up before them (ZeRO 3 loads whole parameters once
@@ -74,19 +137,17 @@ public:
   void resetPeaks();
 
 protected:
+  /// Null when the device has no room.
   virtual void *rawAllocate(size_t bytes) = 0;
   virtual void rawDeallocate(void *pointer) = 0;
 
 private:
+  const Backend &owner;
   std::array<size_t, kNumMemoryKinds> inUse{};
   std::array<size_t, kNumMemoryKinds> peak{};
   size_t total = 0;
   size_t peakTotal = 0;
 };
-
-/// The CPU backend: host memory (64-byte aligned), a stream that runs work
-/// as it is enqueued.
-std::unique_ptr<Device> createCpuDevice();
 
 } // namespace bmrt
 

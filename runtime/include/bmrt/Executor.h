@@ -13,6 +13,7 @@
 #ifndef BMRT_EXECUTOR_H
 #define BMRT_EXECUTOR_H
 
+#include "bmrt/Backend.h"
 #include "bmrt/Device.h"
 #include "bmrt/Program.h"
 
@@ -36,14 +37,6 @@ public:
   /// Takes it back once the readers so far are done.
   virtual void release(Executor &executor, int slot) = 0;
 };
-/// Runs one instruction's kernel.
-using KernelLauncher = void (*)(Executor &executor, const Instr &instr);
-
-/// The launcher of the kernel `op`, or null: the alphabetical table of every
-/// op a step program may name.
-KernelLauncher findKernel(const std::string &op);
-/// Every op name the table knows, sorted.
-std::vector<std::string> kernelNames();
 
 class Executor {
 public:

@@ -11,6 +11,7 @@
 #ifndef BMRT_SHARDING_H
 #define BMRT_SHARDING_H
 
+#include "bmrt/Box.h"
 #include "bmrt/Mesh.h"
 #include "bmrt/Program.h"
 
@@ -54,13 +55,14 @@ Shape shardOffsets(const Shape &local,
                    const std::vector<std::vector<std::string>> &sharding,
                    const Mesh &mesh, int rank);
 
-/// Copies the box of `box` elements per dim (row-major arrays of
-/// `elementBytes`-byte elements) from `src` (shape `srcShape`) at
-/// `srcOffsets` to `dst` (shape `dstShape`) at `dstOffsets`. The box must
-/// lie inside both.
-void copyBox(const void *src, const Shape &srcShape, const Shape &srcOffsets,
-             void *dst, const Shape &dstShape, const Shape &dstOffsets,
-             const Shape &box, size_t elementBytes);
+/// A table split along its gather axis over ranks (the vocabulary-parallel
+/// embedding): this rank holds entries [first, first + local) of `total`.
+/// Indices index all `total` entries; those this rank does not hold gather
+/// zeros (and add nothing to the gradient). The default is the whole table.
+struct TableShard {
+  int64_t first = 0;
+  int64_t total = -1;
+};
 
 } // namespace bmrt
 

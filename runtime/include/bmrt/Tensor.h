@@ -40,6 +40,31 @@ std::string formatShape(const Shape &shape);
 /// the model's tensor. [64, 192] and [192, 64] are not.
 bool sameElementOrder(const Shape &a, const Shape &b);
 
+/// Row-major strides of `shape`, in elements.
+inline Shape contiguousStrides(const Shape &shape) {
+  Shape strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+/// A shape seen as [outer, dim, inner] around one of its dims, in elements.
+struct AxisSplit {
+  int64_t outer = 1, dim = 1, inner = 1;
+};
+inline AxisSplit splitAt(const Shape &shape, int64_t axis) {
+  AxisSplit s;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d < axis)
+      s.outer *= shape[d];
+    else if (d == axis)
+      s.dim = shape[d];
+    else
+      s.inner *= shape[d];
+  }
+  return s;
+}
+
 /// A tensor in device memory: the runtime's only tensor type. Cheap to copy;
 /// it does not own its memory.
 struct TensorView {

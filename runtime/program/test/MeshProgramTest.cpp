@@ -227,7 +227,7 @@ TEST(MeshProgram, PipelineStagesRoundTripAndRunInTwoParts) {
   EXPECT_EQ(program.sends, std::vector<int>{4});
   EXPECT_EQ(program.sendGrads, std::vector<int>{5});
   EXPECT_EQ(printProgram(program), kStage);
-  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Device> device = createDevice("cpu");
   Executor e(program, *device, "stage.bmp");
   fillSmallIntegers(e, {0, 1, 3});
   e.runForward();
@@ -296,7 +296,7 @@ TEST(MeshProgram, SeveralValuesCrossABoundaryInOrder) {
   // The stash per micro-batch holds only the activation the backward reads
   // (%0): the value sent (%6) and the activation only passed on (%1) are
   // sent before the next forward.
-  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Device> device = createDevice("cpu");
   Executor e(program, *device, "stage1.bmp");
   EXPECT_EQ(e.stashBytes(), 2 * 4 * sizeof(float));
 }
@@ -307,7 +307,7 @@ TEST(MeshProgram, ASentValueTheBackwardReadsIsStashed) {
   // micro-batch's, not the one of a forward run in between.
   Program program =
       parseProgram(withBackwardRead("%6", "f32[4,4]"), "stage1.bmp");
-  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Device> device = createDevice("cpu");
   Executor e(program, *device, "stage1.bmp");
   EXPECT_EQ(e.stashBytes(), (2 * 4 + 2 * 4) * sizeof(float));
   fillSmallIntegers(e, {0, 2, 4});
@@ -325,7 +325,7 @@ TEST(MeshProgram, TheBackwardReusesTheBytesOfWhatWasSent) {
   // %6 is sent after the forward and the backward's %7 is as large: with
   // the send's life ending at the forward's end, they share bytes.
   Program program = parseProgram(kTwoValueStage, "stage1.bmp");
-  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Device> device = createDevice("cpu");
   Executor e(program, *device, "stage1.bmp");
   EXPECT_EQ(e.view(6).data, e.view(7).data);
   EXPECT_EQ(e.arenaBytes(), 64u); // one f32[2,4], aligned to 64 bytes
@@ -336,7 +336,7 @@ TEST(MeshProgram, ReadsEveryActivationInTheStash) {
   // not the sent %6, which the backward does not read).
   Program program =
       parseProgram(withBackwardRead("%1", "f32[6,4]"), "stage1.bmp");
-  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Device> device = createDevice("cpu");
   Executor e(program, *device, "stage1.bmp");
   EXPECT_EQ(e.stashBytes(), (2 * 4 + 2 * 6) * sizeof(float));
 }

@@ -52,7 +52,7 @@ TEST(ProgramText, CallsInlineAndRun) {
   Program flat = inlineCalls(program);
   ASSERT_EQ(flat.instrs.size(), 5u);
   EXPECT_EQ(flat.instrs[0].comment, "scale, layer 0");
-  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Device> device = createDevice("cpu");
   Executor executor(program, *device);
   float x[6] = {1, -1, 2, 0.5f, -2, 3}, w[3] = {1, 2, -1};
   std::memcpy(executor.view(0).data, x, sizeof x);
@@ -112,7 +112,7 @@ TEST(ProgramText, UnknownKernelIsRefusedAtLoad) {
   std::string text = kProgram;
   text.replace(text.find("reduce_sum"), 10, "reduce_foo");
   Program program = parseProgram(text, "tiny.bmp");
-  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Device> device = createDevice("cpu");
   try {
     Executor executor(program, *device);
     ADD_FAILURE() << "an unknown kernel was accepted";

@@ -2,6 +2,7 @@
 
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
+#include "bmrt/OpSpec.h"
 #include "bmrt/Program.h"
 
 #include <gtest/gtest.h>
@@ -75,7 +76,7 @@ loss %13
 
 TEST(Verify, ConsistentProgramLoadsAndRuns) {
   Program program = parseProgram(kProgram, "verify.bmp");
-  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Device> device = createDevice("cpu");
   Executor executor(program, *device, "verify.bmp");
   for (int slot : {0, 1, 2, 4, 6, 7, 8}) {
     const TensorView &view = executor.view(slot);
@@ -198,7 +199,7 @@ TEST(Verify, InconsistentProgramsAreOneLineErrors) {
       {"%30 = exp %23", "%30 = expo %23", "expo",
        "this runtime has no kernel 'expo'"},
   };
-  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Device> device = createDevice("cpu");
   for (const Case &c : cases) {
     std::string text = kProgram;
     size_t at = text.find(c.from);
@@ -228,7 +229,7 @@ TEST(Verify, InconsistentProgramsAreOneLineErrors) {
 /// Every op of the kernel table has a checker: an instruction without its
 /// operands and attributes is refused for those, not as unknown.
 TEST(Verify, EveryKernelIsChecked) {
-  for (const std::string &op : kernelNames()) {
+  for (const std::string &op : stepOpNames()) {
     Program program;
     program.slots.resize(1);
     program.slots[0].shape = {1};

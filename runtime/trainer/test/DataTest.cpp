@@ -4,7 +4,7 @@
 
 #include "runtime/checkpoint/test/TestFiles.h"
 
-#include "bmrt/Kernels.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <omp.h>
 

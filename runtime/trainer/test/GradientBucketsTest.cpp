@@ -7,6 +7,7 @@
 
 #include "GradientBuckets.h"
 
+#include "bmrt/Backend.h"
 #include "bmrt/Error.h"
 
 #include <gtest/gtest.h>
@@ -95,7 +96,7 @@ protected:
 };
 
 struct Fixture {
-  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Device> device = createDevice("cpu");
   Program program = parseProgram(kProgram, "buckets.bmp");
   Executor executor{program, *device};
   TwinCommunicator comm;

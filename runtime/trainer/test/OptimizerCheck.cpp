@@ -20,9 +20,10 @@
 
 #include "runtime/checkpoint/Safetensors.h"
 
+#include "bmrt/Backend.h"
 #include "bmrt/Device.h"
 #include "bmrt/Error.h"
-#include "bmrt/Kernels.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <cmath>
 #include <cstdio>
@@ -36,8 +37,8 @@ namespace {
 
 struct Options {
   std::string optimizer;
-  cpu::AdamWConfig adamw;
-  cpu::SgdConfig sgd;
+  AdamWConfig adamw;
+  SgdConfig sgd;
   LrSchedule schedule;
   double clip = 0;
   int64_t steps = 0;
@@ -139,7 +140,7 @@ void run(const std::string &inPath, const std::string &outPath) {
   SafetensorsFile in = readSafetensors(inPath);
   Options o = readOptions(in.metadata);
   std::vector<Slot> slots = readParams(in, o.optimizer);
-  std::unique_ptr<Device> device = createCpuDevice();
+  std::unique_ptr<Device> device = createDevice("cpu");
   std::vector<float> lrs, norms;
   for (int64_t t = 1; t <= o.steps; ++t) {
     float lr = 0;

@@ -26,6 +26,8 @@
 #define BMRT_KERNELS_H
 
 #include "bmrt/Device.h"
+#include "bmrt/Optimizer.h"
+#include "bmrt/Sharding.h"
 #include "bmrt/Tensor.h"
 
 #include <cstdint>
@@ -209,14 +211,6 @@ void trilu(Stream &stream, const TensorView &x, const TensorView &y, int64_t k,
 /// y dim i is x dim perm[i].
 void transpose(Stream &stream, const TensorView &x, const TensorView &y,
                const Ints &perm);
-/// A table split along its gather axis over ranks (the vocabulary-parallel
-/// embedding): this rank holds entries [first, first + local) of `total`.
-/// Indices index all `total` entries; those this rank does not hold gather
-/// zeros (and add nothing to the gradient). The default is the whole table.
-struct TableShard {
-  int64_t first = 0;
-  int64_t total = -1;
-};
 /// ONNX Gather along `axis`; negative indices count from the end; an index
 /// out of range throws bmrt::Error.
 void gather(Stream &stream, const TensorView &data, const TensorView &indices,
@@ -301,36 +295,19 @@ void crossEntropyGradFromStats(Stream &stream, const TensorView &logits,
 /// stream: global-norm clipping needs it on the host.
 double sumOfSquares(Stream &stream, const TensorView &x);
 
-/// AdamW (Loshchilov & Hutter 2019, decoupled weight decay), one step on
-/// one fp32 tensor; g = grad * gradScale (the clipping factor):
-///   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
-///   p -= lr * (m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + wd * p)
-/// `step` t counts from 1.
-struct AdamWConfig {
-  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f, weightDecay = 0.01f;
-};
+/// One AdamW step (bmrt/Optimizer.h).
 void adamwUpdate(Stream &stream, const TensorView &param,
                  const TensorView &grad, const TensorView &m,
                  const TensorView &v, const AdamWConfig &config, float lr,
                  int64_t step, float gradScale);
 
-/// SGD with momentum (PyTorch's form): g = grad * gradScale + wd * p;
-/// buf = momentum * buf + g (buf = g on step 1); p -= lr * buf.
-struct SgdConfig {
-  float momentum = 0.9f, weightDecay = 0.0f;
-};
+/// One SGD step (bmrt/Optimizer.h).
 void sgdUpdate(Stream &stream, const TensorView &param, const TensorView &grad,
                const TensorView &buffer, const SgdConfig &config, float lr,
                int64_t step, float gradScale);
 
 /// Sets the threads the kernels use (OpenMP and OpenBLAS).
 void setThreads(int threads);
-/// OpenMP's idle threads spin by default, taking the cores OpenBLAS's own
-/// threads need for the GEMM that follows each elementwise kernel. libgomp
-/// reads the policy when it loads, before main: so this sets
-/// OMP_WAIT_POLICY=passive and runs the program again (argv: main's),
-/// unless the user chose a policy. Call it first thing in main.
-void makeIdleThreadsSleep(char **argv);
 
 } // namespace bmrt::cpu
 

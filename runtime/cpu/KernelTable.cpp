@@ -1,25 +1,24 @@
 //===- KernelTable.cpp - step-program ops -> CPU kernels ------------------===//
 //
-// One launcher per op a step program may name (the bm dialect's mnemonics,
-// forward and backward), in one alphabetical table. A launcher reads the
-// instruction's attributes (named as in the dialect) and calls the kernel
-// of bmrt/Kernels.h on the executor's views.
+// One launcher per op a step program may name (bmrt/OpSpec.h: the bm
+// dialect's mnemonics, forward and backward), in one alphabetical table. A
+// launcher reads the instruction's attributes (named as in the dialect) and
+// calls the kernel of runtime/cpu/Kernels.h on the executor's views; the
+// collectives are every backend's (runtime/program/CollectiveKernels.h).
 //
 //===----------------------------------------------------------------------===//
 
-#include "CollectiveKernels.h"
+#include "CpuBackend.h"
+#include "Kernels.h"
+#include "runtime/program/CollectiveKernels.h"
 
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
-#include "bmrt/Kernels.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace bmrt {
-
-using namespace cpu;
-
+namespace bmrt::cpu {
 namespace {
 
 using E = Executor;
@@ -203,6 +202,19 @@ void launchCrossEntropyGrad(E &e, const Instr &i) {
                    e.operand(i, 2), e.result(i, 0));
 }
 
+void launchCrossEntropyStats(E &e, const Instr &i) {
+  ClassSplit split = classSplitOf(e, i);
+  crossEntropyStats(e.stream(), e.operand(i, 0), e.operand(i, 1), split.offset,
+                    split.classes, e.result(i, 0));
+}
+
+void launchCrossEntropyGradFromStats(E &e, const Instr &i) {
+  ClassSplit split = classSplitOf(e, i);
+  crossEntropyGradFromStats(e.stream(), e.operand(i, 0), e.operand(i, 1),
+                            e.operand(i, 2), e.operand(i, 3), split.offset,
+                            split.classes, e.result(i, 0));
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions, scans, selection
 //===----------------------------------------------------------------------===//
@@ -261,6 +273,11 @@ void launchGatherGrad(E &e, const Instr &i) {
              i.getInt("axis"));
 }
 
+void launchShardGather(E &e, const Instr &i) {
+  gather(e.stream(), e.operand(i, 0), e.operand(i, 1), e.result(i, 0),
+         i.getInt("axis"), tableShardOf(e, i));
+}
+
 void launchConcat(E &e, const Instr &i) {
   std::vector<TensorView> inputs;
   for (size_t k = 0; k < i.operands.size(); ++k)
@@ -315,13 +332,8 @@ void launchAvgPoolGrad(E &e, const Instr &i) {
               i.getInts("pads"));
 }
 
-struct Entry {
-  const char *op;
-  KernelLauncher launch;
-};
-
 // Alphabetical.
-const Entry kKernels[] = {
+const KernelTable::Entry kKernels[] = {
     {"abs", launchUnary<UnaryOp::Abs>},
     {"add", launchBinary<BinaryOp::Add>},
     {"all_gather", launchAllGather},
@@ -409,20 +421,9 @@ const Entry kKernels[] = {
 
 } // namespace
 
-KernelLauncher findKernel(const std::string &op) {
-  auto it = std::lower_bound(
-      std::begin(kKernels), std::end(kKernels), op,
-      [](const Entry &e, const std::string &name) { return e.op < name; });
-  if (it == std::end(kKernels) || it->op != op)
-    return nullptr;
-  return it->launch;
+const KernelTable &kernelTable() {
+  static const KernelTable table(kKernels);
+  return table;
 }
 
-std::vector<std::string> kernelNames() {
-  std::vector<std::string> names;
-  for (const Entry &e : kKernels)
-    names.push_back(e.op);
-  return names;
-}
-
-} // namespace bmrt
+} // namespace bmrt::cpu

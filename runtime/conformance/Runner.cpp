@@ -1,0 +1,323 @@
+//===- Runner.cpp - one-instruction cases run on a device -----------------===//
+
+#include "Runner.h"
+
+#include "bmrt/Collectives.h"
+#include "bmrt/Comm.h"
+#include "bmrt/Error.h"
+#include "bmrt/Executor.h"
+#include "bmrt/Sharding.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <random>
+
+namespace bmrt::conformance {
+
+//===----------------------------------------------------------------------===//
+// Host tensors
+//===----------------------------------------------------------------------===//
+
+double HostTensor::at(int64_t i) const {
+  switch (dtype) {
+  case DType::F32: {
+    float v;
+    std::memcpy(&v, bytes.data() + i * 4, 4);
+    return v;
+  }
+  case DType::I64: {
+    int64_t v;
+    std::memcpy(&v, bytes.data() + i * 8, 8);
+    return static_cast<double>(v);
+  }
+  case DType::I32: {
+    int32_t v;
+    std::memcpy(&v, bytes.data() + i * 4, 4);
+    return v;
+  }
+  case DType::Bool:
+    return bytes[i];
+  }
+  return 0;
+}
+
+namespace {
+
+HostTensor sized(DType dtype, Shape shape) {
+  HostTensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.bytes.assign(t.size() * sizeOf(dtype), 0);
+  return t;
+}
+
+void put(HostTensor &t, int64_t i, double value) {
+  switch (t.dtype) {
+  case DType::F32: {
+    float v = static_cast<float>(value);
+    std::memcpy(t.bytes.data() + i * 4, &v, 4);
+    return;
+  }
+  case DType::I64: {
+    int64_t v = static_cast<int64_t>(value);
+    std::memcpy(t.bytes.data() + i * 8, &v, 8);
+    return;
+  }
+  case DType::I32: {
+    int32_t v = static_cast<int32_t>(value);
+    std::memcpy(t.bytes.data() + i * 4, &v, 4);
+    return;
+  }
+  case DType::Bool:
+    t.bytes[i] = value != 0;
+    return;
+  }
+}
+
+/// A float in [0, 1) from 24 random bits: exact, the same everywhere.
+float unit(std::mt19937 &gen) {
+  return static_cast<float>(gen() >> 8) * (1.0f / 16777216.0f);
+}
+
+} // namespace
+
+HostTensor uniform(Shape shape, uint32_t seed, float lo, float hi) {
+  HostTensor t = sized(DType::F32, std::move(shape));
+  std::mt19937 gen(seed);
+  for (int64_t i = 0; i < t.size(); ++i)
+    put(t, i, lo + (hi - lo) * unit(gen));
+  return t;
+}
+
+HostTensor awayFromZero(Shape shape, uint32_t seed, float lo, float hi) {
+  HostTensor t = sized(DType::F32, std::move(shape));
+  std::mt19937 gen(seed);
+  for (int64_t i = 0; i < t.size(); ++i) {
+    float magnitude = lo + (hi - lo) * unit(gen);
+    put(t, i, (gen() & 1) ? magnitude : -magnitude);
+  }
+  return t;
+}
+
+HostTensor randomInts(DType dtype, Shape shape, uint32_t seed, int64_t lo,
+                      int64_t hi) {
+  HostTensor t = sized(dtype, std::move(shape));
+  std::mt19937 gen(seed);
+  for (int64_t i = 0; i < t.size(); ++i)
+    put(t, i, static_cast<double>(lo + static_cast<int64_t>(
+                                           gen() % static_cast<uint32_t>(
+                                                       hi - lo + 1))));
+  return t;
+}
+
+HostTensor randomBools(Shape shape, uint32_t seed) {
+  return randomInts(DType::Bool, std::move(shape), seed, 0, 1);
+}
+
+HostTensor floats(Shape shape, const std::vector<float> &values) {
+  HostTensor t = sized(DType::F32, std::move(shape));
+  BMRT_CHECK(static_cast<int64_t>(values.size()) == t.size(),
+             "conformance: " + std::to_string(values.size()) +
+                 " values for " + formatShape(t.shape));
+  for (int64_t i = 0; i < t.size(); ++i)
+    put(t, i, values[i]);
+  return t;
+}
+
+HostTensor ints(DType dtype, Shape shape, const std::vector<int64_t> &values) {
+  HostTensor t = sized(dtype, std::move(shape));
+  BMRT_CHECK(static_cast<int64_t>(values.size()) == t.size(),
+             "conformance: " + std::to_string(values.size()) +
+                 " values for " + formatShape(t.shape));
+  for (int64_t i = 0; i < t.size(); ++i)
+    put(t, i, static_cast<double>(values[i]));
+  return t;
+}
+
+HostTensor absent() {
+  HostTensor t;
+  t.absent = true;
+  return t;
+}
+
+//===----------------------------------------------------------------------===//
+// Cases
+//===----------------------------------------------------------------------===//
+
+Build::Build(std::string name, std::string op) {
+  c.name = std::move(name);
+  c.op = std::move(op);
+}
+
+Build &Build::in(HostTensor operand) {
+  c.operands.push_back(std::move(operand));
+  return *this;
+}
+
+Build &Build::out(DType dtype, Shape shape) {
+  c.results.emplace_back(dtype, std::move(shape));
+  return *this;
+}
+
+Build &Build::i(const std::string &name, int64_t value) {
+  Attr a;
+  a.kind = Attr::Kind::Int;
+  a.i = value;
+  c.attrs[name] = a;
+  return *this;
+}
+
+Build &Build::f(const std::string &name, double value) {
+  Attr a;
+  a.kind = Attr::Kind::Float;
+  a.f = value;
+  c.attrs[name] = a;
+  return *this;
+}
+
+Build &Build::ints(const std::string &name, std::vector<int64_t> values) {
+  Attr a;
+  a.kind = Attr::Kind::Ints;
+  a.ints = std::move(values);
+  c.attrs[name] = a;
+  return *this;
+}
+
+Build &Build::s(const std::string &name, std::string value) {
+  Attr a;
+  a.kind = Attr::Kind::String;
+  a.s = std::move(value);
+  c.attrs[name] = a;
+  return *this;
+}
+
+Build &Build::tol(Tolerance tolerance) {
+  c.tolerance = tolerance;
+  return *this;
+}
+
+Build &Build::collective() {
+  c.collective = true;
+  return s("axes", "tp");
+}
+
+Build &Build::check(Invariant invariant) {
+  c.invariant = std::move(invariant);
+  return *this;
+}
+
+const std::vector<Case> &allCases() {
+  static const std::vector<Case> cases = [] {
+    std::vector<Case> all;
+    for (auto table :
+         {collectiveCases, contractionCases, dataMovementCases,
+          elementwiseCases, lossCases, normCases, poolCases, reductionCases})
+      for (Case &c : table())
+        all.push_back(std::move(c));
+    std::sort(all.begin(), all.end(), [](const Case &a, const Case &b) {
+      return a.name < b.name;
+    });
+    for (size_t i = 1; i < all.size(); ++i)
+      BMRT_CHECK(all[i].name != all[i - 1].name,
+                 "conformance: two cases are named " + all[i].name);
+    return all;
+  }();
+  return cases;
+}
+
+//===----------------------------------------------------------------------===//
+// Running
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The one-rank mesh of collective cases, every axis of size 1.
+std::vector<MeshAxis> oneRankMesh() {
+  return {{"tp", 1}, {"ep", 1}, {"dp", 1}, {"pp", 1}};
+}
+
+/// The process's one-rank world (local: no launcher starts this binary)
+/// and its collectives, created on first use.
+Collectives &oneRankCollectives() {
+  static std::unique_ptr<World> world = createWorld();
+  static Collectives collectives(*world, Mesh(oneRankMesh()));
+  return collectives;
+}
+
+} // namespace
+
+Program buildProgram(const Case &c) {
+  Program program;
+  program.model = "conformance_" + c.name;
+  if (c.collective)
+    program.mesh = oneRankMesh();
+  Instr instr;
+  instr.op = c.op;
+  instr.attrs = c.attrs;
+  instr.comment = c.name;
+  for (size_t i = 0; i < c.operands.size(); ++i) {
+    const HostTensor &t = c.operands[i];
+    if (t.absent) {
+      instr.operands.push_back(-1);
+      continue;
+    }
+    Slot slot;
+    slot.kind = SlotKind::Input;
+    slot.dtype = t.dtype;
+    slot.shape = t.shape;
+    slot.name = "operand" + std::to_string(i);
+    instr.operands.push_back(static_cast<int>(program.slots.size()));
+    program.slots.push_back(std::move(slot));
+  }
+  for (const auto &[dtype, shape] : c.results) {
+    Slot slot;
+    slot.kind = SlotKind::Value;
+    slot.dtype = dtype;
+    slot.shape = shape;
+    int index = static_cast<int>(program.slots.size());
+    instr.results.push_back(index);
+    program.outputs.push_back(index);
+    program.slots.push_back(std::move(slot));
+  }
+  program.instrs.push_back(std::move(instr));
+  return program;
+}
+
+std::vector<HostTensor> runCase(const Case &c, Device &device) {
+  Program program = buildProgram(c);
+  Executor executor(program, device, "conformance case " + c.name,
+                    c.collective ? &oneRankCollectives() : nullptr);
+  const Instr &instr = executor.program().instrs.front();
+  for (size_t i = 0; i < c.operands.size(); ++i)
+    if (!c.operands[i].absent && !c.operands[i].bytes.empty())
+      device.copyToDevice(executor.operand(instr, i).data,
+                          c.operands[i].bytes.data(),
+                          c.operands[i].bytes.size(), executor.stream());
+  executor.run();
+  std::vector<HostTensor> results;
+  for (size_t r = 0; r < c.results.size(); ++r) {
+    const TensorView &view = executor.result(instr, r);
+    HostTensor t = sized(view.dtype, view.shape);
+    if (!t.bytes.empty())
+      device.copyToHost(t.bytes.data(), view.data, t.bytes.size(),
+                        executor.stream());
+    results.push_back(std::move(t));
+  }
+  executor.stream().synchronize();
+  return results;
+}
+
+Device *deviceOf(const Backend &backend) {
+  static std::map<std::string, std::unique_ptr<Device>> devices;
+  auto it = devices.find(backend.name);
+  if (it == devices.end()) {
+    std::unique_ptr<Device> device;
+    if (backend.available())
+      device = backend.createDevice(DeviceOptions());
+    it = devices.emplace(backend.name, std::move(device)).first;
+  }
+  return it->second.get();
+}
+
+} // namespace bmrt::conformance

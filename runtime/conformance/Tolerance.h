@@ -1,0 +1,66 @@
+//===- Tolerance.h - how close a backend must come to the CPU ---*- C++ -*-===//
+//
+// The one place the conformance suite's tolerances are stated. A result
+// element passes when
+//
+//   |got - ref| <= atol + rtol * |ref|
+//
+// with ref the CPU backend's value. Integer and Bool results are compared
+// exactly whatever the case's tolerance: every op on them is exact
+// arithmetic (or a copy) on every backend. F32 results use the tolerance of
+// the case's op class below, each with the reason it holds. eps is fp32's
+// unit roundoff, 2^-24 ~= 6e-8 (an ulp of 1 is 1.2e-7).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMRT_CONFORMANCE_TOLERANCE_H
+#define BMRT_CONFORMANCE_TOLERANCE_H
+
+namespace bmrt::conformance {
+
+struct Tolerance {
+  double atol = 0;
+  double rtol = 0;
+};
+
+/// Copies, gathers, slices, transposes, fills, comparisons, selections
+/// (where, max, min, relu, top_k, pools' max) and collectives on one rank:
+/// they move or pick values and compute none, so the bits must match.
+inline constexpr Tolerance kExact{0, 0};
+
+/// One correctly rounded IEEE operation per element (add, sub, mul, div,
+/// neg, abs, casts, cumsum's first element): the same bits, except that a
+/// backend may contract a*b+c into an FMA or flush denormals; 2 ulp
+/// relative covers the single rounding that differs, and the cases keep
+/// operands away from denormals.
+inline constexpr Tolerance kArithmetic{0, 2.4e-7};
+
+/// Transcendentals and their compositions (exp, log, sin, cos, tanh, erf,
+/// sigmoid, sqrt, reciprocal, pow, gelu, unary_grad): libm (glibc, ~1 ulp)
+/// and CUDA's math library (<= 2 ulp for expf, logf, sinf, erff, tanhf;
+/// powf 4 ulp) may each be a few ulp off the true value, so they differ by
+/// up to ~6 ulp relative: rtol 2e-6 (16 ulp) leaves room for the one or two
+/// further roundings of the composite ops. atol 1e-6 covers results that
+/// are a small difference of O(1) terms (gelu's 1 + erf(x / sqrt 2) for
+/// x < 0, sigmoid' = s (1 - s), sin near its zeros), where an ulp of the
+/// O(1) intermediate (1.2e-7) is carried into a small result.
+inline constexpr Tolerance kTranscendental{1e-6, 2e-6};
+
+/// Sums over n terms (GEMMs, convolutions, einsum, reductions, cumsum,
+/// norms, softmax, losses, pools' averages, the gradients of all of these):
+/// backends sum in different orders (blocked GEMMs, tree reductions,
+/// atomics). Each addition rounds by at most eps times its partial sum,
+/// and the partial sums of signed random terms grow like sqrt(k) * rms, so
+/// two orders differ by about sqrt(n) * eps * sqrt(n) * rms = n * eps *
+/// rms (the worst case, every rounding in one direction over sums of one
+/// sign, is 2 n eps sum|terms|). The cases keep n <= 64 and terms of
+/// magnitude <= 1: n * eps * rms <= 64 * 6e-8 * 1 ~= 4e-6. That is an
+/// absolute error, not relative to ref (a signed sum may cancel to near
+/// zero), hence atol 1e-5 (2.5x over it); rtol 1e-5 covers results of
+/// sums of one sign (norms' variances, softmax denominators, losses),
+/// whose worst case n * eps = 4e-6 is relative.
+inline constexpr Tolerance kReduction{1e-5, 1e-5};
+
+} // namespace bmrt::conformance
+
+#endif // BMRT_CONFORMANCE_TOLERANCE_H

@@ -1,0 +1,155 @@
+//===- CublasLt.cpp - row-major strided-batched GEMM on cuBLASLt ----------===//
+//
+// One cuBLASLt handle and one workspace per (thread, device), made on first
+// use and kept for the thread's life: a handle is not safe to share between
+// threads, and creating one per call costs more than most GEMMs. The
+// algorithm comes from cuBLASLt's heuristic each call (no autotuning).
+//
+//===----------------------------------------------------------------------===//
+
+#include "CublasLt.h"
+
+#include "bmrt/Error.h"
+
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <string>
+
+namespace bmrt::cuda {
+namespace {
+
+/// cuBLASLt's workspace: 32 MiB is what NVIDIA recommends for Hopper.
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+#define BMRT_CUBLAS(call)                                                      \
+  do {                                                                         \
+    cublasStatus_t status_ = (call);                                           \
+    BMRT_CHECK(status_ == CUBLAS_STATUS_SUCCESS,                               \
+               std::string("cuBLASLt: ") + #call + " failed: " +               \
+                   cublasLtGetStatusString(status_));                          \
+  } while (false)
+
+void checkCudaCall(cudaError_t status, const char *what) {
+  BMRT_CHECK(status == cudaSuccess,
+             std::string(what) + ": " + cudaGetErrorString(status));
+}
+
+struct Context {
+  cublasLtHandle_t handle = nullptr;
+  void *workspace = nullptr;
+};
+
+/// This thread's handle and workspace for the current device. They are
+/// never freed: they live as long as the thread, and freeing them at exit
+/// could run after the CUDA runtime has shut down.
+Context &contextForDevice() {
+  thread_local std::map<int, Context> contexts;
+  int device = 0;
+  checkCudaCall(cudaGetDevice(&device), "cudaGetDevice");
+  Context &context = contexts[device];
+  if (!context.handle) {
+    BMRT_CUBLAS(cublasLtCreate(&context.handle));
+    checkCudaCall(cudaMalloc(&context.workspace, kWorkspaceBytes),
+                  "allocating the cuBLASLt workspace");
+  }
+  return context;
+}
+
+/// Owns the descriptors of one call.
+struct Descriptors {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~Descriptors() {
+    if (preference)
+      cublasLtMatmulPreferenceDestroy(preference);
+    if (c)
+      cublasLtMatrixLayoutDestroy(c);
+    if (b)
+      cublasLtMatrixLayoutDestroy(b);
+    if (a)
+      cublasLtMatrixLayoutDestroy(a);
+    if (op)
+      cublasLtMatmulDescDestroy(op);
+  }
+};
+
+/// A column-major F32 layout of rows x cols with leading dim ld, batched.
+void makeLayout(cublasLtMatrixLayout_t &layout, int64_t rows, int64_t cols,
+                int64_t ld, int64_t batch, int64_t stride) {
+  BMRT_CUBLAS(cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, rows, cols,
+                                         std::max<int64_t>(ld, 1)));
+  if (batch == 1)
+    return;
+  BMRT_CHECK(batch <= INT_MAX, "GEMM batch " + std::to_string(batch) +
+                                   " exceeds cuBLASLt's 32-bit count");
+  int32_t count = static_cast<int32_t>(batch);
+  BMRT_CUBLAS(cublasLtMatrixLayoutSetAttribute(
+      layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+  BMRT_CUBLAS(cublasLtMatrixLayoutSetAttribute(
+      layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+      sizeof(stride)));
+}
+
+/// C = beta C where the contraction is empty (k = 0): cuBLASLt rejects it.
+void scaleOnly(cudaStream_t stream, const GemmShape &g, float beta, float *c) {
+  BMRT_CHECK(beta == 0.f || beta == 1.f,
+             "GEMM with an empty contraction and beta " +
+                 std::to_string(beta) + " is not supported on cuda");
+  if (beta == 1.f)
+    return;
+  for (int64_t i = 0; i < g.batch; ++i)
+    checkCudaCall(cudaMemset2DAsync(c + i * g.strideC, g.ldc * sizeof(float),
+                                    0, g.n * sizeof(float), g.m, stream),
+                  "zeroing an empty GEMM's output");
+}
+
+} // namespace
+
+void gemm(cudaStream_t stream, const GemmShape &g, float alpha, const float *a,
+          const float *b, float beta, float *c) {
+  if (g.m == 0 || g.n == 0 || g.batch == 0)
+    return;
+  if (g.k == 0)
+    return scaleOnly(stream, g, beta, c);
+  Context &context = contextForDevice();
+  Descriptors d;
+  BMRT_CUBLAS(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  // Swapped operands (see the header): cuBLASLt's A is our B.
+  cublasOperation_t opA = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  BMRT_CUBLAS(cublasLtMatmulDescSetAttribute(
+      d.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
+  BMRT_CUBLAS(cublasLtMatmulDescSetAttribute(
+      d.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+  // Our row-major B (k x n, or n x k transposed) is column-major n x k (or
+  // k x n); our A likewise; C is column-major n x m.
+  makeLayout(d.a, g.transB ? g.k : g.n, g.transB ? g.n : g.k, g.ldb, g.batch,
+             g.strideB);
+  makeLayout(d.b, g.transA ? g.m : g.k, g.transA ? g.k : g.m, g.lda, g.batch,
+             g.strideA);
+  makeLayout(d.c, g.n, g.m, g.ldc, g.batch, g.strideC);
+
+  BMRT_CUBLAS(cublasLtMatmulPreferenceCreate(&d.preference));
+  size_t workspace = kWorkspaceBytes;
+  BMRT_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
+      d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+      sizeof(workspace)));
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  BMRT_CUBLAS(cublasLtMatmulAlgoGetHeuristic(context.handle, d.op, d.a, d.b,
+                                             d.c, d.c, d.preference, 1,
+                                             &heuristic, &found));
+  BMRT_CHECK(found > 0, "cuBLASLt has no algorithm for a GEMM of m " +
+                            std::to_string(g.m) + " n " + std::to_string(g.n) +
+                            " k " + std::to_string(g.k) + " batch " +
+                            std::to_string(g.batch));
+  BMRT_CUBLAS(cublasLtMatmul(context.handle, d.op, &alpha, b, d.a, a, d.b,
+                             &beta, c, d.c, c, d.c, &heuristic.algo,
+                             context.workspace, kWorkspaceBytes, stream));
+}
+
+} // namespace bmrt::cuda

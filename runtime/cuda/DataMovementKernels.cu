@@ -1,0 +1,527 @@
+//===- DataMovementKernels.cu - transpose, gather, concat, slice, ... -----===//
+//
+// Kernels that move elements without looking inside them work on any dtype
+// through one instantiation per element width (withElementWidth). Concat
+// and split are strided copies (cudaMemcpy2D, through the Device); the rest
+// are one thread per output element, the source offset computed from
+// merged dims and strides planned on the host. Semantics are the CPU
+// backend's (runtime/cpu/DataMovementKernels.cpp). The collectives are
+// every backend's (runtime/program/CollectiveKernels.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "DeviceLoops.cuh"
+#include "KernelFamilies.h"
+#include "runtime/program/CollectiveKernels.h"
+
+#include "bmrt/Error.h"
+#include "bmrt/Executor.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <type_traits>
+
+namespace bmrt::cuda {
+namespace {
+
+using E = Executor;
+using Ints = std::vector<int64_t>;
+
+/// A row-major walk over `dims` reading another buffer at `strides`.
+StridedIndex stridedIndex(const char *op, const Ints &dims, const Ints &strides,
+                          int64_t base = 0) {
+  checkRank(op, static_cast<int64_t>(dims.size()));
+  StridedIndex index;
+  index.rank = static_cast<int>(dims.size());
+  index.base = base;
+  for (int d = 0; d < index.rank; ++d) {
+    index.dims[d] = dims[d];
+    index.strides[d] = strides[d];
+  }
+  return index;
+}
+
+/// out[i] = in[index.offset(i)].
+template <typename W>
+__global__ void gatherStridedKernel(const W *in, W *out, StridedIndex index,
+                                    int64_t n) {
+  BMRT_GRID_STRIDE_LOOP(i, n) { out[i] = in[index.offset(i)]; }
+}
+
+/// out[index.offset(i)] = in[i].
+template <typename W>
+__global__ void scatterStridedKernel(const W *in, W *out, StridedIndex index,
+                                     int64_t n) {
+  BMRT_GRID_STRIDE_LOOP(i, n) { out[index.offset(i)] = in[i]; }
+}
+
+//===----------------------------------------------------------------------===//
+// Transpose
+//===----------------------------------------------------------------------===//
+
+/// The CPU's simplification (runtime/cpu/DataMovementKernels.cpp): size-1
+/// dims dropped, input dims that stay adjacent and in order merged. Returns
+/// the output's merged dims and, for each, its input stride.
+std::pair<Ints, Ints> simplifyTranspose(const Shape &in, const Ints &perm) {
+  Ints order;
+  for (int64_t d : perm)
+    if (in[d] != 1)
+      order.push_back(d);
+  // Runs of consecutive input dims, in output order: [first, last].
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (int64_t d : order) {
+    if (!runs.empty() && runs.back().second + 1 == d)
+      runs.back().second = d;
+    else
+      runs.push_back({d, d});
+  }
+  // Each run's size, and its stride in the input (the product of the
+  // input dims after it).
+  Ints inStrides = contiguousStrides(in);
+  Ints outDims, strideOfOut;
+  for (auto [first, last] : runs) {
+    int64_t size = 1;
+    for (int64_t d = first; d <= last; ++d)
+      size *= in[d];
+    outDims.push_back(size);
+    strideOfOut.push_back(inStrides[last]);
+  }
+  return {outDims, strideOfOut};
+}
+
+// A shared-memory tiled kernel would serve transposes of the innermost dim
+// better (the reads here are strided); this one is the correct baseline.
+void launchTranspose(E &e, const Instr &i) {
+  const TensorView &x = e.operand(i, 0), &y = e.result(i, 0);
+  if (x.size() == 0)
+    return;
+  auto [dims, strides] = simplifyTranspose(x.shape, i.getInts("permutation"));
+  // Nothing moves relative to anything else: the bytes are already right.
+  if (dims.size() <= 1)
+    return e.device().copyOnDevice(y.data, x.data, x.bytes(), e.stream());
+  StridedIndex index = stridedIndex("transpose", dims, strides);
+  withElementWidth(x.dtype, [&](auto element) {
+    using W = decltype(element);
+    launch("transpose kernel", streamOf(e), y.size(), gatherStridedKernel<W>,
+           static_cast<const W *>(x.data), static_cast<W *>(y.data), index,
+           y.size());
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Gather and its gradient
+//===----------------------------------------------------------------------===//
+
+/// data seen as [outer, dim, inner] around the axis; `count` indices; this
+/// rank holds entries [first, first + dim) of `total` (TableShard).
+struct GatherShape {
+  int64_t outer, dim, inner, count, first, total;
+};
+
+GatherShape gatherShapeOf(const Shape &data, int64_t axis,
+                          const TensorView &indices, TableShard shard) {
+  AxisSplit s = splitAt(data, axis);
+  return {s.outer,        s.dim,       s.inner,
+          indices.size(), shard.first, shard.total < 0 ? s.dim : shard.total};
+}
+
+/// An index's position in this rank's entries, or -1 where another rank
+/// holds it or it is out of range (which checkIndicesKernel reports).
+template <typename I>
+__device__ int64_t positionOf(I index, const GatherShape &s) {
+  int64_t value = static_cast<int64_t>(index);
+  int64_t position = (value < 0 ? value + s.total : value) - s.first;
+  bool inTable = value >= -s.total && value < s.total;
+  return inTable && position >= 0 && position < s.dim ? position : -1;
+}
+
+/// firstBad = the lowest k whose index is outside [-total, total).
+template <typename I>
+__global__ void checkIndicesKernel(const I *indices, int64_t count,
+                                   int64_t total,
+                                   unsigned long long *firstBad) {
+  BMRT_GRID_STRIDE_LOOP(k, count) {
+    int64_t value = static_cast<int64_t>(indices[k]);
+    if (value < -total || value >= total)
+      atomicMin(firstBad, static_cast<unsigned long long>(k));
+  }
+}
+
+template <typename W, typename I>
+__global__ void gatherKernel(const W *data, const I *indices, W *out,
+                             GatherShape s, int64_t n) {
+  BMRT_GRID_STRIDE_LOOP(i, n) {
+    int64_t j = i % s.inner, t = i / s.inner;
+    int64_t o = t / s.count, k = t % s.count;
+    int64_t position = positionOf(indices[k], s);
+    out[i] = position < 0 ? W{} : data[(o * s.dim + position) * s.inner + j];
+  }
+}
+
+/// Repeated indices accumulate with atomicAdd, so their sum's order varies
+/// from run to run and differs from the CPU's fixed order: results agree
+/// with the CPU to fp32 rounding, not bit for bit.
+template <typename I>
+__global__ void gatherGradKernel(const float *dy, const I *indices,
+                                 float *ddata, GatherShape s, int64_t n) {
+  BMRT_GRID_STRIDE_LOOP(i, n) {
+    int64_t j = i % s.inner, t = i / s.inner;
+    int64_t o = t / s.count, k = t % s.count;
+    int64_t position = positionOf(indices[k], s);
+    if (position >= 0)
+      atomicAdd(&ddata[(o * s.dim + position) * s.inner + j], dy[i]);
+  }
+}
+
+/// Runs `kernels(indices)` (the gather's kernels, with the indices typed)
+/// with a check of every index against the whole table. A kernel cannot
+/// throw: the check leaves the first bad index's position in device memory,
+/// and the host waits for it and throws the CPU's error.
+template <typename Kernels>
+void withCheckedIndices(cudaStream_t stream, const TensorView &indices,
+                        int64_t total, Kernels &&kernels) {
+  if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
+    BMRT_FAIL(std::string("gather indices must be i64 or i32, not ") +
+              nameOf(indices.dtype));
+  StreamBuffer flag(sizeof(unsigned long long), stream);
+  auto *firstBad = static_cast<unsigned long long *>(flag.data());
+  BMRT_CUDA_CHECK(cudaMemsetAsync(firstBad, 0xff, sizeof(*firstBad), stream));
+  auto run = [&](const auto *typed) {
+    launch("gather index check", stream, indices.size(),
+           checkIndicesKernel<
+               std::remove_cv_t<std::remove_pointer_t<decltype(typed)>>>,
+           typed, indices.size(), total, firstBad);
+    kernels(typed);
+  };
+  if (indices.dtype == DType::I64)
+    run(static_cast<const int64_t *>(indices.data));
+  else
+    run(static_cast<const int32_t *>(indices.data));
+  unsigned long long k = 0;
+  BMRT_CUDA_CHECK(
+      cudaMemcpyAsync(&k, firstBad, sizeof(k), cudaMemcpyDeviceToHost, stream));
+  BMRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (k == ~0ull)
+    return;
+  int64_t value = 0;
+  size_t width = sizeOf(indices.dtype);
+  const char *at = static_cast<const char *>(indices.data) + k * width;
+  if (indices.dtype == DType::I64) {
+    BMRT_CUDA_CHECK(cudaMemcpy(&value, at, width, cudaMemcpyDeviceToHost));
+  } else {
+    int32_t narrow = 0;
+    BMRT_CUDA_CHECK(cudaMemcpy(&narrow, at, width, cudaMemcpyDeviceToHost));
+    value = narrow;
+  }
+  BMRT_FAIL("gather index " + std::to_string(value) +
+            " is out of range for a dim of size " + std::to_string(total));
+}
+
+void gather(E &e, const Instr &i, TableShard shard) {
+  const TensorView &data = e.operand(i, 0), &indices = e.operand(i, 1),
+                   &out = e.result(i, 0);
+  GatherShape s = gatherShapeOf(data.shape, i.getInt("axis"), indices, shard);
+  cudaStream_t stream = streamOf(e);
+  withCheckedIndices(stream, indices, s.total, [&](const auto *typed) {
+    using I = std::remove_cv_t<std::remove_pointer_t<decltype(typed)>>;
+    withElementWidth(data.dtype, [&](auto element) {
+      using W = decltype(element);
+      launch("gather kernel", stream, out.size(), gatherKernel<W, I>,
+             static_cast<const W *>(data.data), typed,
+             static_cast<W *>(out.data), s, out.size());
+    });
+  });
+}
+
+void launchGather(E &e, const Instr &i) { gather(e, i, {}); }
+
+void launchShardGather(E &e, const Instr &i) {
+  gather(e, i, tableShardOf(e, i));
+}
+
+/// ddata = 0, then ddata[index] += dy for each gathered slice (F32).
+void launchGatherGrad(E &e, const Instr &i) {
+  const TensorView &dy = e.operand(i, 0), &indices = e.operand(i, 1),
+                   &ddata = e.result(i, 0);
+  BMRT_CHECK(dy.dtype == DType::F32, std::string("gather_grad does not take ") +
+                                         nameOf(dy.dtype) + " operands");
+  GatherShape s = gatherShapeOf(ddata.shape, i.getInt("axis"), indices, {});
+  cudaStream_t stream = streamOf(e);
+  e.device().fillBytes(ddata.data, 0, ddata.bytes(), e.stream());
+  withCheckedIndices(stream, indices, s.total, [&](const auto *typed) {
+    using I = std::remove_cv_t<std::remove_pointer_t<decltype(typed)>>;
+    if (ddata.size() == 0)
+      return;
+    launch("gather_grad kernel", stream, dy.size(), gatherGradKernel<I>,
+           dy.f32(), typed, ddata.f32(), s, dy.size());
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Concat and split
+//===----------------------------------------------------------------------===//
+
+/// `whole` is the concatenation of `parts` along `axis`: seen as [outer,
+/// row] bytes, each part is a column block of the rows, one strided copy.
+void joinOrSplit(E &e, const TensorView &whole,
+                 const std::vector<TensorView> &parts, int64_t axis,
+                 bool join) {
+  AxisSplit s = splitAt(whole.shape, axis);
+  size_t element = sizeOf(whole.dtype);
+  size_t wholeRow = s.dim * s.inner * element;
+  size_t offset = 0;
+  char *base = static_cast<char *>(whole.data);
+  for (const TensorView &part : parts) {
+    size_t partRow = part.shape[axis] * s.inner * element;
+    if (join)
+      e.device().copyStrided(base + offset, wholeRow, part.data, partRow,
+                             partRow, s.outer, e.stream());
+    else
+      e.device().copyStrided(part.data, partRow, base + offset, wholeRow,
+                             partRow, s.outer, e.stream());
+    offset += partRow;
+  }
+}
+
+void launchConcat(E &e, const Instr &i) {
+  std::vector<TensorView> inputs;
+  for (size_t k = 0; k < i.operands.size(); ++k)
+    inputs.push_back(e.operand(i, k));
+  joinOrSplit(e, e.result(i, 0), inputs, i.getInt("axis"), /*join=*/true);
+}
+
+void launchSplit(E &e, const Instr &i) {
+  std::vector<TensorView> outputs;
+  for (size_t k = 0; k < i.results.size(); ++k)
+    outputs.push_back(e.result(i, k));
+  joinOrSplit(e, e.operand(i, 0), outputs, i.getInt("axis"), /*join=*/false);
+}
+
+//===----------------------------------------------------------------------===//
+// Slice and expand
+//===----------------------------------------------------------------------===//
+
+/// The window big[starts + i * strides] as a walk over small's shape.
+StridedIndex sliceWindow(const char *op, const TensorView &big,
+                         const TensorView &small, const Ints &starts,
+                         const Ints &strides) {
+  Ints bigStrides = contiguousStrides(big.shape);
+  Ints steps(big.rank());
+  int64_t base = 0;
+  for (int64_t d = 0; d < big.rank(); ++d) {
+    base += starts[d] * bigStrides[d];
+    steps[d] = strides[d] * bigStrides[d];
+  }
+  return stridedIndex(op, small.shape, steps, base);
+}
+
+void launchSlice(E &e, const Instr &i) {
+  const TensorView &x = e.operand(i, 0), &y = e.result(i, 0);
+  StridedIndex window =
+      sliceWindow("slice", x, y, i.getInts("starts"), i.getInts("strides"));
+  withElementWidth(x.dtype, [&](auto element) {
+    using W = decltype(element);
+    launch("slice kernel", streamOf(e), y.size(), gatherStridedKernel<W>,
+           static_cast<const W *>(x.data), static_cast<W *>(y.data), window,
+           y.size());
+  });
+}
+
+/// dx = 0 except dx[starts + i * strides] = dy[i] (strides > 0: the window
+/// never writes one element twice).
+void launchSliceGrad(E &e, const Instr &i) {
+  const TensorView &dy = e.operand(i, 0), &dx = e.result(i, 0);
+  StridedIndex window = sliceWindow("slice_grad", dx, dy, i.getInts("starts"),
+                                    i.getInts("strides"));
+  e.device().fillBytes(dx.data, 0, dx.bytes(), e.stream());
+  withElementWidth(dx.dtype, [&](auto element) {
+    using W = decltype(element);
+    launch("slice_grad kernel", streamOf(e), dy.size(), scatterStridedKernel<W>,
+           static_cast<const W *>(dy.data), static_cast<W *>(dx.data), window,
+           dy.size());
+  });
+}
+
+template <typename W>
+__global__ void expandKernel(Broadcast<1> plan, const W *in, W *out,
+                             int64_t n) {
+  BMRT_GRID_STRIDE_LOOP(i, n) {
+    int64_t at[1];
+    plan.offsets(i, at);
+    out[i] = in[at[0]];
+  }
+}
+
+/// Broadcasts x to y's shape (numpy rules).
+void launchExpand(E &e, const Instr &i) {
+  const TensorView &x = e.operand(i, 0), &y = e.result(i, 0);
+  Broadcast<1> plan = planBroadcast<1>("expand", y.shape, {&x.shape});
+  withElementWidth(x.dtype, [&](auto element) {
+    using W = decltype(element);
+    launch("expand kernel", streamOf(e), y.size(), expandKernel<W>, plan,
+           static_cast<const W *>(x.data), static_cast<W *>(y.data), y.size());
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Trilu, iota, one-hot
+//===----------------------------------------------------------------------===//
+
+/// Keeps j - i >= k (upper) or j - i <= k (lower) of each [m, n] matrix.
+template <typename W>
+__global__ void triluKernel(const W *x, W *y, int64_t m, int64_t n, int64_t k,
+                            bool upper, int64_t total) {
+  BMRT_GRID_STRIDE_LOOP(t, total) {
+    int64_t j = t % n, i = (t / n) % m;
+    bool keep = upper ? j - i >= k : j - i <= k;
+    y[t] = keep ? x[t] : W(0);
+  }
+}
+
+void launchTrilu(E &e, const Instr &i) {
+  const TensorView &x = e.operand(i, 0), &y = e.result(i, 0);
+  BMRT_CHECK(x.rank() >= 2, "trilu needs a tensor of rank 2 or more, not " +
+                                formatShape(x.shape));
+  int64_t m = x.shape[x.rank() - 2], n = x.shape[x.rank() - 1];
+  // A diagonal beyond the matrix keeps all or nothing; clamping k keeps
+  // j - i - k from overflowing.
+  int64_t k = std::clamp<int64_t>(i.getInt("k", 0), -(m + 1), n + 1);
+  bool upper = i.getInt("upper", 1);
+  withElementWidth(x.dtype, [&](auto element) {
+    using W = decltype(element);
+    launch("trilu kernel", streamOf(e), x.size(), triluKernel<W>,
+           static_cast<const W *>(x.data), static_cast<W *>(y.data), m, n, k,
+           upper, x.size());
+  });
+}
+
+/// F32: start + i * delta in double, so that it rounds once (as the CPU).
+__global__ void iotaF32Kernel(float *out, double start, double delta,
+                              int64_t n) {
+  BMRT_GRID_STRIDE_LOOP(i, n) { out[i] = float(start + double(i) * delta); }
+}
+
+/// Integers: exact integer arithmetic for every i.
+template <typename T>
+__global__ void iotaIntKernel(T *out, int64_t start, int64_t delta, int64_t n) {
+  BMRT_GRID_STRIDE_LOOP(i, n) { out[i] = T(start + i * delta); }
+}
+
+void launchIota(E &e, const Instr &i) {
+  const TensorView &out = e.result(i, 0);
+  double start = i.getFloat("start"), delta = i.getFloat("delta");
+  cudaStream_t stream = streamOf(e);
+  int64_t n = out.size();
+  auto s = static_cast<int64_t>(start), d = static_cast<int64_t>(delta);
+  switch (out.dtype) {
+  case DType::F32:
+    return launch("iota kernel", stream, n, iotaF32Kernel, out.f32(), start,
+                  delta, n);
+  case DType::I64:
+    return launch("iota kernel", stream, n, iotaIntKernel<int64_t>, out.i64(),
+                  s, d, n);
+  case DType::I32:
+    return launch("iota kernel", stream, n, iotaIntKernel<int32_t>, out.i32(),
+                  s, d, n);
+  case DType::Bool:
+    break;
+  }
+  BMRT_FAIL(std::string("iota cannot fill ") + nameOf(out.dtype));
+}
+
+/// out [outer, depth, inner] from indices [outer, inner]: on where the
+/// index (negative counts from depth, floats truncate) is the depth
+/// position, off elsewhere, and off for an index outside [-depth, depth).
+template <typename I, typename T>
+__global__ void oneHotKernel(const I *indices, T *out, int64_t depth,
+                             int64_t inner, T on, T off, int64_t n) {
+  BMRT_GRID_STRIDE_LOOP(t, n) {
+    int64_t r = t / inner, j = t % inner;
+    int64_t o = r / depth, d = r % depth;
+    int64_t v = static_cast<int64_t>(indices[o * inner + j]);
+    int64_t position = v < -depth || v >= depth ? -1 : (v < 0 ? v + depth : v);
+    out[t] = position == d ? on : off;
+  }
+}
+
+/// `value` as a T: Bool is value != 0.
+template <typename T> T valueAs(double value) {
+  if constexpr (std::is_same_v<T, uint8_t>)
+    return value != 0;
+  else
+    return static_cast<T>(value);
+}
+
+template <typename I>
+void oneHotFrom(cudaStream_t stream, const I *indices, const TensorView &out,
+                int64_t depth, int64_t inner, double on, double off) {
+  auto run = [&](auto *to) {
+    using T = std::remove_pointer_t<decltype(to)>;
+    launch("one_hot kernel", stream, out.size(), oneHotKernel<I, T>, indices,
+           to, depth, inner, valueAs<T>(on), valueAs<T>(off), out.size());
+  };
+  switch (out.dtype) {
+  case DType::F32:
+    return run(out.f32());
+  case DType::I64:
+    return run(out.i64());
+  case DType::I32:
+    return run(out.i32());
+  case DType::Bool:
+    return run(out.boolean());
+  }
+}
+
+void launchOneHot(E &e, const Instr &i) {
+  const TensorView &indices = e.operand(i, 0), &out = e.result(i, 0);
+  int64_t depth = i.getInt("depth"), axis = i.getInt("axis");
+  double on = i.getFloat("on_value"), off = i.getFloat("off_value");
+  int64_t inner = 1;
+  for (int64_t d = axis; d < indices.rank(); ++d)
+    inner *= indices.shape[d];
+  if (out.size() == 0)
+    return;
+  cudaStream_t stream = streamOf(e);
+  switch (indices.dtype) {
+  case DType::F32:
+    return oneHotFrom(stream, indices.f32(), out, depth, inner, on, off);
+  case DType::I64:
+    return oneHotFrom(stream, indices.i64(), out, depth, inner, on, off);
+  case DType::I32:
+    return oneHotFrom(stream, indices.i32(), out, depth, inner, on, off);
+  case DType::Bool:
+    return oneHotFrom(stream, indices.boolean(), out, depth, inner, on, off);
+  }
+}
+
+// Alphabetical.
+const KernelTable::Entry kKernels[] = {
+    {"all_gather", launchAllGather},
+    {"all_reduce", launchAllReduce},
+    {"all_to_all", launchAllToAll},
+    {"concat", launchConcat},
+    {"expand", launchExpand},
+    {"gather", launchGather},
+    {"gather_grad", launchGatherGrad},
+    {"iota", launchIota},
+    {"one_hot", launchOneHot},
+    {"reduce_scatter", launchReduceScatter},
+    {"shard_gather", launchShardGather},
+    {"shard_slice", launchShardSlice},
+    {"slice", launchSlice},
+    {"slice_grad", launchSliceGrad},
+    {"split", launchSplit},
+    {"transpose", launchTranspose},
+    {"trilu", launchTrilu},
+};
+
+} // namespace
+
+KernelFamily dataMovementKernels() {
+  return {kKernels, sizeof(kKernels) / sizeof(kKernels[0])};
+}
+
+} // namespace bmrt::cuda
