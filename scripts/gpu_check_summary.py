@@ -7,7 +7,8 @@ a stage did not run), NAME.txt (each stage's output), conformance.json
 (GoogleTest's JSON report) and models/NAME.RUN.jsonl (the trainer's --log).
 
     gpu_check_summary.py --check DIR --mode gpu|cpu-only --second cuda|cpu-repeat
-                         --rtol X --models a,b [--manifest M] -o gpu-check.json
+                         --rtol X --models a,b [--manifest M] [--bench-json B]
+                         -o gpu-check.json
 
 Prints a few lines for the terminal; exits 0 when every stage ran and every
 comparison passed, else 1.
@@ -134,6 +135,26 @@ def compare(cpu: list[float], other: list[float], rtol: float, exact: bool) -> d
     return {"rel_diff": diffs, "max_rel_diff": worst, "pass": ok, "reason": None}
 
 
+def bench_result(path: str | None) -> dict | None:
+    """gpu_bench.py's JSON, cut to each model's ratios, goals and each
+    side's micro-batch, tokens/s, MFU, peak memory and precision (the full
+    file lies beside gpu-check.json)."""
+    try:
+        with open(path) as f:
+            result = json.load(f)
+    except (TypeError, OSError, ValueError):
+        return None
+    keep = ("micro_batch", "median_s", "tokens_per_s", "mfu", "peak_bytes", "precision")
+    models = {}
+    for m in result.get("models", []):
+        models[m["model"]] = {
+            "ratios": m.get("ratios"), "goals": m.get("goals"), "errors": m.get("errors"),
+            "sides": {k: ({f: v.get(f) for f in keep} if v else None)
+                      for k, v in m.get("sides", {}).items()}}
+    return {"machine": result.get("machine"), "peak_bf16_flops": result.get("peak_bf16_flops"),
+            "elapsed_s": result.get("elapsed_s"), "models": models}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", required=True)
@@ -142,6 +163,7 @@ def main() -> int:
     parser.add_argument("--rtol", type=float, required=True)
     parser.add_argument("--models", default="")
     parser.add_argument("--manifest", help="gpu-pack's MANIFEST.json")
+    parser.add_argument("--bench-json", help="bench/gpu_bench.py's result, where it ran")
     parser.add_argument("-o", "--output", required=True)
     args = parser.parse_args()
 
@@ -177,7 +199,8 @@ def main() -> int:
         "bench": {"status": bench_stage["status"],
                   "note": {"absent": "bench/gpu_bench.py is absent",
                            "skipped": "not run in this mode or out of time"}.get(bench_stage["status"]),
-                  "tail": bench_lines[-30:]},
+                  "tail": bench_lines[-30:],
+                  "result": bench_result(args.bench_json)},
     }
     summary["ok"] = (summary["build"]["ok"] and summary["conformance"].get("ok", False)
                      and bool(models) and counts["pass"] == len(models))

@@ -18,7 +18,6 @@
 #include <cstring>
 #include <map>
 #include <optional>
-#include <random>
 
 #include <unistd.h>
 
@@ -199,33 +198,87 @@ Role roleOf(const ParamArg &param) {
   return param.type.getRank() >= 2 ? Role::Matrix : Role::Zeros;
 }
 
-/// A zero-filled value of the parameter's type.
-llvm::Expected<ParameterValue> emptyValue(const ParamArg &param) {
+/// The parameter's name, dtype and shape, as a zeros spec.
+llvm::Expected<bmrt::InitSpec> emptySpec(const ParamArg &param) {
   std::optional<bmrt::DType> dtype = runtimeDType(param.type.getElementType());
   if (!dtype)
     return paramError(param.name, "has an element type the runtime does not "
                                   "train (it holds fp32 weights and i64, i32 "
                                   "and bool buffers)");
+  bmrt::InitSpec spec;
+  spec.name = param.name;
+  spec.dtype = *dtype;
+  spec.shape.assign(param.type.getShape().begin(),
+                    param.type.getShape().end());
+  return spec;
+}
+
+/// A zero-filled value of the parameter's type.
+llvm::Expected<ParameterValue> emptyValue(const ParamArg &param) {
+  auto spec = emptySpec(param);
+  if (!spec)
+    return spec.takeError();
   ParameterValue value;
-  value.name = param.name;
-  value.dtype = *dtype;
-  value.shape.assign(param.type.getShape().begin(),
-                     param.type.getShape().end());
-  value.bytes.assign(param.type.getNumElements() * bmrt::sizeOf(*dtype), 0);
+  value.name = spec->name;
+  value.dtype = spec->dtype;
+  value.shape = spec->shape;
+  value.bytes.assign(param.type.getNumElements() * bmrt::sizeOf(spec->dtype),
+                     0);
   return value;
 }
 
 /// A boolean [..., n, n] buffer: the causal mask, true on and below the
 /// diagonal.
-bool fillCausalMask(ParameterValue &value) {
-  size_t rank = value.shape.size();
-  if (value.dtype != bmrt::DType::Bool || rank < 2 ||
-      value.shape[rank - 1] != value.shape[rank - 2])
-    return false;
-  int64_t n = value.shape.back();
-  for (size_t i = 0; i < value.bytes.size(); ++i)
-    value.bytes[i] = (i % n) <= (i / n) % n;
-  return true;
+bool isCausalMaskShape(const bmrt::InitSpec &spec) {
+  size_t rank = spec.shape.size();
+  return spec.dtype == bmrt::DType::Bool && rank >= 2 &&
+         spec.shape[rank - 1] == spec.shape[rank - 2];
+}
+
+/// A weight's scheme, by the role of the op that reads it.
+void setKindByRole(const ParamArg &param, bmrt::InitSpec &spec) {
+  switch (roleOf(param)) {
+  case Role::Ones:
+    spec.kind = bmrt::InitKind::Ones;
+    break;
+  case Role::Zeros:
+    spec.kind = bmrt::InitKind::Zeros;
+    break;
+  case Role::Matrix:
+    spec.kind = bmrt::InitKind::Normal;
+    spec.stddev = 0.02;
+    break;
+  case Role::ConvWeight: {
+    // fan_in = input channels per group x kernel elements.
+    int64_t fanIn = param.type.getNumElements() / param.type.getDimSize(0);
+    spec.kind = bmrt::InitKind::Normal;
+    spec.stddev = std::sqrt(2.0 / double(std::max<int64_t>(fanIn, 1)));
+    break;
+  }
+  }
+}
+
+/// The spec of one parameter: its role's scheme.
+llvm::Expected<bmrt::InitSpec> initSpecOf(const ParamArg &param) {
+  auto value = emptySpec(param);
+  if (!value)
+    return value.takeError();
+  bmrt::InitSpec &spec = *value;
+  if (spec.dtype != bmrt::DType::F32) {
+    if (!isCausalMaskShape(spec))
+      return paramError(param.name,
+                        "is a " + std::string(bmrt::nameOf(spec.dtype)) +
+                            " buffer whose values a graph-only model does "
+                            "not carry; --init random initialises weights "
+                            "and causal masks only");
+    spec.kind = bmrt::InitKind::CausalMask;
+  } else {
+    setKindByRole(param, spec);
+  }
+  std::string problem = bmrt::checkInitSpec(spec);
+  if (!problem.empty())
+    return paramError(param.name, problem);
+  return spec;
 }
 
 } // namespace
@@ -256,41 +309,39 @@ readParameters(llvm::StringRef path, func::FuncOp main) {
   return values;
 }
 
+llvm::Expected<bmrt::InitPlan> initPlanOf(func::FuncOp main, uint64_t seed) {
+  bmrt::InitPlan plan;
+  plan.seed = seed;
+  for (const ParamArg &param : parameterArgs(main)) {
+    auto spec = initSpecOf(param);
+    if (!spec)
+      return spec.takeError();
+    plan.tensors.push_back(std::move(*spec));
+  }
+  return plan;
+}
+
 llvm::Expected<std::vector<ParameterValue>>
 initialiseParameters(func::FuncOp main, uint64_t seed) {
-  std::vector<ParamArg> params = parameterArgs(main);
-  if (llvm::Error err = checkFitsInMemory(params))
+  if (llvm::Error err = checkFitsInMemory(parameterArgs(main)))
     return std::move(err);
-  std::mt19937_64 rng(seed);
+  auto plan = initPlanOf(main, seed);
+  if (!plan)
+    return plan.takeError();
+  return generateParameters(*plan);
+}
+
+std::vector<ParameterValue> generateParameters(const bmrt::InitPlan &plan) {
   std::vector<ParameterValue> values;
-  for (const ParamArg &param : params) {
-    auto value = emptyValue(param);
-    if (!value)
-      return value.takeError();
-    if (value->dtype != bmrt::DType::F32) {
-      if (!fillCausalMask(*value))
-        return paramError(param.name,
-                          "is a " + std::string(bmrt::nameOf(value->dtype)) +
-                              " buffer whose values a graph-only model does "
-                              "not carry; --init random initialises weights "
-                              "and causal masks only");
-      values.push_back(std::move(*value));
-      continue;
-    }
-    Role role = roleOf(param);
-    double stddev = 0.02;
-    if (role == Role::ConvWeight) {
-      // fan_in = input channels per group x kernel elements.
-      int64_t fanIn = param.type.getNumElements() / param.type.getDimSize(0);
-      stddev = std::sqrt(2.0 / double(std::max<int64_t>(fanIn, 1)));
-    }
-    std::normal_distribution<double> normal(0.0, stddev);
-    float *out = value->f32();
-    for (int64_t i = 0, n = param.type.getNumElements(); i < n; ++i)
-      out[i] = role == Role::Ones    ? 1.0f
-               : role == Role::Zeros ? 0.0f
-                                     : static_cast<float>(normal(rng));
-    values.push_back(std::move(*value));
+  for (const bmrt::InitSpec &spec : plan.tensors) {
+    ParameterValue value;
+    value.name = spec.name;
+    value.dtype = spec.dtype;
+    value.shape = spec.shape;
+    value.bytes.resize(bmrt::numElements(spec.shape) *
+                       bmrt::sizeOf(spec.dtype));
+    bmrt::fillInit(spec, plan.seed, value.bytes.data());
+    values.push_back(std::move(value));
   }
   return values;
 }

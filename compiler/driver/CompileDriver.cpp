@@ -150,11 +150,28 @@ importAnnotated(mlir::MLIRContext &context, const CompileOptions &options,
   return std::move(step->module);
 }
 
-llvm::Expected<std::vector<ParameterValue>>
-parametersOf(const CompileOptions &options, mlir::func::FuncOp main) {
-  if (options.initSeed)
-    return initialiseParameters(main, *options.initSeed);
-  return readParameters(options.model, main);
+/// The step-0 parameters: the model's initializers, or --init random's
+/// specs with (unless the runtime makes them at load time) their values.
+llvm::Error gatherParameters(const CompileOptions &options,
+                             mlir::func::FuncOp main, CompiledModel &compiled) {
+  if (!options.initSeed) {
+    auto values = readParameters(options.model, main);
+    if (!values)
+      return values.takeError();
+    compiled.parameters = std::move(*values);
+    return llvm::Error::success();
+  }
+  auto plan = initPlanOf(main, *options.initSeed);
+  if (!plan)
+    return plan.takeError();
+  if (!options.weightsAtLoad) {
+    auto values = initialiseParameters(main, *options.initSeed);
+    if (!values)
+      return values.takeError();
+    compiled.parameters = std::move(*values);
+  }
+  compiled.init = std::move(*plan);
+  return llvm::Error::success();
 }
 
 /// Autodiff (with the plan's recomputation); on several devices, with
@@ -218,10 +235,8 @@ llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
   if (!module)
     return module.takeError();
   auto main = (*module)->lookupSymbol<mlir::func::FuncOp>("main");
-  auto params = parametersOf(options, main);
-  if (!params)
-    return params.takeError();
-  compiled.parameters = std::move(*params);
+  if (llvm::Error err = gatherParameters(options, main, compiled))
+    return std::move(err);
 
   auto task = buildTrainingStep(**module, compiled.plan, partition);
   if (!task)

@@ -26,6 +26,9 @@ struct CompileOptions {
   std::string cluster = "dgx-a100-80g";
   /// Initialise the parameters from this seed instead of reading them.
   std::optional<uint64_t> initSeed;
+  /// With initSeed: leave the values to the runtime (CompiledModel::init)
+  /// instead of generating them here.
+  bool weightsAtLoad = false;
   /// A plan file `bmc plan -o` wrote for this model, instead of planning.
   std::optional<std::string> planFile;
 };
@@ -48,10 +51,18 @@ struct CompiledModel {
   bmrt::Program step;
   std::vector<bmrt::Program> stages;
   bmrt::Program forward;
+  /// The step-0 values; empty when the runtime generates them from `init`.
   std::vector<ParameterValue> parameters;
+  /// The specs the values are generated from (--init random).
+  std::optional<bmrt::InitPlan> init;
   TrainingTask task = TrainingTask::OwnLoss;
   /// SHA-256 of the ONNX file, hex: checkpoints name the model by it.
   std::string modelHash;
+
+  size_t numParameterTensors() const {
+    return parameters.empty() && init ? init->tensors.size()
+                                      : parameters.size();
+  }
 };
 
 llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,

@@ -33,6 +33,7 @@ struct Options {
   bool quick = false;  // a small grid and small sizes, for tests
   int threads = 1;     // per rank
   int64_t maxBytes = 0; // largest collective; 0: the mode's default
+  std::string device = "cpu"; // the backend measured
 };
 
 /// The options, or nullopt after printing --help. Throws bmrt::Error on a

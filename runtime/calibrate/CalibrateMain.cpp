@@ -12,7 +12,6 @@
 #include "bmrt/Backend.h"
 #include "bmrt/Error.h"
 #include "bmrt/Process.h"
-#include "runtime/cpu/Kernels.h"
 #include "bmrt/Tool.h"
 
 #include <cerrno>
@@ -90,8 +89,12 @@ int run(const std::vector<std::string> &args, bmrt::World &world) {
   }
   if (!error.empty() || !options)
     return error.empty() ? 0 : failEverywhere(world, error);
-  bmrt::cpu::setThreads(options->threads);
-  std::unique_ptr<bmrt::Device> device = bmrt::createDevice("cpu");
+  std::unique_ptr<bmrt::Device> device;
+  try {
+    device = bmrt::createDevice(options->device, {options->threads, -1});
+  } catch (const bmrt::Error &e) {
+    return failEverywhere(world, e.what());
+  }
   std::unique_ptr<bmrt::Communicator> all = world.all();
   std::ofstream file;
   error = openOutput(*options, *all, device->computeStream(), file);

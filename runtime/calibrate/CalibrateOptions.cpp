@@ -26,6 +26,8 @@ options:
                    trainer's --threads that the runs will use)
   --max-bytes B    largest collective message in bytes (default 67108864;
                    65536 with --quick)
+  --device NAME    the backend whose kernels are measured: cpu (default),
+                   or cuda where built in
   --help           print this help
 )";
 
@@ -43,12 +45,15 @@ std::optional<Options> parseOptions(const std::vector<std::string> &args) {
       o.quick = true;
       continue;
     }
-    BMRT_CHECK(arg == "-o" || arg == "--threads" || arg == "--max-bytes",
+    BMRT_CHECK(arg == "-o" || arg == "--threads" || arg == "--max-bytes" ||
+                   arg == "--device",
                "unknown option '" + arg + "'; see 'bmrt-calibrate --help'");
     BMRT_CHECK(i + 1 < args.size(), "option '" + arg + "' needs a value");
     const std::string &value = args[++i];
     if (arg == "-o")
       o.output = value;
+    else if (arg == "--device")
+      o.device = value;
     else if (arg == "--threads")
       o.threads = static_cast<int>(parseIntegerFlag(arg, value, 1, 1024));
     else

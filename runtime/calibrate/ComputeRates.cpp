@@ -1,15 +1,17 @@
 //===- ComputeRates.cpp - GEMM grid, memory copy, memory-bound kernels ----===//
 //
-// Each rate is of a runtime kernel (runtime/cpu) as the trainer's
-// instructions call it, on fp32 data: matmul for the GEMM grid, the copy
-// kernel for memory bandwidth, and one or two kernels per memory-bound
-// class the planner maps its ops to (calib-schema.md).
+// Each rate is of a kernel of the device's backend as the trainer's
+// instructions run it (one-instruction programs, bmrt/SingleOp.h), on fp32
+// data: matmul for the GEMM grid, the copy kernel for memory bandwidth, and
+// one or two kernels per memory-bound class the planner maps its ops to
+// (calib-schema.md). Timed calls are enqueued and waited for once per
+// sample, as a step's instructions are.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Calibrate.h"
 
-#include "runtime/cpu/Kernels.h"
+#include "bmrt/SingleOp.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -60,15 +62,62 @@ int64_t lastLevelCacheBytes() {
   }
 }
 
-/// One timed kernel of a memory-bound class.
+/// An F32 tensor type.
+TensorType f32(Shape shape) { return {DType::F32, std::move(shape)}; }
+
+Attr intAttr(int64_t value) {
+  Attr attr;
+  attr.i = value;
+  return attr;
+}
+
+Attr intsAttr(std::vector<int64_t> values) {
+  Attr attr;
+  attr.kind = Attr::Kind::Ints;
+  attr.ints = std::move(values);
+  return attr;
+}
+
+Attr floatAttr(double value) {
+  Attr attr;
+  attr.kind = Attr::Kind::Float;
+  attr.f = value;
+  return attr;
+}
+
+/// Sets every byte of `op`'s operands: the kernels then read ordinary
+/// floats (0x3e3e3e3e is 0.186), not zeros, which some GPUs multiply
+/// faster.
+void fillOperands(Device &device, SingleOp &op, size_t operands) {
+  for (size_t i = 0; i < operands; ++i)
+    device.fillBytes(op.operand(i).data, 0x3e, op.operand(i).bytes(),
+                     device.computeStream());
+}
+
+/// One timed kernel of a memory-bound class: an instruction, or a trainer
+/// kernel (AdamW) where the class is the optimizer's.
 struct KernelRun {
   const char *kernelClass;
   std::string kernel; // what it runs, for people
   double bytes;       // read + written per call
+  std::unique_ptr<SingleOp> op;
   std::function<void()> run;
 };
 
-std::vector<KernelRun> memoryBoundKernels(Stream &stream,
+/// `signature` loaded on the bench's device, its operands filled, run by
+/// enqueueing it.
+KernelRun instruction(Bench &bench, const char *kernelClass,
+                      std::string kernel, double bytes,
+                      const OpSignature &signature) {
+  auto op = std::make_unique<SingleOp>(bench.device(), signature,
+                                       "calibration " + signature.op);
+  fillOperands(bench.device(), *op, signature.operands.size());
+  SingleOp *raw = op.get();
+  return {kernelClass, std::move(kernel), bytes, std::move(op),
+          [raw] { raw->enqueue(); }};
+}
+
+std::vector<KernelRun> memoryBoundKernels(Bench &bench,
                                           const std::deque<Buffer> &buffers,
                                           int64_t floats) {
   int64_t rows = floats / kHidden;
@@ -76,43 +125,54 @@ std::vector<KernelRun> memoryBoundKernels(Stream &stream,
   double n = double(floats), tableFloats = double(rows * kHidden);
   // An attention layout change: [batch, seq, heads, head_dim] ->
   // [batch, heads, seq, head_dim].
-  Shape heads = {floats >> 20, 1024, 16, 64};
-  TensorView bySeq = buffers[0].view(heads),
-             byHead = buffers[1].view({heads[0], 16, 1024, 64});
-  TensorView a = buffers[0].view({floats}), b = buffers[1].view({floats}),
-             c = buffers[2].view({floats}), d = buffers[3].view({floats});
-  TensorView x = buffers[0].view(table), y = buffers[1].view(table);
-  TensorView scale = buffers[2].view({kHidden}),
-             bias = buffers[3].view({kHidden}), sums = buffers[1].view({rows});
+  Shape bySeq = {floats >> 20, 1024, 16, 64},
+        byHead = {floats >> 20, 16, 1024, 64};
   std::string shape = "[" + std::to_string(rows) + "," +
                       std::to_string(kHidden) + "]";
-  return {
-      {"data_movement", "transpose [" + std::to_string(heads[0]) +
-                            ",1024,16,64] perm 0,2,1,3",
-       8 * n,
-       [=, &stream] { cpu::transpose(stream, bySeq, byHead, {0, 2, 1, 3}); }},
-      {"elementwise", "add", 12 * n,
-       [=, &stream] { cpu::binary(stream, cpu::BinaryOp::Add, a, b, c); }},
-      // GPT-2's GELU, which bm-fuse-gelu makes one bm.gelu: a transcendental
-      // elementwise kernel beside the add's pure traffic.
-      {"elementwise", "gelu_tanh", 8 * n,
-       [=, &stream] { cpu::unary(stream, cpu::UnaryOp::GeluTanh, a, b); }},
-      {"normalization", "layer_norm " + shape,
-       8 * tableFloats + 8 * kHidden,
-       [=, &stream] { cpu::layerNorm(stream, x, scale, &bias, y, 1, 1e-5f); }},
-      // Reads parameter, gradient, both moments; writes all but the
-      // gradient back: 28 bytes per fp32 parameter.
-      {"optimizer", "adamw", 28 * n,
-       [=, &stream] {
-         cpu::adamwUpdate(stream, a, b, c, d, AdamWConfig{}, 1e-4f, 1,
-                          1.f);
-       }},
-      {"reduction", "reduce_sum " + shape + " axis 1",
-       4 * tableFloats + 4 * double(rows),
-       [=, &stream] { cpu::reduce(stream, cpu::ReduceOp::Sum, x, sums, {1}); }},
-      {"softmax", "softmax " + shape, 8 * tableFloats,
-       [=, &stream] { cpu::softmax(stream, x, y, 1); }},
-  };
+  std::vector<KernelRun> runs;
+  runs.push_back(instruction(
+      bench, "data_movement",
+      "transpose [" + std::to_string(bySeq[0]) + ",1024,16,64] perm 0,2,1,3",
+      8 * n,
+      {"transpose", {{"permutation", intsAttr({0, 2, 1, 3})}}, {f32(bySeq)},
+       {f32(byHead)}, {}}));
+  runs.push_back(instruction(bench, "elementwise", "add", 12 * n,
+                             {"add", {}, {f32({floats}), f32({floats})},
+                              {f32({floats})}, {}}));
+  // GPT-2's GELU, which bm-fuse-gelu makes one bm.gelu: a transcendental
+  // elementwise kernel beside the add's pure traffic.
+  runs.push_back(instruction(bench, "elementwise", "gelu_tanh", 8 * n,
+                             {"gelu", {{"tanh_approximation", intAttr(1)}},
+                              {f32({floats})}, {f32({floats})}, {}}));
+  runs.push_back(instruction(
+      bench, "normalization", "layer_norm " + shape,
+      8 * tableFloats + 8 * kHidden,
+      {"layer_norm",
+       {{"axis", intAttr(1)}, {"epsilon", floatAttr(1e-5)}},
+       {f32(table), f32({kHidden}), f32({kHidden})},
+       {f32(table)},
+       {}}));
+  // Reads parameter, gradient, both moments; writes all but the gradient
+  // back: 28 bytes per fp32 parameter. A trainer kernel, not an op.
+  TensorView a = buffers[0].view({floats}), b = buffers[1].view({floats}),
+             c = buffers[2].view({floats}), d = buffers[3].view({floats});
+  const TrainerKernels &trainer = bench.device().backend().trainer;
+  Stream &stream = bench.stream();
+  runs.push_back({"optimizer", "adamw", 28 * n, nullptr, [=, &trainer,
+                                                          &stream] {
+                    trainer.adamwUpdate(stream, a, b, c, d, AdamWConfig{},
+                                        1e-4f, 1, 1.f);
+                  }});
+  runs.push_back(instruction(bench, "reduction",
+                             "reduce_sum " + shape + " axis 1",
+                             4 * tableFloats + 4 * double(rows),
+                             {"reduce_sum", {{"axes", intsAttr({1})}},
+                              {f32(table)}, {f32({rows})}, {}}));
+  runs.push_back(instruction(bench, "softmax", "softmax " + shape,
+                             8 * tableFloats,
+                             {"softmax", {{"axis", intAttr(1)}}, {f32(table)},
+                              {f32(table)}, {}}));
+  return runs;
 }
 
 /// Adds one class's entry: the kernels' bytes and seconds summed. A class
@@ -140,17 +200,17 @@ void addClass(nlohmann::ordered_json &kernels, const std::string &kernelClass,
 void measureGemm(Bench &bench, nlohmann::ordered_json &out) {
   const std::vector<int64_t> &sizes =
       bench.options().quick ? kQuickGemmSizes : kGemmSizes;
-  int64_t largest = sizes.back() * sizes.back();
-  Buffer a(bench.device(), largest), b(bench.device(), largest),
-      c(bench.device(), largest);
   nlohmann::ordered_json points = nlohmann::ordered_json::array();
   size_t total = sizes.size() * sizes.size() * sizes.size();
   for (int64_t m : sizes)
     for (int64_t n : sizes)
       for (int64_t k : sizes) {
-        TensorView av = a.view({m, k}), bv = b.view({k, n}), cv = c.view({m, n});
-        double seconds = bench.time(
-            [&] { cpu::matmul(bench.stream(), av, bv, cv); });
+        SingleOp matmul(bench.device(),
+                        {"matmul", {}, {f32({m, k}), f32({k, n})},
+                         {f32({m, n})}, {}},
+                        "calibration gemm");
+        fillOperands(bench.device(), matmul, 2);
+        double seconds = bench.time([&] { matmul.enqueue(); });
         double flops = 2.0 * double(m) * double(n) * double(k);
         points.push_back({{"m", m},
                           {"n", n},
@@ -172,11 +232,11 @@ void measureMemory(Bench &bench, nlohmann::ordered_json &out) {
                       ? int64_t(16) << 20
                       : std::max(4 * lastLevelCacheBytes(), int64_t(64) << 20);
   int64_t floats = bytes / 4;
-  Buffer from(bench.device(), floats), to(bench.device(), floats);
-  cpu::fill(bench.stream(), from.view({floats}), 0.25);
-  double seconds = bench.time([&] {
-    cpu::copy(bench.stream(), from.view({floats}), to.view({floats}));
-  });
+  SingleOp copy(bench.device(),
+                {"copy", {}, {f32({floats})}, {f32({floats})}, {}},
+                "calibration copy");
+  fillOperands(bench.device(), copy, 1);
+  double seconds = bench.time([&] { copy.enqueue(); });
   double rate = 2.0 * double(bytes) / seconds;
   out["memory"] = {{"stream_copy_bytes_per_second", rate}};
   bench.progress("memory stream copy " + formatBytes(double(bytes)) + ": " +
@@ -188,11 +248,12 @@ void measureKernels(Bench &bench, nlohmann::ordered_json &out) {
   std::deque<Buffer> buffers;
   for (int i = 0; i < 4; ++i) {
     buffers.emplace_back(bench.device(), floats);
-    cpu::fill(bench.stream(), buffers.back().view({floats}), 0.25);
+    bench.device().fillBytes(buffers.back().data(), 0x3e, floats * 4,
+                             bench.stream());
   }
   nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
   for (const KernelRun &kernel :
-       memoryBoundKernels(bench.stream(), buffers, floats)) {
+       memoryBoundKernels(bench, buffers, floats)) {
     double seconds = bench.time(kernel.run);
     addClass(kernels, kernel.kernelClass, kernel.kernel, kernel.bytes, seconds);
     bench.progress(std::string("kernel ") + kernel.kernelClass + " (" +

@@ -15,7 +15,7 @@
 
 #include "Calibrate.h"
 
-#include "runtime/cpu/Kernels.h"
+#include "bmrt/SingleOp.h"
 
 #include <algorithm>
 #include <cmath>
@@ -51,13 +51,10 @@ double overlappedSeconds(Bench &bench, float *gradients, int64_t gemms,
 void measureOverlap(Bench &bench, nlohmann::ordered_json &out) {
   Stream &stream = bench.stream();
   Buffer gradients(bench.device(), kFloats);
-  Buffer a(bench.device(), kGemmSize * kGemmSize),
-      b(bench.device(), kGemmSize * kGemmSize),
-      c(bench.device(), kGemmSize * kGemmSize);
-  Shape square = {kGemmSize, kGemmSize};
-  auto gemm = [&] {
-    cpu::matmul(stream, a.view(square), b.view(square), c.view(square));
-  };
+  TensorType square{DType::F32, {kGemmSize, kGemmSize}};
+  SingleOp matmul(bench.device(), {"matmul", {}, {square, square}, {square}, {}},
+                  "calibration overlap");
+  auto gemm = [&] { matmul.enqueue(); };
   double allReduce = bench.time([&] {
     bench.world().allReduce(gradients.data(), gradients.data(), kFloats,
                             DType::F32, stream);

@@ -5,7 +5,7 @@
 #include "bmrt/Collectives.h"
 #include "bmrt/Comm.h"
 #include "bmrt/Error.h"
-#include "bmrt/Executor.h"
+#include "bmrt/SingleOp.h"
 #include "bmrt/Sharding.h"
 
 #include <algorithm>
@@ -247,64 +247,38 @@ Collectives &oneRankCollectives() {
 
 } // namespace
 
-Program buildProgram(const Case &c) {
-  Program program;
-  program.model = "conformance_" + c.name;
+OpSignature signatureOf(const Case &c) {
+  OpSignature signature;
+  signature.op = c.op;
+  signature.attrs = c.attrs;
   if (c.collective)
-    program.mesh = oneRankMesh();
-  Instr instr;
-  instr.op = c.op;
-  instr.attrs = c.attrs;
-  instr.comment = c.name;
-  for (size_t i = 0; i < c.operands.size(); ++i) {
-    const HostTensor &t = c.operands[i];
-    if (t.absent) {
-      instr.operands.push_back(-1);
-      continue;
-    }
-    Slot slot;
-    slot.kind = SlotKind::Input;
-    slot.dtype = t.dtype;
-    slot.shape = t.shape;
-    slot.name = "operand" + std::to_string(i);
-    instr.operands.push_back(static_cast<int>(program.slots.size()));
-    program.slots.push_back(std::move(slot));
-  }
-  for (const auto &[dtype, shape] : c.results) {
-    Slot slot;
-    slot.kind = SlotKind::Value;
-    slot.dtype = dtype;
-    slot.shape = shape;
-    int index = static_cast<int>(program.slots.size());
-    instr.results.push_back(index);
-    program.outputs.push_back(index);
-    program.slots.push_back(std::move(slot));
-  }
-  program.instrs.push_back(std::move(instr));
-  return program;
+    signature.mesh = oneRankMesh();
+  for (const HostTensor &t : c.operands)
+    signature.operands.push_back(
+        t.absent ? std::nullopt : std::optional<TensorType>({t.dtype, t.shape}));
+  for (const auto &[dtype, shape] : c.results)
+    signature.results.push_back({dtype, shape});
+  return signature;
 }
 
 std::vector<HostTensor> runCase(const Case &c, Device &device) {
-  Program program = buildProgram(c);
-  Executor executor(program, device, "conformance case " + c.name,
-                    c.collective ? &oneRankCollectives() : nullptr);
-  const Instr &instr = executor.program().instrs.front();
+  SingleOp op(device, signatureOf(c), "conformance case " + c.name,
+              c.collective ? &oneRankCollectives() : nullptr);
+  Stream &stream = device.computeStream();
   for (size_t i = 0; i < c.operands.size(); ++i)
     if (!c.operands[i].absent && !c.operands[i].bytes.empty())
-      device.copyToDevice(executor.operand(instr, i).data,
-                          c.operands[i].bytes.data(),
-                          c.operands[i].bytes.size(), executor.stream());
-  executor.run();
+      device.copyToDevice(op.operand(i).data, c.operands[i].bytes.data(),
+                          c.operands[i].bytes.size(), stream);
+  op.run();
   std::vector<HostTensor> results;
   for (size_t r = 0; r < c.results.size(); ++r) {
-    const TensorView &view = executor.result(instr, r);
+    const TensorView &view = op.result(r);
     HostTensor t = sized(view.dtype, view.shape);
     if (!t.bytes.empty())
-      device.copyToHost(t.bytes.data(), view.data, t.bytes.size(),
-                        executor.stream());
+      device.copyToHost(t.bytes.data(), view.data, t.bytes.size(), stream);
     results.push_back(std::move(t));
   }
-  executor.stream().synchronize();
+  stream.synchronize();
   return results;
 }
 

@@ -19,6 +19,7 @@
 #include "bmrt/Backend.h"
 #include "bmrt/Device.h"
 #include "bmrt/Program.h"
+#include "bmrt/SingleOp.h"
 
 #include <cstdint>
 #include <functional>
@@ -98,8 +99,8 @@ private:
   Case c;
 };
 
-/// The one-instruction program of `c`.
-Program buildProgram(const Case &c);
+/// The instruction of `c`, for bmrt/SingleOp.h.
+OpSignature signatureOf(const Case &c);
 
 /// Runs `c` on `device` and returns its results in host memory. Throws
 /// bmrt::Error where the program does not verify or a kernel fails.

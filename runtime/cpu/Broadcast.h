@@ -3,12 +3,10 @@
 // Private to runtime/cpu. The kernels see only contiguous row-major tensors,
 // so every index question reduces to a few long rows:
 //  - an axis splits a shape into [outer, dim, inner];
-//  - numpy broadcasting drops the output's dims of size 1 and merges
-//    neighbouring dims that every operand walks contiguously (or not at
-//    all). A bias add [N, C] + [C] becomes N rows of C with both operands
-//    stepping by one; [N, C] * [N, 1] becomes N rows with the second operand
-//    fixed; same-shape operands become one row. Within a row each operand
-//    steps by 0 or 1, so the kernels' row loops vectorise.
+//  - numpy broadcasting is merged into rows (bmrt/Broadcast.h, shared with
+//    the CUDA backend): [N, C] * [N, 1] becomes N rows with the second
+//    operand fixed. Within a row each operand steps by 0 or 1, so the
+//    kernels' row loops vectorise.
 // Long rows are cut into chunks so that OpenMP has work to share even when
 // the whole tensor is one row.
 //
@@ -17,6 +15,7 @@
 #ifndef BMRT_CPU_BROADCAST_H
 #define BMRT_CPU_BROADCAST_H
 
+#include "bmrt/Broadcast.h"
 #include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
@@ -38,21 +37,7 @@ using bmrt::contiguousStrides;
 using bmrt::AxisSplit;
 using bmrt::splitAt;
 
-/// Calls fn with a value of the unsigned integer type as wide as one
-/// element: data movement never looks inside an element, so one
-/// instantiation per width serves every dtype.
-template <typename Fn> void withElementWidth(DType dtype, Fn &&fn) {
-  switch (sizeOf(dtype)) {
-  case 1:
-    return fn(uint8_t{});
-  case 2:
-    return fn(uint16_t{});
-  case 4:
-    return fn(uint32_t{});
-  default:
-    return fn(uint64_t{});
-  }
-}
+using bmrt::withElementWidth;
 
 /// Numpy broadcasting of N operands to one output, merged into rows.
 template <int N> struct BroadcastPlan {
@@ -84,44 +69,17 @@ template <int N> struct BroadcastPlan {
   }
 };
 
-/// Plans reading `operands` (each broadcastable to `out`) as `out`.
+/// Plans reading `operands` (each broadcastable to `out`) as `out`: the
+/// shared merge, a scalar as one row of one element.
 template <int N>
 BroadcastPlan<N> planBroadcast(const Shape &out,
                                const std::array<const Shape *, N> &operands) {
-  int64_t rank = static_cast<int64_t>(out.size());
-  // Each operand's strides aligned on the right to out's dims.
-  std::array<Ints, N> aligned;
-  for (int k = 0; k < N; ++k) {
-    const Shape &shape = *operands[k];
-    int64_t shift = rank - static_cast<int64_t>(shape.size());
-    aligned[k].assign(rank, 0);
-    int64_t stride = 1;
-    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-      if (shape[d] != 1)
-        aligned[k][shift + d] = stride;
-      stride *= shape[d];
-    }
-  }
+  MergedBroadcast merged =
+      mergeBroadcast(out, {operands.begin(), operands.end()});
   BroadcastPlan<N> plan;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (out[d] == 1)
-      continue;
-    // Dim d continues the previous merged dim when every operand's stride
-    // there is its stride here times this dim's size (both contiguous, or
-    // both stretched).
-    bool merges = !plan.dims.empty();
-    for (int k = 0; k < N && merges; ++k)
-      merges = plan.strides[k].back() == aligned[k][d] * out[d];
-    if (merges) {
-      plan.dims.back() *= out[d];
-      for (int k = 0; k < N; ++k)
-        plan.strides[k].back() = aligned[k][d];
-      continue;
-    }
-    plan.dims.push_back(out[d]);
-    for (int k = 0; k < N; ++k)
-      plan.strides[k].push_back(aligned[k][d]);
-  }
+  plan.dims = std::move(merged.dims);
+  for (int k = 0; k < N; ++k)
+    plan.strides[k] = std::move(merged.strides[k]);
   if (plan.dims.empty()) {
     plan.dims.push_back(1);
     for (int k = 0; k < N; ++k)

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "bmrt/Error.h"
+#include "bmrt/Window.h"
 #include "runtime/cpu/Kernels.h"
 
 #include <cblas.h>
@@ -34,41 +35,8 @@ constexpr int64_t kParallelWork = 1 << 15;
 /// threads, bigger ones run in turn and OpenBLAS threads each.
 constexpr int64_t kBlasSingleThreadWork = 65536 * 4;
 
-constexpr int kSpatial = 3;
+constexpr int kSpatial = Geometry::kSpatial;
 using Dims = std::array<int64_t, kSpatial>;
-
-/// A convolution's or pool's spatial geometry, padded to three dims.
-struct Geometry {
-  Dims in{1, 1, 1}, out{1, 1, 1}, kernel{1, 1, 1};
-  Dims stride{1, 1, 1}, padBegin{0, 0, 0}, dilation{1, 1, 1};
-
-  int64_t inSize() const { return in[0] * in[1] * in[2]; }
-  int64_t outSize() const { return out[0] * out[1] * out[2]; }
-  int64_t kernelSize() const { return kernel[0] * kernel[1] * kernel[2]; }
-};
-
-/// `in` and `out` are the full NC[spatial] shapes; `kernel` the spatial
-/// kernel. Empty strides, pads or dilations take ONNX's defaults (1, 0, 1).
-/// The end pads are implied by `out` (which also covers ceil_mode).
-Geometry makeGeometry(const Shape &in, const Shape &out, const Ints &kernel,
-                      const Ints &strides, const Ints &pads,
-                      const Ints &dilations) {
-  int64_t dims = static_cast<int64_t>(in.size()) - 2;
-  BMRT_CHECK(dims >= 1 && dims <= kSpatial,
-             "convolution and pooling take 1 to 3 spatial dims, not " +
-                 std::to_string(dims) + " (" + formatShape(in) + ")");
-  Geometry g;
-  int64_t offset = kSpatial - dims;
-  for (int64_t i = 0; i < dims; ++i) {
-    g.in[offset + i] = in[2 + i];
-    g.out[offset + i] = out[2 + i];
-    g.kernel[offset + i] = kernel[i];
-    g.stride[offset + i] = strides.empty() ? 1 : strides[i];
-    g.padBegin[offset + i] = pads.empty() ? 0 : pads[i];
-    g.dilation[offset + i] = dilations.empty() ? 1 : dilations[i];
-  }
-  return g;
-}
 
 /// Along one dim, the output positions [lo, hi) whose input position
 /// o * stride + offset lies inside [0, in); offset = tap * dilation - pad.
@@ -173,12 +141,9 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
               toBlas(ldc));
 }
 
-/// The sizes every convolution kernel needs.
-struct Conv {
-  Geometry geo;
-  int64_t batch, groups;
-  int64_t inChannels, outChannels; // per group
-  int64_t colRows;                 // inChannels * kernel size
+/// The sizes every convolution kernel needs (bmrt/Window.h), and whether
+/// the column matrix is x itself.
+struct Conv : ConvShape {
   /// A 1x1 kernel, stride 1, no padding: the column matrix is x itself.
   bool pointwise;
 
@@ -190,14 +155,10 @@ Conv makeConv(const Shape &x, const Shape &w, const Shape &y,
               const Ints &strides, const Ints &pads, const Ints &dilations,
               int64_t group) {
   Conv c;
-  Ints kernel(w.begin() + 2, w.end());
-  c.geo = makeGeometry(x, y, kernel, strides, pads, dilations);
-  c.batch = x[0];
-  c.groups = std::max<int64_t>(group, 1);
-  c.inChannels = x[1] / c.groups;
-  c.outChannels = y[1] / c.groups;
-  c.colRows = c.inChannels * c.geo.kernelSize();
-  c.pointwise = c.geo.kernelSize() == 1 && c.geo.in == c.geo.out;
+  static_cast<ConvShape &>(c) =
+      makeConvShape(x, w, y, strides, pads, dilations, group);
+  c.pointwise = c.geo.kernelSize() == 1 &&
+                std::equal(c.geo.in, c.geo.in + kSpatial, c.geo.out);
   for (int d = 0; d < kSpatial; ++d)
     c.pointwise &= c.geo.stride[d] == 1 && c.geo.padBegin[d] == 0;
   return c;

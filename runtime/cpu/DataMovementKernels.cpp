@@ -10,13 +10,13 @@
 #include "Broadcast.h"
 
 #include "bmrt/Error.h"
+#include "bmrt/Transpose.h"
 #include "runtime/cpu/Kernels.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 #include <string>
 #include <type_traits>
 
@@ -34,47 +34,6 @@ char *bytesAt(const TensorView &t, int64_t index) {
 //===----------------------------------------------------------------------===//
 // Transpose
 //===----------------------------------------------------------------------===//
-
-/// A transpose on fewer dims: size-1 dims dropped, and input dims that stay
-/// adjacent and in order in the output merged into one. [B, T, H, D] ->
-/// [B, H, T, D] stays 4-D, but [B, T, H, D] -> [B, T, D, H] becomes a
-/// batched 2-D transpose [B*T, H, D] -> [B*T, D, H].
-struct TransposePlan {
-  Ints inDims; // the merged input dims
-  Ints perm;   // output dim i is merged input dim perm[i]
-};
-
-TransposePlan simplifyTranspose(const Shape &in, const Ints &perm) {
-  // Output order of the input dims that are not 1.
-  Ints order;
-  for (int64_t d : perm)
-    if (in[d] != 1)
-      order.push_back(d);
-  // Runs of consecutive input dims, in output order: [first, last].
-  std::vector<std::pair<int64_t, int64_t>> runs;
-  for (int64_t d : order) {
-    if (!runs.empty() && runs.back().second + 1 == d)
-      runs.back().second = d;
-    else
-      runs.push_back({d, d});
-  }
-  // Number the runs in input order; the runs partition the non-1 dims.
-  std::vector<size_t> byInput(runs.size());
-  std::iota(byInput.begin(), byInput.end(), 0);
-  std::sort(byInput.begin(), byInput.end(),
-            [&](size_t a, size_t b) { return runs[a].first < runs[b].first; });
-  TransposePlan plan;
-  plan.perm.resize(runs.size());
-  for (size_t merged = 0; merged < byInput.size(); ++merged) {
-    auto [first, last] = runs[byInput[merged]];
-    int64_t size = 1;
-    for (int64_t d = first; d <= last; ++d)
-      size *= in[d];
-    plan.inDims.push_back(size);
-    plan.perm[byInput[merged]] = static_cast<int64_t>(merged);
-  }
-  return plan;
-}
 
 /// Each output row (the last output dim) is a contiguous run of the input.
 template <typename E>
@@ -147,7 +106,7 @@ void transposeTyped(const TensorView &x, const TensorView &y,
   if (x.size() == 0)
     return;
   TransposePlan plan = simplifyTranspose(x.shape, perm);
-  int64_t rank = static_cast<int64_t>(plan.perm.size());
+  int64_t rank = plan.rank();
   const E *in = static_cast<const E *>(x.data);
   E *out = static_cast<E *>(y.data);
   // Nothing moves relative to anything else: the bytes are already right.
@@ -155,12 +114,7 @@ void transposeTyped(const TensorView &x, const TensorView &y,
     std::memcpy(out, in, x.bytes());
     return;
   }
-  Ints inStrides = contiguousStrides(plan.inDims);
-  Ints outDims(rank), inStrideOfOut(rank);
-  for (int64_t d = 0; d < rank; ++d) {
-    outDims[d] = plan.inDims[plan.perm[d]];
-    inStrideOfOut[d] = inStrides[plan.perm[d]];
-  }
+  const Ints &outDims = plan.outDims, &inStrideOfOut = plan.inStrideOfOut;
   if (plan.perm.back() == rank - 1)
     return transposeRows(in, out, outDims, inStrideOfOut);
   int64_t p = std::find(plan.perm.begin(), plan.perm.end(), rank - 1) -

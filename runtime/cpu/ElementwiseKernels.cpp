@@ -220,27 +220,6 @@ void runBinary(const TensorView &a, const TensorView &b, const TensorView &out,
   });
 }
 
-/// Integer power by squaring; a negative exponent gives the truncated real
-/// result (0 unless the base is 1 or -1), as C's integer division would.
-template <typename T> T integerPow(T base, T exponent) {
-  if (exponent < 0) {
-    if (base == 1)
-      return 1;
-    if (base == -1)
-      return (exponent % 2) ? T(-1) : T(1);
-    return 0;
-  }
-  // Unsigned arithmetic: overflow wraps instead of being undefined.
-  using U = std::make_unsigned_t<T>;
-  U result = 1, factor = static_cast<U>(base);
-  for (T e = exponent; e > 0; e >>= 1) {
-    if (e & 1)
-      result *= factor;
-    factor *= factor;
-  }
-  return static_cast<T>(result);
-}
-
 template <typename T>
 void arithmetic(BinaryOp op, const TensorView &a, const TensorView &b,
                 const TensorView &out) {

@@ -26,6 +26,7 @@
 #define BMRT_KERNELS_H
 
 #include "bmrt/Device.h"
+#include "bmrt/ElementwiseOps.h"
 #include "bmrt/Optimizer.h"
 #include "bmrt/Sharding.h"
 #include "bmrt/Tensor.h"
@@ -42,24 +43,10 @@ using Ints = std::vector<int64_t>;
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-/// Alphabetical. F32 unless noted.
-enum class UnaryOp {
-  Abs,        // also I64
-  Cos,
-  Erf,
-  Exp,
-  Gelu,       // x * Phi(x), with erf
-  GeluTanh,   // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-  Log,
-  Neg,        // also I64
-  Not,        // Bool only
-  Reciprocal,
-  Relu,       // also I64
-  Sigmoid,
-  Sin,
-  Sqrt,
-  Tanh,
-};
+/// The op names are shared with the other backends (bmrt/ElementwiseOps.h).
+using bmrt::BinaryOp;
+using bmrt::UnaryOp;
+
 /// y = op(x); x and y have one shape and dtype.
 void unary(Stream &stream, UnaryOp op, const TensorView &x,
            const TensorView &y);
@@ -67,21 +54,6 @@ void unary(Stream &stream, UnaryOp op, const TensorView &x,
 void unaryGrad(Stream &stream, UnaryOp op, const TensorView &x,
                const TensorView &dy, const TensorView &dx);
 
-/// Alphabetical.
-enum class BinaryOp {
-  Add,
-  And,     // Bool
-  Div,     // I64: truncates toward zero
-  Equal,   // -> Bool
-  Greater, // -> Bool
-  Less,    // -> Bool
-  Max,
-  Min,
-  Mul,
-  Or,      // Bool
-  Pow,     // F32
-  Sub,
-};
 /// out = a op b with broadcasting. Arithmetic on F32 or I64 (a, b and out
 /// share the dtype); comparisons take F32 or I64 and write Bool.
 void binary(Stream &stream, BinaryOp op, const TensorView &a,

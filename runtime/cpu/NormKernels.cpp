@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bmrt/NormRows.h"
 #include "runtime/cpu/Kernels.h"
 
 #include <omp.h>
@@ -26,22 +27,7 @@ namespace {
 /// Elements a loop must touch before it forks an OpenMP team.
 constexpr int64_t kParallelWork = 1 << 15;
 
-/// x as rows of the normalised block [axis, rank).
-struct Rows {
-  int64_t rows = 1, cols = 1;
-  Shape block;
-};
-
-Rows rowsOf(const Shape &shape, int64_t axis) {
-  Rows r;
-  for (int64_t d = 0; d < axis; ++d)
-    r.rows *= shape[d];
-  r.block.assign(shape.begin() + axis, shape.end());
-  r.cols = numElements(r.block);
-  return r;
-}
-
-bool parallelRows(const Rows &r) {
+bool parallelRows(const NormRows &r) {
   return r.rows > 1 && r.rows * r.cols >= kParallelWork;
 }
 
@@ -51,13 +37,7 @@ bool parallelRows(const Rows &r) {
 /// block's rank must be 1 and are ignored.
 std::vector<int64_t> broadcastIndex(const Shape &block, const Shape &param) {
   size_t rank = block.size();
-  std::vector<int64_t> strides(rank, 0);
-  int64_t stride = 1;
-  for (size_t i = 0; i < param.size() && i < rank; ++i) {
-    int64_t extent = param[param.size() - 1 - i];
-    strides[rank - 1 - i] = extent == 1 ? 0 : stride;
-    stride *= extent;
-  }
+  std::vector<int64_t> strides = paramStrides(block, param);
   int64_t cols = numElements(block);
   std::vector<int64_t> index(cols);
   for (int64_t j = 0; j < cols; ++j) {
@@ -137,7 +117,7 @@ int threadsFor(bool parallel) { return parallel ? omp_get_max_threads() : 1; }
 void layerNorm(Stream &, const TensorView &x, const TensorView &scale,
                const TensorView *bias, const TensorView &y, int64_t axis,
                float epsilon) {
-  Rows r = rowsOf(x.shape, axis);
+  NormRows r = normRows(x.shape, axis);
   std::vector<float> s =
       spread(&scale, broadcastIndex(r.block, scale.shape), 1.f);
   std::vector<float> b =
@@ -162,7 +142,7 @@ void layerNormGrad(Stream &, const TensorView &x, const TensorView &scale,
                    const TensorView &dy, const TensorView &dx,
                    const TensorView &dscale, const TensorView *dbias,
                    int64_t axis, float epsilon) {
-  Rows r = rowsOf(x.shape, axis);
+  NormRows r = normRows(x.shape, axis);
   std::vector<int64_t> scaleIndex = broadcastIndex(r.block, scale.shape);
   std::vector<float> s = spread(&scale, scaleIndex, 1.f);
   bool parallel = parallelRows(r);
@@ -210,7 +190,7 @@ void layerNormGrad(Stream &, const TensorView &x, const TensorView &scale,
 
 void rmsNorm(Stream &, const TensorView &x, const TensorView &scale,
              const TensorView &y, int64_t axis, float epsilon) {
-  Rows r = rowsOf(x.shape, axis);
+  NormRows r = normRows(x.shape, axis);
   std::vector<float> s =
       spread(&scale, broadcastIndex(r.block, scale.shape), 1.f);
 #pragma omp parallel for if (parallelRows(r)) schedule(static)
@@ -228,7 +208,7 @@ void rmsNorm(Stream &, const TensorView &x, const TensorView &scale,
 void rmsNormGrad(Stream &, const TensorView &x, const TensorView &scale,
                  const TensorView &dy, const TensorView &dx,
                  const TensorView &dscale, int64_t axis, float epsilon) {
-  Rows r = rowsOf(x.shape, axis);
+  NormRows r = normRows(x.shape, axis);
   std::vector<int64_t> scaleIndex = broadcastIndex(r.block, scale.shape);
   std::vector<float> s = spread(&scale, scaleIndex, 1.f);
   bool parallel = parallelRows(r);
@@ -262,18 +242,6 @@ void rmsNormGrad(Stream &, const TensorView &x, const TensorView &scale,
 
 namespace {
 
-/// x as [images, channels, positions] (positions = the spatial dims).
-struct Planes {
-  int64_t images, channels, positions;
-};
-
-Planes planesOf(const Shape &shape) {
-  Planes p{shape[0], shape.size() > 1 ? shape[1] : 1, 1};
-  for (size_t d = 2; d < shape.size(); ++d)
-    p.positions *= shape[d];
-  return p;
-}
-
 double inverseStd(const TensorView &variance, int64_t c, float epsilon) {
   return 1.0 / std::sqrt(double(variance.f32()[c]) + epsilon);
 }
@@ -283,7 +251,7 @@ double inverseStd(const TensorView &variance, int64_t c, float epsilon) {
 void batchNorm(Stream &, const TensorView &x, const TensorView &scale,
                const TensorView &bias, const TensorView &mean,
                const TensorView &variance, const TensorView &y, float epsilon) {
-  Planes p = planesOf(x.shape);
+  NormPlanes p = normPlanes(x.shape);
   int64_t planes = p.images * p.channels;
 #pragma omp parallel for if (x.size() >= kParallelWork) schedule(static)
   for (int64_t plane = 0; plane < planes; ++plane) {
@@ -307,7 +275,7 @@ void batchNormGrad(Stream &, const TensorView &x, const TensorView &scale,
                    const TensorView &dy, const TensorView &dx,
                    const TensorView &dscale, const TensorView &dbias,
                    float epsilon) {
-  Planes p = planesOf(x.shape);
+  NormPlanes p = normPlanes(x.shape);
   bool parallel = p.channels > 1 && x.size() >= kParallelWork;
 #pragma omp parallel for if (parallel) schedule(static)
   for (int64_t c = 0; c < p.channels; ++c) {

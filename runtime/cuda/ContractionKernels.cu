@@ -20,10 +20,11 @@
 #include "KernelFamilies.h"
 #include "KernelSupport.cuh"
 
+#include "bmrt/Einsum.h"
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
+#include "bmrt/Gemm.h"
 
-#include <array>
 #include <memory>
 #include <string>
 
@@ -40,10 +41,7 @@ using E = Executor;
 /// Axes a walk may have: einsum letters beyond this are rejected.
 constexpr int kMaxAxes = 16;
 
-struct Axis {
-  int64_t extent;
-  int64_t stride;
-};
+using einsum::Axis;
 
 /// dst (contiguous over `kept`, in order) = sum over `summed` of src.
 struct Walk {
@@ -100,6 +98,11 @@ void runWalk(cudaStream_t stream, const float *src, float *dst,
   BMRT_CUDA_CHECK_LAUNCH("a strided copy");
 }
 
+void runWalk(cudaStream_t stream, const float *src, float *dst,
+             const einsum::Walk &walk) {
+  runWalk(stream, src, dst, walk.kept, walk.summed);
+}
+
 /// Stream-ordered device memory for temporaries whose sizes are known only
 /// as a kernel goes (einsum's chain of contractions); get() replaces what
 /// it held, freed in stream order after the work already enqueued.
@@ -120,95 +123,36 @@ private:
 // matmul and gemm
 //===----------------------------------------------------------------------===//
 
-/// Row-major strides of `shape` right-aligned to `rank` dims, 0 where the
-/// dim is 1 (broadcast).
-Ints broadcastStrides(const Shape &shape, size_t rank) {
-  Ints strides(rank, 0);
-  int64_t stride = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    size_t dim = shape.size() - 1 - i, at = rank - 1 - i;
-    strides[at] = shape[dim] == 1 ? 0 : stride;
-    stride *= shape[dim];
-  }
-  return strides;
-}
-
 void launchMatmul(E &e, const Instr &i) {
   const TensorView &a = e.operand(i, 0), &b = e.operand(i, 1);
   const TensorView &out = e.result(i, 0);
-  bool transA = i.getInt("trans_a", 0), transB = i.getInt("trans_b", 0);
-  // A rank-1 a is a row [1, K], a rank-1 b a column [K, 1], never
-  // transposed (as the CPU's).
-  GemmShape g;
-  Shape aBatch, bBatch;
-  if (a.rank() == 1) {
-    transA = false;
-    g.m = 1;
-    g.k = a.shape[0];
-    g.lda = g.k;
-  } else {
-    aBatch.assign(a.shape.begin(), a.shape.end() - 2);
-    int64_t rows = a.shape[a.rank() - 2], cols = a.shape[a.rank() - 1];
-    g.m = transA ? cols : rows;
-    g.k = transA ? rows : cols;
-    g.lda = cols;
-  }
-  if (b.rank() == 1) {
-    transB = false;
-    g.n = 1;
-    g.ldb = 1;
-  } else {
-    bBatch.assign(b.shape.begin(), b.shape.end() - 2);
-    int64_t rows = b.shape[b.rank() - 2], cols = b.shape[b.rank() - 1];
-    g.n = transB ? rows : cols;
-    g.ldb = cols;
-  }
-  g.transA = transA;
-  g.transB = transB;
-  g.ldc = g.n;
+  MatmulPlan plan = planMatmul(a.shape, b.shape, i.getInt("trans_a", 0),
+                               i.getInt("trans_b", 0));
+  GemmShape g = plan.gemm;
   cudaStream_t stream = cudaStreamOf(e.stream());
-  int64_t aCount = numElements(aBatch), bCount = numElements(bBatch);
-  int64_t aMatrix = g.m * g.k, bMatrix = g.k * g.n, cMatrix = g.m * g.n;
-
-  // b shared and a stored [batch, M, K]: the batch is more rows of M.
-  if (bCount == 1 && !transA) {
+  int64_t aCount = plan.aCount(), bCount = plan.bCount();
+  if (plan.foldsIntoM()) {
     g.m *= aCount;
     return gemm(stream, g, 1.f, a.f32(), b.f32(), 0.f, out.f32());
   }
-  size_t rank = std::max(aBatch.size(), bBatch.size());
-  Shape batch(rank, 1);
-  for (size_t d = 0; d < rank; ++d) {
-    int64_t da = d + aBatch.size() >= rank ? aBatch[d + aBatch.size() - rank]
-                                           : 1;
-    int64_t db = d + bBatch.size() >= rank ? bBatch[d + bBatch.size() - rank]
-                                           : 1;
-    batch[d] = da == 1 ? db : da;
-  }
-  int64_t count = numElements(batch);
+  int64_t count = plan.count(), cMatrix = g.m * g.n;
   // Each operand whole (its batch is out's) or shared (one matrix): one
   // strided batch.
   bool aSimple = aCount == count || aCount == 1;
   bool bSimple = bCount == count || bCount == 1;
   if (aSimple && bSimple) {
     g.batch = count;
-    g.strideA = aCount == 1 ? 0 : aMatrix;
-    g.strideB = bCount == 1 ? 0 : bMatrix;
+    g.strideA = aCount == 1 ? 0 : g.m * g.k;
+    g.strideB = bCount == 1 ? 0 : g.k * g.n;
     g.strideC = cMatrix;
     return gemm(stream, g, 1.f, a.f32(), b.f32(), 0.f, out.f32());
   }
   // Mixed broadcasting ([2, 1, M, K] x [1, 3, K, N]): one GEMM per entry.
-  Ints aStrides = broadcastStrides(aBatch, rank);
-  Ints bStrides = broadcastStrides(bBatch, rank);
   for (int64_t entry = 0; entry < count; ++entry) {
-    int64_t aIndex = 0, bIndex = 0, rest = entry;
-    for (size_t d = rank; d-- > 0;) {
-      int64_t coord = rest % batch[d];
-      rest /= batch[d];
-      aIndex += coord * aStrides[d];
-      bIndex += coord * bStrides[d];
-    }
-    gemm(stream, g, 1.f, a.f32() + aIndex * aMatrix, b.f32() + bIndex * bMatrix,
-         0.f, out.f32() + entry * cMatrix);
+    int64_t aOffset, bOffset;
+    plan.offsets(entry, aOffset, bOffset);
+    gemm(stream, g, 1.f, a.f32() + aOffset, b.f32() + bOffset, 0.f,
+         out.f32() + entry * cMatrix);
   }
 }
 
@@ -219,15 +163,8 @@ void launchGemm(E &e, const Instr &i) {
   const TensorView &out = e.result(i, 0);
   float alpha = static_cast<float>(i.getFloat("alpha"));
   float beta = static_cast<float>(i.getFloat("beta"));
-  GemmShape g;
-  g.transA = i.getInt("trans_a", 0);
-  g.transB = i.getInt("trans_b", 0);
-  g.m = g.transA ? a.shape[1] : a.shape[0];
-  g.k = g.transA ? a.shape[0] : a.shape[1];
-  g.n = g.transB ? b.shape[0] : b.shape[1];
-  g.lda = a.shape[1];
-  g.ldb = b.shape[1];
-  g.ldc = g.n;
+  GemmShape g = planGemm(a.shape, b.shape, i.getInt("trans_a", 0),
+                         i.getInt("trans_b", 0));
   cudaStream_t stream = cudaStreamOf(e.stream());
   if (!c || beta == 0.f)
     return gemm(stream, g, alpha, a.f32(), b.f32(), 0.f, out.f32());
@@ -241,67 +178,8 @@ void launchGemm(E &e, const Instr &i) {
 // einsum
 //===----------------------------------------------------------------------===//
 
-/// An operand: row-major data with one letter per dim (a letter repeated
-/// within an input means its diagonal).
-struct Operand {
-  const float *data = nullptr;
-  std::string letters;
-  Shape shape;
-};
-
-using Extents = std::array<int64_t, 128>;
-
-bool has(const std::string &letters, char c) {
-  return letters.find(c) != std::string::npos;
-}
-
-std::string uniqueLetters(const std::string &letters) {
-  std::string unique;
-  for (char c : letters)
-    if (!has(unique, c))
-      unique += c;
-  return unique;
-}
-
-/// The letters of `from` that satisfy `keep`, in the order of `order`.
-template <typename Pred>
-std::string select(const std::string &from, const std::string &order,
-                   Pred keep) {
-  std::string selected;
-  for (char c : order)
-    if (has(from, c) && keep(c) && !has(selected, c))
-      selected += c;
-  return selected;
-}
-
-int64_t extentOf(const std::string &letters, const Extents &extents) {
-  int64_t n = 1;
-  for (char c : letters)
-    n *= extents[static_cast<unsigned char>(c)];
-  return n;
-}
-
-/// The walk reading `op` as the tensor with dims `order`, summing its
-/// other letters away; a letter's stride is the sum over its dims.
-void axesFor(const Operand &op, const std::string &order,
-             const Extents &extents, std::vector<Axis> &kept,
-             std::vector<Axis> &summed) {
-  Ints strides = contiguousStrides(op.shape);
-  auto axisOf = [&](char c) {
-    Axis axis{extents[static_cast<unsigned char>(c)], 0};
-    for (size_t d = 0; d < op.letters.size(); ++d)
-      if (op.letters[d] == c)
-        axis.stride += strides[d];
-    return axis;
-  };
-  kept.clear();
-  summed.clear();
-  for (char c : order)
-    kept.push_back(axisOf(c));
-  for (char c : uniqueLetters(op.letters))
-    if (!has(order, c))
-      summed.push_back(axisOf(c));
-}
+using einsum::Extents;
+using einsum::Operand;
 
 /// `op` as the tensor with dims `order`: itself, or a walk into `storage`.
 const float *prepare(cudaStream_t stream, const Operand &op,
@@ -309,113 +187,31 @@ const float *prepare(cudaStream_t stream, const Operand &op,
                      DeviceBuffer &storage) {
   if (op.letters == order)
     return op.data;
-  std::vector<Axis> kept, summed;
-  axesFor(op, order, extents, kept, summed);
-  float *data = storage.get(stream, extentOf(order, extents));
-  runWalk(stream, op.data, data, kept, summed);
+  float *data = storage.get(stream, einsum::extentOf(order, extents));
+  runWalk(stream, op.data, data, einsum::walkFor(op, order, extents));
   return data;
 }
 
-struct Equation {
-  std::vector<std::string> inputs;
-  std::string output;
-};
-
-/// As the CPU's parser: explicit or numpy's implicit output, letters only.
-Equation parseEquation(const std::string &text, size_t numInputs) {
-  Equation eq;
-  std::string spec;
-  for (char c : text)
-    if (c != ' ')
-      spec += c;
-  size_t arrow = spec.find("->");
-  std::string lhs = spec.substr(0, arrow);
-  for (size_t start = 0;;) {
-    size_t comma = lhs.find(',', start);
-    eq.inputs.push_back(lhs.substr(start, comma - start));
-    if (comma == std::string::npos)
-      break;
-    start = comma + 1;
-  }
-  BMRT_CHECK(eq.inputs.size() == numInputs,
-             "einsum '" + text + "' names " + std::to_string(eq.inputs.size()) +
-                 " inputs but has " + std::to_string(numInputs));
-  if (arrow != std::string::npos) {
-    eq.output = spec.substr(arrow + 2);
-  } else {
-    std::array<int, 128> uses{};
-    for (const std::string &in : eq.inputs)
-      for (char c : in)
-        ++uses[static_cast<unsigned char>(c)];
-    for (int c = 0; c < 128; ++c)
-      if (uses[c] == 1)
-        eq.output += static_cast<char>(c);
-  }
-  auto valid = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-  };
-  for (const std::string &in : eq.inputs)
-    for (char c : in)
-      BMRT_CHECK(valid(c), "einsum '" + text + "': '" + std::string(1, c) +
-                               "' is not a letter (no ellipsis support)");
-  for (char c : eq.output)
-    BMRT_CHECK(valid(c) && eq.output.find(c) == eq.output.rfind(c),
-               "einsum '" + text + "': bad output letter '" +
-                   std::string(1, c) + "'");
-  return eq;
-}
-
-/// Contracts a and b over the letters not in `keep` through one batched
-/// GEMM: letters of both in `keep` are the batch, of both not in `keep` K,
-/// of one in `keep` M (a's) or N (b's); letters of one not in `keep` are
-/// summed while gathering. With `finalOut` the result, over `keep`, goes
-/// there; else it is left in `storage` and described by the returned
-/// operand.
+/// Contracts a and b as einsum::planPair plans, through one batched GEMM.
+/// With `finalOut` the result, over `keep`, goes there; else it is left in
+/// `storage` and described by the returned operand.
 Operand contractPair(cudaStream_t stream, const Operand &a, const Operand &b,
                      const std::string &keep, const Extents &extents,
                      float *finalOut, DeviceBuffer &storage) {
-  std::string ua = uniqueLetters(a.letters), ub = uniqueLetters(b.letters);
   bool final = finalOut != nullptr;
-  auto inKeep = [&](char c) { return has(keep, c); };
-  // The output's order for the last step, so the GEMM may write it in place.
-  std::string batch = select(ub, final ? keep : ua,
-                             [&](char c) { return has(ua, c) && inKeep(c); });
-  std::string m = select(ua, final ? keep : ua,
-                         [&](char c) { return !has(ub, c) && inKeep(c); });
-  std::string n = select(ub, final ? keep : ub,
-                         [&](char c) { return !has(ua, c) && inKeep(c); });
-  std::string k =
-      select(ua, ua, [&](char c) { return has(ub, c) && !inKeep(c); });
-
-  GemmShape g;
-  g.m = extentOf(m, extents);
-  g.n = extentOf(n, extents);
-  g.k = extentOf(k, extents);
-  DeviceBuffer left, right;
-  const float *leftData, *rightData;
-  // An operand already stored transposed is read as it is.
-  if (a.letters == batch + k + m && !m.empty() && !k.empty()) {
-    g.transA = true;
-    leftData = a.data;
-  } else {
-    leftData = prepare(stream, a, batch + m + k, extents, left);
-  }
-  if (b.letters == batch + n + k && !n.empty() && !k.empty()) {
-    g.transB = true;
-    rightData = b.data;
-  } else {
-    rightData = prepare(stream, b, batch + k + n, extents, right);
-  }
-  g.lda = g.transA ? g.m : g.k;
-  g.ldb = g.transB ? g.k : g.n;
-  g.ldc = g.n;
-  g.batch = extentOf(batch, extents);
-  g.strideA = g.m * g.k;
-  g.strideB = g.k * g.n;
-  g.strideC = g.m * g.n;
+  einsum::PairPlan p =
+      einsum::planPair(a.letters, b.letters, keep, final, extents);
+  const Operand &left = p.swap ? b : a, &right = p.swap ? a : b;
+  DeviceBuffer leftBuffer, rightBuffer;
+  const float *leftData =
+      p.transLeft ? left.data
+                  : prepare(stream, left, p.leftOrder(), extents, leftBuffer);
+  const float *rightData = p.transRight ? right.data
+                                        : prepare(stream, right, p.rightOrder(),
+                                                  extents, rightBuffer);
 
   Operand result;
-  result.letters = batch + m + n;
+  result.letters = p.result();
   for (char c : result.letters)
     result.shape.push_back(extents[static_cast<unsigned char>(c)]);
   bool inPlace = final && result.letters == keep;
@@ -423,58 +219,38 @@ Operand contractPair(cudaStream_t stream, const Operand &a, const Operand &b,
   float *resultData =
       inPlace ? finalOut
               : (final ? product : storage)
-                    .get(stream, extentOf(result.letters, extents));
-  gemm(stream, g, 1.f, leftData, rightData, 0.f, resultData);
+                    .get(stream, einsum::extentOf(result.letters, extents));
+  gemm(stream, einsum::gemmOf(p, extents), 1.f, leftData, rightData, 0.f,
+       resultData);
   result.data = resultData;
-  if (final && !inPlace) {
-    std::vector<Axis> kept, summed;
-    axesFor(result, keep, extents, kept, summed);
-    runWalk(stream, resultData, finalOut, kept, summed);
-  }
+  if (final && !inPlace)
+    runWalk(stream, resultData, finalOut,
+            einsum::walkFor(result, keep, extents));
   return result;
 }
 
 void launchEinsum(E &e, const Instr &i) {
   const std::string &equation = i.getString("equation");
-  Equation eq = parseEquation(equation, i.operands.size());
-  const TensorView &out = e.result(i, 0);
+  einsum::Equation eq = einsum::parseEquation(equation, i.operands.size());
+  std::vector<TensorView> inputs;
+  for (size_t k = 0; k < i.operands.size(); ++k)
+    inputs.push_back(e.operand(i, k));
+  Extents extents;
+  std::vector<Operand> operands =
+      einsum::bindOperands(equation, eq, inputs, extents);
+  float *out = e.result(i, 0).f32();
   cudaStream_t stream = cudaStreamOf(e.stream());
-  Extents extents{};
-  std::vector<Operand> operands(i.operands.size());
-  for (size_t k = 0; k < operands.size(); ++k) {
-    const TensorView &in = e.operand(i, k);
-    BMRT_CHECK(static_cast<int64_t>(eq.inputs[k].size()) == in.rank(),
-               "einsum '" + equation + "': input " + std::to_string(k) +
-                   " has rank " + std::to_string(in.rank()));
-    operands[k] = {in.f32(), eq.inputs[k], in.shape};
-    for (size_t d = 0; d < eq.inputs[k].size(); ++d)
-      extents[static_cast<unsigned char>(eq.inputs[k][d])] = in.shape[d];
-  }
-  for (char c : eq.output) {
-    bool used = false;
-    for (const std::string &in : eq.inputs)
-      used |= has(in, c);
-    BMRT_CHECK(used, "einsum '" + equation + "': output letter '" +
-                         std::string(1, c) + "' is in no input");
-  }
-  if (operands.size() == 1) {
-    std::vector<Axis> kept, summed;
-    axesFor(operands[0], eq.output, extents, kept, summed);
-    return runWalk(stream, operands[0].data, out.f32(), kept, summed);
-  }
+  if (operands.size() == 1)
+    return runWalk(stream, operands[0].data, out,
+                   einsum::walkFor(operands[0], eq.output, extents));
   // Left to right; the running result keeps the letters the output or a
   // later input still needs. Two buffers: a step reads one, writes the other.
   DeviceBuffer running[2];
   Operand acc = operands[0];
   for (size_t k = 1; k < operands.size(); ++k) {
     bool last = k + 1 == operands.size();
-    std::string keep = eq.output;
-    for (size_t j = k + 1; j < operands.size(); ++j)
-      for (char c : uniqueLetters(eq.inputs[j]))
-        if (!has(keep, c))
-          keep += c;
-    acc = contractPair(stream, acc, operands[k], keep, extents,
-                       last ? out.f32() : nullptr, running[k % 2]);
+    acc = contractPair(stream, acc, operands[k], einsum::keptAfter(eq, k),
+                       extents, last ? out : nullptr, running[k % 2]);
   }
 }
 
@@ -482,25 +258,12 @@ void launchEinsum(E &e, const Instr &i) {
 // Convolution
 //===----------------------------------------------------------------------===//
 
-/// The sizes every convolution launcher needs (as the CPU's Conv).
-struct Conv {
-  Geometry geo;
-  int64_t batch, groups;
-  int64_t inChannels, outChannels; // per group
-  int64_t colRows;                 // inChannels * kernel size
-};
+/// The sizes every convolution launcher needs (bmrt/Window.h).
+using Conv = ConvShape;
 
 Conv makeConv(const Shape &x, const Shape &w, const Shape &y, const Instr &i) {
-  Conv c;
-  Ints kernel(w.begin() + 2, w.end());
-  c.geo = makeGeometry(x, y, kernel, i.getInts("strides"), i.getInts("pads"),
-                       i.getInts("dilations"));
-  c.batch = x[0];
-  c.groups = std::max<int64_t>(i.getInt("group", 1), 1);
-  c.inChannels = x[1] / c.groups;
-  c.outChannels = y[1] / c.groups;
-  c.colRows = c.inChannels * c.geo.kernelSize();
-  return c;
+  return makeConvShape(x, w, y, i.getInts("strides"), i.getInts("pads"),
+                       i.getInts("dilations"), i.getInt("group", 1));
 }
 
 /// Where col element (image n, group g, row r, position o) lives.

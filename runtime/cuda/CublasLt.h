@@ -17,22 +17,16 @@
 #ifndef BMRT_CUDA_CUBLASLT_H
 #define BMRT_CUDA_CUBLASLT_H
 
+#include "bmrt/Gemm.h"
+
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 namespace bmrt::cuda {
 
-/// One row-major GEMM shape, repeated `batch` times:
-/// C_i[m, n] = alpha op(A_i) op(B_i) + beta C_i, op(A) [m, k], op(B) [k, n],
-/// leading dims as stored, X_i = X + i * strideX (elements).
-struct GemmShape {
-  bool transA = false, transB = false;
-  int64_t m = 0, n = 0, k = 0;
-  int64_t lda = 0, ldb = 0, ldc = 0;
-  int64_t batch = 1;
-  int64_t strideA = 0, strideB = 0, strideC = 0;
-};
+/// The shape of one strided batch of row-major GEMMs (bmrt/Gemm.h).
+using GemmShape = bmrt::GemmShape;
 
 /// Enqueues the GEMMs on `stream` through the calling thread's cuBLASLt
 /// handle for the current device; throws bmrt::Error on any failure.

@@ -16,11 +16,11 @@
 
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
+#include "bmrt/Transpose.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <numeric>
 #include <string>
 #include <type_traits>
 
@@ -62,47 +62,18 @@ __global__ void scatterStridedKernel(const W *in, W *out, StridedIndex index,
 // Transpose
 //===----------------------------------------------------------------------===//
 
-/// The CPU's simplification (runtime/cpu/DataMovementKernels.cpp): size-1
-/// dims dropped, input dims that stay adjacent and in order merged. Returns
-/// the output's merged dims and, for each, its input stride.
-std::pair<Ints, Ints> simplifyTranspose(const Shape &in, const Ints &perm) {
-  Ints order;
-  for (int64_t d : perm)
-    if (in[d] != 1)
-      order.push_back(d);
-  // Runs of consecutive input dims, in output order: [first, last].
-  std::vector<std::pair<int64_t, int64_t>> runs;
-  for (int64_t d : order) {
-    if (!runs.empty() && runs.back().second + 1 == d)
-      runs.back().second = d;
-    else
-      runs.push_back({d, d});
-  }
-  // Each run's size, and its stride in the input (the product of the
-  // input dims after it).
-  Ints inStrides = contiguousStrides(in);
-  Ints outDims, strideOfOut;
-  for (auto [first, last] : runs) {
-    int64_t size = 1;
-    for (int64_t d = first; d <= last; ++d)
-      size *= in[d];
-    outDims.push_back(size);
-    strideOfOut.push_back(inStrides[last]);
-  }
-  return {outDims, strideOfOut};
-}
-
 // A shared-memory tiled kernel would serve transposes of the innermost dim
 // better (the reads here are strided); this one is the correct baseline.
 void launchTranspose(E &e, const Instr &i) {
   const TensorView &x = e.operand(i, 0), &y = e.result(i, 0);
   if (x.size() == 0)
     return;
-  auto [dims, strides] = simplifyTranspose(x.shape, i.getInts("permutation"));
+  TransposePlan plan = simplifyTranspose(x.shape, i.getInts("permutation"));
   // Nothing moves relative to anything else: the bytes are already right.
-  if (dims.size() <= 1)
+  if (plan.rank() <= 1)
     return e.device().copyOnDevice(y.data, x.data, x.bytes(), e.stream());
-  StridedIndex index = stridedIndex("transpose", dims, strides);
+  StridedIndex index =
+      stridedIndex("transpose", plan.outDims, plan.inStrideOfOut);
   withElementWidth(x.dtype, [&](auto element) {
     using W = decltype(element);
     launch("transpose kernel", streamOf(e), y.size(), gatherStridedKernel<W>,

@@ -14,6 +14,7 @@
 #include "CudaBackend.h"
 #include "CudaCheck.h"
 
+#include "bmrt/Broadcast.h"
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
 #include "bmrt/Tensor.h"
@@ -52,22 +53,6 @@ void launch(const char *name, cudaStream_t stream, int64_t n,
 
 inline cudaStream_t streamOf(Executor &e) { return cudaStreamOf(e.stream()); }
 
-/// Calls fn with a value of the unsigned integer type as wide as one
-/// element: data movement never looks inside an element, so one
-/// instantiation per width serves every dtype.
-template <typename Fn> void withElementWidth(DType dtype, Fn &&fn) {
-  switch (sizeOf(dtype)) {
-  case 1:
-    return fn(uint8_t{});
-  case 2:
-    return fn(uint16_t{});
-  case 4:
-    return fn(uint32_t{});
-  default:
-    return fn(uint64_t{});
-  }
-}
-
 /// Throws bmrt::Error unless `rank` dims fit a kernel's index struct.
 inline void checkRank(const char *op, int64_t rank) {
   BMRT_CHECK(rank <= kMaxRank,
@@ -97,49 +82,19 @@ template <int N> struct Broadcast {
   }
 };
 
-/// The CPU backend's merge (runtime/cpu/Broadcast.h), so that a bias add
-/// [N, C] + [C] is a rank-2 loop whatever the model's rank.
+/// The shared merge (bmrt/Broadcast.h) in a kernel's index struct.
 template <int N>
 Broadcast<N> planBroadcast(const char *op, const Shape &out,
                            const std::array<const Shape *, N> &operands) {
-  int64_t rank = static_cast<int64_t>(out.size());
-  std::array<Shape, N> aligned;
-  for (int k = 0; k < N; ++k) {
-    const Shape &shape = *operands[k];
-    int64_t shift = rank - static_cast<int64_t>(shape.size());
-    aligned[k].assign(rank, 0);
-    int64_t stride = 1;
-    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-      if (shape[d] != 1)
-        aligned[k][shift + d] = stride;
-      stride *= shape[d];
-    }
-  }
-  Shape dims;
-  std::array<Shape, N> strides;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (out[d] == 1)
-      continue;
-    bool merges = !dims.empty();
-    for (int k = 0; k < N && merges; ++k)
-      merges = strides[k].back() == aligned[k][d] * out[d];
-    if (merges) {
-      dims.back() *= out[d];
-      for (int k = 0; k < N; ++k)
-        strides[k].back() = aligned[k][d];
-      continue;
-    }
-    dims.push_back(out[d]);
-    for (int k = 0; k < N; ++k)
-      strides[k].push_back(aligned[k][d]);
-  }
-  checkRank(op, static_cast<int64_t>(dims.size()));
+  MergedBroadcast merged =
+      mergeBroadcast(out, {operands.begin(), operands.end()});
+  checkRank(op, static_cast<int64_t>(merged.dims.size()));
   Broadcast<N> plan;
-  plan.rank = static_cast<int>(dims.size());
+  plan.rank = static_cast<int>(merged.dims.size());
   for (int d = 0; d < plan.rank; ++d) {
-    plan.dims[d] = dims[d];
+    plan.dims[d] = merged.dims[d];
     for (int k = 0; k < N; ++k)
-      plan.strides[k][d] = strides[k][d];
+      plan.strides[k][d] = merged.strides[k][d];
   }
   return plan;
 }

@@ -12,6 +12,7 @@
 #include "DeviceLoops.cuh"
 #include "KernelFamilies.h"
 
+#include "bmrt/ElementwiseOps.h"
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
 
@@ -39,28 +40,11 @@ constexpr float kGeluCubic = 0.044715f;
 // Unary
 //===----------------------------------------------------------------------===//
 
-/// Alphabetical.
-enum class Unary {
-  Abs,
-  Cos,
-  Erf,
-  Exp,
-  Gelu,
-  GeluTanh,
-  Log,
-  Neg,
-  Not,
-  Reciprocal,
-  Relu,
-  Sigmoid,
-  Sin,
-  Sqrt,
-  Tanh,
-};
+// The ops are bmrt/ElementwiseOps.h's, shared with the CPU.
 
 /// Ops that also take I64 and I32 (the CPU's unaryInteger).
-constexpr bool takesIntegers(Unary op) {
-  return op == Unary::Abs || op == Unary::Neg || op == Unary::Relu;
+constexpr bool takesIntegers(UnaryOp op) {
+  return op == UnaryOp::Abs || op == UnaryOp::Neg || op == UnaryOp::Relu;
 }
 
 /// 0.5 (1 + tanh(u)) is sigmoid(2u), as the CPU computes it.
@@ -69,65 +53,65 @@ __device__ float geluTanhGate(float x) {
   return 1.f / (1.f + expf(-2.f * u));
 }
 
-template <Unary Op> __device__ float applyF32(float v) {
-  if constexpr (Op == Unary::Abs)
+template <UnaryOp Op> __device__ float applyF32(float v) {
+  if constexpr (Op == UnaryOp::Abs)
     return fabsf(v);
-  if constexpr (Op == Unary::Cos)
+  if constexpr (Op == UnaryOp::Cos)
     return cosf(v);
-  if constexpr (Op == Unary::Erf)
+  if constexpr (Op == UnaryOp::Erf)
     return erff(v);
-  if constexpr (Op == Unary::Exp)
+  if constexpr (Op == UnaryOp::Exp)
     return expf(v);
-  if constexpr (Op == Unary::Gelu)
+  if constexpr (Op == UnaryOp::Gelu)
     return 0.5f * v * (1.f + erff(v * kInvSqrt2));
-  if constexpr (Op == Unary::GeluTanh)
+  if constexpr (Op == UnaryOp::GeluTanh)
     return v * geluTanhGate(v);
-  if constexpr (Op == Unary::Log)
+  if constexpr (Op == UnaryOp::Log)
     return logf(v);
-  if constexpr (Op == Unary::Neg)
+  if constexpr (Op == UnaryOp::Neg)
     return -v;
-  if constexpr (Op == Unary::Reciprocal)
+  if constexpr (Op == UnaryOp::Reciprocal)
     return 1.f / v;
-  if constexpr (Op == Unary::Relu)
+  if constexpr (Op == UnaryOp::Relu)
     return v < 0.f ? 0.f : v; // keeps NaN, as numpy's maximum(x, 0)
-  if constexpr (Op == Unary::Sigmoid)
+  if constexpr (Op == UnaryOp::Sigmoid)
     return 1.f / (1.f + expf(-v));
-  if constexpr (Op == Unary::Sin)
+  if constexpr (Op == UnaryOp::Sin)
     return sinf(v);
-  if constexpr (Op == Unary::Sqrt)
+  if constexpr (Op == UnaryOp::Sqrt)
     return sqrtf(v);
-  if constexpr (Op == Unary::Tanh)
+  if constexpr (Op == UnaryOp::Tanh)
     return tanhf(v);
   return v; // Not: never instantiated for F32
 }
 
-template <Unary Op, typename T> __device__ T applyUnary(T v) {
+template <UnaryOp Op, typename T> __device__ T applyUnary(T v) {
   if constexpr (std::is_same_v<T, float>)
     return applyF32<Op>(v);
   else if constexpr (std::is_same_v<T, uint8_t>)
     return uint8_t(!v); // Not, on Bool
-  else if constexpr (Op == Unary::Abs)
+  else if constexpr (Op == UnaryOp::Abs)
     return v < 0 ? T(-v) : v;
-  else if constexpr (Op == Unary::Neg)
+  else if constexpr (Op == UnaryOp::Neg)
     return T(-v);
   else
     return v > 0 ? v : T(0); // Relu
 }
 
-template <Unary Op, typename T>
+template <UnaryOp Op, typename T>
 __global__ void unaryKernel(const T *x, T *y, int64_t n) {
   BMRT_GRID_STRIDE_LOOP(i, n) { y[i] = applyUnary<Op, T>(x[i]); }
 }
 
-template <Unary Op, typename T> void runUnary(E &e, const Instr &i) {
+template <UnaryOp Op, typename T> void runUnary(E &e, const Instr &i) {
   const TensorView &x = e.operand(i, 0), &y = e.result(i, 0);
   launch("unary kernel", streamOf(e), x.size(), unaryKernel<Op, T>,
          static_cast<const T *>(x.data), static_cast<T *>(y.data), x.size());
 }
 
-template <Unary Op> void launchUnary(E &e, const Instr &i) {
+template <UnaryOp Op> void launchUnary(E &e, const Instr &i) {
   DType dtype = e.operand(i, 0).dtype;
-  if constexpr (Op == Unary::Not) {
+  if constexpr (Op == UnaryOp::Not) {
     if (dtype == DType::Bool)
       return runUnary<Op, uint8_t>(e, i);
   } else {
@@ -145,8 +129,8 @@ template <Unary Op> void launchUnary(E &e, const Instr &i) {
 
 void launchGelu(E &e, const Instr &i) {
   if (i.getInt("tanh_approximation", 0))
-    return launchUnary<Unary::GeluTanh>(e, i);
-  launchUnary<Unary::Gelu>(e, i);
+    return launchUnary<UnaryOp::GeluTanh>(e, i);
+  launchUnary<UnaryOp::Gelu>(e, i);
 }
 
 //===----------------------------------------------------------------------===//
@@ -155,57 +139,57 @@ void launchGelu(E &e, const Instr &i) {
 
 /// Each derivative decides how dy enters, so that the kinks (abs, relu at
 /// 0) give 0 exactly rather than 0 * dy.
-template <Unary Op> __device__ float gradient(float v, float g) {
-  if constexpr (Op == Unary::Abs)
+template <UnaryOp Op> __device__ float gradient(float v, float g) {
+  if constexpr (Op == UnaryOp::Abs)
     return v > 0.f ? g : (v < 0.f ? -g : 0.f);
-  if constexpr (Op == Unary::Cos)
+  if constexpr (Op == UnaryOp::Cos)
     return -g * sinf(v);
-  if constexpr (Op == Unary::Erf)
+  if constexpr (Op == UnaryOp::Erf)
     return g * kTwoOverSqrtPi * expf(-v * v);
-  if constexpr (Op == Unary::Exp)
+  if constexpr (Op == UnaryOp::Exp)
     return g * expf(v);
-  if constexpr (Op == Unary::Gelu) {
+  if constexpr (Op == UnaryOp::Gelu) {
     // d/dx x Phi(x) = Phi(x) + x phi(x).
     float cdf = 0.5f * (1.f + erff(v * kInvSqrt2));
     float pdf = kInvSqrt2Pi * expf(-0.5f * v * v);
     return g * (cdf + v * pdf);
   }
-  if constexpr (Op == Unary::GeluTanh) {
+  if constexpr (Op == UnaryOp::GeluTanh) {
     // s + 2 x s (1 - s) u' for s = sigmoid(2u) (the CPU's derivation).
     float s = geluTanhGate(v);
     float du = kSqrt2OverPi * (1.f + 3.f * kGeluCubic * v * v);
     return g * (s + 2.f * v * s * (1.f - s) * du);
   }
-  if constexpr (Op == Unary::Log)
+  if constexpr (Op == UnaryOp::Log)
     return g / v;
-  if constexpr (Op == Unary::Neg)
+  if constexpr (Op == UnaryOp::Neg)
     return -g;
-  if constexpr (Op == Unary::Reciprocal)
+  if constexpr (Op == UnaryOp::Reciprocal)
     return -g / (v * v);
-  if constexpr (Op == Unary::Relu)
+  if constexpr (Op == UnaryOp::Relu)
     return v > 0.f ? g : 0.f;
-  if constexpr (Op == Unary::Sigmoid) {
+  if constexpr (Op == UnaryOp::Sigmoid) {
     float s = 1.f / (1.f + expf(-v));
     return g * s * (1.f - s);
   }
-  if constexpr (Op == Unary::Sin)
+  if constexpr (Op == UnaryOp::Sin)
     return g * cosf(v);
-  if constexpr (Op == Unary::Sqrt)
+  if constexpr (Op == UnaryOp::Sqrt)
     return 0.5f * g / sqrtf(v);
-  if constexpr (Op == Unary::Tanh) {
+  if constexpr (Op == UnaryOp::Tanh) {
     float t = tanhf(v);
     return g * (1.f - t * t);
   }
   return 0.f; // Not: has no derivative, refused on the host
 }
 
-template <Unary Op>
+template <UnaryOp Op>
 __global__ void unaryGradKernel(const float *x, const float *dy, float *dx,
                                 int64_t n) {
   BMRT_GRID_STRIDE_LOOP(i, n) { dx[i] = gradient<Op>(x[i], dy[i]); }
 }
 
-template <Unary Op> void runUnaryGrad(E &e, const Instr &i) {
+template <UnaryOp Op> void runUnaryGrad(E &e, const Instr &i) {
   const TensorView &x = e.operand(i, 0), &dy = e.operand(i, 1),
                    &dx = e.result(i, 0);
   if (x.dtype != DType::F32)
@@ -218,23 +202,23 @@ template <Unary Op> void runUnaryGrad(E &e, const Instr &i) {
 void launchUnaryGrad(E &e, const Instr &i) {
   using RunGrad = void (*)(E &, const Instr &);
   static const std::pair<const char *, RunGrad> kOps[] = {
-      {"abs", runUnaryGrad<Unary::Abs>},
-      {"cos", runUnaryGrad<Unary::Cos>},
-      {"erf", runUnaryGrad<Unary::Erf>},
-      {"exp", runUnaryGrad<Unary::Exp>},
-      {"gelu", runUnaryGrad<Unary::Gelu>},
-      {"log", runUnaryGrad<Unary::Log>},
-      {"neg", runUnaryGrad<Unary::Neg>},
-      {"reciprocal", runUnaryGrad<Unary::Reciprocal>},
-      {"relu", runUnaryGrad<Unary::Relu>},
-      {"sigmoid", runUnaryGrad<Unary::Sigmoid>},
-      {"sin", runUnaryGrad<Unary::Sin>},
-      {"sqrt", runUnaryGrad<Unary::Sqrt>},
-      {"tanh", runUnaryGrad<Unary::Tanh>},
+      {"abs", runUnaryGrad<UnaryOp::Abs>},
+      {"cos", runUnaryGrad<UnaryOp::Cos>},
+      {"erf", runUnaryGrad<UnaryOp::Erf>},
+      {"exp", runUnaryGrad<UnaryOp::Exp>},
+      {"gelu", runUnaryGrad<UnaryOp::Gelu>},
+      {"log", runUnaryGrad<UnaryOp::Log>},
+      {"neg", runUnaryGrad<UnaryOp::Neg>},
+      {"reciprocal", runUnaryGrad<UnaryOp::Reciprocal>},
+      {"relu", runUnaryGrad<UnaryOp::Relu>},
+      {"sigmoid", runUnaryGrad<UnaryOp::Sigmoid>},
+      {"sin", runUnaryGrad<UnaryOp::Sin>},
+      {"sqrt", runUnaryGrad<UnaryOp::Sqrt>},
+      {"tanh", runUnaryGrad<UnaryOp::Tanh>},
   };
   const std::string &name = i.getString("op");
   if (name == "gelu" && i.getInt("tanh_approximation", 0))
-    return runUnaryGrad<Unary::GeluTanh>(e, i);
+    return runUnaryGrad<UnaryOp::GeluTanh>(e, i);
   for (auto [n, run] : kOps)
     if (name == n)
       return run(e, i);
@@ -245,75 +229,40 @@ void launchUnaryGrad(E &e, const Instr &i) {
 // Binary, with broadcasting
 //===----------------------------------------------------------------------===//
 
-/// Alphabetical.
-enum class Binary {
-  Add,
-  And,     // Bool
-  Div,     // integers truncate toward zero
-  Equal,   // -> Bool
-  Greater, // -> Bool
-  Less,    // -> Bool
-  Max,
-  Min,
-  Mul,
-  Or, // Bool
-  Pow,
-  Sub,
-};
-
-constexpr bool isComparison(Binary op) {
-  return op == Binary::Equal || op == Binary::Greater || op == Binary::Less;
+constexpr bool isComparison(BinaryOp op) {
+  return op == BinaryOp::Equal || op == BinaryOp::Greater ||
+         op == BinaryOp::Less;
 }
-constexpr bool isLogical(Binary op) {
-  return op == Binary::And || op == Binary::Or;
+constexpr bool isLogical(BinaryOp op) {
+  return op == BinaryOp::And || op == BinaryOp::Or;
 }
 /// Whether op takes operands of type T (Bool is uint8_t).
-template <Binary Op, typename T> constexpr bool takes() {
+template <BinaryOp Op, typename T> constexpr bool takes() {
   if constexpr (std::is_same_v<T, uint8_t>)
     return isLogical(Op) || isComparison(Op);
   else
     return !isLogical(Op);
 }
 
-/// The CPU's integer power: by squaring, wrapping on overflow; a negative
-/// exponent gives the truncated real result.
-template <typename T> __device__ T integerPow(T base, T exponent) {
-  if (exponent < 0) {
-    if (base == 1)
-      return 1;
-    if (base == -1)
-      return (exponent % 2) ? T(-1) : T(1);
-    return 0;
-  }
-  using U = std::make_unsigned_t<T>;
-  U result = 1, factor = static_cast<U>(base);
-  for (T e = exponent; e > 0; e >>= 1) {
-    if (e & 1)
-      result *= factor;
-    factor *= factor;
-  }
-  return static_cast<T>(result);
-}
-
 /// Bool operands: the logical ops and the comparisons (false < true).
-template <Binary Op> __device__ uint8_t applyLogical(uint8_t x, uint8_t y) {
-  if constexpr (Op == Binary::And)
+template <BinaryOp Op> __device__ uint8_t applyLogical(uint8_t x, uint8_t y) {
+  if constexpr (Op == BinaryOp::And)
     return x && y;
-  if constexpr (Op == Binary::Or)
+  if constexpr (Op == BinaryOp::Or)
     return x || y;
-  if constexpr (Op == Binary::Equal)
+  if constexpr (Op == BinaryOp::Equal)
     return !x == !y;
-  if constexpr (Op == Binary::Greater)
+  if constexpr (Op == BinaryOp::Greater)
     return x && !y;
   return !x && y; // Less
 }
 
-template <Binary Op, typename T> __device__ auto applyBinary(T x, T y) {
+template <BinaryOp Op, typename T> __device__ auto applyBinary(T x, T y) {
   if constexpr (std::is_same_v<T, uint8_t>)
     return applyLogical<Op>(x, y);
-  else if constexpr (Op == Binary::Add)
+  else if constexpr (Op == BinaryOp::Add)
     return T(x + y);
-  else if constexpr (Op == Binary::Div) {
+  else if constexpr (Op == BinaryOp::Div) {
     if constexpr (std::is_floating_point_v<T>)
       return x / y;
     else {
@@ -322,19 +271,19 @@ template <Binary Op, typename T> __device__ auto applyBinary(T x, T y) {
       using U = std::make_unsigned_t<T>;
       return y == -1 ? static_cast<T>(U(0) - static_cast<U>(x)) : T(x / y);
     }
-  } else if constexpr (Op == Binary::Equal)
+  } else if constexpr (Op == BinaryOp::Equal)
     return uint8_t(x == y);
-  else if constexpr (Op == Binary::Greater)
+  else if constexpr (Op == BinaryOp::Greater)
     return uint8_t(x > y);
-  else if constexpr (Op == Binary::Less)
+  else if constexpr (Op == BinaryOp::Less)
     return uint8_t(x < y);
-  else if constexpr (Op == Binary::Max)
+  else if constexpr (Op == BinaryOp::Max)
     return (x > y || x != x) ? x : y; // NaN in either gives NaN
-  else if constexpr (Op == Binary::Min)
+  else if constexpr (Op == BinaryOp::Min)
     return (x < y || x != x) ? x : y;
-  else if constexpr (Op == Binary::Mul)
+  else if constexpr (Op == BinaryOp::Mul)
     return T(x * y);
-  else if constexpr (Op == Binary::Pow) {
+  else if constexpr (Op == BinaryOp::Pow) {
     if constexpr (std::is_floating_point_v<T>)
       return powf(x, y);
     else
@@ -345,14 +294,14 @@ template <Binary Op, typename T> __device__ auto applyBinary(T x, T y) {
 
 /// `divideByZero`, for integer division only: set where a divisor is 0
 /// (the element gets 0), since a kernel cannot throw.
-template <Binary Op, typename T, typename R>
+template <BinaryOp Op, typename T, typename R>
 __global__ void binaryKernel(Broadcast<2> plan, const T *a, const T *b, R *out,
                              int64_t n, int *divideByZero) {
   BMRT_GRID_STRIDE_LOOP(i, n) {
     int64_t at[2];
     plan.offsets(i, at);
     T x = a[at[0]], y = b[at[1]];
-    if constexpr (Op == Binary::Div && std::is_integral_v<T>) {
+    if constexpr (Op == BinaryOp::Div && std::is_integral_v<T>) {
       if (y == 0) {
         *divideByZero = 1;
         out[i] = 0;
@@ -363,7 +312,7 @@ __global__ void binaryKernel(Broadcast<2> plan, const T *a, const T *b, R *out,
   }
 }
 
-template <Binary Op, typename T>
+template <BinaryOp Op, typename T>
 void runBinary(cudaStream_t stream, const char *op, const TensorView &a,
                const TensorView &b, const TensorView &out) {
   using R = std::conditional_t<isComparison(Op), uint8_t, T>;
@@ -371,7 +320,7 @@ void runBinary(cudaStream_t stream, const char *op, const TensorView &a,
   const T *pa = static_cast<const T *>(a.data);
   const T *pb = static_cast<const T *>(b.data);
   R *po = static_cast<R *>(out.data);
-  if constexpr (Op == Binary::Div && std::is_integral_v<T>) {
+  if constexpr (Op == BinaryOp::Div && std::is_integral_v<T>) {
     // Integer division by zero is an error on the CPU: check for it here
     // too, at the cost of waiting for the kernel (integer division is
     // shape arithmetic, never in a model's hot loop).
@@ -390,7 +339,7 @@ void runBinary(cudaStream_t stream, const char *op, const TensorView &a,
          pb, po, out.size(), static_cast<int *>(nullptr));
 }
 
-template <Binary Op>
+template <BinaryOp Op>
 void binary(cudaStream_t stream, const Instr &i, const TensorView &a,
             const TensorView &b, const TensorView &out) {
   switch (a.dtype) {
@@ -414,7 +363,7 @@ void binary(cudaStream_t stream, const Instr &i, const TensorView &a,
   unsupported(i, a.dtype);
 }
 
-template <Binary Op> void launchBinary(E &e, const Instr &i) {
+template <BinaryOp Op> void launchBinary(E &e, const Instr &i) {
   binary<Op>(streamOf(e), i, e.operand(i, 0), e.operand(i, 1), e.result(i, 0));
 }
 
@@ -531,38 +480,38 @@ void launchFill(E &e, const Instr &i) {
 
 // Alphabetical.
 const KernelTable::Entry kKernels[] = {
-    {"abs", launchUnary<Unary::Abs>},
-    {"add", launchBinary<Binary::Add>},
-    {"and", launchBinary<Binary::And>},
+    {"abs", launchUnary<UnaryOp::Abs>},
+    {"add", launchBinary<BinaryOp::Add>},
+    {"and", launchBinary<BinaryOp::And>},
     {"cast", launchCast},
     {"copy", launchCopy},
-    {"cos", launchUnary<Unary::Cos>},
-    {"div", launchBinary<Binary::Div>},
-    {"equal", launchBinary<Binary::Equal>},
-    {"erf", launchUnary<Unary::Erf>},
-    {"exp", launchUnary<Unary::Exp>},
+    {"cos", launchUnary<UnaryOp::Cos>},
+    {"div", launchBinary<BinaryOp::Div>},
+    {"equal", launchBinary<BinaryOp::Equal>},
+    {"erf", launchUnary<UnaryOp::Erf>},
+    {"exp", launchUnary<UnaryOp::Exp>},
     {"fill", launchFill},
     {"flatten", launchCopy},
     {"gelu", launchGelu},
-    {"greater", launchBinary<Binary::Greater>},
-    {"less", launchBinary<Binary::Less>},
-    {"log", launchUnary<Unary::Log>},
-    {"max", launchBinary<Binary::Max>},
-    {"min", launchBinary<Binary::Min>},
-    {"mul", launchBinary<Binary::Mul>},
-    {"neg", launchUnary<Unary::Neg>},
-    {"not", launchUnary<Unary::Not>},
-    {"or", launchBinary<Binary::Or>},
-    {"pow", launchBinary<Binary::Pow>},
-    {"reciprocal", launchUnary<Unary::Reciprocal>},
-    {"relu", launchUnary<Unary::Relu>},
+    {"greater", launchBinary<BinaryOp::Greater>},
+    {"less", launchBinary<BinaryOp::Less>},
+    {"log", launchUnary<UnaryOp::Log>},
+    {"max", launchBinary<BinaryOp::Max>},
+    {"min", launchBinary<BinaryOp::Min>},
+    {"mul", launchBinary<BinaryOp::Mul>},
+    {"neg", launchUnary<UnaryOp::Neg>},
+    {"not", launchUnary<UnaryOp::Not>},
+    {"or", launchBinary<BinaryOp::Or>},
+    {"pow", launchBinary<BinaryOp::Pow>},
+    {"reciprocal", launchUnary<UnaryOp::Reciprocal>},
+    {"relu", launchUnary<UnaryOp::Relu>},
     {"reshape", launchCopy},
-    {"sigmoid", launchUnary<Unary::Sigmoid>},
-    {"sin", launchUnary<Unary::Sin>},
-    {"sqrt", launchUnary<Unary::Sqrt>},
+    {"sigmoid", launchUnary<UnaryOp::Sigmoid>},
+    {"sin", launchUnary<UnaryOp::Sin>},
+    {"sqrt", launchUnary<UnaryOp::Sqrt>},
     {"squeeze", launchCopy},
-    {"sub", launchBinary<Binary::Sub>},
-    {"tanh", launchUnary<Unary::Tanh>},
+    {"sub", launchBinary<BinaryOp::Sub>},
+    {"tanh", launchUnary<UnaryOp::Tanh>},
     {"unary_grad", launchUnaryGrad},
     {"unsqueeze", launchCopy},
     {"where", launchWhere},
@@ -576,7 +525,7 @@ KernelFamily elementwiseKernels() {
 
 void addF32(cudaStream_t stream, const TensorView &a, const TensorView &b,
             const TensorView &out) {
-  runBinary<Binary::Add, float>(stream, "add", a, b, out);
+  runBinary<BinaryOp::Add, float>(stream, "add", a, b, out);
 }
 
 } // namespace bmrt::cuda

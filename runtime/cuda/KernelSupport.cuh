@@ -1,11 +1,11 @@
-//===- KernelSupport.cuh - helpers of the CUDA math kernels ------*- CUDA -*-===//
+//===- KernelSupport.cuh - helpers of the CUDA math kernels ------*- CUDA
+//-*-===//
 //
 // Private to runtime/cuda's contraction, normalisation and reduction
-// kernels: block-wide
-// reductions by warp shuffles, the NC[spatial] geometry of convolution and
-// pooling, and the device-side flag through which a kernel reports a bad
-// label (a kernel cannot throw: the launcher reads the flag back and throws
-// the CPU's bmrt::Error).
+// kernels: block-wide reductions by warp shuffles, and the device-side flag
+// through which a kernel reports a bad label (a kernel cannot throw: the
+// launcher reads the flag back and throws the CPU's bmrt::Error). Their
+// window geometry is bmrt/Window.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +18,7 @@
 #include "bmrt/Device.h"
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
+#include "bmrt/Window.h"
 
 #include <cuda_runtime.h>
 
@@ -84,45 +85,9 @@ __device__ T blockReduce(T v, Op op, T identity) {
   return warpReduce(v, op);
 }
 
-//===----------------------------------------------------------------------===//
-// NC[spatial] geometry, padded to three spatial dims as the CPU's
-//===----------------------------------------------------------------------===//
-
-struct Geometry {
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
-  int64_t stride[3] = {1, 1, 1}, padBegin[3] = {0, 0, 0};
-  int64_t dilation[3] = {1, 1, 1};
-
-  __host__ __device__ int64_t inSize() const { return in[0] * in[1] * in[2]; }
-  __host__ __device__ int64_t outSize() const {
-    return out[0] * out[1] * out[2];
-  }
-  __host__ __device__ int64_t kernelSize() const {
-    return kernel[0] * kernel[1] * kernel[2];
-  }
-};
-
-/// As runtime/cpu's makeGeometry: `in` and `out` are full NC[spatial]
-/// shapes; empty strides, pads or dilations take ONNX's defaults.
-inline Geometry makeGeometry(const Shape &in, const Shape &out,
-                             const Ints &kernel, const Ints &strides,
-                             const Ints &pads, const Ints &dilations) {
-  int64_t dims = static_cast<int64_t>(in.size()) - 2;
-  BMRT_CHECK(dims >= 1 && dims <= 3,
-             "convolution and pooling take 1 to 3 spatial dims, not " +
-                 std::to_string(dims) + " (" + formatShape(in) + ")");
-  Geometry g;
-  int64_t offset = 3 - dims;
-  for (int64_t i = 0; i < dims; ++i) {
-    g.in[offset + i] = in[2 + i];
-    g.out[offset + i] = out[2 + i];
-    g.kernel[offset + i] = kernel[i];
-    g.stride[offset + i] = strides.empty() ? 1 : strides[i];
-    g.padBegin[offset + i] = pads.empty() ? 0 : pads[i];
-    g.dilation[offset + i] = dilations.empty() ? 1 : dilations[i];
-  }
-  return g;
-}
+// The NC[spatial] geometry of convolution and pooling is bmrt/Window.h.
+using bmrt::Geometry;
+using bmrt::makeGeometry;
 
 //===----------------------------------------------------------------------===//
 // Labels

@@ -22,6 +22,7 @@
 
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
+#include "bmrt/NormRows.h"
 #include "runtime/program/CollectiveKernels.h"
 
 #include <cfloat>
@@ -143,34 +144,17 @@ ParamMap paramMap(const Shape &block, const Shape &param) {
              "cuda normalisation over " + std::to_string(rank) +
                  " dims (at most 8)");
   map.rank = static_cast<int>(rank);
-  int64_t stride = 1;
-  for (size_t i = 0; i < rank; ++i) {
-    size_t d = rank - 1 - i;
-    int64_t extent = i < param.size() ? param[param.size() - 1 - i] : 1;
+  Ints strides = paramStrides(block, param);
+  for (size_t d = 0; d < rank; ++d) {
     map.dims[d] = block[d];
-    map.strides[d] = extent == 1 ? 0 : stride;
-    stride *= extent;
+    map.strides[d] = strides[d];
   }
   map.identity = numElements(param) == numElements(block) &&
                  numElements(block) > 0;
   return map;
 }
 
-struct Rows {
-  int64_t rows = 1, cols = 1;
-  Shape block;
-};
-
-Rows rowsOf(const Shape &shape, int64_t axis) {
-  Rows r;
-  for (int64_t d = 0; d < axis; ++d)
-    r.rows *= shape[d];
-  r.block.assign(shape.begin() + axis, shape.end());
-  r.cols = numElements(r.block);
-  return r;
-}
-
-unsigned rowGrid(const Rows &r, const char *op) {
+unsigned rowGrid(const NormRows &r, const char *op) {
   BMRT_CHECK(r.rows <= INT_MAX, std::string(op) + " over " +
                                     std::to_string(r.rows) +
                                     " rows exceeds one cuda grid");
@@ -283,7 +267,7 @@ __global__ void foldKernel(const float *columns, float *dparam, int64_t cols,
   }
 }
 
-void fold(cudaStream_t stream, const float *columns, const Rows &r,
+void fold(cudaStream_t stream, const float *columns, const NormRows &r,
           const TensorView &dparam) {
   int64_t size = dparam.size();
   if (size == 0)
@@ -297,10 +281,24 @@ float epsilonOf(const Instr &i) {
   return static_cast<float>(i.getFloat("epsilon"));
 }
 
+/// A norm gradient's scratch: each row's two statistics (mean and rstd),
+/// then `sums` column sums per column (dscale, and dbias where asked).
+struct GradScratch {
+  float *stats, *columns;
+};
+
+GradScratch gradScratch(E &e, const NormRows &r, int64_t sums) {
+  Carver carver;
+  size_t statsAt = carver.reserve(2 * r.rows * sizeof(float));
+  size_t columnsAt = carver.reserve(sums * r.cols * sizeof(float));
+  carver.allocate(e);
+  return {carver.at<float>(statsAt), carver.at<float>(columnsAt)};
+}
+
 void launchLayerNorm(E &e, const Instr &i) {
   const TensorView &x = e.operand(i, 0), &scale = e.operand(i, 1);
   const TensorView *bias = e.optionalOperand(i, 2);
-  Rows r = rowsOf(x.shape, i.getInt("axis"));
+  NormRows r = normRows(x.shape, i.getInt("axis"));
   if (r.rows == 0 || r.cols == 0)
     return;
   layerNormKernel<<<rowGrid(r, "layer_norm"), kBlock, 0,
@@ -317,14 +315,9 @@ void launchLayerNormGrad(E &e, const Instr &i) {
   const TensorView &dy = e.operand(i, 2);
   const TensorView &dx = e.result(i, 0), &dscale = e.result(i, 1);
   const TensorView *dbias = i.results.size() > 2 ? &e.result(i, 2) : nullptr;
-  Rows r = rowsOf(x.shape, i.getInt("axis"));
+  NormRows r = normRows(x.shape, i.getInt("axis"));
   cudaStream_t stream = cudaStreamOf(e.stream());
-  Carver carver;
-  size_t statsAt = carver.reserve(2 * r.rows * sizeof(float));
-  size_t columnsAt = carver.reserve(2 * r.cols * sizeof(float));
-  carver.allocate(e);
-  float *stats = carver.at<float>(statsAt);
-  float *columns = carver.at<float>(columnsAt);
+  auto [stats, columns] = gradScratch(e, r, /*sums=*/2);
   if (r.rows > 0 && r.cols > 0) {
     layerNormGradKernel<<<rowGrid(r, "layer_norm_grad"), kBlock, 0, stream>>>(
         x.f32(), scale.f32(), dy.f32(), dx.f32(), stats, r.rows, r.cols,
@@ -375,7 +368,7 @@ __global__ void rmsNormGradKernel(const float *x, const float *scale,
 
 void launchRmsNorm(E &e, const Instr &i) {
   const TensorView &x = e.operand(i, 0), &scale = e.operand(i, 1);
-  Rows r = rowsOf(x.shape, i.getInt("axis"));
+  NormRows r = normRows(x.shape, i.getInt("axis"));
   if (r.rows == 0 || r.cols == 0)
     return;
   rmsNormKernel<<<rowGrid(r, "rms_norm"), kBlock, 0,
@@ -389,14 +382,9 @@ void launchRmsNorm(E &e, const Instr &i) {
 void launchRmsNormGrad(E &e, const Instr &i) {
   const TensorView &x = e.operand(i, 0), &scale = e.operand(i, 1);
   const TensorView &dy = e.operand(i, 2);
-  Rows r = rowsOf(x.shape, i.getInt("axis"));
+  NormRows r = normRows(x.shape, i.getInt("axis"));
   cudaStream_t stream = cudaStreamOf(e.stream());
-  Carver carver;
-  size_t statsAt = carver.reserve(2 * r.rows * sizeof(float));
-  size_t columnsAt = carver.reserve(r.cols * sizeof(float));
-  carver.allocate(e);
-  float *stats = carver.at<float>(statsAt);
-  float *columns = carver.at<float>(columnsAt);
+  auto [stats, columns] = gradScratch(e, r, /*sums=*/1);
   if (r.rows > 0 && r.cols > 0) {
     rmsNormGradKernel<<<rowGrid(r, "rms_norm_grad"), kBlock, 0, stream>>>(
         x.f32(), scale.f32(), dy.f32(), e.result(i, 0).f32(), stats, r.rows,
@@ -416,17 +404,6 @@ void launchRmsNormGrad(E &e, const Instr &i) {
 // Batch normalisation (inference form), NC[spatial]
 //===----------------------------------------------------------------------===//
 
-struct Planes {
-  int64_t images, channels, positions;
-};
-
-Planes planesOf(const Shape &shape) {
-  Planes p{shape[0], shape.size() > 1 ? shape[1] : 1, 1};
-  for (size_t d = 2; d < shape.size(); ++d)
-    p.positions *= shape[d];
-  return p;
-}
-
 __global__ void batchNormKernel(const float *x, const float *scale,
                                 const float *bias, const float *mean,
                                 const float *variance, float *y, int64_t n,
@@ -442,7 +419,7 @@ __global__ void batchNormKernel(const float *x, const float *scale,
 
 void launchBatchNorm(E &e, const Instr &i) {
   const TensorView &x = e.operand(i, 0);
-  Planes p = planesOf(x.shape);
+  NormPlanes p = normPlanes(x.shape);
   if (x.size() == 0)
     return;
   batchNormKernel<<<gridFor(x.size()), kBlock, 0, cudaStreamOf(e.stream())>>>(
@@ -457,7 +434,7 @@ void launchBatchNorm(E &e, const Instr &i) {
 __global__ void batchNormGradKernel(const float *x, const float *scale,
                                     const float *mean, const float *variance,
                                     const float *dy, float *dx, float *dscale,
-                                    float *dbias, Planes p, float epsilon) {
+                                    float *dbias, NormPlanes p, float epsilon) {
   int64_t c = blockIdx.x;
   float istd = rsqrtf(variance[c] + epsilon);
   float dxScale = scale[c] * istd, mu = mean[c];
@@ -481,7 +458,7 @@ __global__ void batchNormGradKernel(const float *x, const float *scale,
 /// Operands x, scale, mean, variance, dy; results dx, dscale, dbias.
 void launchBatchNormGrad(E &e, const Instr &i) {
   const TensorView &x = e.operand(i, 0);
-  Planes p = planesOf(x.shape);
+  NormPlanes p = normPlanes(x.shape);
   if (p.channels == 0)
     return;
   batchNormGradKernel<<<static_cast<unsigned>(p.channels), kBlock, 0,

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bmrt/Einsum.h"
 #include "bmrt/Error.h"
 #include "bmrt/Program.h"
 #include "bmrt/Sharding.h"
@@ -466,54 +467,14 @@ void checkGemm(Check &c) {
   }
 }
 
-/// The einsum equation as the kernel parses it: spaces dropped, inputs
-/// split at ',', the output after "->" or (without one) numpy's implicit
-/// output, the letters used once in ASCII order.
-struct Equation {
-  std::vector<std::string> inputs;
-  std::string output;
-};
-
-Equation parseEquation(const std::string &text) {
-  std::string spec;
-  for (char ch : text)
-    if (ch != ' ')
-      spec += ch;
-  size_t arrow = spec.find("->");
-  std::string lhs = spec.substr(0, arrow);
-  Equation eq;
-  for (size_t start = 0;;) {
-    size_t comma = lhs.find(',', start);
-    eq.inputs.push_back(lhs.substr(start, comma - start));
-    if (comma == std::string::npos)
-      break;
-    start = comma + 1;
-  }
-  if (arrow != std::string::npos) {
-    eq.output = spec.substr(arrow + 2);
-    return eq;
-  }
-  int uses[128] = {};
-  for (const std::string &in : eq.inputs)
-    for (char ch : in)
-      ++uses[static_cast<unsigned char>(ch) & 127];
-  for (int ch = 0; ch < 128; ++ch)
-    if (uses[ch] == 1)
-      eq.output += static_cast<char>(ch);
-  return eq;
-}
-
-bool isLetter(char ch) {
-  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
-}
-
 /// Every letter names one extent: the kernel keeps one size per letter, so
 /// operands that disagree on it would be walked past their ends.
 void checkEinsum(Check &c) {
   c.operandCount(1, kAnyNumber);
   c.resultCount(1, 1);
   const std::string &text = c.stringAttr("equation");
-  Equation eq = parseEquation(text);
+  // The kernels' own split (bmrt/Einsum.h); the checks are the verifier's.
+  einsum::Equation eq = einsum::splitEquation(text);
   std::string where = "equation '" + text + "'";
   if (eq.inputs.size() != c.numOperands())
     c.fail(where + " names " + std::to_string(eq.inputs.size()) +
@@ -529,7 +490,7 @@ void checkEinsum(Check &c) {
              "' " + std::to_string(letters.size()) + " letters, but " + x.is());
     for (size_t d = 0; d < letters.size(); ++d) {
       char ch = letters[d];
-      if (!isLetter(ch))
+      if (!einsum::isLetter(ch))
         c.fail(where + ": '" + std::string(1, ch) +
                "' is not a letter (no ellipsis support)");
       std::string &seen = seenIn[static_cast<unsigned char>(ch)];
@@ -546,7 +507,7 @@ void checkEinsum(Check &c) {
   }
   Shape shape;
   for (char ch : eq.output) {
-    if (!isLetter(ch) || eq.output.find(ch) != eq.output.rfind(ch) ||
+    if (!einsum::isLetter(ch) || eq.output.find(ch) != eq.output.rfind(ch) ||
         seenIn[static_cast<unsigned char>(ch)].empty())
       c.fail(where + ": output letter '" + std::string(1, ch) +
              "' is not a letter of an input, or repeats");

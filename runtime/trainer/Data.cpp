@@ -2,6 +2,8 @@
 
 #include "Data.h"
 
+#include "bmrt/Random.h"
+
 #include "bmrt/Error.h"
 
 #include <algorithm>
@@ -138,15 +140,8 @@ void TokenFile::checkTokens(const int64_t *ids, int64_t count,
 
 namespace {
 
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
-
-/// splitmix64's output function: a bijective 64-bit mix, also a good hash
-/// of a counter.
-uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+constexpr uint64_t kGolden = kSplitMixGamma;
+uint64_t mix(uint64_t z) { return splitMix(z); }
 
 /// Uniform in (0, 1): never 0, so its log is finite.
 double openUniform(uint64_t bits) {

@@ -3,13 +3,16 @@
 //   bmrt-forward DIR INPUTS.safetensors OUTPUTS.safetensors [--device NAME]
 //
 // Runs DIR/forward.bmp (what `bmc compile` wrote beside the trainer) with
-// DIR/params.safetensors on the inputs of INPUTS (by graph input name) and
-// writes the model's outputs ("output0", ...). The tests compare it with
+// DIR's step-0 parameters (params.safetensors, or generated from init.json
+// when trainer.json names it) on the inputs of INPUTS (by graph input name)
+// and writes the model's outputs ("output0", ...). The tests compare it with
 // onnxruntime on the same ONNX file; it is a developer tool, not part of a
 // training run. --device runs it on another backend (the CPU's by default),
 // so that a GPU's forward can be compared with the CPU's on the same files.
 //
 //===----------------------------------------------------------------------===//
+
+#include "InitialParameters.h"
 
 #include "runtime/checkpoint/Safetensors.h"
 
@@ -39,11 +42,17 @@ void run(const std::string &dir, const std::string &inputsPath,
              "'" + dir + "/forward.bmp' is not a forward program");
   std::unique_ptr<Device> device = createDevice(backend);
   Executor executor(program, *device, dir + "/forward.bmp");
-  SafetensorsFile params = readSafetensors(dir + "/params.safetensors");
+  InitialParameters params = InitialParameters::ofFolder(dir);
+  for (int slot : program.slotsOf(SlotKind::Param)) {
+    const TensorView &view = executor.view(slot);
+    std::vector<uint8_t> host(view.bytes());
+    params.readBox(program.slots[slot].name, view, {},
+                   Shape(view.shape.size(), 0), view.shape, host.data());
+    device->copyToDevice(view.data, host.data(), view.bytes(),
+                         device->computeStream());
+    device->computeStream().synchronize();
+  }
   SafetensorsFile inputs = readSafetensors(inputsPath);
-  for (int slot : program.slotsOf(SlotKind::Param))
-    load(*device, params, "the parameters", program.slots[slot].name,
-         executor.view(slot));
   for (int slot : program.slotsOf(SlotKind::Input))
     load(*device, inputs, "'" + inputsPath + "'", program.slots[slot].name,
          executor.view(slot));

@@ -142,7 +142,7 @@ void Trainer::describeEveryParameter(const std::vector<std::string> &files) {
 }
 
 void Trainer::bindParameters() {
-  std::vector<HostTensor> initial = readSafetensors(config.parameters).tensors;
+  InitialParameters initial(config.parameters, config.init);
   for (size_t st = 0; st < stages.size(); ++st)
     for (int slot : stages[st].program.slotsOf(SlotKind::Param))
       bindParameter(static_cast<int>(st), slot, initial);
@@ -164,7 +164,7 @@ void Trainer::bindParameters() {
 /// Slot `slot` of stage `st`: a parameter, given this rank's box of its
 /// tensor in `initial`, or another chunk's copy of one bound before.
 void Trainer::bindParameter(int st, int slot,
-                            const std::vector<HostTensor> &initial) {
+                            const InitialParameters &initial) {
   const Program &program = stages[st].program;
   Executor &executor = *stages[st].executor;
   int grad = program.gradientOf(slot);
@@ -188,16 +188,13 @@ void Trainer::bindParameter(int st, int slot,
   p.ppRank = stages[st].virtualStage % first.meshAxisSize("pp");
   p.value = executor.view(slot);
   parallel.describe(p, program);
-  // params.safetensors holds the global tensor; this rank keeps its box.
+  // params.safetensors holds the global tensor (init.json describes it);
+  // this rank keeps its box.
   TensorView global = p.value;
   global.shape = p.global;
-  const HostTensor &found = requireTensor(
-      initial, p.name, global, "'" + config.parameters + "'", p.model);
   std::vector<uint8_t> box;
-  copyBox(found.data.data(), p.global, p.offsets,
-          hostView(box, p.value.dtype, p.value.shape).data, p.value.shape,
-          Shape(p.value.shape.size(), 0), p.value.shape,
-          sizeOf(p.value.dtype));
+  initial.readBox(p.name, global, p.model, p.offsets, p.value.shape,
+                  hostView(box, p.value.dtype, p.value.shape).data);
   device->copyToDevice(p.value.data, box.data(), p.value.bytes(), stream());
   if (grad >= 0)
     p.grad = executor.view(grad);

@@ -39,7 +39,10 @@ CompiledConfig readConfig(const std::string &dir) {
     c.precision = j.at("precision");
     c.recompute = j.value("recompute", "none");
     c.program = dir + "/" + j.at("program").get<std::string>();
-    c.parameters = dir + "/" + j.at("parameters").get<std::string>();
+    if (j.contains("parameters") && !j["parameters"].is_null())
+      c.parameters = dir + "/" + j["parameters"].get<std::string>();
+    if (j.contains("init") && !j["init"].is_null())
+      c.init = dir + "/" + j["init"].get<std::string>();
     c.plan = dir + "/" + j.at("plan").get<std::string>();
     c.microBatch = j.at("micro_batch");
     c.microBatches = j.at("micro_batches");
@@ -57,6 +60,9 @@ CompiledConfig readConfig(const std::string &dir) {
     BMRT_FAIL("'" + path + "' is missing a field or has a wrong type (" +
               e.what() + ")");
   }
+  BMRT_CHECK(c.parameters.empty() != c.init.empty(),
+             "'" + path + "' must name either \"parameters\" (a "
+             "safetensors file) or \"init\" (specs to generate them from)");
   BMRT_CHECK(c.microBatches >= 1, "'" + path + "': micro_batches must be >= 1");
   BMRT_CHECK(c.zero >= 0 && c.zero <= 3,
              "'" + path + "': zero is " + std::to_string(c.zero) +

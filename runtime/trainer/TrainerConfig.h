@@ -23,7 +23,10 @@ namespace bmrt {
 struct CompiledConfig {
   std::string model, modelHash, modelPath, task, optimizer, precision,
       recompute;
-  std::string program, parameters, plan;
+  std::string program, plan;
+  /// The step-0 parameters: a safetensors file of values, or (when that
+  /// is empty) init.json's specs to generate them from.
+  std::string parameters, init;
   /// The backend to run on ("cpu", "cuda"); --device overrides it.
   std::string device = "cpu";
   int64_t microBatch = 1, microBatches = 1;

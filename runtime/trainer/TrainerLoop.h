@@ -11,6 +11,7 @@
 
 #include "Feeder.h"
 #include "GradientBuckets.h"
+#include "InitialParameters.h"
 #include "Parallel.h"
 #include "Pipeline.h"
 #include "StepReport.h"
@@ -84,7 +85,7 @@ private:
     return bytes;
   }
   void bindParameters();
-  void bindParameter(int st, int slot, const std::vector<HostTensor> &initial);
+  void bindParameter(int st, int slot, const InitialParameters &initial);
   void releaseSlots();
   void describeEveryParameter(const std::vector<std::string> &files);
   void startOverlap();

@@ -5,8 +5,9 @@
 // trainer (the runtime's prebuilt executable, which needs no MLIR), the
 // step program it runs (step.bmp, readable), the forward program
 // (forward.bmp, for checking the model against a reference), the step-0
-// parameters (params.safetensors), the plan (plan.json) and what the
-// trainer needs to know of the model (trainer.json).
+// parameters (params.safetensors, or with --weights-at-load the specs the
+// runtime generates them from, init.json), the plan (plan.json) and what
+// the trainer needs to know of the model (trainer.json).
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,6 +59,10 @@ OPTIONS:
                         papers' schemes) instead of reading them: for
                         graph-only models
   --seed N              the seed of --init random (default 1)
+  --weights-at-load     with --init random: write each parameter's scheme
+                        and the seed (init.json) instead of the values
+                        (params.safetensors); the trainer and bmrt-forward
+                        generate the same values when they load the folder
   --device cpu|cuda     the backend the trainer runs on, written to
                         trainer.json (default cpu; the trainer's --device
                         overrides it)
@@ -74,6 +79,10 @@ struct CompileArgs {
   /// trainer.json's backend.
   std::string device = "cpu";
 };
+
+/// The step-0 parameters' file: values, or the specs to generate them from.
+constexpr StringRef kParametersFile = "params.safetensors";
+constexpr StringRef kInitFile = "init.json";
 
 std::optional<int64_t> parsePositive(StringRef text, StringRef what,
                                      std::string &error) {
@@ -166,6 +175,10 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
       llvm::outs() << kHelp;
       return 0;
     }
+    if (cursor.takeSwitch("--weights-at-load")) {
+      out.options.weightsAtLoad = true;
+      continue;
+    }
     std::optional<std::string> value;
     StringRef matched = cursor.takeAnyFlag(
         {"-o", "--gpus", "--global-batch", "--seq", "--dim", "--cluster",
@@ -197,6 +210,9 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
     return fail("bmc compile needs an output folder: -o DIR");
   if (seedGiven && !init)
     return fail("--seed goes with --init random");
+  if (out.options.weightsAtLoad && !init)
+    return fail("--weights-at-load goes with --init random (a model's own "
+                "weights are values, not a scheme)");
   if (out.options.planFile && !planningFlags.empty())
     return fail("--plan gives the configuration; " + planningFlags.front() +
                 " goes with planning");
@@ -252,10 +268,18 @@ llvm::json::Object trainerConfig(const bm::CompiledModel &model,
       {"program", model.stages.empty() ? "step.bmp" : stageFile(0)},
       {"stages", stageFiles(model)},
       {"forward_program", "forward.bmp"},
-      {"parameters", "params.safetensors"},
       {"plan", "plan.json"},
       {"device", args.device},
   };
+}
+
+/// trainer.json's source of the step-0 parameters.
+void nameParameters(const bm::CompiledModel &model,
+                    llvm::json::Object &config) {
+  if (model.parameters.empty() && model.init)
+    config["init"] = kInitFile;
+  else
+    config["parameters"] = kParametersFile;
 }
 
 int writeParameters(const std::string &path, const bm::CompiledModel &model) {
@@ -303,11 +327,23 @@ int writeOutputs(const CompileArgs &args, const bm::CompiledModel &model) {
     bm::plan::printPlanJson(model.plan, os);
   });
   rc = rc ? rc : writeFile(in("trainer.json"), [&](llvm::raw_ostream &os) {
-    os << llvm::formatv("{0:2}",
-                        llvm::json::Value(trainerConfig(model, args)))
+    llvm::json::Object config = trainerConfig(model, args);
+    nameParameters(model, config);
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config)))
        << "\n";
   });
-  return rc ? rc : writeParameters(in("params.safetensors"), model);
+  if (rc)
+    return rc;
+  // A folder holds one of the two: a stale one from an earlier compile
+  // into the same folder would only mislead.
+  if (model.parameters.empty() && model.init) {
+    llvm::sys::fs::remove(in(kParametersFile));
+    return writeFile(in(kInitFile), [&](llvm::raw_ostream &os) {
+      os << bmrt::printInitPlan(*model.init);
+    });
+  }
+  llvm::sys::fs::remove(in(kInitFile));
+  return writeParameters(in(kParametersFile), model);
 }
 
 } // namespace
@@ -333,8 +369,12 @@ int bmc::runCompile(llvm::ArrayRef<StringRef> args) {
                        ? std::string()
                        : " in " + std::to_string(model->stages.size()) +
                              " pipeline stages")
-               << ", " << model->parameters.size()
-               << " parameter tensors, micro-batch "
+               << ", " << model->numParameterTensors()
+               << " parameter tensors"
+               << (model->parameters.empty() && model->init
+                       ? " (generated at load time)"
+                       : "")
+               << ", micro-batch "
                << model->plan.config.microBatch << " x "
                << model->plan.config.numMicroBatches << " per step ("
                << bm::nameOf(model->task) << ")\n";

@@ -28,6 +28,22 @@ const char *nameOf(DType type);
 /// The inverse of nameOf; false for an unknown name.
 bool parseDType(const std::string &name, DType &type);
 
+/// Calls fn with a value of the unsigned integer type as wide as one
+/// element: data movement never looks inside an element, so one
+/// instantiation per width serves every dtype (both backends' kernels).
+template <typename Fn> void withElementWidth(DType dtype, Fn &&fn) {
+  switch (sizeOf(dtype)) {
+  case 1:
+    return fn(uint8_t{});
+  case 2:
+    return fn(uint16_t{});
+  case 4:
+    return fn(uint32_t{});
+  default:
+    return fn(uint64_t{});
+  }
+}
+
 using Shape = std::vector<int64_t>;
 
 /// Number of elements (1 for a scalar, rank 0).
