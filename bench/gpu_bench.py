@@ -395,8 +395,11 @@ def read_log(path: str) -> list[dict]:
 def precision_of(output: str, folder: str) -> str:
     """What bmc's trainer computed in: the trainer's own start-up note
     ("the plan trains in bf16 mixed precision; the CPU runtime computes in
-    fp32", printed today on either device), else the plan's precision (a
-    backend that computes as planned has nothing to note)."""
+    fp32", or on CUDA "...; the CUDA runtime's GEMMs take bf16 inputs with
+    fp32 accumulation; weights, activations and optimizer state are fp32",
+    reported as "bf16 GEMMs"), else the plan's precision (a backend that
+    computes as planned has nothing to note)."""
+    gemms = re.search(r"GEMMs take (\w+) inputs", output)
     match = re.search(r"computes in (\w+)", output)
     plan = ""
     try:
@@ -404,6 +407,8 @@ def precision_of(output: str, folder: str) -> str:
             plan = json.load(f).get("precision", "")
     except (OSError, ValueError):
         pass
+    if gemms:
+        return f"{gemms.group(1)} GEMMs (plan {plan or '?'})"
     computed = match.group(1) if match else (plan or "fp32")
     return f"{computed} (plan {plan})" if plan and plan != computed else computed
 

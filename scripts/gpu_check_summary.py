@@ -52,7 +52,8 @@ def machine(check: str) -> dict:
     info = {}
     for line in read_text(os.path.join(check, "machine.txt")).splitlines():
         key, _, value = line.partition(": ")
-        if key in ("cores", "cpu", "gpu", "nvcc", "cmake", "ninja"):
+        if key in ("cores", "cpu", "gpu", "nvcc", "cmake", "ninja", "mpi",
+                   "mpirun"):
             info[key] = int(value) if key == "cores" and value.isdigit() else value
     return info
 

@@ -2,6 +2,7 @@
 
 #include "passes/plan/PlanOutput.h"
 
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -97,10 +98,23 @@ static bool near(double a, double b) {
   return std::abs(a - b) <= 1e-6 * std::max({std::abs(a), std::abs(b), 1e-12});
 }
 
+/// `a` and `b` with the fewest significant digits (at least 4) that tell
+/// them apart: "1.030e-05 vs 1.031e-05", not "0.00 vs 0.00".
+static std::pair<std::string, std::string> apart(double a, double b) {
+  auto digits = [](double x, int precision) {
+    return llvm::formatv("{0}", llvm::format("%#.*g", precision, x)).str();
+  };
+  int precision = 4;
+  while (precision < 17 && digits(a, precision) == digits(b, precision))
+    ++precision;
+  return {digits(a, precision), digits(b, precision)};
+}
+
 std::optional<std::string> bm::plan::inconsistency(const Plan &plan) {
   auto differ = [](const std::string &what, double items, double total) {
+    auto [mine, theirs] = apart(items, total);
     return llvm::formatv("{0} add up to {1} s, the plan says {2} s", what,
-                         items, total)
+                         mine, theirs)
         .str();
   };
   if (!near(plan.time.total(), plan.stepSeconds))
@@ -127,11 +141,13 @@ std::optional<std::string> bm::plan::inconsistency(const Plan &plan) {
     double worst = 0;
     for (const MemoryBreakdown &stage : plan.stageMemory)
       worst = std::max(worst, stage.total());
-    if (!near(worst, plan.memory.total()))
+    if (!near(worst, plan.memory.total())) {
+      auto [mine, theirs] = apart(worst, plan.memory.total());
       return llvm::formatv("the worst stage needs {0} bytes, the plan says "
                            "{1} bytes",
-                           worst, plan.memory.total())
+                           mine, theirs)
           .str();
+    }
   }
   if (!plan.timeline.empty()) {
     double end = 0;

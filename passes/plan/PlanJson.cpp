@@ -694,3 +694,15 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
     return fail("inconsistent numbers: " + *problem);
   return plan;
 }
+
+llvm::Expected<std::string> bm::plan::planToCheckedJson(const Plan &plan) {
+  std::string json = planToJson(plan);
+  llvm::Expected<Plan> back = parsePlanJson(json);
+  if (!back)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "the plan for " + plan.config.str() +
+            " would not read back (a planner bug): " +
+            llvm::toString(back.takeError()));
+  return json;
+}

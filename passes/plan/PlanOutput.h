@@ -48,6 +48,10 @@ void printPlanText(const Plan &plan, llvm::raw_ostream &os,
 /// same bytes.
 void printPlanJson(const Plan &plan, llvm::raw_ostream &os);
 std::string planToJson(const Plan &plan);
+/// planToJson, read back as `bmc report` and `bmc compile --plan` read it:
+/// the error that reading gives (one line, saying which numbers disagree)
+/// instead of a file nothing reads.
+llvm::Expected<std::string> planToCheckedJson(const Plan &plan);
 
 /// Reads a JSON plan back; one-line errors for malformed input and for other
 /// schema versions.

@@ -317,6 +317,13 @@ private:
   const PartitionEntry &partitionOf(const Evaluation &e);
   /// The schedule's per-virtual-stage forward and backward times of `e`.
   bmrt::CostModel scheduleCosts(const Evaluation &e);
+  /// Per chunk of `device`, its part of the device's `deviceSeconds` of
+  /// per-micro-batch transfers (DeviceExtras); the parts add up to them.
+  std::vector<double> chunkExtras(int device, double deviceSeconds,
+                                  const PartitionEntry &entry,
+                                  const ParallelConfig &config,
+                                  const cost::MeshPlacement &placement,
+                                  const std::vector<StageStats> &stages) const;
   /// `e` with the bubble of its schedule simulated with the stages' forward
   /// and backward times instead of the closed form (ScheduleCost.cpp); the
   /// simulation's bars are kept for the timeline.

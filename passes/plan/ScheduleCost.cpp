@@ -48,19 +48,65 @@ bmrt::CostModel Planner::scheduleCosts(const Evaluation &e) {
   const cost::MeshPlacement placement = cost::placeMesh(
       cluster_, config.dp, config.tp, config.pp, std::max(config.ep, 1));
   // Each virtual stage's forward and backward per micro-batch: its compute
-  // and tensor-parallel collectives split where its forward ends, and the
-  // per-micro-batch transfers (boundaries, ZeRO-3, experts, side inputs)
-  // half to each pass, as each pass moves one direction.
+  // and tensor-parallel collectives split where its forward ends, and its
+  // share of its device's per-micro-batch transfers (boundaries, ZeRO-3,
+  // experts, side inputs) half to each pass, as each pass moves one
+  // direction.
+  const std::vector<StageStats> stages = expandStages(entry.stages);
   bmrt::CostModel costs;
-  for (const StageStats &stage : expandStages(entry.stages)) {
-    // As one chunk of a device: what it receives counted (onDevice).
-    double extras = deviceExtras(stage.onDevice(), config, placement,
-                                 entry.boundaryBytes, /*chunks=*/1)
-                        .total();
-    costs.stageForward.push_back(stage.forward + extras / 2);
-    costs.stageBackward.push_back(stage.time() - stage.forward + extras / 2);
+  costs.stageForward.assign(stages.size(), 0);
+  costs.stageBackward.assign(stages.size(), 0);
+  for (const DeviceGroup &group : entry.devices) {
+    // The device's transfers as score() prices them: the parameters of the
+    // stages it shares included (holdSharedParameters), so that a device's
+    // chunks add up to its load per micro-batch.
+    const double deviceSeconds = deviceExtras(group.stats, config, placement,
+                                              entry.boundaryBytes,
+                                              config.chunks)
+                                     .total();
+    for (int device = group.firstDevice;
+         device < group.firstDevice + group.numDevices; ++device) {
+      const std::vector<double> extras =
+          chunkExtras(device, deviceSeconds, entry, config, placement, stages);
+      for (int chunk = 0; chunk < config.chunks; ++chunk) {
+        const size_t s = static_cast<size_t>(chunk * config.pp + device);
+        if (s >= stages.size())
+          continue;
+        const StageStats &stage = stages[s];
+        costs.stageForward[s] = stage.forward + extras[chunk] / 2;
+        costs.stageBackward[s] =
+            stage.time() - stage.forward + extras[chunk] / 2;
+      }
+    }
   }
   return costs;
+}
+
+// Shared among the chunks by what each would cost alone (onDevice: what it
+// receives counted), or evenly where none would cost anything alone.
+std::vector<double>
+Planner::chunkExtras(int device, double deviceSeconds,
+                     const PartitionEntry &entry, const ParallelConfig &config,
+                     const cost::MeshPlacement &placement,
+                     const std::vector<StageStats> &stages) const {
+  std::vector<double> alone(config.chunks, 0);
+  double sum = 0;
+  int present = 0;
+  for (int chunk = 0; chunk < config.chunks; ++chunk) {
+    const size_t s = static_cast<size_t>(chunk * config.pp + device);
+    if (s >= stages.size())
+      continue;
+    alone[chunk] = deviceExtras(stages[s].onDevice(), config, placement,
+                                entry.boundaryBytes, /*chunks=*/1)
+                       .total();
+    sum += alone[chunk];
+    ++present;
+  }
+  std::vector<double> shares(config.chunks, 0);
+  for (int chunk = 0; chunk < config.chunks; ++chunk)
+    shares[chunk] = sum > 0 ? alone[chunk] * (deviceSeconds / sum)
+                            : deviceSeconds / std::max(present, 1);
+  return shares;
 }
 
 std::optional<bmrt::SimulationResult>

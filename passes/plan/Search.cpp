@@ -556,7 +556,13 @@ llvm::Expected<Plan> Planner::result(bool suggest) {
     return planError(message);
   }
   retimeFinalists();
-  return buildPlan(best_);
+  Plan plan = buildPlan(best_);
+  // Every printer reads these numbers and the reader checks them: a plan
+  // whose own numbers disagree is a planner bug, reported, never printed.
+  if (std::optional<std::string> problem = inconsistency(plan))
+    return planError("the plan for " + plan.config.str() +
+                     " has inconsistent numbers (a planner bug): " + *problem);
+  return plan;
 }
 
 llvm::Expected<Plan> bm::plan::searchPlan(const ModelGraph &graph,

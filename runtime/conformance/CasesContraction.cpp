@@ -3,7 +3,9 @@
 // Contractions over at most 64 terms (kReduction's bound, Tolerance.h),
 // every layout the kernels distinguish: batched and broadcast batches,
 // transposed operands, rank-1 operands, gemm with and without c, grouped
-// and dilated convolutions with pads and strides.
+// and dilated convolutions with pads and strides. Each names the operands
+// that meet in its GEMMs (gemmInputs), so that it also runs on bf16 devices
+// within the bf16 bound (Tolerance.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,7 +20,8 @@ Case matmul(const std::string &suffix, Shape a, Shape b, Shape out,
   c.in(uniform(std::move(a), seed))
       .in(uniform(std::move(b), seed + 1))
       .out(std::move(out))
-      .tol(kReduction);
+      .tol(kReduction)
+      .gemmInputs(2);
   if (transA)
     c.i("trans_a", 1);
   if (transB)
@@ -37,7 +40,8 @@ Case gemm(const std::string &suffix, Shape a, Shape b, HostTensor bias,
       .f("beta", beta)
       .i("trans_a", transA)
       .i("trans_b", transB)
-      .tol(kReduction);
+      .tol(kReduction)
+      .gemmInputs(2);
 }
 
 /// The 1-D convolution: x [2,3,10], w [4,3,3], stride 2, pads 1+1 -> y
@@ -66,7 +70,8 @@ Build &geometry(Build &c, const ConvGeometry &g) {
       .ints("pads", g.pads)
       .ints("dilations", g.dilations)
       .i("group", g.group)
-      .tol(kReduction);
+      .tol(kReduction)
+      .gemmInputs(2);
 }
 
 Case conv(const ConvGeometry &g, bool bias) {
@@ -96,7 +101,10 @@ Case einsum(const std::string &suffix, const std::string &equation,
   uint32_t seed = 221;
   for (Shape &in : inputs)
     c.in(uniform(std::move(in), seed++));
-  return c.s("equation", equation).out(std::move(out)).tol(kReduction);
+  return c.s("equation", equation)
+      .out(std::move(out))
+      .tol(kReduction)
+      .gemmInputs(static_cast<int>(inputs.size()));
 }
 
 } // namespace

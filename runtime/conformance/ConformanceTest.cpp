@@ -7,6 +7,12 @@
 // the CPU's own run proves the case well-formed and checks the case's
 // invariant where it has one. A backend without a device here skips.
 //
+// Conformance/ConformanceTest.Matches/<backend>_bf16_<case>: each case with
+// GEMMs (Case::gemmInputs) on each non-CPU backend's device made with bf16
+// GEMM inputs, against the CPU's fp32 within the case's tolerance plus the
+// bf16 bound per element (Tolerance.h). Bf16Bound.*: that bound checked on
+// the CPU alone, with operands rounded to bf16 on the host.
+//
 // OpCoverage.EveryOpHasACase: every op of the spec has a case.
 // KernelCoverage.<backend>: the backend's kernel table against the spec.
 // Trainer/TrainerConformance.*/<backend>: the trainer's own kernels.
@@ -21,6 +27,7 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -44,17 +51,13 @@ std::vector<std::string> backendNames() {
   return names;
 }
 
-/// The device of backend `name`, or null after GTEST_SKIP's message.
-Device *deviceOrNull(const std::string &name) {
-  const Backend *backend = findBackend(name);
-  return backend ? deviceOf(*backend) : nullptr;
-}
-
 /// Checks `got` (of a backend) against `ref` (the CPU's): dtypes and
-/// shapes equal, integers and Bools exactly, F32 within `tolerance`.
+/// shapes equal, integers and Bools exactly, F32 within `tolerance`, plus
+/// `factor` times element i of `magnitude` where given (the bf16 bound).
 /// Reports the first few elements that differ.
 void expectClose(const std::string &what, const HostTensor &got,
-                 const HostTensor &ref, Tolerance tolerance) {
+                 const HostTensor &ref, Tolerance tolerance,
+                 const HostTensor *magnitude = nullptr, double factor = 0) {
   ASSERT_EQ(got.dtype, ref.dtype) << what;
   ASSERT_EQ(got.shape, ref.shape) << what;
   bool exact = ref.dtype != DType::F32;
@@ -62,21 +65,37 @@ void expectClose(const std::string &what, const HostTensor &got,
   std::ostringstream first;
   for (int64_t i = 0; i < ref.size(); ++i) {
     double g = got.at(i), r = ref.at(i);
+    double bound = tolerance.atol + tolerance.rtol * std::fabs(r) +
+                   (magnitude ? factor * magnitude->at(i) : 0);
     bool same = exact ? g == r
                       : (std::isnan(r) ? std::isnan(g)
-                                       : std::fabs(g - r) <=
-                                             tolerance.atol +
-                                                 tolerance.rtol * std::fabs(r));
+                                       : std::fabs(g - r) <= bound);
     if (same)
       continue;
     if (bad++ < 5)
       first << "\n  element " << i << ": got " << g << ", the cpu gives " << r
-            << " (difference " << g - r << ")";
+            << " (difference " << g - r << ", bound " << bound << ")";
   }
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << ref.size()
                     << " elements differ beyond atol " << tolerance.atol
                     << " + rtol " << tolerance.rtol << " * |ref|"
+                    << (magnitude ? " + " + std::to_string(factor) +
+                                        " * (|A| . |B|)"
+                                  : std::string())
                     << first.str();
+}
+
+/// Checks `got`, a run of `c` with bf16 GEMM inputs, against the CPU's
+/// fp32 run within the case's tolerance plus the bf16 bound (Tolerance.h).
+void expectWithinBf16Bound(const std::string &what, const Case &c,
+                           const std::vector<HostTensor> &got) {
+  Device &cpu = *deviceOf(cpuBackend());
+  std::vector<HostTensor> ref = runCase(c, cpu);
+  std::vector<HostTensor> magnitude = runCase(magnitudeCase(c), cpu);
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  for (size_t r = 0; r < got.size(); ++r)
+    expectClose(what + " result " + std::to_string(r), got[r], ref[r],
+                c.tolerance, &magnitude[r], bf16GemmFactor(c.gemmInputs));
 }
 
 //===----------------------------------------------------------------------===//
@@ -86,11 +105,19 @@ void expectClose(const std::string &what, const HostTensor &got,
 struct CaseParam {
   std::string backend;
   size_t index;
+  ContractionPrecision precision = ContractionPrecision::F32;
+
+  /// "cuda", "cuda_bf16".
+  std::string device() const {
+    return precision == ContractionPrecision::F32
+               ? backend
+               : backend + "_" + nameOf(precision);
+  }
 };
 
-/// "cuda matmul_batched" in test listings.
+/// "cuda_bf16 matmul_batched" in test listings.
 void PrintTo(const CaseParam &param, std::ostream *os) {
-  *os << param.backend << " " << allCases()[param.index].name;
+  *os << param.device() << " " << allCases()[param.index].name;
 }
 
 class ConformanceTest : public testing::TestWithParam<CaseParam> {};
@@ -98,16 +125,19 @@ class ConformanceTest : public testing::TestWithParam<CaseParam> {};
 TEST_P(ConformanceTest, Matches) {
   const CaseParam &param = GetParam();
   const Case &c = allCases()[param.index];
-  Device *device = deviceOrNull(param.backend);
+  const Backend *backend = findBackend(param.backend);
+  Device *device = backend ? deviceOf(*backend, param.precision) : nullptr;
   if (!device)
     GTEST_SKIP() << "backend '" << param.backend << "' has no device here";
   std::vector<HostTensor> got;
   try {
     got = runCase(c, *device);
   } catch (const Error &e) {
-    FAIL() << param.backend << ": " << e.what();
+    FAIL() << param.device() << ": " << e.what();
   }
   ASSERT_EQ(got.size(), c.results.size());
+  if (param.precision == ContractionPrecision::BF16)
+    return expectWithinBf16Bound(param.device() + " " + c.name, c, got);
   if (param.backend == "cpu") {
     for (size_t r = 0; r < got.size(); ++r)
       if (got[r].dtype == DType::F32)
@@ -129,13 +159,18 @@ std::vector<CaseParam> caseParams() {
   for (const std::string &backend : backendNames())
     for (size_t i = 0; i < allCases().size(); ++i)
       params.push_back({backend, i});
+  // The CPU computes in fp32 whatever it is asked: no bf16 runs of its own.
+  for (const std::string &backend : backendNames())
+    for (size_t i = 0; i < allCases().size(); ++i)
+      if (backend != "cpu" && allCases()[i].gemmInputs >= 2)
+        params.push_back({backend, i, ContractionPrecision::BF16});
   return params;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Conformance, ConformanceTest, testing::ValuesIn(caseParams()),
     [](const testing::TestParamInfo<CaseParam> &info) {
-      return info.param.backend + "_" + allCases()[info.param.index].name;
+      return info.param.device() + "_" + allCases()[info.param.index].name;
     });
 
 //===----------------------------------------------------------------------===//
@@ -183,6 +218,114 @@ TEST(Runner, ComparisonFindsDifferences) {
   HostTensor a = ints(DType::I64, {2}, {5, 6}), b = ints(DType::I64, {2}, {5, 7});
   EXPECT_NONFATAL_FAILURE(expectClose("ints", b, a, {1, 1}),
                           "1 of 2 elements differ");
+}
+
+//===----------------------------------------------------------------------===//
+// The bf16 bound, without a GPU
+//===----------------------------------------------------------------------===//
+
+/// The cases the bf16 devices run.
+std::vector<const Case *> gemmCases() {
+  std::vector<const Case *> cases;
+  for (const Case &c : allCases())
+    if (c.gemmInputs >= 2)
+      cases.push_back(&c);
+  return cases;
+}
+
+TEST(Bf16Bound, RoundsToNearestEven) {
+  EXPECT_EQ(roundToBf16(1.0f), 1.0f);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to even (1).
+  EXPECT_EQ(roundToBf16(1.0f + 1.0f / 256), 1.0f);
+  // 1 + 3 * 2^-8 is halfway between 1 + 2^-7 and 1 + 2^-6: to 1 + 2^-6.
+  EXPECT_EQ(roundToBf16(1.0f + 3.0f / 256), 1.0f + 1.0f / 64);
+  EXPECT_EQ(roundToBf16(1.0f + 1.0f / 200), 1.0f + 1.0f / 128);
+  EXPECT_EQ(roundToBf16(-3.0f), -3.0f);
+  EXPECT_TRUE(std::isinf(roundToBf16(INFINITY)));
+  EXPECT_TRUE(std::isnan(roundToBf16(NAN)));
+  // Every rounding is within u = 2^-8 of its value, and some of the
+  // cases' operands move by more than 2^-9 (u is not half as large).
+  int beyondHalf = 0;
+  for (const Case *c : gemmCases())
+    for (int k = 0; k < c->gemmInputs; ++k)
+      for (int64_t i = 0; i < c->operands[k].size(); ++i) {
+        double x = c->operands[k].at(i);
+        double moved = std::fabs(roundToBf16(static_cast<float>(x)) - x);
+        EXPECT_LE(moved, kBf16UnitRoundoff * std::fabs(x));
+        beyondHalf += moved > kBf16UnitRoundoff / 2 * std::fabs(x);
+      }
+  EXPECT_GT(beyondHalf, 0);
+}
+
+TEST(Bf16Bound, FactorCountsTheRoundings) {
+  EXPECT_EQ(bf16GemmFactor(1), 0);
+  EXPECT_DOUBLE_EQ(bf16GemmFactor(2), std::pow(1 + 1.0 / 256, 2) - 1);
+  EXPECT_DOUBLE_EQ(bf16GemmFactor(3), std::pow(1 + 1.0 / 256, 4) - 1);
+}
+
+// What a bf16-input GEMM with fp32 accumulation computes, emulated on the
+// CPU (operands rounded on the host, then the fp32 kernel), is within the
+// bound of every case: the bound the cuda_bf16 runs are held to is tested
+// here without a GPU. And it is needed: kReduction alone fails some case.
+TEST(Bf16Bound, HoldsForOperandsRoundedOnTheHost) {
+  Device &cpu = *deviceOf(cpuBackend());
+  int beyondFp32 = 0;
+  double worst = 0; // largest |got - ref| / bound seen
+  for (const Case *c : gemmCases()) {
+    std::vector<HostTensor> got = runCase(bf16OperandsCase(*c), cpu);
+    expectWithinBf16Bound("emulated bf16 " + c->name, *c, got);
+    std::vector<HostTensor> ref = runCase(*c, cpu);
+    std::vector<HostTensor> magnitude = runCase(magnitudeCase(*c), cpu);
+    for (size_t r = 0; r < got.size(); ++r)
+      for (int64_t i = 0; i < ref[r].size(); ++i) {
+        double error = std::fabs(got[r].at(i) - ref[r].at(i));
+        double fp32 =
+            c->tolerance.atol + c->tolerance.rtol * std::fabs(ref[r].at(i));
+        beyondFp32 += error > fp32;
+        worst = std::max(
+            worst, error / (fp32 + bf16GemmFactor(c->gemmInputs) *
+                                       magnitude[r].at(i)));
+      }
+  }
+  EXPECT_GT(beyondFp32, 0) << "bf16 inputs never moved a result beyond the "
+                              "fp32 tolerance: the cases do not exercise it";
+  std::printf("emulated bf16: %d elements beyond the fp32 tolerance; the "
+              "largest error is %.2f of its bound\n",
+              beyondFp32, worst);
+}
+
+// The bound is not vacuous: a result off by 2^-5 relative (four times the
+// bf16 product error) fails it wherever the terms do not cancel.
+TEST(Bf16Bound, CatchesALargerError) {
+  const Case &c = *gemmCases().front();
+  std::vector<HostTensor> ref = runCase(c, *deviceOf(cpuBackend()));
+  std::vector<HostTensor> off = ref;
+  for (HostTensor &t : off)
+    for (int64_t i = 0; i < t.size(); ++i) {
+      float v = static_cast<float>(t.at(i)) * (1 + 1.0f / 32);
+      std::memcpy(t.bytes.data() + i * 4, &v, 4);
+    }
+  EXPECT_NONFATAL_FAILURE(expectWithinBf16Bound("off", c, off),
+                          "elements differ beyond");
+}
+
+// The CUDA backend refuses fp16 GEMMs (no loss scaling yet) before it looks
+// for a GPU, so that this machine says it too.
+TEST(Bf16Bound, CudaRefusesFp16) {
+  const Backend *cuda = findBackend("cuda");
+  if (!cuda)
+    GTEST_SKIP() << "no cuda backend in this build";
+  DeviceOptions options;
+  options.contractionPrecision = ContractionPrecision::F16;
+  try {
+    // The backend's own createDevice: bmrt::createDevice would stop first
+    // at "no device on this machine".
+    cuda->createDevice(options);
+    FAIL() << "a CUDA device was made with fp16 GEMMs";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("loss scaling"), std::string::npos)
+        << e.what();
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -9,6 +9,7 @@
 #include "bmrt/Sharding.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -197,6 +198,11 @@ Build &Build::tol(Tolerance tolerance) {
   return *this;
 }
 
+Build &Build::gemmInputs(int count) {
+  c.gemmInputs = count;
+  return *this;
+}
+
 Build &Build::collective() {
   c.collective = true;
   return s("axes", "tp");
@@ -282,16 +288,73 @@ std::vector<HostTensor> runCase(const Case &c, Device &device) {
   return results;
 }
 
-Device *deviceOf(const Backend &backend) {
+Device *deviceOf(const Backend &backend, ContractionPrecision precision) {
   static std::map<std::string, std::unique_ptr<Device>> devices;
-  auto it = devices.find(backend.name);
+  std::string key = std::string(backend.name) + " " + nameOf(precision);
+  auto it = devices.find(key);
   if (it == devices.end()) {
     std::unique_ptr<Device> device;
-    if (backend.available())
-      device = backend.createDevice(DeviceOptions());
-    it = devices.emplace(backend.name, std::move(device)).first;
+    if (backend.available()) {
+      DeviceOptions options;
+      options.contractionPrecision = precision;
+      device = backend.createDevice(options);
+    }
+    it = devices.emplace(key, std::move(device)).first;
   }
   return it->second.get();
+}
+
+//===----------------------------------------------------------------------===//
+// The bf16 bound's operands
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// `t` (F32) with f applied to every element.
+template <typename F> HostTensor mapped(const HostTensor &t, F f) {
+  HostTensor out = t;
+  if (t.absent || t.dtype != DType::F32)
+    return out;
+  for (int64_t i = 0; i < t.size(); ++i)
+    put(out, i, f(static_cast<float>(t.at(i))));
+  return out;
+}
+
+} // namespace
+
+Case magnitudeCase(const Case &c) {
+  Case m = c;
+  for (size_t k = 0; k < m.operands.size(); ++k)
+    m.operands[k] = mapped(c.operands[k], [&](float x) {
+      return static_cast<int>(k) < c.gemmInputs ? std::fabs(x) : 0.f;
+    });
+  auto alpha = m.attrs.find("alpha");
+  if (alpha != m.attrs.end())
+    alpha->second.f = std::fabs(alpha->second.f);
+  m.invariant = nullptr;
+  return m;
+}
+
+float roundToBf16(float x) {
+  if (std::isnan(x))
+    return x;
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  // Adds 0x7fff plus the lowest kept bit, then truncates: nearest, ties
+  // to even (an overflow past the largest bf16 lands on infinity, as RN
+  // does).
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  bits &= 0xffff0000u;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+Case bf16OperandsCase(const Case &c) {
+  Case r = c;
+  for (int k = 0; k < c.gemmInputs && k < static_cast<int>(c.operands.size());
+       ++k)
+    r.operands[k] = mapped(c.operands[k], roundToBf16);
+  return r;
 }
 
 } // namespace bmrt::conformance

@@ -75,6 +75,11 @@ struct Case {
   Tolerance tolerance = kExact;
   /// Runs on a one-rank mesh with the executor's collectives.
   bool collective = false;
+  /// The operands that meet in the case's GEMMs, its first ones (2 for
+  /// matmul, gemm and the convolutions, n for an einsum of n inputs; 0: no
+  /// GEMM). Cases with 2 or more also run on bf16 devices (cuda_bf16_...),
+  /// within bf16GemmFactor (Tolerance.h) of |A| . |B| beyond `tolerance`.
+  int gemmInputs = 0;
   Invariant invariant;
 };
 
@@ -90,6 +95,8 @@ public:
   Build &ints(const std::string &name, std::vector<int64_t> values);
   Build &s(const std::string &name, std::string value);
   Build &tol(Tolerance tolerance);
+  /// Its first `count` operands meet in GEMMs (Case::gemmInputs).
+  Build &gemmInputs(int count);
   /// A collective: axes="tp" on a one-rank mesh.
   Build &collective();
   Build &check(Invariant invariant);
@@ -106,9 +113,25 @@ OpSignature signatureOf(const Case &c);
 /// bmrt::Error where the program does not verify or a kernel fails.
 std::vector<HostTensor> runCase(const Case &c, Device &device);
 
-/// The device of `backend`, created once per process (null when the
-/// backend has no device here).
-Device *deviceOf(const Backend &backend);
+/// The device of `backend` whose GEMMs read their operands in
+/// `precision`, created once per process (null when the backend has no
+/// device here).
+Device *deviceOf(const Backend &backend,
+                 ContractionPrecision precision = ContractionPrecision::F32);
+
+/// `c` with every F32 operand replaced by its magnitude, gemm's c and
+/// conv's bias (the operands after the GEMM's) by zeros and gemm's alpha by
+/// |alpha|: run on the CPU, each result element is sum |a_ik| |b_kj| (times
+/// |alpha|), the scale of the bf16 bound (Tolerance.h).
+Case magnitudeCase(const Case &c);
+
+/// x rounded to the nearest bf16 (ties to even), as __float2bfloat16_rn;
+/// NaN stays NaN.
+float roundToBf16(float x);
+/// `c` with its GEMM operands (the first gemmInputs) rounded to bf16 on the
+/// host: the CPU running it computes what a bf16-input GEMM with fp32
+/// accumulation does, up to the order of its sums.
+Case bf16OperandsCase(const Case &c);
 
 /// Every case, by name.
 const std::vector<Case> &allCases();

@@ -61,6 +61,41 @@ inline constexpr Tolerance kTranscendental{1e-6, 2e-6};
 /// whose worst case n * eps = 4e-6 is relative.
 inline constexpr Tolerance kReduction{1e-5, 1e-5};
 
+/// GEMMs with bf16 inputs (a device made with ContractionPrecision::BF16:
+/// the cuda_bf16_<case> runs) against the CPU's fp32, on top of the case's
+/// own tolerance (kReduction). bf16 keeps 8 significant bits (7 stored),
+/// so its values in [1, 2) are 2^-7 apart and rounding to nearest even
+/// moves each operand by at most half that: u = 2^-8 of itself (the unit
+/// roundoff 2^-p of p = 8 bits, as fp32's is 2^-24; 2^-9 would be half
+/// too tight, and Bf16Bound.RoundsToNearestEven sees operands of the cases
+/// moved by more than 2^-9). A product of two rounded operands is
+/// a b (1 + d1)(1 + d2), off by at most (1 + u)^2 - 1 = 2^-7 + 2^-16 of
+/// |a b|; it is exact in fp32 (16 significant bits), and the fp32
+/// accumulation adds only what kReduction already covers. So each element
+/// of a GEMM's result is off by at most
+///
+///   ((1 + u)^r - 1) * sum_k |a_ik| |b_kj|,   r = 2,
+///
+/// a bound per element, computed from the operands: the case run on the
+/// CPU with every operand replaced by its magnitude (magnitudeCase in
+/// Runner.h: |A| . |B|, with gemm's c and conv's bias zeroed and alpha
+/// made |alpha|). A blanket rtol would be wrong both ways: too loose where
+/// the terms agree in sign, and too tight where they cancel (|ref| much
+/// below sum |a b|). An einsum of n inputs rounds each input once and each
+/// of the n - 2 intermediates once on its way into the next GEMM: r = 2n -
+/// 2 roundings on every term of sum |a| |b| |c| ... (to first order; the
+/// intermediates' own fp32 sums stay under kReduction).
+inline constexpr double kBf16UnitRoundoff = 1.0 / 256; // 2^-8
+
+/// (1 + u)^r - 1 for the r = 2n - 2 roundings of a GEMM chain over n
+/// inputs (0 for n < 2: no GEMM).
+inline double bf16GemmFactor(int gemmInputs) {
+  double factor = 1;
+  for (int r = 0; r < 2 * gemmInputs - 2; ++r)
+    factor *= 1 + kBf16UnitRoundoff;
+  return factor - 1;
+}
+
 } // namespace bmrt::conformance
 
 #endif // BMRT_CONFORMANCE_TOLERANCE_H

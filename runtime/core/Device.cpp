@@ -24,6 +24,30 @@ const char *nameOf(MemoryKind kind) {
   return "?";
 }
 
+const char *nameOf(ContractionPrecision precision) {
+  switch (precision) {
+  case ContractionPrecision::F32:
+    return "fp32";
+  case ContractionPrecision::BF16:
+    return "bf16";
+  case ContractionPrecision::F16:
+    return "fp16";
+  }
+  return "?";
+}
+
+bool parseContractionPrecision(const std::string &name,
+                               ContractionPrecision &precision) {
+  for (ContractionPrecision p :
+       {ContractionPrecision::F32, ContractionPrecision::BF16,
+        ContractionPrecision::F16})
+    if (name == nameOf(p)) {
+      precision = p;
+      return true;
+    }
+  return false;
+}
+
 Stream::~Stream() = default;
 Event::~Event() = default;
 Device::~Device() = default;

@@ -39,6 +39,9 @@ public:
   }
 };
 
+/// options.contractionPrecision is ignored: the CPU is the fp32 reference
+/// that every backend is checked against, and computes in fp32 whatever the
+/// plan says (the trainer notes it at start-up).
 std::unique_ptr<Device> create(const DeviceOptions &options) {
   if (options.threads)
     setThreads(options.threads);

@@ -1,6 +1,10 @@
 //===- ContractionKernels.cu - matmul, gemm, einsum and convolution -------===//
 //
-// Every contraction ends in one cuBLASLt call per GEMM shape (CublasLt.h):
+// Every contraction ends in one cuBLASLt call per GEMM shape (CublasLt.h),
+// in the device's ContractionPrecision: fp32, or bf16 inputs with fp32
+// accumulation under the plan's bf16. Either way every tensor here, the
+// im2col columns and einsum's intermediates included, is fp32 in memory;
+// only the GEMM's own packed copy of its operands is bf16.
 //  - matmul maps numpy's broadcast batch onto one strided batch when each
 //    operand's batch is whole or shared (stride 0), else onto one GEMM per
 //    batch entry;
@@ -33,6 +37,11 @@ namespace {
 
 using namespace support;
 using E = Executor;
+
+/// What the GEMMs of `e`'s device read their operands in.
+ContractionPrecision precisionOf(E &e) {
+  return e.device().contractionPrecision();
+}
 
 //===----------------------------------------------------------------------===//
 // The strided walk: transposes, broadcasts, diagonals and sums
@@ -130,10 +139,11 @@ void launchMatmul(E &e, const Instr &i) {
                                i.getInt("trans_b", 0));
   GemmShape g = plan.gemm;
   cudaStream_t stream = cudaStreamOf(e.stream());
+  ContractionPrecision precision = precisionOf(e);
   int64_t aCount = plan.aCount(), bCount = plan.bCount();
   if (plan.foldsIntoM()) {
     g.m *= aCount;
-    return gemm(stream, g, 1.f, a.f32(), b.f32(), 0.f, out.f32());
+    return gemm(stream, g, 1.f, a.f32(), b.f32(), 0.f, out.f32(), precision);
   }
   int64_t count = plan.count(), cMatrix = g.m * g.n;
   // Each operand whole (its batch is out's) or shared (one matrix): one
@@ -145,14 +155,15 @@ void launchMatmul(E &e, const Instr &i) {
     g.strideA = aCount == 1 ? 0 : g.m * g.k;
     g.strideB = bCount == 1 ? 0 : g.k * g.n;
     g.strideC = cMatrix;
-    return gemm(stream, g, 1.f, a.f32(), b.f32(), 0.f, out.f32());
+    return gemm(stream, g, 1.f, a.f32(), b.f32(), 0.f, out.f32(), precision);
   }
-  // Mixed broadcasting ([2, 1, M, K] x [1, 3, K, N]): one GEMM per entry.
+  // Mixed broadcasting ([2, 1, M, K] x [1, 3, K, N]): one GEMM per entry
+  // (under bf16 each packs its own operands: rare enough not to share).
   for (int64_t entry = 0; entry < count; ++entry) {
     int64_t aOffset, bOffset;
     plan.offsets(entry, aOffset, bOffset);
     gemm(stream, g, 1.f, a.f32() + aOffset, b.f32() + bOffset, 0.f,
-         out.f32() + entry * cMatrix);
+         out.f32() + entry * cMatrix, precision);
   }
 }
 
@@ -166,12 +177,13 @@ void launchGemm(E &e, const Instr &i) {
   GemmShape g = planGemm(a.shape, b.shape, i.getInt("trans_a", 0),
                          i.getInt("trans_b", 0));
   cudaStream_t stream = cudaStreamOf(e.stream());
+  ContractionPrecision precision = precisionOf(e);
   if (!c || beta == 0.f)
-    return gemm(stream, g, alpha, a.f32(), b.f32(), 0.f, out.f32());
+    return gemm(stream, g, alpha, a.f32(), b.f32(), 0.f, out.f32(), precision);
   Ints strides = broadcastStrides(c->shape, 2);
   runWalk(stream, c->f32(), out.f32(),
           {{g.m, strides[0]}, {g.n, strides[1]}}, {});
-  gemm(stream, g, alpha, a.f32(), b.f32(), beta, out.f32());
+  gemm(stream, g, alpha, a.f32(), b.f32(), beta, out.f32(), precision);
 }
 
 //===----------------------------------------------------------------------===//
@@ -195,7 +207,8 @@ const float *prepare(cudaStream_t stream, const Operand &op,
 /// Contracts a and b as einsum::planPair plans, through one batched GEMM.
 /// With `finalOut` the result, over `keep`, goes there; else it is left in
 /// `storage` and described by the returned operand.
-Operand contractPair(cudaStream_t stream, const Operand &a, const Operand &b,
+Operand contractPair(cudaStream_t stream, ContractionPrecision precision,
+                     const Operand &a, const Operand &b,
                      const std::string &keep, const Extents &extents,
                      float *finalOut, DeviceBuffer &storage) {
   bool final = finalOut != nullptr;
@@ -221,7 +234,7 @@ Operand contractPair(cudaStream_t stream, const Operand &a, const Operand &b,
               : (final ? product : storage)
                     .get(stream, einsum::extentOf(result.letters, extents));
   gemm(stream, einsum::gemmOf(p, extents), 1.f, leftData, rightData, 0.f,
-       resultData);
+       resultData, precision);
   result.data = resultData;
   if (final && !inPlace)
     runWalk(stream, resultData, finalOut,
@@ -249,7 +262,8 @@ void launchEinsum(E &e, const Instr &i) {
   Operand acc = operands[0];
   for (size_t k = 1; k < operands.size(); ++k) {
     bool last = k + 1 == operands.size();
-    acc = contractPair(stream, acc, operands[k], einsum::keptAfter(eq, k),
+    acc = contractPair(stream, precisionOf(e), acc, operands[k],
+                       einsum::keptAfter(eq, k),
                        extents, last ? out : nullptr, running[k % 2]);
   }
 }
@@ -396,7 +410,8 @@ void launchConv(E &e, const Instr &i) {
       gemm(stream, s, 1.f, w.f32() + g * c.outChannels * c.colRows,
            col + g * layout.group,
            bias ? 1.f : 0.f,
-           y.f32() + (n0 * c.groups + g) * c.outChannels * outSize);
+           y.f32() + (n0 * c.groups + g) * c.outChannels * outSize,
+           precisionOf(e));
     }
   }
 }
@@ -429,7 +444,7 @@ void launchConvGradInput(E &e, const Instr &i) {
       s.strideC = perImage;
       gemm(stream, s, 1.f, w.f32() + g * c.outChannels * c.colRows,
            dy.f32() + (n0 * c.groups + g) * c.outChannels * outSize, 0.f,
-           dcol + g * c.colRows * outSize);
+           dcol + g * c.colRows * outSize, precisionOf(e));
     }
     int64_t total = images * dx.shape[1] * inSize;
     if (total == 0)
@@ -487,7 +502,8 @@ void launchConvGradWeight(E &e, const Instr &i) {
     s.strideA = c.outChannels * kLength;
     s.strideB = c.colRows * kLength;
     s.strideC = c.outChannels * c.colRows;
-    gemm(stream, s, 1.f, dyP, col, n0 == 0 ? 0.f : 1.f, dw.f32());
+    gemm(stream, s, 1.f, dyP, col, n0 == 0 ? 0.f : 1.f, dw.f32(),
+         precisionOf(e));
   }
 }
 

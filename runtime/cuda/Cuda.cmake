@@ -28,6 +28,7 @@ set_target_properties(bmrt PROPERTIES
   CUDA_STANDARD_REQUIRED ON)
 
 target_sources(bmrt PRIVATE
+  cuda/Bf16Pack.cu
   cuda/ContractionKernels.cu
   cuda/CublasLt.cpp
   cuda/CudaBackend.cpp

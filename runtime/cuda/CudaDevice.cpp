@@ -73,8 +73,9 @@ int localRank() {
 
 class CudaDevice final : public Device {
 public:
-  CudaDevice(const Backend &backend, int ordinal)
-      : Device(backend), ordinal(ordinal) {
+  CudaDevice(const Backend &backend, int ordinal,
+             ContractionPrecision precision)
+      : Device(backend), ordinal(ordinal), precision(precision) {
     BMRT_CUDA_CHECK(cudaSetDevice(ordinal));
     // Created after cudaSetDevice, so that it belongs to this GPU.
     stream = std::make_unique<CudaStream>();
@@ -91,6 +92,10 @@ public:
       return 0;
     }
     return free;
+  }
+
+  ContractionPrecision contractionPrecision() const override {
+    return precision;
   }
 
   Stream &computeStream() override { return *stream; }
@@ -151,6 +156,8 @@ protected:
 
 private:
   int ordinal;
+  /// fp32 or bf16 GEMM inputs (CublasLt.h); tensors stay fp32 either way.
+  ContractionPrecision precision;
   std::unique_ptr<CudaStream> stream;
 };
 
@@ -207,13 +214,19 @@ int deviceCount() {
 
 std::unique_ptr<Device> createDevice(const Backend &backend,
                                      const DeviceOptions &options) {
+  // Checked first, so that a machine without a GPU says it too.
+  BMRT_CHECK(options.contractionPrecision != ContractionPrecision::F16,
+             "the CUDA backend does not compute in fp16 yet: fp16 GEMMs need "
+             "loss scaling, which is not built yet; run with --precision "
+             "bf16 or fp32");
   int count = deviceCount();
   BMRT_CHECK(count > 0, "no CUDA device on this machine");
   int ordinal = options.ordinal >= 0 ? options.ordinal : localRank() % count;
   BMRT_CHECK(ordinal < count, "CUDA device " + std::to_string(ordinal) +
                                   " asked for, but this machine has " +
                                   std::to_string(count));
-  return std::make_unique<CudaDevice>(backend, ordinal);
+  return std::make_unique<CudaDevice>(backend, ordinal,
+                                      options.contractionPrecision);
 }
 
 cudaStream_t cudaStreamOf(Stream &stream) {

@@ -47,7 +47,7 @@ private:
 /// (Megatron-LM's --clip-grad 0).
 double clipScale(double norm, double maxNorm);
 /// The same from the sum of squares of every gradient element (the sum of
-/// cpu::sumOfSquares over the gradients).
+/// the backend's sumOfSquares over the gradients).
 double clipScaleFromSumOfSquares(double sumOfSquares, double maxNorm);
 
 } // namespace bmrt

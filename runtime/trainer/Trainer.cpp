@@ -13,6 +13,7 @@
 #include "bmrt/Sharding.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -464,6 +465,43 @@ void Trainer::update(int64_t step, float lr, float gradScale) {
   }
 }
 
+ContractionPrecision askedPrecision(const TrainerOptions &options,
+                                    const CompiledConfig &config) {
+  if (options.precision)
+    return *options.precision;
+  ContractionPrecision precision;
+  BMRT_CHECK(parseContractionPrecision(config.precision, precision),
+             "trainer.json's precision must be fp32, bf16 or fp16, got '" +
+                 config.precision + "'");
+  return precision;
+}
+
+/// The start-up note on what the device computes in, where it is not plain
+/// fp32 throughout. Mixed precision so far is its first step: GEMM inputs
+/// only. Weights, activations, gradients and optimizer state are fp32 in
+/// memory on every backend. bench/gpu_bench.py reads "computes in X" and
+/// "GEMMs take X inputs" from this line.
+void Trainer::printPrecision() const {
+  ContractionPrecision asked = askedPrecision(options, config);
+  ContractionPrecision computed = device->contractionPrecision();
+  std::string runtime = device->backend().name;
+  for (char &c : runtime)
+    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::string plan = "the plan trains in " + config.precision;
+  if (config.precision != "fp32")
+    plan += " mixed precision";
+  if (config.precision != nameOf(asked))
+    plan += std::string(" (--precision ") + nameOf(asked) + ")";
+  if (computed == ContractionPrecision::BF16)
+    std::printf("note: %s; the %s runtime's GEMMs take bf16 inputs with "
+                "fp32 accumulation; weights, activations and optimizer state "
+                "are fp32\n",
+                plan.c_str(), runtime.c_str());
+  else if (asked != ContractionPrecision::F32 || config.precision != "fp32")
+    std::printf("note: %s; the %s runtime computes in fp32\n", plan.c_str(),
+                runtime.c_str());
+}
+
 void Trainer::printStart(int64_t start) const {
   if (options.quiet)
     return;
@@ -481,10 +519,7 @@ void Trainer::printStart(int64_t start) const {
               config.recompute.c_str(),
               hyper.describe(config.optimizer).c_str(),
               dataFeeder() ? dataFeeder()->describe().c_str() : "no data");
-  if (config.precision != "fp32")
-    std::printf("note: the plan trains in %s mixed precision; the CPU "
-                "runtime computes in fp32\n",
-                config.precision.c_str());
+  printPrecision();
   std::printf("memory: parameters %.2f MiB, gradients %.2f MiB, optimizer "
               "state %.2f MiB, activations %.2f MiB (arena %.2f MiB), "
               "workspace %.2f MiB\n",

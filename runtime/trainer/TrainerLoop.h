@@ -29,6 +29,11 @@
 
 namespace bmrt {
 
+/// What the GEMMs are asked to read their operands in: --precision, else
+/// trainer.json's precision; throws bmrt::Error naming an unknown one.
+ContractionPrecision askedPrecision(const TrainerOptions &options,
+                                    const CompiledConfig &config);
+
 class Trainer {
 public:
   Trainer(const TrainerOptions &options, World &world)
@@ -36,7 +41,8 @@ public:
         first(loadProgramFor(config, world, options.dir)),
         device(createDevice(options.device.empty() ? config.device
                                                    : options.device,
-                            {options.threads, -1})),
+                            {options.threads, -1,
+                             askedPrecision(options, config)})),
         parallel(first, world, config.zero, *device), gathered(parallel, *device) {
     loadStages();
     bindParameters();
@@ -100,6 +106,7 @@ private:
   StepReport trainStep(int64_t step);
   void update(int64_t step, float lr, float gradScale);
   void printStart(int64_t start) const;
+  void printPrecision() const;
   std::unique_ptr<std::ofstream> openLog() const;
   void save(int64_t step);
   void saveWhole(int64_t step);

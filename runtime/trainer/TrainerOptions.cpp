@@ -47,6 +47,11 @@ OPTIONS:
   --threads N        CPU threads (default: all)
   --device NAME      the backend to run on: cpu, or cuda where built in
                      (default: trainer.json's device, else cpu)
+  --precision P      fp32 or bf16: what GEMMs read their operands in (default:
+                     trainer.json's precision). bf16 rounds the inputs of
+                     every GEMM to bf16 and accumulates in fp32; weights,
+                     activations, gradients and optimizer state stay fp32.
+                     The CPU computes in fp32 whatever this says
   --dir DIR          the compiled folder (default: the trainer's own)
   --quiet            no per-step lines on the terminal
   --overlap          reduce the data-parallel gradients during the backward
@@ -113,6 +118,15 @@ parseTrainerOptions(const std::vector<std::string> &args,
       {"--min-lr", [&](auto &v) { o.minLr = parseFloat("--min-lr", v); }},
       {"--momentum",
        [&](auto &v) { o.momentum = parseFloat("--momentum", v); }},
+      {"--precision",
+       [&](auto &v) {
+         ContractionPrecision p;
+         BMRT_CHECK(parseContractionPrecision(v, p) &&
+                        p != ContractionPrecision::F16,
+                    "--precision must be fp32 or bf16 (fp16 needs loss "
+                    "scaling, not built yet), got '" + v + "'");
+         o.precision = p;
+       }},
       {"--save-every",
        [&](auto &v) { o.saveEvery = parseIntegerFlag("--save-every", v, 1); }},
       {"--seed",

@@ -3,6 +3,8 @@
 #ifndef BMRT_TRAINER_TRAINEROPTIONS_H
 #define BMRT_TRAINER_TRAINEROPTIONS_H
 
+#include "bmrt/Device.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,6 +39,9 @@ struct TrainerOptions {
   int threads = 0;
   /// The backend (--device); empty: trainer.json's.
   std::string device;
+  /// What GEMMs read their operands in (--precision fp32|bf16); unset:
+  /// trainer.json's precision. Tensors stay fp32 in memory either way.
+  std::optional<ContractionPrecision> precision;
   bool quiet = false;
   /// Print the pipeline schedule's instruction lists and exit.
   bool printSchedule = false;

@@ -162,6 +162,17 @@ def test_bmc_side_goes_smaller_after_out_of_memory(tmp_path):
     assert m["tokens_per_s"] == pytest.approx(2 * 64 / 0.8)
 
 
+def test_precision_of_reads_the_trainers_note(tmp_path):
+    (tmp_path / "trainer.json").write_text(json.dumps({"precision": "bf16"}))
+    cpu = "note: the plan trains in bf16 mixed precision; the CPU runtime computes in fp32"
+    cuda = ("note: the plan trains in bf16 mixed precision; the CUDA runtime's GEMMs take "
+            "bf16 inputs with fp32 accumulation; weights, activations and optimizer state "
+            "are fp32")
+    assert gpu_bench.precision_of(cpu, str(tmp_path)) == "fp32 (plan bf16)"
+    assert gpu_bench.precision_of(cuda, str(tmp_path)) == "bf16 GEMMs (plan bf16)"
+    assert gpu_bench.precision_of("", str(tmp_path)) == "bf16"
+
+
 def test_bmc_side_reports_when_nothing_fits(tmp_path):
     trainer, manifest = fake_setup(tmp_path, limit=0)
     r = gpu_bench.bmc_side(str(tmp_path), manifest, gpu_bench.SMOKE, trainer, "cpu",

@@ -122,6 +122,8 @@ def test_bad_input_is_one_line(compiled, tmp_path):
     assert "no checkpoint" in no_checkpoint
 
     assert "unknown option" in error_line(train(out, "--stepz", "3", check=False))
+    bad_precision = error_line(train(out, "--precision", "fp16", check=False))
+    assert "--precision must be fp32 or bf16" in bad_precision and "'fp16'" in bad_precision
 
 
 def test_nan_loss_stops_and_keeps_checkpoint(compiled, tmp_path):

@@ -51,7 +51,9 @@ OPTIONS:
   --cluster NAME|FILE   the cluster the plan is made for (as bmc plan)
   --optimizer O         adam (AdamW, default) or sgd (with momentum)
   --precision P         bf16, fp16 or fp32: recorded in the plan; the CPU
-                        runtime computes in fp32 and says so at start-up
+                        runtime computes in fp32, the CUDA runtime's GEMMs
+                        take bf16 inputs under bf16 (tensors stay fp32);
+                        each says so at start-up
   --fix K=V,...         pin plan choices as bmc plan does; on one device
                         mb (micro-batch) and recompute (none|selective|full)
                         change the trainer

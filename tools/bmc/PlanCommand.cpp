@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 
 using namespace bmc;
 using llvm::StringRef;
@@ -232,10 +233,18 @@ int bmc::runPlan(llvm::ArrayRef<StringRef> args) {
                        std::chrono::steady_clock::now() - start)
                        .count();
 
+  // What -o and --json write is read back first: never a file that
+  // `bmc report` or `bmc compile --plan` would refuse.
+  std::optional<std::string> json;
+  if (planArgs.jsonFile || planArgs.json) {
+    llvm::Expected<std::string> checked = bm::plan::planToCheckedJson(*plan);
+    if (!checked)
+      return fail(llvm::toString(checked.takeError()));
+    json = std::move(*checked);
+  }
   if (planArgs.jsonFile)
-    if (int rc = writeFile(*planArgs.jsonFile, [&](llvm::raw_ostream &os) {
-          bm::plan::printPlanJson(*plan, os);
-        }))
+    if (int rc = writeFile(*planArgs.jsonFile,
+                           [&](llvm::raw_ostream &os) { os << *json; }))
       return rc;
   if (planArgs.htmlFile) {
     report::ReportInput input;
@@ -265,7 +274,7 @@ int bmc::runPlan(llvm::ArrayRef<StringRef> args) {
     return 0;
   }
   if (planArgs.json) {
-    bm::plan::printPlanJson(*plan, llvm::outs());
+    llvm::outs() << *json;
     return 0;
   }
   if (planArgs.mlirFile && *planArgs.mlirFile == "-")

@@ -87,6 +87,10 @@ struct DeviceOptions {
   /// local rank (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, LOCAL_RANK)
   /// modulo the devices present.
   int ordinal = -1;
+  /// What GEMMs read their operands in (Device.h): the plan's precision,
+  /// or the trainer's --precision. The CPU backend ignores it (the fp32
+  /// reference); the CUDA backend computes in fp32 or bf16 and refuses fp16.
+  ContractionPrecision contractionPrecision = ContractionPrecision::F32;
 };
 
 struct Backend {

@@ -36,6 +36,21 @@ enum class MemoryKind : uint8_t {
 inline constexpr int kNumMemoryKinds = 5;
 const char *nameOf(MemoryKind kind);
 
+/// What a device's GEMMs (matmul, gemm, einsum's pairs, convolutions and
+/// their gradients) read their operands in: the first step of the plan's
+/// mixed precision (DESIGN.md 5, issue 22). Only the GEMM inputs change:
+/// BF16 rounds each fp32 operand to bf16 (round to nearest even) on its way
+/// into the GEMM and accumulates in fp32, into an fp32 result. Weights,
+/// activations, gradients and optimizer state stay fp32 in memory whatever
+/// this says. F16 needs loss scaling, which the trainer does not have yet:
+/// no backend computes in it (the CUDA backend refuses it).
+enum class ContractionPrecision : uint8_t { F32, BF16, F16 };
+/// "fp32", "bf16", "fp16": trainer.json's and --precision's spelling.
+const char *nameOf(ContractionPrecision precision);
+/// The inverse of nameOf; false for an unknown name.
+bool parseContractionPrecision(const std::string &name,
+                               ContractionPrecision &precision);
+
 class Event;
 
 /// An in-order queue of device work. Kernels and copies are enqueued on a
@@ -79,6 +94,11 @@ public:
 
   /// The backend this device belongs to: its kernels.
   const Backend &backend() const { return owner; }
+  /// What its GEMMs read their operands in (DeviceOptions asks; a backend
+  /// may compute in fp32 whatever was asked: the CPU, the reference, does).
+  virtual ContractionPrecision contractionPrecision() const {
+    return ContractionPrecision::F32;
+  }
   /// "cpu", "cuda:0".
   virtual std::string name() const = 0;
   /// Whether the host may read and write this device's memory directly

@@ -1,0 +1,162 @@
+"""Every plan `bmc plan -o` writes is read back (issue 24, "consistency
+first"): over zoo models and the choices `--fix` offers, the file that
+`bmc plan` writes must be accepted by `bmc report` and, for the tiny models
+(the ones with weights, which compile), by `bmc compile --plan`. The
+reader checks that the plan's numbers agree (the items against the step
+time, the timeline's end against it, the worst stage's memory against the
+stages: bm::plan::inconsistency); the planner runs the same check before it
+prints or writes anything, so a disagreement shows as `bmc plan` failing
+with the item that differs.
+
+A configuration a model cannot take (`bmc plan` refuses it with its
+one-line reason: no pipeline for one layer, interleaving that does not
+divide, ZeRO without dp, ...) is skipped with that reason, not counted as a
+pass. CI runs a sample that covers every value of every choice; the whole
+cross product runs under BMC_TEST_FULL=1 (`scripts/test --full`).
+"""
+import itertools
+import os
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(ROOT, "build", "bin")
+MODELS = os.path.join(ROOT, "models", "onnx")
+ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+FULL = bool(os.environ.get("BMC_TEST_FULL"))
+
+# Models with weights (compiled too) on 4 GPUs, and full-size graph-only
+# ones (planned from shapes) on their size of cluster.
+TINY = ["gpt3-tiny", "llama2-tiny", "hf-llama2-tiny", "hf-gpt2-tiny",
+        "bert-tiny", "t5-tiny", "vit-tiny", "moe-tiny", "wresnet-tiny"]
+LARGE = {"gpt3-175b": 1024, "llama2-70b": 512, "moe-27b": 64, "t5-large": 64}
+TINY_GPUS = 4
+
+# The choices, one axis each ("" leaves it to the search).
+MESHES = ["", "dp=4", "tp=2", "pp=2", "dp=2,tp=2", "dp=2,pp=2", "tp=2,pp=2"]
+ZERO = ["zero=0", "zero=1", "zero=2", "zero=3"]
+RECOMPUTE = ["recompute=none", "recompute=selective", "recompute=full"]
+SCHEDULES = ["", "schedule=gpipe", "schedule=1f1b", "schedule=interleaved,v=2",
+             "schedule=interleaved"]
+STREAMS = ["", "stream=replicated", "stream=sequence", "stream=hidden"]
+MICRO_BATCHES = ["", "mb=1", "mb=2"]
+
+AXES = [MESHES, ZERO, RECOMPUTE, SCHEDULES, STREAMS, MICRO_BATCHES]
+
+
+def join(*parts):
+    return ",".join(p for p in parts if p)
+
+
+def large_mesh(mesh, gpus):
+    """The tiny meshes scaled to a large model's cluster: dp=4 takes what
+    is left, tp and pp keep the shapes a full-size model plans with."""
+    scaled = {"dp=4": "", "tp=2": "tp=8", "pp=2": "pp=8", "dp=2,tp=2": "dp=8,tp=8",
+              "dp=2,pp=2": "dp=8,pp=8", "tp=2,pp=2": "tp=8,pp=8"}
+    return scaled.get(mesh, mesh)
+
+
+def sample():
+    """CI's sample: for every model, every value of every axis once (the
+    others left to the search; the defaults, zero=0 aside, are what the
+    search mostly picks anyway), ZeRO under a pipeline, and a few
+    combinations of all axes (the cases that once failed: ZeRO-3 on every
+    transformer, tied embeddings over pipeline stages)."""
+    defaults = {"recompute=none", "stream=replicated", "mb=1",
+                "schedule=interleaved"}  # its v=2 stands for it
+    fixes = set()
+    for axis in AXES:
+        fixes.update(v for v in axis if v and v not in defaults)
+    fixes.update(join("pp=2", z, "schedule=1f1b") for z in ("zero=1", "zero=3"))
+    fixes.update({join("dp=2", "zero=3", "recompute=full"),
+                  join("tp=2,pp=2", "schedule=interleaved,v=2", "zero=3", "recompute=selective"),
+                  join("dp=2,pp=2", "schedule=gpipe", "zero=2", "mb=1"),
+                  join("tp=2", "stream=sequence", "zero=3", "recompute=full")})
+    return sorted(fixes)
+
+
+# Expert parallelism, for the models with experts: CI's sample, or every
+# choice above with ep=2 under BMC_TEST_FULL.
+EXPERT_SAMPLE = ["ep=2", "ep=2,zero=3", "ep=2,pp=2,schedule=1f1b", "ep=2,dp=2,tp=2,zero=2"]
+
+
+def cross_product():
+    return sorted({join(*choice) for choice in itertools.product(*AXES)})
+
+
+def cases():
+    fixes = cross_product() if FULL else sample()
+    all_cases = []
+    for model in TINY + list(LARGE):
+        extra = []
+        if "moe" in model:
+            extra = [join(f, "ep=2") for f in fixes] if FULL else EXPERT_SAMPLE
+        for fix in fixes + extra:
+            all_cases.append((model, fix))
+    return all_cases
+
+
+def gpus_and_fix(model, fix):
+    if model in LARGE:
+        gpus = LARGE[model]
+        parts = fix.split(",")
+        mesh = ",".join(p for p in parts if p.split("=")[0] in ("dp", "tp", "pp"))
+        rest = [p for p in parts if p.split("=")[0] not in ("dp", "tp", "pp")]
+        fix = join(large_mesh(mesh, gpus), *rest)
+        return gpus, fix
+    return TINY_GPUS, fix
+
+
+def bmc(*args):
+    return subprocess.run([os.path.join(BIN, "bmc"), *args], capture_output=True, text=True,
+                          env=ENV, timeout=600)
+
+
+def one_line(result):
+    lines = (result.stderr or result.stdout).strip().splitlines()
+    return lines[-1] if lines else f"exit {result.returncode}"
+
+
+# Refusals that are bmc's own word that the model cannot take these
+# choices (the configuration does not exist), as opposed to a planner bug.
+CANNOT_TAKE = ("--fix", "no configuration", "no plan fits in memory", "needs pp > 1",
+               "needs schedule=interleaved", "must divide", "has no expert",
+               "needs dp > 1", "no stream", "cannot")
+
+# bmc compile --plan of a t5-tiny plan with dp > 1 fails: reading the plan
+# binds 'seq' by position, which binds the decoder's 'dec_seq' to the
+# encoder's length as well, and the model folds differently from the one
+# planned (issue 24 consistency bullet: found by this test, left open).
+COMPILE_KNOWN = {"t5-tiny": "the plan puts op"}
+
+
+@pytest.mark.parametrize("model,fix", cases(), ids=[f"{m}:{f}" for m, f in cases()])
+def test_plan_reads_back(model, fix, tmp_path):
+    gpus, fix = gpus_and_fix(model, fix)
+    plan = tmp_path / "plan.json"
+    args = ["plan", os.path.join(MODELS, model + ".onnx"), "--gpus", str(gpus),
+            "--alternatives", "1", "-o", str(plan)]
+    if fix:
+        args += ["--fix", fix]
+    made = bmc(*args)
+    if made.returncode != 0:
+        reason = one_line(made)
+        assert "planner bug" not in reason and "inconsistent" not in reason, reason
+        assert reason.startswith("bmc: error: ") and any(r in reason for r in CANNOT_TAKE), \
+            f"bmc plan {model} --gpus {gpus} --fix {fix}: {reason}"
+        pytest.skip(reason)
+    assert plan.exists(), f"bmc plan exited 0 but wrote no {plan}"
+
+    report = bmc("report", str(plan))
+    assert report.returncode == 0, f"bmc report refuses the plan of --fix {fix}: {one_line(report)}"
+
+    if model in LARGE:
+        return
+    compiled = bmc("compile", os.path.join(MODELS, model + ".onnx"), "--plan", str(plan),
+                   "-o", str(tmp_path / "out"))
+    if compiled.returncode != 0 and model in COMPILE_KNOWN \
+            and COMPILE_KNOWN[model] in one_line(compiled):
+        pytest.xfail(one_line(compiled))
+    assert compiled.returncode == 0, \
+        f"bmc compile --plan refuses the plan of --fix {fix}: {one_line(compiled)}"
