@@ -66,8 +66,9 @@ struct Planned {
   ModelForPlanning model;
 };
 
-/// A plan file for this compile: its own shapes (batch, sequence) bind the
-/// model; a rank count or sequence given besides must agree with it.
+/// A plan file for this compile: its own shapes (batch, symbolic
+/// dimensions) bind the model; a rank count, sequence or dimension given
+/// besides must agree with it.
 llvm::Expected<plan::Plan> readPlanFile(const CompileOptions &options,
                                         ImportOptions &import) {
   const std::string &path = *options.planFile;
@@ -89,8 +90,23 @@ llvm::Expected<plan::Plan> readPlanFile(const CompileOptions &options,
         "plan '" + path + "' is for sequences of " +
         std::to_string(plan->sequenceLength) + " but --seq says " +
         std::to_string(*import.sequenceLength));
-  // A model without token inputs (images) records 1 token per sample
-  // (PLAN_SCHEMA.md): nothing to bind.
+  // The plan records every symbolic dimension its model was imported with
+  // (T5's "seq" and "dec_seq"): bind exactly those, not the sequence by
+  // position, which would bind every token input to one length.
+  for (const auto &[name, value] : plan->symbolicDims) {
+    auto [given, added] = import.dims.try_emplace(name, value);
+    if (!added && given->second != value)
+      return llvm::createStringError(
+          "plan '" + path + "' is for " + name + " = " +
+          std::to_string(value) + " but --" +
+          (name == "seq" ? std::string("seq") : "dim " + name) + " says " +
+          std::to_string(given->second));
+  }
+  if (!plan->symbolicDims.empty())
+    return plan;
+  // Without `symbolic_dims` the only symbolic dimension besides the batch
+  // is the sequence (or none: a model without token inputs, images,
+  // records 1 token per sample; PLAN_SCHEMA.md): bind it as --seq would.
   if (plan->sequenceLength > 1 && !import.sequenceLength) {
     import.sequenceLength = plan->sequenceLength;
     import.dims.try_emplace("seq", plan->sequenceLength);
@@ -101,6 +117,7 @@ llvm::Expected<plan::Plan> readPlanFile(const CompileOptions &options,
 llvm::Expected<Planned> planRunnable(mlir::MLIRContext &context,
                                      CompileOptions &options) {
   std::optional<plan::Plan> given;
+  const std::map<std::string, int64_t> named = options.import.dims;
   if (options.planFile) {
     auto plan = readPlanFile(options, options.import);
     if (!plan)
@@ -110,8 +127,24 @@ llvm::Expected<Planned> planRunnable(mlir::MLIRContext &context,
   auto planning = loadModelForPlanning(context, options.model, options.import);
   if (!planning)
     return planning.takeError();
-  if (given)
+  if (given) {
+    // A plan without `symbolic_dims` (written before plans recorded them)
+    // is read by its sequence length alone; that says one dimension, so a
+    // model with more (T5's "dec_seq") must have the others named by --dim.
+    const std::map<std::string, int64_t> &bound =
+        planning->graph.symbolicDims;
+    if (given->symbolicDims.empty() && bound.size() > 1 &&
+        llvm::any_of(bound, [&](const auto &dim) {
+          return !named.count(dim.first);
+        }))
+      return llvm::createStringError(
+          "plan '" + *options.planFile +
+          "' does not record the values of the model's symbolic dimensions (" +
+          llvm::join(llvm::make_first_range(bound), ", ") +
+          "): it was written by an older bmc; plan again, or name each with "
+          "--dim");
     return Planned{std::move(*given), std::move(*planning)};
+  }
   auto cluster = cost::loadCluster(options.cluster);
   if (!cluster)
     return cluster.takeError();

@@ -30,7 +30,8 @@ runPipeline(mlir::ModuleOp module,
 static llvm::Expected<ModelForPlanning>
 importFoldExtract(mlir::MLIRContext &context, llvm::StringRef path,
                   const ImportOptions &options, int granularity) {
-  auto module = importOnnxFile(context, path, options);
+  BoundDims dims;
+  auto module = importOnnxFile(context, path, options, &dims);
   if (!module)
     return module.takeError();
   ModelForPlanning model;
@@ -49,6 +50,7 @@ importFoldExtract(mlir::MLIRContext &context, llvm::StringRef path,
     return graph.takeError();
   model.graph = std::move(*graph);
   model.graph.name = llvm::sys::path::stem(path).str();
+  model.graph.symbolicDims = std::move(dims);
   return std::move(model);
 }
 

@@ -53,6 +53,9 @@ public:
         options(options), state(&context) {}
 
   llvm::Expected<OwningOpRef<ModuleOp>> run();
+  /// After run: the symbolic dims of the graph inputs as bound, but for
+  /// those bound as the batch (BoundDims).
+  ::bm::BoundDims inputDims() const;
 
 private:
   LogicalResult fail(const Twine &message) {
@@ -204,6 +207,29 @@ LogicalResult GraphImporter::bindDims() {
                 "input with a symbolic sequence; " +
                 symbolicDimsText(symbolic) + ")");
   return success();
+}
+
+::bm::BoundDims GraphImporter::inputDims() const {
+  std::set<std::string> batch;
+  ::bm::BoundDims bound;
+  for (const onnx::ValueInfoProto &input : graph.input()) {
+    if (initializerNames.contains(input.name()) ||
+        !input.type().has_tensor_type())
+      continue;
+    const onnx::TensorShapeProto &shape = input.type().tensor_type().shape();
+    for (int d = 0; d < shape.dim_size(); ++d) {
+      if (!shape.dim(d).has_dim_param())
+        continue;
+      const std::string &name = shape.dim(d).dim_param();
+      if (d == 0 && options.batchSize)
+        batch.insert(name);
+      else if (auto it = dims.find(name); it != dims.end())
+        bound[name] = it->second;
+    }
+  }
+  for (const std::string &name : batch)
+    bound.erase(name);
+  return bound;
 }
 
 LogicalResult
@@ -605,17 +631,21 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
 namespace bm {
 llvm::Expected<OwningOpRef<ModuleOp>>
 importOnnxModel(MLIRContext &context, const onnx::ModelProto &model,
-                StringRef path, const ImportOptions &options) {
+                StringRef path, const ImportOptions &options,
+                BoundDims *boundDims) {
   GraphImporter importer(context, model, path, options);
-  return importer.run();
+  auto module = importer.run();
+  if (module && boundDims)
+    *boundDims = importer.inputDims();
+  return module;
 }
 
 llvm::Expected<OwningOpRef<ModuleOp>>
 importOnnxFile(MLIRContext &context, StringRef path,
-               const ImportOptions &options) {
+               const ImportOptions &options, BoundDims *boundDims) {
   auto model = loadOnnxModel(path);
   if (!model)
     return model.takeError();
-  return importOnnxModel(context, **model, path, options);
+  return importOnnxModel(context, **model, path, options, boundDims);
 }
 } // namespace bm

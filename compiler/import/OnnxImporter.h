@@ -42,18 +42,25 @@ struct ImportOptions {
   std::optional<int64_t> sequenceLength;
 };
 
+/// The symbolic dimensions of a model's graph inputs as an import bound
+/// them, but for the batch (dim 0 of every input, when `batchSize` binds
+/// it): what `ImportOptions::dims` must hold for another import to build
+/// the same model at another batch ("seq" -> 16, "dec_seq" -> 12).
+using BoundDims = std::map<std::string, int64_t>;
+
 /// Reads the ONNX file at `path` and imports it. External data is never read
 /// (it may be absent); its location is checked to stay inside the model's
-/// folder.
+/// folder. With `boundDims`, fills it with the dims the import bound.
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importOnnxFile(mlir::MLIRContext &context, llvm::StringRef path,
-               const ImportOptions &options);
+               const ImportOptions &options, BoundDims *boundDims = nullptr);
 
 /// Imports a parsed model; `path` names it in locations and messages and
 /// anchors external data locations.
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importOnnxModel(mlir::MLIRContext &context, const onnx::ModelProto &model,
-                llvm::StringRef path, const ImportOptions &options);
+                llvm::StringRef path, const ImportOptions &options,
+                BoundDims *boundDims = nullptr);
 
 /// Whether an initializer's external data `location` stays inside the
 /// folder of the model at `modelPath` (no absolute path, no ".." part): an

@@ -27,6 +27,7 @@
 #include "compiler/cost/Cluster.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,11 @@ struct ModelGraph {
   /// that groups tokens across samples (GShard's expert groups of S tokens,
   /// with sequences shorter than S) only has whole groups at such batches.
   int batchGranularity = 1;
+  /// The symbolic dimensions of the model's inputs as the import bound
+  /// them, but for the batch ("seq" -> 16, "dec_seq" -> 12): another import
+  /// of the same model with these builds the same graph. Empty for graphs
+  /// built by hand.
+  std::map<std::string, int64_t> symbolicDims;
 
   int numLayers() const { return static_cast<int>(layerClass.size()); }
   /// Batch units in `samples` samples (a multiple of batchGranularity).

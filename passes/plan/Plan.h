@@ -14,6 +14,7 @@
 #include "passes/plan/TrainingConfig.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -180,6 +181,12 @@ struct Plan {
   int gpus = 0;
   int64_t globalBatch = 0;
   int64_t sequenceLength = 0;
+  /// Every symbolic dimension of the model's inputs but the batch, as the
+  /// plan's model bound them (ModelGraph::symbolicDims): `bmc compile
+  /// --plan` binds exactly these. Empty in plans that do not record them
+  /// (`symbolic_dims` is written only where `sequence_length` alone does
+  /// not say them).
+  std::map<std::string, int64_t> symbolicDims;
   Precision precision = Precision::Bf16Mixed;
   Optimizer optimizer = Optimizer::Adam;
 

@@ -73,6 +73,7 @@ Plan Planner::buildPlan(const Evaluation &searched) {
   plan.gpus = config_.gpus;
   plan.globalBatch = globalBatch_;
   plan.sequenceLength = analysis_.tokensPerSample();
+  plan.symbolicDims = graph_.symbolicDims;
   plan.precision = precision_;
   plan.optimizer = config_.optimizer;
   plan.config = config;

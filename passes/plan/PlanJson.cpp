@@ -90,6 +90,18 @@ static void writeItem(OStream &j, const CostItem &item) {
   j.attribute("hidden_seconds", item.hiddenSeconds);
 }
 
+/// Whether the plan writes `symbolic_dims`: not when there are none, nor
+/// when they are just "seq" at `sequence_length` (every model with one
+/// token input), which `sequence_length` says already; those plans keep the
+/// bytes they had before the key was added.
+static bool writesDims(const Plan &plan) {
+  const std::map<std::string, int64_t> &dims = plan.symbolicDims;
+  if (dims.empty())
+    return false;
+  return !(dims.size() == 1 && dims.begin()->first == "seq" &&
+           dims.begin()->second == plan.sequenceLength);
+}
+
 void bm::plan::printPlanJson(const Plan &plan, llvm::raw_ostream &os) {
   OStream j(os, 2);
   j.object([&] {
@@ -106,6 +118,11 @@ void bm::plan::printPlanJson(const Plan &plan, llvm::raw_ostream &os) {
     j.attribute("gpus", plan.gpus);
     j.attribute("global_batch", plan.globalBatch);
     j.attribute("sequence_length", plan.sequenceLength);
+    if (writesDims(plan))
+      j.attributeObject("symbolic_dims", [&] {
+        for (const auto &[name, value] : plan.symbolicDims)
+          j.attribute(name, value);
+      });
     j.attribute("precision", bm::cost::toString(plan.precision));
     j.attribute("optimizer", bm::cost::toString(plan.optimizer));
     j.attributeObject("config", [&] { writeConfig(j, plan.config); });
@@ -567,6 +584,23 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
   r.integer("gpus", plan.gpus);
   r.integer("global_batch", plan.globalBatch);
   r.integer("sequence_length", plan.sequenceLength);
+  // Optional: plans whose only symbolic dimension is "seq" (and plans
+  // written before the key) have no `symbolic_dims`.
+  if (root->get("symbolic_dims")) {
+    r.object("symbolic_dims"); // fails unless an object
+    if (const llvm::json::Object *object = root->getObject("symbolic_dims"))
+      for (const auto &[key, value] : *object) {
+        llvm::StringRef name = key;
+        std::optional<int64_t> size = value.getAsInteger();
+        if (name.empty())
+          r.fail("'symbolic_dims' names a dimension with the empty string");
+        else if (!size || *size < 0)
+          r.fail("'symbolic_dims." + name.str() +
+                 "' must be a non-negative integer");
+        else
+          plan.symbolicDims[name.str()] = *size;
+      }
+  }
   std::string precision, optimizer;
   r.string("precision", precision);
   r.string("optimizer", optimizer);

@@ -44,7 +44,8 @@ OPTIONS:
   -o DIR                the output folder (required; created if missing)
   --gpus N              devices: MPI ranks (default 1)
   --plan FILE           a plan from bmc plan -o for this model, instead of
-                        planning (it sets the GPUs, batch and sequence)
+                        planning (it sets the GPUs, batch, sequence and
+                        the model's other symbolic dimensions)
   --global-batch N      samples per optimizer step (default 8)
   --seq N               sequence length (binds the model's 'seq' dimension)
   --dim NAME=VALUE      bind a symbolic dimension (repeatable)

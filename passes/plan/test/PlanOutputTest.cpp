@@ -73,6 +73,65 @@ TEST(PlanJsonTest, RoundTrips) {
   EXPECT_EQ(planToJson(*readExperts), planToJson(plan));
 }
 
+/// The symbolic dimensions the plan's model was imported with: written
+/// (sorted by name) where `sequence_length` does not say them all, read back
+/// as written; a plan whose only one is "seq" at the sequence length keeps
+/// the bytes it had before the key (`bmc compile --plan` binds the sequence
+/// for it).
+TEST(PlanJsonTest, SymbolicDimsRoundTrip) {
+  Plan plan = makePlan("dp=2,tp=4,pp=2");
+  ASSERT_EQ(plan.sequenceLength, 512);
+  EXPECT_TRUE(plan.symbolicDims.empty()); // graph built by hand
+  const std::string before = planToJson(plan);
+  EXPECT_EQ(before.find("symbolic_dims"), std::string::npos);
+
+  plan.symbolicDims = {{"seq", 512}};
+  EXPECT_EQ(planToJson(plan), before);
+  llvm::Expected<Plan> seqOnly = parsePlanJson(before);
+  ASSERT_TRUE(!!seqOnly) << llvm::toString(seqOnly.takeError());
+  EXPECT_TRUE(seqOnly->symbolicDims.empty());
+
+  // An encoder-decoder: the decoder's length is a dimension of its own.
+  plan.symbolicDims = {{"seq", 512}, {"dec_seq", 12}};
+  std::string json = planToJson(plan);
+  size_t at = json.find("\"symbolic_dims\": {\n    \"dec_seq\": 12,\n"
+                        "    \"seq\": 512\n  }");
+  EXPECT_NE(at, std::string::npos) << json.substr(0, 400);
+  EXPECT_LT(json.find("\"sequence_length\""), at);
+  llvm::Expected<Plan> read = parsePlanJson(json);
+  ASSERT_TRUE(!!read) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->symbolicDims, plan.symbolicDims);
+  EXPECT_EQ(planToJson(*read), json);
+
+  // One dimension that is not "seq", or "seq" at another length, is
+  // written too: the sequence length alone would not bind it.
+  for (std::map<std::string, int64_t> dims :
+       {std::map<std::string, int64_t>{{"tokens", 512}},
+        std::map<std::string, int64_t>{{"seq", 256}}}) {
+    plan.symbolicDims = dims;
+    llvm::Expected<Plan> one = parsePlanJson(planToJson(plan));
+    ASSERT_TRUE(!!one) << llvm::toString(one.takeError());
+    EXPECT_EQ(one->symbolicDims, dims);
+  }
+
+  auto errorOf = [](std::string text) {
+    return errorText(parsePlanJson(text));
+  };
+  const size_t value = json.find("12", json.find("\"dec_seq\""));
+  std::string bad = json;
+  bad.replace(value, 2, "-1");
+  EXPECT_EQ(errorOf(bad),
+            "plan: 'symbolic_dims.dec_seq' must be a non-negative integer");
+  bad = json;
+  bad.replace(value, 2, "\"x\"");
+  EXPECT_EQ(errorOf(bad),
+            "plan: 'symbolic_dims.dec_seq' must be a non-negative integer");
+  bad = before;
+  at = bad.find("\"precision\"");
+  bad.insert(at, "\"symbolic_dims\": [1],\n  ");
+  EXPECT_EQ(errorOf(bad), "plan: 'symbolic_dims' must be an object");
+}
+
 TEST(PlanJsonTest, ReaderErrors) {
   auto errorOf = [](llvm::StringRef text) {
     return errorText(parsePlanJson(text));
