@@ -1347,6 +1347,38 @@ void checkEnds(const Program &program, const std::vector<bool> &computed,
                  std::to_string(program.instrs.size()));
 }
 
+/// Every gradient reaches the optimizer: the trainer binds a gradient to
+/// the parameter of its name, so each names one parameter of its type,
+/// once, and is computed. (A parameter without one is frozen: batch norm's
+/// running statistics.) A gradient renamed by hand or by a bug would
+/// otherwise leave its parameter silently frozen.
+void checkGradients(const Program &program, const std::vector<bool> &computed,
+                    const std::string &source) {
+  std::vector<int> params = program.slotsOf(SlotKind::Param);
+  std::vector<std::string> seen;
+  for (size_t i = 0; i < program.slots.size(); ++i) {
+    const Slot &grad = program.slots[i];
+    if (grad.kind != SlotKind::Grad)
+      continue;
+    std::string what = source + ": gradient %" + std::to_string(i) + " '" +
+                       grad.name + "'";
+    auto param = std::find_if(params.begin(), params.end(), [&](int p) {
+      return program.slots[p].name == grad.name;
+    });
+    BMRT_CHECK(param != params.end(),
+               what + " names no parameter: the optimizer would never read "
+                      "it, and the parameter it belongs to would stay frozen");
+    const Slot &value = program.slots[*param];
+    BMRT_CHECK(value.dtype == grad.dtype && value.shape == grad.shape,
+               what + " is " + typeText(grad) + "; its parameter is " +
+                   typeText(value));
+    BMRT_CHECK(std::find(seen.begin(), seen.end(), grad.name) == seen.end(),
+               what + " is the second gradient of that parameter");
+    seen.push_back(grad.name);
+    BMRT_CHECK(computed[i], what + " is never computed");
+  }
+}
+
 /// The mesh's axes are those bmrt::Mesh::fromPlan lays out.
 void checkMesh(const Program &program, const std::string &source) {
   static const char *const kKnown[] = {"dp", "ep", "pp", "tp"};
@@ -1451,6 +1483,7 @@ void verifyProgram(const Program &flat, const std::string &source) {
     check(c);
   }
   checkEnds(flat, computed, source);
+  checkGradients(flat, computed, source);
 }
 
 } // namespace bmrt

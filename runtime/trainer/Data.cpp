@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -121,17 +122,133 @@ void TokenFile::readRun(int64_t *out, int64_t count) {
     done += size_t(n);
   }
   decodeTokens(scratch.data(), count, type, out);
-  if (vocab > 0)
-    checkTokens(out, count, cursor);
 }
 
-void TokenFile::checkTokens(const int64_t *ids, int64_t count,
-                            int64_t first) const {
-  for (int64_t i = 0; i < count; ++i)
-    BMRT_CHECK(ids[i] >= 0 && ids[i] < vocab,
-               "token id " + std::to_string(ids[i]) + " at position " +
-                   std::to_string(first + i) + " of '" + name +
-                   "' is outside the vocabulary of " + std::to_string(vocab));
+namespace {
+
+/// A read-only mapping of a whole file, unmapped when it goes.
+class MappedFile {
+public:
+  MappedFile(int fd, size_t bytes, const std::string &path) : bytes(bytes) {
+    void *p = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    BMRT_CHECK(p != MAP_FAILED, "cannot map the token file '" + path +
+                                    "': " + std::strerror(errno));
+    data = static_cast<const uint8_t *>(p);
+    ::madvise(p, bytes, MADV_SEQUENTIAL);
+  }
+  ~MappedFile() { ::munmap(const_cast<uint8_t *>(data), bytes); }
+  MappedFile(const MappedFile &) = delete;
+  MappedFile &operator=(const MappedFile &) = delete;
+  const uint8_t *data = nullptr;
+  size_t bytes;
+};
+
+uint32_t u16At(const uint8_t *b, int64_t i) {
+  return uint32_t(b[2 * i]) | uint32_t(b[2 * i + 1]) << 8;
+}
+
+int64_t i32At(const uint8_t *b, int64_t i) {
+  return int64_t(int32_t(u16At(b, 2 * i) | u16At(b, 2 * i + 1) << 16));
+}
+
+} // namespace
+
+void TokenFile::checkVocab(int64_t vocab) {
+  MappedFile map(*fd, size_t(tokens * bytesPerToken(type)), name);
+  const uint8_t *b = map.data;
+  std::string other = type == TokenType::U16 ? "int32" : "uint16";
+  std::string widthHint = "; are they " + other + " (--data-type " + other +
+                          ", or a Megatron .idx beside the .bin)?";
+  if (type == TokenType::U16) {
+    // int32 ids below 65536 read as uint16: every odd id is a zero high half.
+    bool oddAllZero = tokens % 2 == 0, evenAllZero = true;
+    for (int64_t i = 0; i < tokens; ++i) {
+      uint32_t id = u16At(b, i);
+      BMRT_CHECK(id < uint64_t(vocab),
+                 "token id " + std::to_string(id) + " at position " +
+                     std::to_string(i) + " of '" + name +
+                     "' is outside the vocabulary of " + std::to_string(vocab));
+      (i % 2 ? oddAllZero : evenAllZero) &= id == 0;
+    }
+    BMRT_CHECK(!oddAllZero || evenAllZero,
+               "every second id of the token file '" + name +
+                   "' read as uint16 is 0, as the high halves of int32 ids "
+                   "are" + widthHint);
+    return;
+  }
+  for (int64_t i = 0; i < tokens; ++i) {
+    int64_t id = i32At(b, i);
+    if (id >= 0 && id < vocab)
+      continue;
+    // uint16 ids read as int32: pairs of ids, mostly past the vocabulary.
+    bool asU16 = true;
+    for (int64_t j = 0; j < 2 * tokens && asU16; ++j)
+      asU16 = u16At(b, j) < uint64_t(vocab);
+    BMRT_FAIL("token id " + std::to_string(id) + " at position " +
+              std::to_string(i) + " of '" + name +
+              "' is outside the vocabulary of " + std::to_string(vocab) +
+              (asU16 ? ", while the file read as uint16 is all inside it" +
+                           widthHint
+                     : std::string()));
+  }
+}
+
+namespace {
+
+/// Megatron's MMIDIDX index (megatron/core/datasets/indexed_dataset.py):
+/// "MMIDIDX\0\0", a uint64 version (1), a uint8 dtype code, then counts.
+constexpr char kIndexMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
+
+/// The dtype code of index `idx`'s header.
+TokenType indexTokenType(const std::string &idx) {
+  int raw = ::open(idx.c_str(), O_RDONLY | O_CLOEXEC);
+  BMRT_CHECK(raw >= 0, "cannot open the Megatron index '" + idx +
+                           "': " + std::strerror(errno));
+  uint8_t header[18] = {};
+  ssize_t n = ::pread(raw, header, sizeof header, 0);
+  ::close(raw);
+  BMRT_CHECK(n == ssize_t(sizeof header) &&
+                 std::memcmp(header, kIndexMagic, sizeof kIndexMagic) == 0,
+             "'" + idx + "' is not a Megatron index (no MMIDIDX header)");
+  uint64_t version = 0;
+  for (int i = 0; i < 8; ++i)
+    version |= uint64_t(header[9 + i]) << (8 * i);
+  BMRT_CHECK(version == 1, "the Megatron index '" + idx + "' has version " +
+                               std::to_string(version) +
+                               "; this trainer reads version 1");
+  // Codes: 1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, 6 float64,
+  // 7 float32, 8 uint16.
+  static const char *const kNames[] = {"?",     "uint8",   "int8",
+                                       "int16", "int32",   "int64",
+                                       "float64", "float32", "uint16"};
+  int code = header[17];
+  BMRT_CHECK(code == 4 || code == 8,
+             "the Megatron index '" + idx + "' says its tokens are " +
+                 (code >= 1 && code <= 8 ? std::string(kNames[code])
+                                         : "dtype code " + std::to_string(code)) +
+                 "; this trainer reads uint16 and int32");
+  return code == 4 ? TokenType::I32 : TokenType::U16;
+}
+
+} // namespace
+
+TokenType tokenTypeOf(const std::string &path, const std::string &asked) {
+  TokenType type = TokenType::U16;
+  BMRT_CHECK(asked.empty() || parseTokenType(asked, type),
+             "--data-type must be uint16 or int32, got '" + asked + "'");
+  const std::string suffix = ".bin";
+  if (path.size() <= suffix.size() ||
+      path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return type;
+  std::string idx = path.substr(0, path.size() - suffix.size()) + ".idx";
+  struct stat st;
+  if (::stat(idx.c_str(), &st) != 0)
+    return type;
+  TokenType indexed = indexTokenType(idx);
+  BMRT_CHECK(asked.empty() || indexed == type,
+             "--data-type " + asked + " disagrees with the Megatron index '" +
+                 idx + "', which says " + nameOf(indexed));
+  return indexed;
 }
 
 //===----------------------------------------------------------------------===//

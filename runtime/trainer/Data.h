@@ -27,23 +27,33 @@ namespace bmrt {
 // Token files
 //===----------------------------------------------------------------------===//
 
-/// The element type of a token file, chosen by the user (the file has no
-/// header): uint16 (nanoGPT, vocabularies below 65536) or int32.
+/// The element type of a token file (the file has no header): uint16
+/// (nanoGPT, vocabularies below 65536) or int32.
 enum class TokenType : uint8_t { U16, I32 };
 /// "uint16" / "int32" (also "u16" / "i32"); false for anything else.
 bool parseTokenType(const std::string &name, TokenType &type);
 const char *nameOf(TokenType type);
 
+/// The element type of token file `path`: the one Megatron's index names
+/// where `path` is X.bin and X.idx exists (an `asked` type that differs is
+/// an error), else `asked` ("uint16", "int32"), else uint16.
+TokenType tokenTypeOf(const std::string &path, const std::string &asked);
+
 /// Little-endian token ids read in order; next() wraps to the start at the
 /// end of the file. Errors (unreadable, empty or truncated file, a token
-/// outside the vocabulary) are bmrt::Error with one line.
+/// outside the vocabulary, ids that look like the other width) are
+/// bmrt::Error with one line.
 class TokenFile {
 public:
   /// Opens `path` and checks its size against the element size.
   TokenFile(const std::string &path, TokenType type);
 
-  /// Makes next() check every token it returns against [0, vocab).
-  void checkVocab(int64_t vocab) { this->vocab = vocab; }
+  /// Reads the whole file once (memory mapped) and throws on the first id
+  /// outside [0, vocab), or where the ids look like the other width: read
+  /// as uint16, every second id (the high halves of int32 ids below 65536)
+  /// is 0 and the others are not; read as int32, some ids are outside the
+  /// vocabulary while the same bytes as uint16 are all inside it.
+  void checkVocab(int64_t vocab);
   /// Writes the next `count` tokens to `out` (wrapping as often as needed).
   void next(int64_t *out, int64_t count);
 
@@ -59,7 +69,6 @@ public:
 
 private:
   void readRun(int64_t *out, int64_t count);
-  void checkTokens(const int64_t *ids, int64_t count, int64_t first) const;
 
   /// Closes the file descriptor.
   struct Closer {
@@ -72,7 +81,6 @@ private:
   std::unique_ptr<int, Closer> fd;
   int64_t tokens = 0;
   int64_t cursor = 0;
-  int64_t vocab = 0; // 0: unchecked
   std::vector<uint8_t> scratch;
 };
 

@@ -57,11 +57,7 @@ Feeder::Feeder(const Program &program, Executor &executor,
     BMRT_CHECK(options.labels.empty(),
                "--labels is for classifiers; a language model's labels are "
                "the next tokens of --data");
-    TokenType type = TokenType::U16;
-    BMRT_CHECK(parseTokenType(options.dataType, type),
-               "--data-type must be uint16 or int32, got '" +
-                   options.dataType + "'");
-    file.emplace(options.data, type);
+    file.emplace(options.data, tokenTypeOf(options.data, options.dataType));
     file->checkVocab(classes);
   } else if (lm) {
     language.emplace(classes, options.seed);
@@ -112,11 +108,7 @@ void Feeder::openSamples(const TrainerOptions &options,
   BMRT_CHECK(!options.labels.empty(),
              "a classifier's --data needs --labels FILE (one label per "
              "sample)");
-  TokenType type = TokenType::U16;
-  BMRT_CHECK(parseTokenType(options.dataType, type),
-             "--data-type must be uint16 or int32, got '" + options.dataType +
-                 "'");
-  file.emplace(options.labels, type);
+  file.emplace(options.labels, tokenTypeOf(options.labels, options.dataType));
   file->checkVocab(classes);
   samples.emplace(options.data);
   samplesPath = options.data;

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 namespace bmrt {
 
@@ -85,6 +87,37 @@ std::string Hyperparameters::describe(const std::string &optimizer) const {
                 adamw ? "" : (", momentum " + std::to_string(sgd.momentum)).c_str(),
                 clip);
   return text;
+}
+
+StepLog::StepLog(const std::string &path) : path(path) {
+  file = std::fopen(path.c_str(), "a");
+  if (!file)
+    fail(errno);
+}
+
+StepLog::~StepLog() {
+  if (file)
+    std::fclose(file);
+}
+
+void StepLog::write(const std::string &line) {
+  errno = 0;
+  if (std::fputs(line.c_str(), file) == EOF || std::fputc('\n', file) == EOF ||
+      std::fflush(file) != 0)
+    fail(errno);
+}
+
+void StepLog::close() {
+  std::FILE *closing = file;
+  file = nullptr;
+  errno = 0;
+  if (std::fclose(closing) != 0)
+    fail(errno);
+}
+
+void StepLog::fail(int error) const {
+  BMRT_FAIL("cannot write the log '" + path + "'" +
+            (error ? std::string(": ") + std::strerror(error) : std::string()));
 }
 
 } // namespace bmrt

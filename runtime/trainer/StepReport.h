@@ -47,6 +47,28 @@ struct StepReport {
   std::string json() const;
 };
 
+/// The JSON lines of --log, appended: each line written and flushed, any
+/// failure (a full disk, an I/O error) one error naming the file, so that a
+/// run never ends with success and a short log.
+class StepLog {
+public:
+  /// Opens `path` to append; throws bmrt::Error if it cannot.
+  explicit StepLog(const std::string &path);
+  ~StepLog();
+  StepLog(const StepLog &) = delete;
+  StepLog &operator=(const StepLog &) = delete;
+
+  /// Appends `line` and a newline, flushed to the kernel.
+  void write(const std::string &line);
+  /// Closes the file, throwing if the last bytes could not be written.
+  void close();
+
+private:
+  [[noreturn]] void fail(int error) const;
+  std::string path;
+  std::FILE *file = nullptr;
+};
+
 /// The optimizer's settings and the learning-rate schedule, from the
 /// trainer's flags and the plan's optimizer ("adamw" or "sgd").
 struct Hyperparameters {

@@ -17,7 +17,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 
@@ -546,13 +545,10 @@ static std::string logPathOf(const std::string &log, int rank) {
   return log.substr(0, dot) + tag + log.substr(dot);
 }
 
-std::unique_ptr<std::ofstream> Trainer::openLog() const {
+std::unique_ptr<StepLog> Trainer::openLog() const {
   if (options.log.empty())
     return nullptr;
-  std::string path = logPathOf(options.log, world.rank());
-  auto log = std::make_unique<std::ofstream>(path, std::ios::app);
-  BMRT_CHECK(*log, "cannot write the log '" + path + "'");
-  return log;
+  return std::make_unique<StepLog>(logPathOf(options.log, world.rank()));
 }
 
 void runTrainer(const TrainerOptions &options, World &world) {

@@ -46,6 +46,7 @@ CompiledConfig readConfig(const std::string &dir) {
     c.plan = dir + "/" + j.at("plan").get<std::string>();
     c.microBatch = j.at("micro_batch");
     c.microBatches = j.at("micro_batches");
+    c.globalBatch = j.value("global_batch", int64_t(0));
     c.ranks = j.value("ranks", 1);
     c.zero = j.value("zero", 0);
     c.overlapGradReduce = j.value("overlap_grad_reduce", true);
@@ -63,7 +64,18 @@ CompiledConfig readConfig(const std::string &dir) {
   BMRT_CHECK(c.parameters.empty() != c.init.empty(),
              "'" + path + "' must name either \"parameters\" (a "
              "safetensors file) or \"init\" (specs to generate them from)");
+  BMRT_CHECK(c.optimizer == "adamw" || c.optimizer == "sgd",
+             "'" + path + "': optimizer is '" + c.optimizer +
+                 "'; this trainer runs adamw or sgd");
   BMRT_CHECK(c.microBatches >= 1, "'" + path + "': micro_batches must be >= 1");
+  BMRT_CHECK(c.microBatch >= 1, "'" + path + "': micro_batch must be >= 1");
+  BMRT_CHECK(c.globalBatch >= 0, "'" + path + "': global_batch must be >= 1");
+  BMRT_CHECK(c.globalBatch == 0 ||
+                 c.globalBatch % (c.microBatch * c.microBatches) == 0,
+             "'" + path + "': micro_batches " + std::to_string(c.microBatches) +
+                 " of micro_batch " + std::to_string(c.microBatch) +
+                 " do not divide global_batch " +
+                 std::to_string(c.globalBatch));
   BMRT_CHECK(c.zero >= 0 && c.zero <= 3,
              "'" + path + "': zero is " + std::to_string(c.zero) +
                  "; ZeRO has stages 0 to 3");

@@ -29,7 +29,9 @@ struct CompiledConfig {
   std::string parameters, init;
   /// The backend to run on ("cpu", "cuda"); --device overrides it.
   std::string device = "cpu";
-  int64_t microBatch = 1, microBatches = 1;
+  /// Samples per micro-batch on each data-parallel rank, micro-batches per
+  /// step, and samples per step over all of them (0: not given).
+  int64_t microBatch = 1, microBatches = 1, globalBatch = 0;
   /// Ranks the step was compiled for.
   int ranks = 1;
   /// ZeRO stage over dp (0: none).

@@ -19,10 +19,11 @@
 #include "TrainerOptions.h"
 #include "TrainingState.h"
 
+#include "runtime/checkpoint/CheckpointLock.h"
+
 #include "bmrt/Comm.h"
 #include "bmrt/Executor.h"
 
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,12 +52,15 @@ public:
   }
 
   void run() {
+    // Rank 0 speaks for the job: a second job on the folder ends there.
+    if (!options.checkpoint.empty() && world.rank() == 0)
+      checkpointLock = std::make_unique<CheckpointLock>(options.checkpoint);
     int64_t start = 0;
     if (options.resume)
       start = resume();
     if (world.rank() == 0)
       printStart(start);
-    std::unique_ptr<std::ofstream> log = openLog();
+    std::unique_ptr<StepLog> log = openLog();
     int64_t last = options.stopAt ? std::min(options.stopAt, options.steps)
                                   : options.steps;
     // --steps 0 writes the step-0 checkpoint: the compiled weights, for
@@ -68,12 +72,14 @@ public:
       if (world.rank() == 0)
         report.print(options, stdout);
       if (log)
-        *log << report.json() << "\n" << std::flush;
+        log->write(report.json());
       if (!options.checkpoint.empty() &&
           ((options.saveEvery && step % options.saveEvery == 0) ||
            step == last))
         save(step);
     }
+    if (log)
+      log->close();
   }
 
 private:
@@ -107,7 +113,7 @@ private:
   void update(int64_t step, float lr, float gradScale);
   void printStart(int64_t start) const;
   void printPrecision() const;
-  std::unique_ptr<std::ofstream> openLog() const;
+  std::unique_ptr<StepLog> openLog() const;
   void save(int64_t step);
   void saveWhole(int64_t step);
   void saveShards(int64_t step);
@@ -146,6 +152,8 @@ private:
   /// checkpoint's manifest lists.
   std::vector<ParamSlot> everyParam;
   Hyperparameters hyper;
+  /// Held while this job may save into or resume from --checkpoint.
+  std::unique_ptr<CheckpointLock> checkpointLock;
   int64_t lastSaved = 0;
   /// ZeRO 2: one micro-batch's reduced gradient shard, before it is added.
   TensorView shardTemp;

@@ -27,8 +27,9 @@ OPTIONS:
                      samples (each of the model's input shape) with --labels;
                      without it, a learnable synthetic task
   --labels FILE      a classifier's labels, one per sample of --data
-  --data-type T      uint16 (default) or int32: the token ids of --data, or
-                     the labels of --labels
+  --data-type T      uint16 or int32: the token ids of --data, or the labels
+                     of --labels (default: the dtype Megatron's .idx beside
+                     a .bin names, else uint16)
   --lr X             peak learning rate (default 3e-4 for AdamW, 0.1 for SGD)
   --min-lr X         learning rate at the last step (default lr / 10)
   --warmup N         linear warm-up steps, then cosine decay (default
@@ -44,7 +45,7 @@ OPTIONS:
   --resume           continue from --checkpoint DIR
   --stop-at N        stop after step N (with a checkpoint) as if interrupted;
                      --resume later goes on to --steps
-  --threads N        CPU threads (default: all)
+  --threads N        CPU threads, 1 to 1024 (default: all)
   --device NAME      the backend to run on: cpu, or cuda where built in
                      (default: trainer.json's device, else cpu)
   --precision P      fp32 or bf16: what GEMMs read their operands in (default:
@@ -66,6 +67,12 @@ OPTIONS:
 )";
 
 namespace {
+
+/// The most --threads: OpenMP's runtime (libgomp) puts per-thread start
+/// data on the calling thread's stack, so a team of 100000 overflows it
+/// (a segfault); past the cores more threads only take turns. 1024 is
+/// bmrt-calibrate's bound too.
+constexpr int64_t kMaxThreads = 1024;
 
 float parseFloat(const std::string &flag, const std::string &text) {
   size_t used = 0;
@@ -134,7 +141,9 @@ parseTrainerOptions(const std::vector<std::string> &args,
       {"--steps", [&](auto &v) { o.steps = parseIntegerFlag("--steps", v, 0); }},
       {"--stop-at", [&](auto &v) { o.stopAt = parseIntegerFlag("--stop-at", v, 1); }},
       {"--threads",
-       [&](auto &v) { o.threads = static_cast<int>(parseIntegerFlag("--threads", v, 1)); }},
+       [&](auto &v) { o.threads = static_cast<int>(
+             parseIntegerFlag("--threads", v, 1, kMaxThreads));
+       }},
       {"--warmup", [&](auto &v) { o.warmup = parseIntegerFlag("--warmup", v, 0); }},
       {"--weight-decay",
        [&](auto &v) { o.weightDecay = parseFloat("--weight-decay", v); }},

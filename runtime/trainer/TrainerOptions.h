@@ -23,7 +23,8 @@ struct TrainerOptions {
   std::string data;
   /// A classifier's labels, one per sample of `data` (of `dataType`).
   std::string labels;
-  std::string dataType = "uint16";
+  /// "uint16" or "int32" (--data-type); empty: the .idx's, else uint16.
+  std::string dataType;
   std::optional<float> lr, minLr, weightDecay;
   std::optional<int64_t> warmup;
   float clip = 1.0f;

@@ -207,7 +207,7 @@ def test_an_error_on_one_rank_ends_the_job(tmp_path):
     assert result.returncode != 0
     errors = [l for l in result.stderr.splitlines() if l.startswith("trainer: error")]
     assert errors == [f"trainer: error: rank 1: cannot write the log "
-                      f"'{tmp_path / 'run.rank1.jsonl'}'"]
+                      f"'{tmp_path / 'run.rank1.jsonl'}': Is a directory"]
 
 
 def _rank_pid(launcher: int, rank: int):

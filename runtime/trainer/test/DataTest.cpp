@@ -98,12 +98,60 @@ TEST(TokenFile, OutOfVocabularyNamesTheTokenAndPosition) {
   ids[1234] = 600;
   writeBytes(path, tokenBytes(ids, TokenType::U16));
   TokenFile file(path, TokenType::U16);
-  file.checkVocab(512);
-  // Checked lazily: everything before the bad token reads fine.
-  take(file, 1000);
-  take(file, 234);
-  EXPECT_ERROR(take(file, 1), "token id 600 at position 1234 of '" + path +
-                                  "' is outside the vocabulary of 512");
+  // The whole file, once, before the first step: not at the batch that
+  // reaches it.
+  EXPECT_ERROR(file.checkVocab(512), "token id 600 at position 1234 of '" +
+                                         path +
+                                         "' is outside the vocabulary of 512");
+}
+
+TEST(TokenFile, IdsOfTheOtherWidthAreFlagged) {
+  ScratchDir dir;
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 1000; ++i)
+    ids.push_back(i * 7 % 512);
+  std::string wide = dir.path("wide.bin"), narrow = dir.path("narrow.bin");
+  writeBytes(wide, tokenBytes(ids, TokenType::I32));
+  writeBytes(narrow, tokenBytes(ids, TokenType::U16));
+  TokenFile asNarrow(wide, TokenType::U16);
+  EXPECT_ERROR(asNarrow.checkVocab(512),
+               "every second id of the token file '" + wide +
+                   "' read as uint16 is 0, as the high halves of int32 ids "
+                   "are; are they int32");
+  TokenFile asWide(narrow, TokenType::I32);
+  EXPECT_ERROR(asWide.checkVocab(512),
+               "while the file read as uint16 is all inside it; are they "
+               "uint16");
+  TokenFile right(narrow, TokenType::U16);
+  right.checkVocab(512);
+  EXPECT_EQ(take(right, 1000), ids);
+}
+
+TEST(TokenFile, MegatronIndexGivesTheType) {
+  ScratchDir dir;
+  std::string bin = dir.path("d.bin"), idx = dir.path("d.idx");
+  writeBytes(bin, tokenBytes({1, 2, 3, 4}, TokenType::U16));
+  EXPECT_EQ(tokenTypeOf(bin, ""), TokenType::U16);
+  EXPECT_EQ(tokenTypeOf(bin, "int32"), TokenType::I32);
+  auto index = [&](char code) {
+    std::string h("MMIDIDX\0\0", 9);
+    h += std::string("\x01\0\0\0\0\0\0\0", 8);
+    h += code;
+    h += std::string(16, '\0');
+    writeBytes(idx, h);
+  };
+  index(4);
+  EXPECT_EQ(tokenTypeOf(bin, ""), TokenType::I32);
+  EXPECT_EQ(tokenTypeOf(bin, "int32"), TokenType::I32);
+  EXPECT_ERROR(tokenTypeOf(bin, "uint16"),
+               "--data-type uint16 disagrees with the Megatron index '" + idx +
+                   "', which says int32");
+  index(8);
+  EXPECT_EQ(tokenTypeOf(bin, ""), TokenType::U16);
+  index(7);
+  EXPECT_ERROR(tokenTypeOf(bin, ""), "says its tokens are float32");
+  writeBytes(idx, "not an index at all");
+  EXPECT_ERROR(tokenTypeOf(bin, ""), "is not a Megatron index");
 }
 
 TEST(TokenFile, NegativeIdsAreOutOfVocabulary) {
@@ -111,9 +159,8 @@ TEST(TokenFile, NegativeIdsAreOutOfVocabulary) {
   std::string path = dir.path("x.bin");
   writeBytes(path, tokenBytes({1, -3, 2}, TokenType::I32));
   TokenFile file(path, TokenType::I32);
-  file.checkVocab(10);
-  EXPECT_ERROR(take(file, 3), "token id -3 at position 1 of '" + path +
-                                  "' is outside the vocabulary of 10");
+  EXPECT_ERROR(file.checkVocab(10), "token id -3 at position 1 of '" + path +
+                                        "' is outside the vocabulary of 10");
 }
 
 TEST(TokenFile, BadFiles) {
