@@ -24,10 +24,10 @@ void copyUnlessSame(void *to, const void *from, size_t bytes) {
     std::memcpy(to, from, bytes);
 }
 
-class LocalCommunicator final : public Communicator {
+class LocalCommunicator final : public BlockingCommunicator {
 public:
   explicit LocalCommunicator(std::string name)
-      : Communicator(std::move(name), 0, 1) {}
+      : BlockingCommunicator(std::move(name), 0, 1) {}
 
 protected:
   void doAllReduce(const void *send, void *recv, size_t count, DType type,
@@ -39,19 +39,6 @@ protected:
                        DType type, Stream &stream) override {
     stream.synchronize();
     copyUnlessSame(recv, send, recvCount * sizeOf(type));
-  }
-  // A group of one completes at once.
-  std::unique_ptr<PendingCollective::Operation>
-  doAllReduceAsync(const void *send, void *recv, size_t count, DType type,
-                   Stream &stream) override {
-    doAllReduce(send, recv, count, type, stream);
-    return nullptr;
-  }
-  std::unique_ptr<PendingCollective::Operation>
-  doReduceScatterAsync(const void *send, void *recv, size_t recvCount,
-                       DType type, Stream &stream) override {
-    doReduceScatter(send, recv, recvCount, type, stream);
-    return nullptr;
   }
   void doAllGather(const void *send, void *recv, size_t sendCount, DType type,
                    Stream &stream) override {

@@ -9,10 +9,10 @@ namespace {
 
 using Bytes = std::vector<char>;
 
-class StagedCommunicator final : public Communicator {
+class StagedCommunicator final : public BlockingCommunicator {
 public:
   StagedCommunicator(std::unique_ptr<Communicator> host, Device &device)
-      : Communicator(host->name(), host->rank(), host->size()),
+      : BlockingCommunicator(host->name(), host->rank(), host->size()),
         host(std::move(host)), device(device) {}
 
 protected:
@@ -30,20 +30,6 @@ protected:
     char *mine = buffer.data() + chunk * rank();
     host->reduceScatter(buffer.data(), mine, recvCount, type, stream);
     toDevice(recv, mine, chunk, stream);
-  }
-
-  std::unique_ptr<PendingCollective::Operation>
-  doAllReduceAsync(const void *send, void *recv, size_t count, DType type,
-                   Stream &stream) override {
-    doAllReduce(send, recv, count, type, stream);
-    return nullptr;
-  }
-
-  std::unique_ptr<PendingCollective::Operation>
-  doReduceScatterAsync(const void *send, void *recv, size_t recvCount,
-                       DType type, Stream &stream) override {
-    doReduceScatter(send, recv, recvCount, type, stream);
-    return nullptr;
   }
 
   void doAllGather(const void *send, void *recv, size_t sendCount, DType type,

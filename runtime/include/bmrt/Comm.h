@@ -192,6 +192,26 @@ private:
   int groupDepth = 0;
 };
 
+/// A backend whose collectives are complete when they return (the
+/// single-process one, the host-staged one): its asynchronous forms are
+/// its blocking ones.
+class BlockingCommunicator : public Communicator {
+protected:
+  using Communicator::Communicator;
+  std::unique_ptr<PendingCollective::Operation>
+  doAllReduceAsync(const void *send, void *recv, size_t count, DType type,
+                   Stream &stream) final {
+    doAllReduce(send, recv, count, type, stream);
+    return nullptr;
+  }
+  std::unique_ptr<PendingCollective::Operation>
+  doReduceScatterAsync(const void *send, void *recv, size_t recvCount,
+                       DType type, Stream &stream) final {
+    doReduceScatter(send, recv, recvCount, type, stream);
+    return nullptr;
+  }
+};
+
 [[noreturn]] void abortJob(const std::string &message); // below
 
 /// The job: starts the communication backend once per process, knows this
