@@ -149,7 +149,6 @@ public:
   /// Bytes allocated now and at most so far, per kind and in all.
   size_t bytesInUse(MemoryKind kind) const;
   size_t peakBytes(MemoryKind kind) const;
-  size_t bytesInUseTotal() const { return total; }
   size_t peakTotalBytes() const { return peakTotal; }
   /// Starts the peaks over from what is in use now: a trainer measures its
   /// steps, not the set-up before them (ZeRO 3 loads whole parameters once

@@ -57,7 +57,6 @@ public:
   void run() { executor->run(); }
   /// Enqueues it without waiting (a benchmark waits once for many calls).
   void enqueue() { executor->runRange(0, 1); }
-  Executor &executorOf() { return *executor; }
 
 private:
   std::unique_ptr<Executor> executor;
