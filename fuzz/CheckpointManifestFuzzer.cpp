@@ -1,9 +1,10 @@
 //===- CheckpointManifestFuzzer.cpp - fuzz the checkpoint manifest reader -===//
 //
-// The input is a checkpoint's manifest.json, in a folder whose two
-// safetensors files hold one parameter "w" (f32 [2]) and its Adam state:
-// readCheckpointInfo, then loadCheckpoint for the model the manifest names,
-// so that the tensor list is matched against the files too.
+// The input is a checkpoint's manifest.json, in a folder (one version,
+// named directly) whose two safetensors files hold one parameter "w" (f32
+// [2]) and its Adam state: readCheckpointInfo, then loadCheckpoint for the
+// model the manifest names, so that the recorded sizes and CRCs (the seed
+// has the files' own) and the tensor list are matched against the files.
 //
 //===----------------------------------------------------------------------===//
 

@@ -21,6 +21,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import zlib
 
 import numpy as np
 import onnx
@@ -125,16 +126,39 @@ def safetensors_seeds(tmp):
             write("safetensors", name, f.read())
 
 
+def bmrt_safetensors(tensors):
+    """The bytes bmrt's writer gives `tensors` (name -> float32 values, in
+    order): compact JSON with sorted keys, padded to 8 bytes, unlike
+    safetensors_np's header."""
+    header, offset, data = {}, 0, b""
+    for name, values in tensors.items():
+        raw = np.asarray(values, "<f4").tobytes()
+        header[name] = {"data_offsets": [offset, offset + len(raw)], "dtype": "F32",
+                        "shape": [len(values)]}
+        offset += len(raw)
+        data += raw
+    text = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
 def manifest_seed():
     tensors = [{"name": "w", "kind": "parameter", "dtype": "f32", "shape": [2]}]
     for state in ("exp_avg", "exp_avg_sq"):
         tensors.append({"name": f"{state}.w", "kind": "optimizer_state",
                         "dtype": "f32", "shape": [2]})
-    manifest = {"format": 1, "model": "seed", "model_hash": "0123abcd",
+    # The fuzz target's two files, whose sizes and CRCs the manifest records
+    # so that mutations reach the tensor checks behind the CRC check.
+    files = {"model.safetensors": bmrt_safetensors({"w": [1.0, 2.0]}),
+             "optimizer.safetensors": bmrt_safetensors(
+                 {"exp_avg.w": [1.0, 2.0], "exp_avg_sq.w": [1.0, 2.0]})}
+    manifest = {"format": 2, "model": "seed", "model_hash": "0123abcd",
                 "model_path": "model.onnx", "plan": {"dp": 1, "tp": 1, "pp": 1},
                 "step": 3, "data": {"position": 12, "rng_state": "0x00000000000000ff"},
                 "optimizer": {"name": "adamw", "config": {"lr": 0.001}},
-                "tensors": tensors}
+                "tensors": tensors,
+                "files": {name: {"bytes": len(data), "crc32": zlib.crc32(data)}
+                          for name, data in files.items()}}
     write("checkpoint-manifest", "manifest.json", json.dumps(manifest, indent=1))
 
 

@@ -86,7 +86,10 @@ public:
     // its backward at its end.
     if (backwardFrom || (isStage && program.backwardStart < 0))
       program.backwardStart = static_cast<int>(program.instrs.size());
-    return lowerResults(cast<func::ReturnOp>(body.getTerminator()));
+    if (auto err = lowerResults(cast<func::ReturnOp>(body.getTerminator())))
+      return err;
+    markFrozenParameters();
+    return llvm::Error::success();
   }
 
 private:
@@ -339,6 +342,17 @@ private:
       program.instrs.push_back(std::move(copy));
     }
     return llvm::Error::success();
+  }
+
+  /// A training step names the parameters it leaves without a gradient
+  /// (batch norm's running statistics, weights the loss does not read), so
+  /// that the verifier can tell them from a parameter whose gradient was
+  /// lost on the way to the optimizer.
+  void markFrozenParameters() {
+    if (program.slotsOf(bmrt::SlotKind::Grad).empty())
+      return; // a forward: nothing is trained, nothing frozen
+    for (int param : program.slotsOf(bmrt::SlotKind::Param))
+      program.slots[param].frozen = program.gradientOf(param) < 0;
   }
 
   /// A gradient is split like its parameter; `partial` are the axes the

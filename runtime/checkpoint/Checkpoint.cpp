@@ -1,8 +1,9 @@
-//===- Checkpoint.cpp - atomic training checkpoints -----------------------===//
+//===- Checkpoint.cpp - checkpoints as immutable versions -----------------===//
 
 #include "Checkpoint.h"
 
 #include "CheckpointFolder.h"
+#include "CheckpointVersions.h"
 #include "FileIO.h"
 #include "ShardedCheckpoint.h"
 
@@ -11,8 +12,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
-
-#include <unistd.h>
 
 namespace bmrt {
 
@@ -25,30 +24,8 @@ const char *nameOf(TensorKind kind) {
 
 namespace {
 
-constexpr const char *kManifest = "manifest.json";
 constexpr const char *kModelFile = "model.safetensors";
 constexpr const char *kOptimizerFile = "optimizer.safetensors";
-
-/// "ckpt/" and "ckpt" are one folder; the temporary and old siblings hang
-/// off the name without its slashes.
-std::string withoutTrailingSlashes(std::string dir) {
-  while (dir.size() > 1 && dir.back() == '/')
-    dir.pop_back();
-  return dir;
-}
-
-std::string join(const std::string &dir, const char *file) {
-  return (fs::path(dir) / file).string();
-}
-
-/// A folder saving may replace or delete: one holding a manifest, or an
-/// empty one. Anything else could be a user's folder named by mistake.
-bool isReplaceable(const std::string &dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    return false;
-  return fs::exists(join(dir, kManifest), ec) || fs::is_empty(dir, ec);
-}
 
 /// The RNG state as "0x" and 16 hex digits: JSON readers that hold
 /// numbers as doubles (JavaScript, jq) would round a uint64.
@@ -73,10 +50,6 @@ bool parseState(const std::string &text, uint64_t &state) {
   return true;
 }
 
-//===----------------------------------------------------------------------===//
-// Saving
-//===----------------------------------------------------------------------===//
-
 json tensorEntries(const std::vector<TensorRef> &tensors, TensorKind kind) {
   json list = json::array();
   for (const TensorRef &t : tensors)
@@ -87,138 +60,58 @@ json tensorEntries(const std::vector<TensorRef> &tensors, TensorKind kind) {
   return list;
 }
 
-json buildManifest(const CheckpointInfo &info, json tensors) {
-  return {{"format", kCheckpointFormat},
-          {"model", info.model},
-          {"model_hash", info.modelHash},
-          {"model_path", info.modelPath},
-          {"plan", info.plan},
-          {"step", info.step},
-          {"data",
-           {{"position", info.dataPosition},
-            {"rng_state", formatState(info.rngState)}}},
-          {"optimizer",
-           {{"name", info.optimizer}, {"config", info.optimizerConfig}}},
-          {"tensors", std::move(tensors)}};
-}
-
-/// Writes the tensor files into the fresh folder `tmp`.
-void writeTensorFiles(const std::string &tmp,
-                      const std::vector<TensorRef> &parameters,
-                      const std::vector<TensorRef> &optimizerState) {
-  // "format": "pt" lets Hugging Face's loaders take the parameters as
-  // PyTorch tensors.
-  writeSafetensors(join(tmp, kModelFile), parameters, {{"format", "pt"}});
-  writeSafetensors(join(tmp, kOptimizerFile), optimizerState);
-}
-
-void renameOrFail(const std::string &from, const std::string &to) {
-  std::error_code ec;
-  fs::rename(from, to, ec);
-  BMRT_CHECK(!ec,
-             "cannot rename '" + from + "' to '" + to + "': " + ec.message());
-}
-
-/// Puts the complete folder `tmp` in the place of `base`, keeping the
-/// previous checkpoint as `base`.old until the new one is there.
-void publish(const std::string &tmp, const std::string &base,
-             const std::string &parent) {
-  std::string old = base + ".old";
-  std::error_code ec;
-  bool movedOld = false;
-  if (fs::exists(base, ec)) {
-    BMRT_CHECK(!fs::exists(old, ec) || isReplaceable(old),
-               "cannot save the checkpoint: '" + old +
-                   "' exists and is not a checkpoint");
-    fs::remove_all(old, ec);
-    BMRT_CHECK(!ec, "cannot remove '" + old + "': " + ec.message());
-    renameOrFail(base, old);
-    movedOld = true;
-  }
-  fs::rename(tmp, base, ec);
-  if (ec) {
-    std::error_code ignored;
-    if (movedOld)
-      fs::rename(old, base, ignored);
-    BMRT_FAIL("cannot rename '" + tmp + "' to '" + base + "': " + ec.message());
-  }
-  syncDirectory(parent);
-  // Losing this removal to a crash is harmless: loading prefers `base`,
-  // and the next save removes `old` again. (A crash between the renames
-  // leaves an `old` that this save did not move; it is ours too.)
-  if (isReplaceable(old))
-    fs::remove_all(old, ec);
-}
-
-std::string parentOf(const std::string &base) {
-  std::string parent = fs::path(base).parent_path().string();
-  return parent.empty() ? "." : parent;
-}
-
 } // namespace
 
-std::string checkpointTempFolder(const std::string &dir,
-                                 const std::string &tag) {
-  return withoutTrailingSlashes(dir) + ".tmp-" + tag;
-}
+//===----------------------------------------------------------------------===//
+// Saving
+//===----------------------------------------------------------------------===//
 
-void createCheckpointTempFolder(const std::string &dir,
-                                const std::string &tmp) {
-  std::string base = withoutTrailingSlashes(dir);
-  BMRT_CHECK(!base.empty(), "the checkpoint folder name is empty");
-  std::string parent = parentOf(base);
-  std::error_code ec;
-  BMRT_CHECK(
-      fs::is_directory(parent, ec),
-      "cannot save the checkpoint '" + dir + "': '" + parent + "' " +
-          (fs::exists(parent, ec) ? "is not a folder" : "does not exist"));
-  BMRT_CHECK(!fs::exists(base, ec) || isReplaceable(base),
-             "cannot save the checkpoint '" + dir +
-                 "': it exists and is not a checkpoint (no " + kManifest +
-                 "); choose another folder");
-  // A folder of this name is a crashed save: never a checkpoint, since it
-  // was never renamed.
-  fs::remove_all(tmp, ec);
-  fs::create_directory(tmp, ec);
-  BMRT_CHECK(!ec, "cannot create the checkpoint folder '" + tmp +
-                      "': " + ec.message());
-}
-
-void publishCheckpointFolder(const std::string &dir, const std::string &tmp,
-                             const CheckpointInfo &info,
-                             const nlohmann::json &tensors,
-                             const nlohmann::json &extra) {
-  std::string base = withoutTrailingSlashes(dir);
-  try {
-    // The manifest goes last: a folder without one is never a checkpoint.
-    json manifest = buildManifest(info, tensors);
-    manifest.update(extra);
-    writeTextFile(join(tmp, kManifest), manifest.dump(2) + "\n");
-    syncDirectory(tmp);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
-  }
-  publish(tmp, base, parentOf(base));
+json buildManifest(const CheckpointInfo &info, json tensors,
+                   const std::map<std::string, FileDigest> &files,
+                   const json &extra) {
+  json digests = json::object();
+  for (const auto &[name, digest] : files)
+    digests[name] = {{"bytes", digest.bytes}, {"crc32", digest.crc32}};
+  json manifest = {
+      {"format", kCheckpointFormat},
+      {"model", info.model},
+      {"model_hash", info.modelHash},
+      {"model_path", info.modelPath},
+      {"plan", info.plan},
+      {"step", info.step},
+      {"data",
+       {{"position", info.dataPosition},
+        {"rng_state", formatState(info.rngState)}}},
+      {"optimizer", {{"name", info.optimizer}, {"config", info.optimizerConfig}}},
+      {"tensors", std::move(tensors)},
+      {"files", std::move(digests)}};
+  manifest.update(extra);
+  return manifest;
 }
 
 void saveCheckpoint(const std::string &dir, const CheckpointInfo &info,
                     const std::vector<TensorRef> &parameters,
-                    const std::vector<TensorRef> &optimizerState) {
-  std::string tmp = checkpointTempFolder(dir, std::to_string(::getpid()));
-  createCheckpointTempFolder(dir, tmp);
+                    const std::vector<TensorRef> &optimizerState,
+                    int64_t keep) {
+  VersionSave save(dir, info.step, SaveNonce::fresh());
+  beginVersionSave(save);
+  std::map<std::string, FileDigest> files;
   try {
-    writeTensorFiles(tmp, parameters, optimizerState);
+    // "format": "pt" lets Hugging Face's loaders take the parameters as
+    // PyTorch tensors.
+    files[kModelFile] = writeSafetensors(pathIn(save.tmp, kModelFile),
+                                         parameters, {{"format", "pt"}});
+    files[kOptimizerFile] =
+        writeSafetensors(pathIn(save.tmp, kOptimizerFile), optimizerState);
   } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
+    abandonVersionSave(save);
     throw;
   }
   json tensors = tensorEntries(parameters, TensorKind::Parameter);
   for (json &t : tensorEntries(optimizerState, TensorKind::OptimizerState))
     tensors.push_back(std::move(t));
-  publishCheckpointFolder(dir, tmp, info, tensors, json::object());
+  publishVersion(save, buildManifest(info, tensors, files, json::object()),
+                 keep);
 }
 
 //===----------------------------------------------------------------------===//
@@ -227,41 +120,27 @@ void saveCheckpoint(const std::string &dir, const CheckpointInfo &info,
 
 namespace {
 
-/// The folder to load: `base`, or `base`.old when a save crashed between
-/// moving the old checkpoint aside and putting the new one in place.
-std::string folderToLoad(const std::string &dir) {
-  std::string base = withoutTrailingSlashes(dir);
+json readManifest(const CheckpointVersion &version) {
+  checkInsideVersion(version, kManifest);
+  std::string path = pathIn(version.folder, kManifest);
   std::error_code ec;
-  if (fs::exists(base, ec))
-    return base;
-  if (fs::exists(join(base + ".old", kManifest), ec))
-    return base + ".old";
-  BMRT_FAIL("there is no checkpoint in '" + dir + "': it does not exist");
-}
-
-/// The manifest's one-line error prefix.
-std::string where(const std::string &dir) {
-  return "checkpoint '" + dir + "': " + kManifest;
-}
-
-json readManifest(const std::string &dir, const std::string &folder) {
-  std::string path = join(folder, kManifest);
-  std::error_code ec;
-  BMRT_CHECK(fs::exists(path, ec), "checkpoint '" + dir + "' has no " +
+  BMRT_CHECK(fs::exists(path, ec), checkpointLabel(version) + ": '" +
+                                       version.folder + "' has no " +
                                        kManifest +
                                        " (an incomplete or foreign folder)");
   json manifest = json::parse(readTextFile(path), nullptr,
                               /*allow_exceptions=*/false);
+  std::string where = manifestLabel(version);
   BMRT_CHECK(!manifest.is_discarded() && manifest.is_object(),
-             where(dir) + " is not a valid JSON object");
+             where + " is not a valid JSON object");
   BMRT_CHECK(
       manifest.value("format", json()) == kCheckpointFormat,
-      where(dir) + " has format " + manifest.value("format", json()).dump() +
+      where + " has format " + manifest.value("format", json()).dump() +
           "; this runtime reads format " + std::to_string(kCheckpointFormat));
   return manifest;
 }
 
-CheckpointInfo parseInfo(const std::string &dir, const json &manifest) {
+CheckpointInfo parseFields(const std::string &where, const json &manifest) {
   CheckpointInfo info;
   std::string state;
   try {
@@ -275,12 +154,24 @@ CheckpointInfo parseInfo(const std::string &dir, const json &manifest) {
     info.optimizer = manifest.at("optimizer").at("name");
     info.optimizerConfig = manifest.at("optimizer").at("config");
   } catch (const json::exception &e) {
-    BMRT_FAIL(where(dir) + " lacks a field or has one of the wrong type (" +
+    BMRT_FAIL(where + " lacks a field or has one of the wrong type (" +
               e.what() + ")");
   }
   BMRT_CHECK(parseState(state, info.rngState),
-             where(dir) + ": rng_state '" + state +
+             where + ": rng_state '" + state +
                  "' is not 0x and 16 hex digits");
+  return info;
+}
+
+/// The manifest's fields, whose step must be the version folder's: an
+/// edited step would resume the data and schedule elsewhere.
+CheckpointInfo parseInfo(const CheckpointVersion &version,
+                         const json &manifest) {
+  std::string where = manifestLabel(version);
+  CheckpointInfo info = parseFields(where, manifest);
+  BMRT_CHECK(version.step < 0 || info.step == version.step,
+             where + " says step " + std::to_string(info.step) +
+                 ", but its folder is '" + versionName(version.step) + "'");
   return info;
 }
 
@@ -292,7 +183,7 @@ struct ListedTensor {
   Shape shape;
 };
 
-std::vector<ListedTensor> parseTensorList(const std::string &dir,
+std::vector<ListedTensor> parseTensorList(const std::string &where,
                                           const json &manifest) {
   std::vector<ListedTensor> list;
   try {
@@ -303,25 +194,23 @@ std::vector<ListedTensor> parseTensorList(const std::string &dir,
       l.shape = t.at("shape").get<Shape>();
       BMRT_CHECK(kind == nameOf(TensorKind::Parameter) ||
                      kind == nameOf(TensorKind::OptimizerState),
-                 where(dir) + ": tensor '" + l.name + "' has kind '" + kind +
-                     "'");
+                 where + ": tensor '" + l.name + "' has kind '" + kind + "'");
       l.kind = kind == nameOf(TensorKind::Parameter)
                    ? TensorKind::Parameter
                    : TensorKind::OptimizerState;
-      BMRT_CHECK(parseDType(dtype, l.dtype), where(dir) + ": tensor '" +
-                                                 l.name + "' has dtype '" +
-                                                 dtype + "'");
+      BMRT_CHECK(parseDType(dtype, l.dtype),
+                 where + ": tensor '" + l.name + "' has dtype '" + dtype + "'");
       list.push_back(std::move(l));
     }
   } catch (const json::exception &e) {
-    BMRT_FAIL(where(dir) + " has a malformed tensor list (" + e.what() + ")");
+    BMRT_FAIL(where + " has a malformed tensor list (" + e.what() + ")");
   }
   return list;
 }
 
 /// Checks that a safetensors file holds exactly the manifest's tensors of
 /// its kind, with their dtypes and shapes.
-void matchFile(const std::string &dir, const char *file,
+void matchFile(const std::string &where, const char *file,
                const std::vector<HostTensor> &held,
                const std::vector<ListedTensor> &listed, TensorKind kind) {
   size_t count = 0;
@@ -330,56 +219,101 @@ void matchFile(const std::string &dir, const char *file,
       continue;
     ++count;
     const HostTensor *t = findTensor(held, l.name);
-    BMRT_CHECK(t, "checkpoint '" + dir + "': " + kManifest + " lists " +
-                      nameOf(kind) + " '" + l.name + "' but '" + file +
-                      "' does not hold it");
+    BMRT_CHECK(t, where + " lists " + nameOf(kind) + " '" + l.name +
+                      "' but '" + file + "' does not hold it");
     BMRT_CHECK(t->dtype == l.dtype && t->shape == l.shape,
-               "checkpoint '" + dir + "': '" + file + "' holds '" + l.name +
-                   "' as " + nameOf(t->dtype) + formatShape(t->shape) +
-                   " but " + kManifest + " says " + nameOf(l.dtype) +
+               where + ": '" + file + "' holds '" + l.name + "' as " +
+                   nameOf(t->dtype) + formatShape(t->shape) + " but " +
+                   kManifest + " says " + nameOf(l.dtype) +
                    formatShape(l.shape));
   }
   BMRT_CHECK(count == held.size(),
-             "checkpoint '" + dir + "': '" + file + "' holds " +
-                 std::to_string(held.size()) + " tensors but " + kManifest +
-                 " lists " + std::to_string(count));
+             where + ": '" + file + "' holds " + std::to_string(held.size()) +
+                 " tensors but " + kManifest + " lists " +
+                 std::to_string(count));
+}
+
+/// The two files of an unsharded version, each checked against its digest.
+void readUnshardedTensors(const CheckpointVersion &version,
+                          const json &manifest, Checkpoint &c) {
+  std::string where = manifestLabel(version);
+  std::vector<ListedTensor> listed = parseTensorList(where, manifest);
+  std::map<std::string, FileDigest> digests =
+      parseFileDigests(version, manifest);
+  for (const char *file : {kModelFile, kOptimizerFile})
+    BMRT_CHECK(digests.count(file),
+               where + " records no size and CRC of '" + file + "'");
+  BMRT_CHECK(digests.size() == 2,
+             where + " records files other than '" + kModelFile + "' and '" +
+                 kOptimizerFile + "'");
+  c.parameters =
+      readVersionFile(version, kModelFile, digests[kModelFile]).tensors;
+  c.optimizerState =
+      readVersionFile(version, kOptimizerFile, digests[kOptimizerFile])
+          .tensors;
+  matchFile(where, kModelFile, c.parameters, listed, TensorKind::Parameter);
+  matchFile(where, kOptimizerFile, c.optimizerState, listed,
+            TensorKind::OptimizerState);
 }
 
 } // namespace
 
-bool checkpointExists(const std::string &dir) {
-  std::string base = withoutTrailingSlashes(dir);
-  std::error_code ec;
-  return fs::exists(join(base, kManifest), ec) ||
-         fs::exists(join(base + ".old", kManifest), ec);
+void withCheckpointVersion(
+    const std::string &dir,
+    const std::function<void(const CheckpointVersion &)> &read) {
+  CheckpointVersion version = resolveCheckpoint(dir);
+  try {
+    read(version);
+    return;
+  } catch (const Error &) {
+    // A version vanishes under a reader only when a trainer prunes it (at
+    // its next save with --keep 1, the N-th with --keep N), and pruning
+    // follows the publication of a newer version: resolve once more and
+    // read that. Only a vanished version, and only once: one that is
+    // still there is damaged, whatever its error says.
+    std::error_code ec;
+    if (!version.resolved || fs::exists(version.folder, ec))
+      throw;
+  }
+  read(resolveCheckpoint(dir));
+}
+
+CheckpointInfo readCheckpointInfo(const CheckpointVersion &version) {
+  return parseInfo(version, readManifest(version));
 }
 
 CheckpointInfo readCheckpointInfo(const std::string &dir) {
-  std::string folder = folderToLoad(dir);
-  return parseInfo(dir, readManifest(dir, folder));
+  CheckpointInfo info;
+  withCheckpointVersion(dir, [&](const CheckpointVersion &version) {
+    info = readCheckpointInfo(version);
+  });
+  return info;
+}
+
+Checkpoint loadCheckpoint(const CheckpointVersion &version,
+                          const std::string &model,
+                          const std::string &modelHash) {
+  Checkpoint c;
+  c.folder = version.folder;
+  json manifest = readManifest(version);
+  c.info = parseInfo(version, manifest);
+  BMRT_CHECK(c.info.model == model && c.info.modelHash == modelHash,
+             checkpointLabel(version) + " is of model '" + c.info.model +
+                 "' (hash " + c.info.modelHash + "), not '" + model +
+                 "' (hash " + modelHash + ")");
+  if (isShardedManifest(manifest))
+    readShardedTensors(version, manifest, c.parameters, c.optimizerState);
+  else
+    readUnshardedTensors(version, manifest, c);
+  return c;
 }
 
 Checkpoint loadCheckpoint(const std::string &dir, const std::string &model,
                           const std::string &modelHash) {
   Checkpoint c;
-  c.folder = folderToLoad(dir);
-  json manifest = readManifest(dir, c.folder);
-  c.info = parseInfo(dir, manifest);
-  BMRT_CHECK(c.info.model == model && c.info.modelHash == modelHash,
-             "checkpoint '" + dir + "' is of model '" + c.info.model +
-                 "' (hash " + c.info.modelHash + "), not '" + model +
-                 "' (hash " + modelHash + ")");
-  if (isShardedManifest(manifest)) {
-    readShardedTensors(dir, c.folder, manifest, c.parameters,
-                       c.optimizerState);
-    return c;
-  }
-  std::vector<ListedTensor> listed = parseTensorList(dir, manifest);
-  c.parameters = readSafetensors(join(c.folder, kModelFile)).tensors;
-  c.optimizerState = readSafetensors(join(c.folder, kOptimizerFile)).tensors;
-  matchFile(dir, kModelFile, c.parameters, listed, TensorKind::Parameter);
-  matchFile(dir, kOptimizerFile, c.optimizerState, listed,
-            TensorKind::OptimizerState);
+  withCheckpointVersion(dir, [&](const CheckpointVersion &version) {
+    c = loadCheckpoint(version, model, modelHash);
+  });
   return c;
 }
 

@@ -2,6 +2,8 @@
 
 #include "CheckpointLock.h"
 
+#include "CheckpointVersions.h"
+
 #include "bmrt/Error.h"
 
 #include <cerrno>
@@ -15,10 +17,7 @@
 namespace bmrt {
 
 std::string CheckpointLock::pathOf(const std::string &dir) {
-  std::string base = dir;
-  while (base.size() > 1 && base.back() == '/')
-    base.pop_back();
-  return base + ".lock";
+  return pathIn(withoutTrailingSlashes(dir), kLockFile);
 }
 
 namespace {
@@ -36,6 +35,7 @@ std::string holderOf(int fd) {
 } // namespace
 
 CheckpointLock::CheckpointLock(const std::string &dir) {
+  prepareCheckpointFolder(dir);
   std::string path = pathOf(dir);
   fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   BMRT_CHECK(fd >= 0, "cannot create the lock '" + path +

@@ -4,12 +4,15 @@
 
 #include "bmrt/Error.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 namespace bmrt {
 namespace {
@@ -17,6 +20,13 @@ namespace {
 std::string reason() { return std::strerror(errno); }
 
 } // namespace
+
+void FileDigest::add(const void *data, size_t count) {
+  // crc32_z takes a size_t: no 4 GiB chunks to split.
+  crc32 = uint32_t(
+      ::crc32_z(crc32, static_cast<const Bytef *>(data), count));
+  bytes += count;
+}
 
 FileWriter::FileWriter(const std::string &path) : path(path) {
   fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -39,6 +49,7 @@ void FileWriter::write(const void *data, size_t bytes) {
     if (n == 0)
       errno = ENOSPC;
     BMRT_CHECK(n > 0, "cannot write '" + path + "': " + reason());
+    written.add(p, size_t(n));
     p += n;
     bytes -= size_t(n);
   }
@@ -67,7 +78,11 @@ FileReader::~FileReader() {
     ::close(fd);
 }
 
-void FileReader::read(uint64_t offset, void *out, size_t count) const {
+void FileReader::read(uint64_t offset, void *out, size_t count) {
+  if (count == 0)
+    return;
+  if (offset != prefix.bytes)
+    inOrder = false;
   char *p = static_cast<char *>(out);
   while (count > 0) {
     ssize_t n = ::pread(fd, p, count, off_t(offset));
@@ -78,10 +93,27 @@ void FileReader::read(uint64_t offset, void *out, size_t count) const {
                           std::to_string(offset) + ", before the " +
                           std::to_string(count) +
                           " bytes it should still hold");
+    if (inOrder)
+      prefix.add(p, size_t(n));
     p += n;
     offset += uint64_t(n);
     count -= size_t(n);
   }
+}
+
+std::optional<FileDigest> FileReader::wholeDigest() const {
+  if (!inOrder || prefix.bytes != bytes)
+    return std::nullopt;
+  return prefix;
+}
+
+FileDigest digestOfFile(const std::string &path) {
+  FileReader reader(path);
+  std::vector<char> chunk(size_t(1) << 20);
+  for (uint64_t at = 0; at < reader.size(); at += chunk.size())
+    reader.read(at, chunk.data(),
+                size_t(std::min<uint64_t>(chunk.size(), reader.size() - at)));
+  return *reader.wholeDigest();
 }
 
 void syncDirectory(const std::string &path) {

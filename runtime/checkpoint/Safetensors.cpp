@@ -106,9 +106,9 @@ void writeLittleEndian64(FileWriter &out, uint64_t value) {
 
 } // namespace
 
-void writeSafetensors(const std::string &path,
-                      const std::vector<TensorRef> &tensors,
-                      const SafetensorsMetadata &metadata) {
+FileDigest writeSafetensors(const std::string &path,
+                            const std::vector<TensorRef> &tensors,
+                            const SafetensorsMetadata &metadata) {
   std::string header = buildHeader(tensors, metadata, path);
   FileWriter out(path);
   writeLittleEndian64(out, header.size());
@@ -117,6 +117,7 @@ void writeSafetensors(const std::string &path,
     if (t.bytes())
       out.write(t.data, t.bytes());
   out.finish();
+  return out.digest();
 }
 
 //===----------------------------------------------------------------------===//
@@ -143,6 +144,11 @@ class Reader {
 public:
   explicit Reader(const std::string &path) : path(path), file(path) {}
   SafetensorsFile read();
+  /// The file's digest, once read() has read it (in order, start to end).
+  FileDigest digest() const {
+    std::optional<FileDigest> whole = file.wholeDigest();
+    return whole ? *whole : digestOfFile(path);
+  }
 
 private:
   [[noreturn]] void invalid(const std::string &problem) const {
@@ -353,8 +359,13 @@ SafetensorsFile Reader::read() {
 
 } // namespace
 
-SafetensorsFile readSafetensors(const std::string &path) {
-  return Reader(path).read();
+SafetensorsFile readSafetensors(const std::string &path,
+                                FileDigest *digest) {
+  Reader reader(path);
+  SafetensorsFile file = reader.read();
+  if (digest)
+    *digest = reader.digest();
+  return file;
 }
 
 } // namespace bmrt

@@ -16,6 +16,8 @@
 #ifndef BMRT_CHECKPOINT_SAFETENSORS_H
 #define BMRT_CHECKPOINT_SAFETENSORS_H
 
+#include "FileIO.h"
+
 #include "bmrt/Tensor.h"
 
 #include <map>
@@ -66,14 +68,17 @@ const char *safetensorsName(DType type);
 bool parseSafetensorsDType(const std::string &name, DType &type);
 
 /// Writes the tensors in the given order (names must be distinct) and
-/// fsyncs the file. Throws bmrt::Error when it cannot be written (the
-/// file may then be partial: checkpoints write to a temporary folder).
-void writeSafetensors(const std::string &path,
-                      const std::vector<TensorRef> &tensors,
-                      const SafetensorsMetadata &metadata = {});
+/// fsyncs the file; returns its size and CRC (of the bytes written).
+/// Throws bmrt::Error when it cannot be written (the file may then be
+/// partial: checkpoints write to a temporary folder).
+FileDigest writeSafetensors(const std::string &path,
+                            const std::vector<TensorRef> &tensors,
+                            const SafetensorsMetadata &metadata = {});
 
-/// Reads and validates a whole file.
-SafetensorsFile readSafetensors(const std::string &path);
+/// Reads and validates a whole file; with `digest`, also its size and CRC,
+/// computed from the bytes as they are read.
+SafetensorsFile readSafetensors(const std::string &path,
+                                FileDigest *digest = nullptr);
 
 /// The tensor called `name`, or null.
 /// The tensor `name` of `tensors`, which must have `view`'s dtype and

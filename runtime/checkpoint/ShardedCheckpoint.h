@@ -1,23 +1,29 @@
 //===- ShardedCheckpoint.h - checkpoints written by every rank --*- C++ -*-===//
 //
 // A job partitioned over a mesh saves each rank's own shards, as
-// Megatron-Core's dist_checkpointing and PyTorch's DCP do:
+// Megatron-Core's dist_checkpointing and PyTorch's DCP do. Its versions
+// (Checkpoint.h has the folder around them) hold:
 //
 //   manifest.json                 Checkpoint.h's manifest, plus "mesh" and,
 //                                 per tensor, its global shape and shards:
 //                                 {"file", "rank", "offsets", "shape",
 //                                  "coordinates": {"tp": 1, ...}} and, for
-//                                 ZeRO's flat shards, "flat_range": [b, e]
+//                                 ZeRO's flat shards, "flat_range": [b, e];
+//                                 "files" has each shard file's size and CRC
 //   shards/rank00003.safetensors  rank 3's boxes of the global tensors,
 //                                 named as in an unsharded checkpoint
 //
 // A replicated tensor is written once: by the replica at coordinate 0 along
-// every axis that does not split it. Saving is atomic as for an unsharded
-// checkpoint: every rank writes into one temporary folder, rank 0 adds the
-// manifest last and renames the folder into place; the caller orders the
-// three steps with barriers. Loading (loadCheckpoint) assembles the global
-// tensors from the shards, whatever mesh wrote them, so a checkpoint moves
-// between meshes, ZeRO stages and rank counts, and `bmc export` merges it.
+// every axis that does not split it. Saving is a version's save spread over
+// the ranks: rank 0 creates the temporary folder and shares its name, every
+// rank writes its file and contributes its size and CRC (computed while
+// writing), and rank 0 adds the manifest last and publishes the version;
+// one all-reduce the caller provides carries both exchanges. Loading
+// (loadCheckpoint) checks every file against its CRC, that the shards tile
+// every tensor exactly once and that every tensor of every file is
+// claimed, then assembles the global tensors, whatever mesh wrote them: a
+// checkpoint moves between meshes, ZeRO stages and rank counts, and `bmc
+// export` merges it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +32,7 @@
 
 #include "Checkpoint.h"
 
+#include <functional>
 #include <map>
 
 namespace bmrt {
@@ -54,25 +61,34 @@ struct ShardedTensor {
 /// "shards/rank00003.safetensors".
 std::string shardFileOf(int rank);
 
-/// Rank 0, first: checks that `dir` may be replaced and creates the empty
-/// temporary folder every rank writes into.
-void beginShardedSave(const std::string &dir);
-/// Every rank, after beginShardedSave: writes (and fsyncs) its shards.
-void writeRankShards(const std::string &dir, int rank,
-                     const std::vector<TensorRef> &shards);
-/// Rank 0, once every rank has written: the manifest, then the folder
-/// takes the place of `dir`.
-void finishShardedSave(const std::string &dir, const CheckpointInfo &info,
-                       const std::map<std::string, int> &mesh,
-                       const std::vector<ShardedTensor> &tensors);
+/// How a sharded save reaches the other ranks of its job.
+struct SaveRanks {
+  int rank = 0, size = 1;
+  /// Sums `values` element-wise over every rank, in place (an all-reduce
+  /// of int64): every rank calls it with equally many values, and none
+  /// returns before all have called it, so it also orders a save's steps.
+  std::function<void(std::vector<int64_t> &)> sum;
+};
+
+/// Every rank: writes its shards `mine` (none: no file) into version
+/// info.step of `dir`. Rank 0, which also lists every rank's shards in
+/// `tensors`, then writes the manifest with every file's size and CRC and
+/// publishes the version, keeping the newest `keep`.
+void saveShardedCheckpoint(const std::string &dir, const CheckpointInfo &info,
+                           const std::map<std::string, int> &mesh,
+                           const std::vector<ShardedTensor> &tensors,
+                           const std::vector<TensorRef> &mine,
+                           const SaveRanks &ranks, int64_t keep);
 
 /// Whether a manifest is a sharded checkpoint's.
 bool isShardedManifest(const nlohmann::json &manifest);
-/// Assembles every global tensor of the sharded checkpoint in `folder`
-/// (`dir` names it in messages): one line naming the file when a shard
-/// file is missing, truncated or lacks a shard, or when the shards do not
-/// cover a tensor.
-void readShardedTensors(const std::string &dir, const std::string &folder,
+/// Assembles every global tensor of a sharded version. Refuses in one line
+/// naming the file or tensor: a shard file that is missing, a link, or not
+/// of its recorded size and CRC; a shard whose "file" is not its rank's or
+/// whose rank is outside the mesh; shards that do not tile a tensor
+/// exactly once (ShardTiling.h); a tensor of a file that no shard, or two,
+/// claim.
+void readShardedTensors(const CheckpointVersion &version,
                         const nlohmann::json &manifest,
                         std::vector<HostTensor> &parameters,
                         std::vector<HostTensor> &optimizerState);

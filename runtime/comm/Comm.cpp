@@ -1,11 +1,16 @@
 //===- Comm.cpp - meshes, argument checks, abortJob -----------------------===//
 //
 // The backend-neutral half of Comm.h: everything an NCCL backend would
-// share with the MPI one. Part of bmrt itself (no MPI in here), so that the
-// executor's collective kernels can call a Communicator; the backends and
-// createWorld (CreateWorld.cpp) are bmrt_comm.
+// share with the MPI one, the collective timeout's records among it (each
+// blocking entry below waits inside a WaitScope, Watchdog.h). Part of bmrt
+// itself (no MPI in here), so that the executor's collective kernels can
+// call a Communicator; the backends and createWorld (CreateWorld.cpp) are
+// bmrt_comm.
 //
 //===----------------------------------------------------------------------===//
+
+#include "Backends.h"
+#include "Watchdog.h"
 
 #include "bmrt/Comm.h"
 #include "bmrt/Error.h"
@@ -17,6 +22,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
+#include <numeric>
 
 namespace bmrt {
 
@@ -148,6 +155,7 @@ PendingCollective::operator=(PendingCollective &&other) noexcept {
   if (this != &other) {
     abandon();
     operation = std::move(other.operation);
+    site = other.site;
   }
   return *this;
 }
@@ -171,6 +179,7 @@ bool PendingCollective::test() {
 void PendingCollective::wait() {
   if (!operation)
     return;
+  WaitScope waiting(site);
   operation->wait();
   operation.reset();
 }
@@ -246,12 +255,14 @@ void Communicator::checkReduceScatter(const void *send, const void *recv,
 void Communicator::allReduce(const void *send, void *recv, size_t count,
                              DType type, Stream &stream) {
   checkAllReduce(send, recv, count, type);
+  WaitScope waiting(nextCall("all-reduce"));
   doAllReduce(send, recv, count, type, stream);
 }
 
 void Communicator::reduceScatter(const void *send, void *recv, size_t recvCount,
                                  DType type, Stream &stream) {
   checkReduceScatter(send, recv, recvCount, type);
+  WaitScope waiting(nextCall("reduce-scatter"));
   doReduceScatter(send, recv, recvCount, type, stream);
 }
 
@@ -259,7 +270,11 @@ PendingCollective Communicator::allReduceAsync(const void *send, void *recv,
                                                size_t count, DType type,
                                                Stream &stream) {
   checkAllReduce(send, recv, count, type);
-  return PendingCollective(doAllReduceAsync(send, recv, count, type, stream));
+  // Starting may block too (a backend that completes it at once).
+  WaitSite site = nextCall("all-reduce");
+  WaitScope waiting(site);
+  return PendingCollective(doAllReduceAsync(send, recv, count, type, stream),
+                           site);
 }
 
 PendingCollective Communicator::reduceScatterAsync(const void *send,
@@ -268,8 +283,10 @@ PendingCollective Communicator::reduceScatterAsync(const void *send,
                                                    DType type,
                                                    Stream &stream) {
   checkReduceScatter(send, recv, recvCount, type);
+  WaitSite site = nextCall("reduce-scatter");
+  WaitScope waiting(site);
   return PendingCollective(
-      doReduceScatterAsync(send, recv, recvCount, type, stream));
+      doReduceScatterAsync(send, recv, recvCount, type, stream), site);
 }
 
 void Communicator::allGather(const void *send, void *recv, size_t sendCount,
@@ -279,6 +296,7 @@ void Communicator::allGather(const void *send, void *recv, size_t sendCount,
   BMRT_CHECK(send == offsetBy(recv, groupRank * sendCount, type) ||
                  !overlaps(send, bytes, recv, groupSize * bytes),
              describe("all-gather") + ": buffers overlap other than in place");
+  WaitScope waiting(nextCall("all-gather"));
   doAllGather(send, recv, sendCount, type, stream);
 }
 
@@ -288,18 +306,34 @@ void Communicator::allToAll(const void *send, void *recv, size_t chunkCount,
   size_t bytes = groupSize * chunkCount * sizeOf(type);
   BMRT_CHECK(!overlaps(send, bytes, recv, bytes),
              describe("all-to-all") + ": buffers overlap");
+  WaitScope waiting(nextCall("all-to-all"));
   doAllToAll(send, recv, chunkCount, type, stream);
+}
+
+WaitSite Communicator::nextCall(const char *operation, int peer) {
+  return {this, operation, peer, ++calls};
+}
+
+WaitSite Communicator::transferSite(const char *operation, int peer) {
+  if (groupDepth == 0)
+    return nextCall(operation, peer);
+  // Only posted: groupEnd waits for the group's transfers, as one call
+  // that names their peer when they have one.
+  groupPeer = groupPeer == kNoPeer || groupPeer == peer ? peer : -1;
+  return {this, operation, peer, calls};
 }
 
 void Communicator::send(const void *buffer, size_t count, DType type, int peer,
                         Stream &stream) {
   checkPeer("send", peer);
+  WaitScope waiting(transferSite("send", peer));
   doSend(buffer, count, type, peer, groupDepth > 0, stream);
 }
 
 void Communicator::recv(void *buffer, size_t count, DType type, int peer,
                         Stream &stream) {
   checkPeer("recv", peer);
+  WaitScope waiting(transferSite("recv", peer));
   doRecv(buffer, count, type, peer, groupDepth > 0, stream);
 }
 
@@ -308,12 +342,17 @@ void Communicator::groupStart() { ++groupDepth; }
 void Communicator::groupEnd() {
   BMRT_CHECK(groupDepth > 0,
              describe("groupEnd") + " without a matching groupStart");
-  if (--groupDepth == 0)
-    doGroupEnd();
+  if (--groupDepth > 0)
+    return;
+  int peer = groupPeer == kNoPeer ? -1 : groupPeer;
+  groupPeer = kNoPeer;
+  WaitScope waiting(nextCall("grouped send/recv", peer));
+  doGroupEnd();
 }
 
 void Communicator::barrier() {
   checkCollective("barrier");
+  WaitScope waiting(nextCall("barrier"));
   doBarrier();
 }
 
@@ -329,10 +368,22 @@ World::World(int rank, int size) : worldRank(rank), worldSize(size) {
   liveWorld = this;
 }
 
-World::~World() { liveWorld = nullptr; }
+World::~World() {
+  // The watchdog reads liveWorld when it fires: stopped first.
+  watchdog.reset();
+  liveWorld = nullptr;
+}
+
+void World::setTimeout(double seconds) {
+  watchdog.reset();
+  if (seconds > 0 && worldSize > 1)
+    watchdog = std::make_unique<Watchdog>(seconds, worldRank, worldSize);
+}
 
 std::unique_ptr<Communicator> World::all() {
-  return split(0, worldRank, "world");
+  std::vector<int> everyone(worldSize);
+  std::iota(everyone.begin(), everyone.end(), 0);
+  return splitInto(std::move(everyone), "world");
 }
 
 std::unique_ptr<Communicator>
@@ -348,37 +399,54 @@ World::group(const Mesh &mesh, const std::vector<std::string> &axes) {
   std::string name;
   for (const std::string &axis : axes)
     name += (name.empty() ? "" : "+") + axis;
+  return splitInto(std::move(members), name);
+}
+
+std::unique_ptr<Communicator> World::splitInto(std::vector<int> members,
+                                               const std::string &name) {
   // The first member names the group; ranking by position keeps the mesh's
   // order (members are increasing).
   int key = static_cast<int>(
       std::find(members.begin(), members.end(), worldRank) - members.begin());
-  std::unique_ptr<Communicator> comm = split(members.front(), key, name);
+  std::unique_ptr<Communicator> comm;
+  {
+    WaitScope waiting({nullptr, "communicator split"});
+    comm = split(members.front(), key, name);
+  }
   BMRT_CHECK(comm->size() == static_cast<int>(members.size()) &&
                  comm->rank() == key,
              "the " + name + " group of rank " + std::to_string(worldRank) +
                  " came out as rank " + std::to_string(comm->rank()) + " of " +
                  std::to_string(comm->size()) + ", not " + std::to_string(key) +
                  " of " + std::to_string(members.size()));
+  comm->setWorldRanks(std::move(members));
   return comm;
 }
 
-/// The rank a launcher gave this process, for an abort before the World
-/// exists; -1 when there is none.
-static int launcherRank() {
-  for (const char *name :
-       {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+/// The first of `names` set in the environment, as an integer; -1 if none.
+static int firstVariable(std::initializer_list<const char *> names) {
+  for (const char *name : names)
     if (const char *value = std::getenv(name))
       return std::atoi(value);
   return -1;
+}
+
+int launcherRank() {
+  return firstVariable(
+      {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"});
+}
+
+int launcherSize() {
+  return firstVariable({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
 }
 
 static const char *programName = "trainer";
 
 void setProgramName(const char *name) { programName = name; }
 
-void abortJob(const std::string &message) {
+void printJobError(const std::string &message) {
   // Once per process: a second failure while aborting (another thread, a
-  // destructor) adds nothing the user needs.
+  // destructor, the watchdog) adds nothing the user needs.
   static std::atomic<bool> printed{false};
   if (!printed.exchange(true)) {
     std::string line = message;
@@ -394,6 +462,10 @@ void abortJob(const std::string &message) {
       std::fprintf(stderr, "%s: error: %s\n", programName, line.c_str());
     std::fflush(stderr);
   }
+}
+
+void abortJob(const std::string &message) {
+  printJobError(message);
   if (liveWorld)
     liveWorld->terminate();
   // No World: under a launcher, a process that exits non-zero ends the job.

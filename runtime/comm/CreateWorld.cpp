@@ -21,7 +21,7 @@ static bool startedByLauncher() {
   return tasks && std::atoi(tasks) > 1;
 }
 
-std::unique_ptr<World> createWorld() {
+std::unique_ptr<World> createWorld(double startTimeout) {
   const char *forced = std::getenv("BMRT_COMM");
   std::string backend =
       forced && *forced ? forced : (startedByLauncher() ? "mpi" : "local");
@@ -32,7 +32,7 @@ std::unique_ptr<World> createWorld() {
               "rank only: rebuild with MPI to launch several ranks" +
               std::string(forced && *forced ? " (BMRT_COMM=mpi)" : ""));
 #else
-    return createMpiWorld();
+    return createMpiWorld(startTimeout);
 #endif
   }
   if (backend == "local")

@@ -15,16 +15,20 @@
 // through abortJob (MPI_Abort).
 //
 // Threads: only the thread that created the World calls MPI
-// (MPI_THREAD_FUNNELED); OpenMP kernels never communicate.
+// (MPI_THREAD_FUNNELED); OpenMP kernels never communicate, and the
+// collective timeout's watchdog thread ends the process without MPI
+// (Watchdog.cpp says why).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Backends.h"
+#include "Watchdog.h"
 
 #include "bmrt/Error.h"
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -308,6 +312,9 @@ public:
     if (std::uncaught_exceptions() > 0 && size() > 1)
       abortJob("an error left the scope of the communication World before "
                "it was reported (catch it and call abortJob)");
+    // Open MPI's finalize waits for every rank (a PMIx fence): a rank that
+    // stalls after its last step would hang the others here.
+    WaitScope waiting({nullptr, "finalize"});
     MPI_Finalize();
   }
 
@@ -336,14 +343,25 @@ protected:
 
 } // namespace
 
-std::unique_ptr<World> createMpiWorld() {
+/// MPI_Init_thread under a watchdog of its own: every rank waits in it for
+/// the others, before the World's watchdog (World::setTimeout) exists.
+static int initMpi(double startTimeout, int &provided) {
+  std::unique_ptr<Watchdog> startup;
+  if (startTimeout > 0 && launcherSize() != 1)
+    startup = std::make_unique<Watchdog>(startTimeout, launcherRank(),
+                                         std::max(launcherSize(), 0));
+  WaitScope waiting({nullptr, "MPI start-up (MPI_Init_thread)"});
+  return MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+}
+
+std::unique_ptr<World> createMpiWorld(double startTimeout) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   BMRT_CHECK(!initialized && !finalized,
              "MPI starts once per process, and it has already started");
   int provided = 0;
-  int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  int code = initMpi(startTimeout, provided);
   BMRT_CHECK(code == MPI_SUCCESS,
              "MPI_Init_thread failed: " + mpiErrorText(code));
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -13,7 +13,9 @@ class StagedCommunicator final : public BlockingCommunicator {
 public:
   StagedCommunicator(std::unique_ptr<Communicator> host, Device &device)
       : BlockingCommunicator(host->name(), host->rank(), host->size()),
-        host(std::move(host)), device(device) {}
+        host(std::move(host)), device(device) {
+    setWorldRanks(this->host->worldRanks());
+  }
 
 protected:
   void doAllReduce(const void *send, void *recv, size_t count, DType type,

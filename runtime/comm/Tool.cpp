@@ -45,13 +45,14 @@ int printError(const char *program, const std::string &message) {
   return 1;
 }
 
-int runWithWorld(const char *program, const std::function<int(World &)> &body) {
+int runWithWorld(const char *program, const std::function<int(World &)> &body,
+                 double startTimeout) {
   setProgramName(program);
   // The World lives outside the try: it must not be destroyed while an
   // error unwinds (the other ranks may be blocked in a collective).
   std::unique_ptr<World> world;
   try {
-    world = createWorld();
+    world = createWorld(startTimeout);
   } catch (const Error &e) {
     return printError(program, e.what());
   }

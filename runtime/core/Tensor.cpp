@@ -4,6 +4,7 @@
 #include "bmrt/Tensor.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace bmrt {
 
@@ -85,6 +86,16 @@ bool sameElementOrder(const Shape &a, const Shape &b) {
   // of the coarser is one of the finer.
   std::vector<int64_t> pa = runningProducts(a), pb = runningProducts(b);
   return isSubsequence(pa, pb) || isSubsequence(pb, pa);
+}
+
+int64_t firstNonFinite(const void *data, DType dtype, int64_t count) {
+  if (dtype != DType::F32)
+    return -1;
+  const float *values = static_cast<const float *>(data);
+  for (int64_t i = 0; i < count; ++i)
+    if (!std::isfinite(values[i]))
+      return i;
+  return -1;
 }
 
 std::string Error::where() const {

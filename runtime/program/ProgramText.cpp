@@ -6,6 +6,7 @@
 //   model NAME
 //   mesh AXIS=SIZE ...                                  (optional)
 //   slot %N KIND DTYPE[D0,D1,...] ["NAME"] [= V V V ...]
+//        [frozen]  (a parameter a training step gives no gradient)
 //        [sharding=[["AXIS",...],...]] [partial=["AXIS",...]]
 //        [model=[D,...]]  (a parameter stored in a factored view of the
 //                          model's shape: the same elements in order)
@@ -238,6 +239,8 @@ static void printSlot(std::ostream &os, size_t index, const Slot &slot) {
      << nameOf(slot.dtype) << formatShape(slot.shape);
   if (!slot.name.empty())
     os << ' ' << quote(slot.name);
+  if (slot.frozen)
+    os << " frozen";
   if (!slot.sharding.empty()) {
     os << " sharding=[";
     for (size_t d = 0; d < slot.sharding.size(); ++d)
@@ -460,6 +463,10 @@ std::vector<std::string> parseNames(LineParser &p) {
 void parseSlotSharding(LineParser &p, Slot &slot) {
   while (!p.atEnd() && !p.peekIs('=')) {
     std::string key = p.word();
+    if (key == "frozen" && slot.kind == SlotKind::Param && !slot.frozen) {
+      slot.frozen = true;
+      continue;
+    }
     p.expect('=');
     if (key == "sharding" && slot.sharding.empty()) {
       p.expect('[');

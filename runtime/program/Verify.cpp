@@ -1347,6 +1347,21 @@ void checkEnds(const Program &program, const std::vector<bool> &computed,
                  std::to_string(program.instrs.size()));
 }
 
+/// A training step (one that computes gradients) gives every parameter it
+/// does not mark frozen a gradient: one deleted or turned into a plain
+/// value would otherwise freeze its parameter without a word.
+void checkTrainedParameters(const Program &program,
+                            const std::string &source) {
+  if (program.slotsOf(SlotKind::Grad).empty())
+    return; // a forward (with or without its loss): nothing is trained
+  for (int param : program.slotsOf(SlotKind::Param))
+    BMRT_CHECK(program.slots[param].frozen || program.gradientOf(param) >= 0,
+               source + ": parameter %" + std::to_string(param) + " '" +
+                   program.slots[param].name +
+                   "' has no gradient and is not marked frozen: the "
+                   "optimizer would never update it");
+}
+
 /// Every gradient reaches the optimizer: the trainer binds a gradient to
 /// the parameter of its name, so each names one parameter of its type,
 /// once, and is computed. (A parameter without one is frozen: batch norm's
@@ -1376,7 +1391,10 @@ void checkGradients(const Program &program, const std::vector<bool> &computed,
                what + " is the second gradient of that parameter");
     seen.push_back(grad.name);
     BMRT_CHECK(computed[i], what + " is never computed");
+    BMRT_CHECK(!value.frozen, what + " belongs to parameter '" + grad.name +
+                                  "', which the program marks frozen");
   }
+  checkTrainedParameters(program, source);
 }
 
 /// The mesh's axes are those bmrt::Mesh::fromPlan lays out.

@@ -260,6 +260,19 @@ void Parallel::barrier() {
     all->barrier();
 }
 
+void Parallel::sumOverRanks(std::vector<int64_t> &values) {
+  Communicator *all = everyone();
+  if (!all || values.empty())
+    return;
+  size_t bytes = values.size() * sizeof(int64_t);
+  void *buffer = workspace(bytes);
+  Stream &stream = device.computeStream();
+  device.copyToDevice(buffer, values.data(), bytes, stream);
+  all->allReduce(buffer, buffer, values.size(), DType::I64, stream);
+  device.copyToHost(values.data(), buffer, bytes, stream);
+  stream.synchronize();
+}
+
 double Parallel::finishSumOfSquares(double sum, Stream &stream) {
   Communicator *world = everyone();
   if (!world)

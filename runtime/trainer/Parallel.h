@@ -166,8 +166,15 @@ public:
   void gatherOverDp(const ParamSlot &p, const TensorView &flat,
                     const TensorView &shard, Stream &stream);
 
-  /// Returns once every rank has called it.
+  /// Returns once every rank has called it. Under the collective timeout
+  /// like any collective (--timeout): the ranks waiting here while rank 0
+  /// writes or loads a checkpoint end the job if that takes longer.
   void barrier();
+  /// Sums `values` element-wise over every rank, in place: an int64
+  /// all-reduce over the world, through device memory. A sharded save
+  /// shares its folder's name and the ranks' CRCs with it, a resume the
+  /// version rank 0 resolved.
+  void sumOverRanks(std::vector<int64_t> &values);
   /// Every rank's shard of `p` (or of its optimizer state) written to a
   /// sharded checkpoint, for the manifest: one replica of each box, or
   /// where `flat` (ZeRO's shards) each dp rank's flat range of it.

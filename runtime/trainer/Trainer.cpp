@@ -386,16 +386,8 @@ StepReport Trainer::trainStep(int64_t step) {
         parallel.reduceGradient(p, gradientOf(p), {}, stream());
   sumOverStages();
   loss = parallel.reduceLoss(loss, lossAxes, stream());
-  BMRT_CHECK(std::isfinite(loss),
-             "the loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
-                 " at step " + std::to_string(step) + "; stopping" +
-                 (options.checkpoint.empty()
-                      ? std::string()
-                      : lastSaved ? " (the checkpoint of step " +
-                                        std::to_string(lastSaved) +
-                                        " in '" + options.checkpoint +
-                                        "' is kept)"
-                                  : " (no checkpoint was written yet)"));
+  if (!std::isfinite(loss))
+    stopOnNonFiniteLoss(step, loss);
   // The mean gradient over micro-batches (and, without a mesh, ranks),
   // clipped by its global norm.
   double sumSquares = 0;

@@ -9,10 +9,17 @@
 
 #include "TrainerLoop.h"
 
+#include "runtime/checkpoint/CheckpointVersions.h"
+
 #include "bmrt/Error.h"
 #include "bmrt/Sharding.h"
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
 #include <optional>
+
+#include <unistd.h>
 
 namespace bmrt {
 
@@ -25,8 +32,7 @@ std::vector<uint8_t> Trainer::localOf(const ParamSlot &p,
   if (config.zero && state.data != p.value.data)
     parallel.gatherOverDp(p, whole, state, stream());
   else
-    device->copyToHost(local.data(), state.data, whole.bytes(),
-                       stream());
+    device->copyToHost(local.data(), state.data, whole.bytes(), stream());
   stream().synchronize();
   return local;
 }
@@ -50,11 +56,76 @@ TrainingState Trainer::stateAt(int64_t step) const {
 }
 
 void Trainer::save(int64_t step) {
+  checkFiniteParameters(step);
   if (parallel.hasMesh())
     saveShards(step);
   else
     saveWhole(step);
   lastSaved = step;
+}
+
+/// What a failed run leaves for --resume, as its last line says it.
+std::string Trainer::keptCheckpoint() const {
+  if (options.checkpoint.empty())
+    return "";
+  if (lastSaved < 0)
+    return " (no checkpoint was written yet)";
+  return " (the checkpoint of step " + std::to_string(lastSaved) + " in '" +
+         options.checkpoint + "' is kept)";
+}
+
+/// Weights that are not finite are never saved as a state to go on from:
+/// every rank checks its own (under ZeRO 3 its shards), and the job ends
+/// naming the first such parameter, the last good checkpoint kept.
+void Trainer::checkFiniteParameters(int64_t step) {
+  std::vector<int64_t> bad(everyParam.size(), 0);
+  for (const ParamSlot &p : params) {
+    const TensorView &value = parameterOf(p);
+    std::vector<uint8_t> host(value.bytes());
+    device->copyToHost(host.data(), value.data, host.size(), stream());
+    stream().synchronize();
+    if (firstNonFinite(host.data(), value.dtype, value.size()) < 0)
+      continue;
+    for (size_t i = 0; i < everyParam.size(); ++i)
+      bad[i] |= everyParam[i].name == p.name;
+  }
+  parallel.sumOverRanks(bad);
+  auto first =
+      std::find_if(bad.begin(), bad.end(), [](int64_t n) { return n; });
+  if (first == bad.end())
+    return;
+  failOnRankZero(world, "after step " + std::to_string(step) + " parameter '" +
+                            everyParam[first - bad.begin()].name +
+                            "' holds a NaN or infinity; not saving it" +
+                            keptCheckpoint());
+}
+
+/// The loss of `step` is not finite. If the last checkpoint holds the very
+/// weights that gave it (saved or resumed at the step before), it is no
+/// state to go on from: a resume reads the same batch with the same weights
+/// and fails alike. Rank 0 withdraws it, back to the version before, while
+/// the others wait; then the job ends with one line saying what is left.
+void Trainer::stopOnNonFiniteLoss(int64_t step, double loss) {
+  std::string what = "the loss is " +
+                     std::string(std::isnan(loss) ? "NaN" : "infinite") +
+                     " at step " + std::to_string(step) + "; stopping";
+  if (options.checkpoint.empty() || lastSaved != step - 1)
+    failOnRankZero(world, what + keptCheckpoint());
+  int64_t previous = -1;
+  if (world.rank() == 0)
+    previous = withdrawVersion(options.checkpoint, lastSaved,
+                               std::to_string(::getpid()));
+  parallel.barrier();
+  std::string bad = "the checkpoint of step " + std::to_string(lastSaved) +
+                    " in '" + options.checkpoint + "' holds the weights that " +
+                    "gave it, ";
+  failOnRankZero(world, what + " (" + bad +
+                            (previous >= 0
+                                 ? "so it was withdrawn: the folder is back at "
+                                   "step " +
+                                       std::to_string(previous) + ")"
+                                 : "and there is no older one: resuming from "
+                                   "it fails the same way)"));
 }
 
 /// A data-parallel job without a mesh: rank 0 writes the global tensors
@@ -75,7 +146,7 @@ void Trainer::saveWhole(int64_t step) {
       add(TensorRole::SecondMoment, localOf(p, p.second));
   }
   if (world.rank() == 0)
-    saveTrainingState(options.checkpoint, state);
+    saveTrainingState(options.checkpoint, state, options.keep);
   parallel.barrier();
 }
 
@@ -110,9 +181,10 @@ void Trainer::saveShards(int64_t step) {
         state.addTensor(*device, p.name, role,
                         flat ? Parallel::flatRange(value, 0, p.length) : value);
     }
-  saveShardedTrainingState(options.checkpoint, state, world.rank(),
-                           parallel.meshSizes(), listed,
-                           [&] { parallel.barrier(); });
+  SaveRanks ranks{world.rank(), world.size(),
+                  [&](std::vector<int64_t> &v) { parallel.sumOverRanks(v); }};
+  saveShardedTrainingState(options.checkpoint, state, parallel.meshSizes(),
+                           listed, ranks, options.keep);
   parallel.barrier();
 }
 
@@ -145,29 +217,57 @@ void Trainer::loadBox(const TrainingState &state, const ParamSlot &p,
   copyBox(t.data.data(), p.global, p.offsets, local.data, local.shape,
           Shape(local.shape.size(), 0), local.shape, sizeOf(local.dtype));
   bool chunked = config.zero && (role != TensorRole::Parameter || p.shard.data);
-  TensorView from = chunked ? Parallel::flatRange(local, p.begin, p.length)
-                            : local;
+  TensorView from =
+      chunked ? Parallel::flatRange(local, p.begin, p.length) : local;
   device->copyToDevice(into.data, from.data, from.bytes(), stream());
 }
 
-int64_t Trainer::resume() {
-  // Rank 0 reads the checkpoint first: a damaged one then ends the job
-  // with rank 0's one line, not one line per rank.
-  if (world.rank() != 0)
-    parallel.barrier();
-  std::optional<TrainingState> read;
-  try {
-    read = loadTrainingState(options.checkpoint, config.model,
-                             config.modelHash);
-  } catch (const Error &e) {
-    failOnRankZero(world, e.what());
-  }
+/// Rank 0 speaks for the job: it locks --checkpoint (a second job on the
+/// folder ends there), then removes what crashed saves left in it.
+void Trainer::takeCheckpointFolder() {
+  if (options.checkpoint.empty() || world.rank() != 0)
+    return;
+  // Before the lock would create the folder a mistyped --resume names.
+  BMRT_CHECK(!options.resume || checkpointExists(options.checkpoint),
+             "--resume: there is no checkpoint in '" + options.checkpoint +
+                 "'");
+  checkpointLock = std::make_unique<CheckpointLock>(options.checkpoint);
+  removeCheckpointLeftovers(options.checkpoint);
+}
+
+/// Rank 0 resolves the folder's pointer and reads that version first: a
+/// damaged one then ends the job with rank 0's one line. The others read
+/// the version rank 0 read, by its step, never their own reading of the
+/// pointer: all ranks resume from one version.
+TrainingState Trainer::readCheckpoint() {
+  auto read = [&](const std::function<CheckpointVersion()> &version) {
+    try {
+      return loadTrainingState(version(), config.model, config.modelHash);
+    } catch (const Error &e) {
+      failOnRankZero(world, e.what());
+    }
+  };
+  std::vector<int64_t> step = {0};
+  std::optional<TrainingState> state;
   if (world.rank() == 0)
-    parallel.barrier();
-  TrainingState &state = *read;
+    state = read([&] {
+      CheckpointVersion version = resolveCheckpoint(options.checkpoint);
+      step[0] = version.step;
+      return version;
+    });
+  parallel.sumOverRanks(step);
+  if (world.rank() != 0)
+    state =
+        read([&] { return checkpointVersionAt(options.checkpoint, step[0]); });
+  return std::move(*state);
+}
+
+int64_t Trainer::resume() {
+  TrainingState state = readCheckpoint();
   BMRT_CHECK(state.optimizer == config.optimizer,
-             "the checkpoint in '" + options.checkpoint + "' was trained with " +
-                 state.optimizer + ", this trainer uses " + config.optimizer);
+             "the checkpoint in '" + options.checkpoint +
+                 "' was trained with " + state.optimizer +
+                 ", this trainer uses " + config.optimizer);
   for (ParamSlot &p : params) {
     loadBox(state, p, TensorRole::Parameter, parameterOf(p));
     if (p.first.data)

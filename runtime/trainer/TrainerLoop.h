@@ -52,9 +52,7 @@ public:
   }
 
   void run() {
-    // Rank 0 speaks for the job: a second job on the folder ends there.
-    if (!options.checkpoint.empty() && world.rank() == 0)
-      checkpointLock = std::make_unique<CheckpointLock>(options.checkpoint);
+    takeCheckpointFolder();
     int64_t start = 0;
     if (options.resume)
       start = resume();
@@ -118,6 +116,11 @@ private:
   void saveWhole(int64_t step);
   void saveShards(int64_t step);
   TrainingState stateAt(int64_t step) const;
+  void takeCheckpointFolder();
+  std::string keptCheckpoint() const;
+  void checkFiniteParameters(int64_t step);
+  [[noreturn]] void stopOnNonFiniteLoss(int64_t step, double loss);
+  TrainingState readCheckpoint();
   std::vector<TensorRole> rolesOf(const ParamSlot &p) const;
   bool isFlat(const ParamSlot &p, TensorRole role) const;
   const TensorView &parameterOf(const ParamSlot &p) const;
@@ -154,7 +157,9 @@ private:
   Hyperparameters hyper;
   /// Held while this job may save into or resume from --checkpoint.
   std::unique_ptr<CheckpointLock> checkpointLock;
-  int64_t lastSaved = 0;
+  /// The step of the checkpoint this run saved or resumed from last; -1
+  /// before there is one.
+  int64_t lastSaved = -1;
   /// ZeRO 2: one micro-batch's reduced gradient shard, before it is added.
   TensorView shardTemp;
   /// ZeRO 3: the parameters gathered for their readers.

@@ -42,11 +42,14 @@ int main(int argc, char **argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   // Under mpirun every rank runs this; a rank that fails ends the whole job
-  // (abortJob), so that no other rank waits for it forever.
+  // (abortJob), so that no other rank waits for it forever, and one that
+  // stalls or dies silently is caught by the others' --timeout.
   return bmrt::runWithWorld("trainer", [&](bmrt::World &world) {
     auto options = bmrt::parseTrainerOptions(args, selfDirectory(argv[0]));
-    if (options)
-      bmrt::runTrainer(*options, world);
+    if (!options)
+      return 0;
+    world.setTimeout(options->timeoutSeconds);
+    bmrt::runTrainer(*options, world);
     return 0;
-  });
+  }, bmrt::startTimeoutOf(args));
 }

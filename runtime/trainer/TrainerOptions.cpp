@@ -6,6 +6,7 @@
 #include "bmrt/Error.h"
 #include "bmrt/Tool.h"
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -40,12 +41,21 @@ OPTIONS:
   --seed N           seed of the synthetic data (default 1)
   --log FILE         append one JSON line per step
   --checkpoint DIR   save parameters, optimizer state, step, data position
-                     and RNG state to DIR (atomically)
+                     and RNG state to DIR: each save a new version folder,
+                     published atomically (see the README's reliability)
+  --keep N           checkpoint versions kept in DIR, newest first; older
+                     ones are deleted after each save (default 2, at least 1)
   --save-every N     save every N steps (and at the end; needs --checkpoint)
   --resume           continue from --checkpoint DIR
   --stop-at N        stop after step N (with a checkpoint) as if interrupted;
                      --resume later goes on to --steps
   --threads N        CPU threads, 1 to 1024 (default: all)
+  --timeout S        seconds a rank may wait in one collective or transfer
+                     before it ends the job naming the collective and the
+                     rank (default 600, as PyTorch's process groups; 0:
+                     never). The other ranks' wait while rank 0 writes a
+                     checkpoint, or loads one first at --resume, counts
+                     too: keep S above the longest save
   --device NAME      the backend to run on: cpu, or cuda where built in
                      (default: trainer.json's device, else cpu)
   --precision P      fp32 or bf16: what GEMMs read their operands in (default:
@@ -82,12 +92,33 @@ float parseFloat(const std::string &flag, const std::string &text) {
   } catch (const std::logic_error &) {
     used = 0;
   }
-  BMRT_CHECK(used == text.size() && used > 0 && value >= 0,
-             flag + " expects a non-negative number, got '" + text + "'");
+  BMRT_CHECK(used == text.size() && used > 0 && value >= 0 &&
+                 std::isfinite(value),
+             flag + " expects a finite non-negative number, got '" + text +
+                 "'");
   return value;
 }
 
 } // namespace
+
+double startTimeoutOf(const std::vector<std::string> &args) {
+  double seconds = TrainerOptions().timeoutSeconds;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string text;
+    if (args[i] == "--timeout" && i + 1 < args.size())
+      text = args[i + 1];
+    else if (args[i].rfind("--timeout=", 0) == 0)
+      text = args[i].substr(10);
+    else
+      continue;
+    try {
+      seconds = parseFloat("--timeout", text);
+    } catch (const Error &) {
+      // parseTrainerOptions says what is wrong, once the job has started.
+    }
+  }
+  return seconds;
+}
 
 std::optional<TrainerOptions>
 parseTrainerOptions(const std::vector<std::string> &args,
@@ -119,6 +150,7 @@ parseTrainerOptions(const std::vector<std::string> &args,
          o.device = v;
        }},
       {"--dir", [&](auto &v) { o.dir = v; }},
+      {"--keep", [&](auto &v) { o.keep = parseIntegerFlag("--keep", v, 1); }},
       {"--labels", [&](auto &v) { o.labels = v; }},
       {"--log", [&](auto &v) { o.log = v; }},
       {"--lr", [&](auto &v) { o.lr = parseFloat("--lr", v); }},
@@ -144,6 +176,8 @@ parseTrainerOptions(const std::vector<std::string> &args,
        [&](auto &v) { o.threads = static_cast<int>(
              parseIntegerFlag("--threads", v, 1, kMaxThreads));
        }},
+      {"--timeout",
+       [&](auto &v) { o.timeoutSeconds = parseFloat("--timeout", v); }},
       {"--warmup", [&](auto &v) { o.warmup = parseIntegerFlag("--warmup", v, 0); }},
       {"--weight-decay",
        [&](auto &v) { o.weightDecay = parseFloat("--weight-decay", v); }},

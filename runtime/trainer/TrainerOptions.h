@@ -33,11 +33,18 @@ struct TrainerOptions {
   std::string log;
   std::string checkpoint;
   int64_t saveEvery = 0;
+  /// Checkpoint versions kept in `checkpoint` after a save (--keep).
+  int64_t keep = 2;
   /// Stop after this step as if interrupted (saving a checkpoint first); 0:
   /// run to --steps. A later --resume goes on to --steps.
   int64_t stopAt = 0;
   bool resume = false;
   int threads = 0;
+  /// Seconds a rank may wait in one collective before it ends the job
+  /// (--timeout, World::setTimeout); 0: wait forever. PyTorch's process
+  /// groups wait 600 s. Waits long by design count alike: the ranks in a
+  /// barrier while rank 0 writes a checkpoint or loads one at --resume.
+  double timeoutSeconds = 600;
   /// The backend (--device); empty: trainer.json's.
   std::string device;
   /// What GEMMs read their operands in (--precision fp32|bf16); unset:
@@ -52,6 +59,11 @@ struct TrainerOptions {
   std::optional<bool> overlap;
   double bucketMb = 4;
 };
+
+/// --timeout's value as far as it can be read before the options are
+/// parsed (the default when it cannot): it bounds the job's start, which
+/// comes before the one-line errors of a bad command line.
+double startTimeoutOf(const std::vector<std::string> &args);
 
 /// The --help text.
 extern const char *const kTrainerHelp;

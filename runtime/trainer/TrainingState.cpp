@@ -80,36 +80,28 @@ CheckpointInfo checkpointInfoOf(const TrainingState &state) {
   return info;
 }
 
-void saveTrainingState(const std::string &dir, const TrainingState &state) {
+void saveTrainingState(const std::string &dir, const TrainingState &state,
+                       int64_t keep) {
   saveCheckpoint(dir, checkpointInfoOf(state), refs(state.parameters),
-                 refs(state.optimizerState));
+                 refs(state.optimizerState), keep);
 }
 
 void saveShardedTrainingState(const std::string &dir,
-                              const TrainingState &state, int rank,
+                              const TrainingState &state,
                               const std::map<std::string, int> &mesh,
                               const std::vector<ShardedTensor> &tensors,
-                              const std::function<void()> &barrier) {
-  if (rank == 0)
-    beginShardedSave(dir);
-  barrier();
+                              const SaveRanks &ranks, int64_t keep) {
   std::vector<TensorRef> mine = refs(state.parameters);
   for (const TensorRef &t : refs(state.optimizerState))
     mine.push_back(t);
-  // A rank that holds no replica that counts writes no file.
-  if (!mine.empty())
-    writeRankShards(dir, rank, mine);
-  barrier();
-  if (rank == 0)
-    finishShardedSave(dir, checkpointInfoOf(state), mesh, tensors);
+  saveShardedCheckpoint(dir, checkpointInfoOf(state), mesh, tensors, mine,
+                        ranks, keep);
 }
 
-TrainingState loadTrainingState(const std::string &dir,
+TrainingState loadTrainingState(const CheckpointVersion &version,
                                 const std::string &model,
                                 const std::string &modelHash) {
-  BMRT_CHECK(checkpointExists(dir),
-             "--resume: there is no checkpoint in '" + dir + "'");
-  Checkpoint checkpoint = loadCheckpoint(dir, model, modelHash);
+  Checkpoint checkpoint = loadCheckpoint(version, model, modelHash);
   TrainingState state;
   state.model = checkpoint.info.model;
   state.modelHash = checkpoint.info.modelHash;

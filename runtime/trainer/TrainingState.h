@@ -3,8 +3,8 @@
 // The trainer's view of a checkpoint: parameters, optimizer state (AdamW's
 // moments or SGD's momentum), the step, the data position and RNG state,
 // and which model it belongs to. Saving copies tensors off the device and
-// writes them with runtime/checkpoint (atomically); loading refuses a
-// checkpoint of another model in one line naming both.
+// writes them with runtime/checkpoint (a new version each time); loading
+// refuses a checkpoint of another model in one line naming both.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,7 +14,6 @@
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/checkpoint/ShardedCheckpoint.h"
 
-#include <functional>
 #include <map>
 
 #include "bmrt/Device.h"
@@ -56,20 +55,23 @@ struct TrainingState {
 std::string stateName(const std::string &optimizer, TensorRole role,
                       const std::string &param);
 
-/// Writes `state` to `dir` atomically: the previous checkpoint stays whole
-/// until the new one is complete.
-void saveTrainingState(const std::string &dir, const TrainingState &state);
+/// Writes `state` as a new version of checkpoint folder `dir` (Checkpoint.h),
+/// keeping the newest `keep`: the previous version stays the latest until
+/// the new one is complete.
+void saveTrainingState(const std::string &dir, const TrainingState &state,
+                       int64_t keep);
 /// The same, sharded (ShardedCheckpoint.h): every rank calls it with the
 /// shards it writes in `state`; rank 0 also lists every rank's in
-/// `tensors`. `barrier` waits for every rank.
+/// `tensors`. `ranks` reaches the other ranks.
 void saveShardedTrainingState(const std::string &dir,
-                              const TrainingState &state, int rank,
+                              const TrainingState &state,
                               const std::map<std::string, int> &mesh,
                               const std::vector<ShardedTensor> &tensors,
-                              const std::function<void()> &barrier);
-/// Reads the checkpoint in `dir`; throws if it is missing, corrupt, or of
-/// another model than `model` / `modelHash`.
-TrainingState loadTrainingState(const std::string &dir,
+                              const SaveRanks &ranks, int64_t keep);
+/// Reads one version of a checkpoint (resolveCheckpoint on rank 0,
+/// checkpointVersionAt on the others); throws if it is missing, corrupt,
+/// or of another model than `model` / `modelHash`.
+TrainingState loadTrainingState(const CheckpointVersion &version,
                                 const std::string &model,
                                 const std::string &modelHash);
 

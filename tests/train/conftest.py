@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -42,6 +43,15 @@ def compile_model(model: str, out: str, *extra: str) -> dict:
     run([tool("bmc"), "compile", os.path.join(MODELS, f"{model}.onnx"), "-o", out, *extra])
     with open(os.path.join(out, "trainer.json")) as f:
         return json.load(f)
+
+
+def latest(ckpt):
+    """The version of checkpoint folder `ckpt` that its pointer names: the
+    folder of manifest.json and the tensor files (runtime/checkpoint/
+    Checkpoint.h). A str for a str, a Path for a Path."""
+    with open(os.path.join(ckpt, "latest")) as f:
+        name = f.read().strip()
+    return ckpt / name if isinstance(ckpt, pathlib.Path) else os.path.join(ckpt, name)
 
 
 def read_log(path: str) -> list[dict]:

@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from conftest import read_safetensors, write_safetensors
+from conftest import latest, read_safetensors, write_safetensors
 
 BATCH, WIDTH, HIDDEN = 8, 8, 16
 
@@ -151,8 +151,11 @@ def trainer_folder(path: str, program: str, ranks: int, zero: int = 0,
 
 
 def read_checkpoint(folder: str, kind: str = "parameter") -> dict:
-    """The global tensors of a checkpoint, unsharded or sharded (assembled
-    here from the manifest's shards, independently of the runtime)."""
+    """The global tensors of a checkpoint (its latest version, or `folder`
+    itself if it is a version), unsharded or sharded (assembled here from
+    the manifest's shards, independently of the runtime)."""
+    if not os.path.exists(os.path.join(folder, "manifest.json")):
+        folder = latest(folder)
     with open(os.path.join(folder, "manifest.json")) as f:
         manifest = json.load(f)
     if not manifest.get("sharded"):

@@ -59,18 +59,33 @@ def test_micro_batches_must_make_the_batch(compiled, tmp_path):
     assert "micro_batches 1 of micro_batch 3 do not divide global_batch 8" in line
 
 
-def test_renamed_gradient_is_refused(compiled, tmp_path):
-    folder = copy_of(compiled, tmp_path, "grad")
+def edit_gradient_slot(folder: str, new: str) -> None:
+    """Replaces the kind, type and name of h.1.ln_1.weight's gradient slot
+    in the step program with `new`."""
     path = os.path.join(folder, "step.bmp")
     with open(path) as f:
         text = f.read()
     old = 'grad f32[64] "h.1.ln_1.weight"'
     assert text.count(old) == 1
     with open(path, "w") as f:
-        f.write(text.replace(old, 'grad f32[64] "h.1.ln_1.weight_renamed"'))
+        f.write(text.replace(old, new))
+
+
+def test_renamed_gradient_is_refused(compiled, tmp_path):
+    folder = copy_of(compiled, tmp_path, "grad")
+    edit_gradient_slot(folder, 'grad f32[64] "h.1.ln_1.weight_renamed"')
     line = error_line(train(folder, "--steps", "1", check=False))
     assert "'h.1.ln_1.weight_renamed' names no parameter" in line
     assert "would stay frozen" in line
+
+
+def test_deleted_gradient_is_refused(compiled, tmp_path):
+    # The gradient's slot turned into a plain value: the optimizer would
+    # never see it, and the parameter would stay as initialised.
+    folder = copy_of(compiled, tmp_path, "nograd")
+    edit_gradient_slot(folder, "value f32[64]")
+    line = error_line(train(folder, "--steps", "1", check=False))
+    assert "'h.1.ln_1.weight' has no gradient and is not marked frozen" in line
 
 
 def test_tokens_of_the_other_width_are_flagged(compiled, tmp_path):
@@ -140,7 +155,7 @@ def test_two_trainers_on_one_checkpoint(compiled, tmp_path):
                               "--save-every", "100000"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
     try:
-        lock = ckpt + ".lock"
+        lock = os.path.join(ckpt, ".lock")
         # The lock file holds the holder's pid once it has the lock.
         for _ in range(600):
             if os.path.exists(lock) and open(lock).read().strip() == str(first.pid):

@@ -26,7 +26,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ENV, read_log, read_safetensors, run, tool, write_safetensors
+from conftest import ENV, latest, read_log, read_safetensors, run, tool, write_safetensors
 from mesh_programs import (expert_weights, megatron_mlp, mixture_of_experts,
                            pipeline_folder, pipeline_stages, read_checkpoint,
                            sequence_parallel_mlp, trainer_folder)
@@ -258,16 +258,19 @@ def test_sharded_checkpoint_layout(tmp_path):
     folder = trainer_folder(str(tmp_path / "tp2dp2"), megatron_mlp(2, 2), 4)
     ckpt = tmp_path / "ckpt"
     train(folder, 4, "--steps", "2", "--checkpoint", str(ckpt))
-    manifest = json.loads((ckpt / "manifest.json").read_text())
+    version = latest(ckpt)
+    manifest = json.loads((version / "manifest.json").read_text())
     assert manifest["sharded"] and manifest["mesh"] == {"tp": 2, "ep": 1, "dp": 2, "pp": 1}
     shards = {t["name"]: t["shards"] for t in manifest["tensors"]}
     assert [s["rank"] for s in shards["w0"]] == [0]
     assert [(s["rank"], s["offsets"], s["coordinates"]["tp"]) for s in shards["w2"]] == [
         (0, [0, 0], 0), (1, [8, 0], 1)]
     assert [s["rank"] for s in shards["exp_avg.w1"]] == [0, 1]
-    assert sorted(os.listdir(ckpt / "shards")) == ["rank00000.safetensors",
-                                                   "rank00001.safetensors"]
-    assert set(read_safetensors(str(ckpt / "shards" / "rank00001.safetensors"))) == {
+    assert sorted(os.listdir(version / "shards")) == ["rank00000.safetensors",
+                                                      "rank00001.safetensors"]
+    assert sorted(manifest["files"]) == ["shards/rank00000.safetensors",
+                                         "shards/rank00001.safetensors"]
+    assert set(read_safetensors(str(version / "shards" / "rank00001.safetensors"))) == {
         "w1", "w2", "exp_avg.w1", "exp_avg.w2", "exp_avg_sq.w1", "exp_avg_sq.w2"}
     assert read_checkpoint(str(ckpt))["w2"].shape == (16, 8)
 
@@ -280,12 +283,12 @@ def test_zero_checkpoints_record_flat_ranges(tmp_path, zero):
     folder = trainer_folder(str(tmp_path / "dp2"), megatron_mlp(1, 2), 2, zero=zero)
     ckpt = tmp_path / "ckpt"
     train(folder, 2, "--steps", "2", "--checkpoint", str(ckpt))
-    manifest = json.loads((ckpt / "manifest.json").read_text())
+    manifest = json.loads((latest(ckpt) / "manifest.json").read_text())
     shards = {t["name"]: t["shards"] for t in manifest["tensors"]}
     assert [(s["rank"], s["flat_range"]) for s in shards["exp_avg.w1"]] == [
         (0, [0, 64]), (1, [64, 128])]
     assert ("flat_range" in shards["w1"][0]) == (zero == 3)
-    held = read_safetensors(str(ckpt / "shards" / "rank00001.safetensors"))
+    held = read_safetensors(str(latest(ckpt) / "shards" / "rank00001.safetensors"))
     assert held["exp_avg.w1"].shape == (64,)
 
 
@@ -294,7 +297,7 @@ def test_a_damaged_shard_file_is_named(tmp_path, damage):
     folder = trainer_folder(str(tmp_path / "tp2"), megatron_mlp(2, 1), 2)
     ckpt = tmp_path / "ckpt"
     train(folder, 2, "--steps", "4", "--stop-at", "2", "--checkpoint", str(ckpt))
-    shard = ckpt / "shards" / "rank00001.safetensors"
+    shard = latest(ckpt) / "shards" / "rank00001.safetensors"
     if damage == "missing":
         shard.unlink()
     else:
@@ -337,7 +340,7 @@ def test_export_merges_a_sharded_checkpoint(compiled, tmp_path):
     (out / "trainer.json").write_text(json.dumps({**config, "ranks": 2}))
     ckpt = tmp_path / "ckpt"
     train(str(out), 2, "--steps", "2", "--checkpoint", str(ckpt))
-    assert json.loads((ckpt / "manifest.json").read_text())["sharded"]
+    assert json.loads((latest(ckpt) / "manifest.json").read_text())["sharded"]
     run([tool("bmc"), "export", str(ckpt), "-o", str(tmp_path / "m.onnx")])
     trained = read_checkpoint(str(ckpt))
     model = onnx.load(str(tmp_path / "m.onnx"))
@@ -392,7 +395,7 @@ def test_pipeline_resumes_bit_for_bit_and_reshards(one_rank_four_micro_batches, 
     folder = pipeline_folder(str(tmp_path / "split"), stages, 2, "interleaved", 4, 2)
     log, ckpt = str(tmp_path / "split.jsonl"), str(tmp_path / "split.ckpt")
     train(folder, 2, "--steps", "10", "--stop-at", "5", "--log", log, "--checkpoint", ckpt)
-    manifest = json.loads((tmp_path / "split.ckpt" / "manifest.json").read_text())
+    manifest = json.loads((latest(tmp_path / "split.ckpt") / "manifest.json").read_text())
     assert {t["name"]: t["shards"][0]["rank"] for t in manifest["tensors"]
             if t["kind"] == "parameter"} == {"w0": 0, "w1": 1, "w2": 0}
     whole = trainer_folder(str(tmp_path / "whole"), megatron_mlp(1, 1), 1, micro_batches=4)

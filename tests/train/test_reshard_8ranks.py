@@ -46,7 +46,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT, read_log, read_safetensors, run, tool
+from conftest import ROOT, latest, read_log, read_safetensors, run, tool
 from mesh_programs import read_checkpoint
 from test_partitioned import CLUSTER, LOSS_RTOL, MPIRUN, WEIGHT_ATOL, WEIGHT_RTOL
 
@@ -108,7 +108,7 @@ def saved(tmp_path_factory, model_file):
     losses = trainer(folder, SOURCE[0], str(tmp / "source.jsonl"),
                      "--stop-at", str(STOP), "--checkpoint", ckpt)
     assert sorted(losses) == list(range(1, STOP + 1))
-    with open(os.path.join(ckpt, "manifest.json")) as f:
+    with open(os.path.join(latest(ckpt), "manifest.json")) as f:
         assert json.load(f)["mesh"] == {"dp": 2, "ep": 1, "pp": 2, "tp": 2}
     return folder, losses, ckpt
 

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import compile_model, read_log, read_safetensors, run, tool
+from conftest import compile_model, latest, read_log, read_safetensors, run, tool
 
 
 def train(out: str, *flags: str, check: bool = True):
@@ -84,8 +84,8 @@ def test_resume_is_bit_for_bit(compiled, tmp_path):
     b = [r["loss"] for r in read_log(str(tmp_path / "split.jsonl"))]
     assert a == b
     for name in ("model.safetensors", "optimizer.safetensors"):
-        x = read_safetensors(str(straight / name))
-        y = read_safetensors(str(split / name))
+        x = read_safetensors(str(latest(straight) / name))
+        y = read_safetensors(str(latest(split) / name))
         assert x.keys() == y.keys()
         for key in x:
             assert np.array_equal(x[key], y[key]), key
@@ -135,7 +135,7 @@ def test_nan_loss_stops_and_keeps_checkpoint(compiled, tmp_path):
                             "--clip", "0", "--checkpoint", str(ckpt),
                             "--save-every", "1", check=False))
     assert "at step" in line and ("NaN" in line or "infinite" in line)
-    model = read_safetensors(str(ckpt / "model.safetensors"))
+    model = read_safetensors(str(latest(ckpt) / "model.safetensors"))
     assert all(np.isfinite(v).all() for v in model.values())
 
 
@@ -151,7 +151,7 @@ def test_corrupt_manifest_is_refused(compiled, tmp_path):
     out = compiled("gpt3-tiny")
     ckpt = tmp_path / "ckpt"
     train(out, "--steps", "1", "--checkpoint", str(ckpt))
-    (ckpt / "manifest.json").write_text("{ not json")
+    (latest(ckpt) / "manifest.json").write_text("{ not json")
     line = error_line(train(out, "--steps", "2", "--checkpoint", str(ckpt), "--resume",
                             check=False))
     assert "manifest" in line
@@ -176,7 +176,7 @@ def test_unwritable_checkpoint_keeps_the_previous(compiled, tmp_path):
     # checkpoint is still there, whole.
     ckpt = tmp_path / "ckpt"
     train(out, "--steps", "3", "--stop-at", "1", "--checkpoint", str(ckpt))
-    before = read_safetensors(str(ckpt / "model.safetensors"))
+    before = read_safetensors(str(latest(ckpt) / "model.safetensors"))
 
     def limit_file_size():
         resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
@@ -187,11 +187,11 @@ def test_unwritable_checkpoint_keeps_the_previous(compiled, tmp_path):
                             preexec_fn=limit_file_size)
     assert result.returncode != 0
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    after = read_safetensors(str(ckpt / "model.safetensors"))
+    after = read_safetensors(str(latest(ckpt) / "model.safetensors"))
     assert before.keys() == after.keys()
     assert all(np.array_equal(before[k], after[k]) for k in before)
     import json
-    assert json.loads((ckpt / "manifest.json").read_text())["step"] == 1
+    assert json.loads((latest(ckpt) / "manifest.json").read_text())["step"] == 1
 
 
 def test_compile_errors_are_one_line(tmp_path):
@@ -228,7 +228,7 @@ def test_export_after_zero_steps_reproduces_the_model(compiled, tmp_path):
     # its weights are the checkpoint's.
     train(out, "--steps", "3", "--checkpoint", str(ckpt), "--resume")
     run([tool("bmc"), "export", str(ckpt), "-o", str(tmp_path / "t3.onnx")])
-    trained = read_safetensors(str(ckpt / "model.safetensors"))
+    trained = read_safetensors(str(latest(ckpt) / "model.safetensors"))
     import onnx
     from onnx import numpy_helper
     model = onnx.load(str(tmp_path / "t3.onnx"))

@@ -108,6 +108,13 @@ llvm::Error replaceInitializers(onnx::ModelProto &model,
     byName[init.name()] = &init;
   uint64_t offset = 0;
   for (const bmrt::HostTensor &t : checkpoint.parameters) {
+    // A diverged run's weights are no model: refuse them before writing.
+    int64_t bad = bmrt::firstNonFinite(t.data.data(), t.dtype,
+                                       bmrt::numElements(t.shape));
+    if (bad >= 0)
+      return llvm::createStringError(
+          "checkpoint parameter '" + t.name + "' holds a non-finite value " +
+          "(element " + std::to_string(bad) + "); not exporting it");
     auto it = byName.find(t.name);
     if (it == byName.end())
       return llvm::createStringError("the model has no initializer '" +
@@ -176,8 +183,9 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, ExportArgs &out) {
   return std::nullopt;
 }
 
-int exportCheckpoint(const ExportArgs &args) {
-  bmrt::CheckpointInfo info = bmrt::readCheckpointInfo(args.checkpoint);
+int exportCheckpoint(const ExportArgs &args,
+                     const bmrt::CheckpointVersion &version) {
+  bmrt::CheckpointInfo info = bmrt::readCheckpointInfo(version);
   std::string modelPath = args.model.empty() ? info.modelPath : args.model;
   if (modelPath.empty())
     return fail("checkpoint '" + args.checkpoint +
@@ -190,7 +198,7 @@ int exportCheckpoint(const ExportArgs &args) {
                 info.model + "' (hash " + info.modelHash + "), but '" +
                 modelPath + "' has hash " + *hash);
   bmrt::Checkpoint checkpoint =
-      bmrt::loadCheckpoint(args.checkpoint, info.model, info.modelHash);
+      bmrt::loadCheckpoint(version, info.model, info.modelHash);
   auto model = bm::loadOnnxModel(modelPath);
   if (!model)
     return fail(llvm::toString(model.takeError()));
@@ -213,7 +221,13 @@ int bmc::runExport(llvm::ArrayRef<StringRef> args) {
   if (std::optional<int> exit = parseArgs(args, exportArgs))
     return *exit;
   try {
-    return exportCheckpoint(exportArgs);
+    // One version, resolved once: read again only if it was pruned.
+    int status = 0;
+    bmrt::withCheckpointVersion(
+        exportArgs.checkpoint, [&](const bmrt::CheckpointVersion &version) {
+          status = exportCheckpoint(exportArgs, version);
+        });
+    return status;
   } catch (const bmrt::Error &e) {
     return fail(e.what());
   }

@@ -1,8 +1,8 @@
-//===- CheckpointTest.cpp - round trips, refusals, atomic replacement -----===//
+//===- CheckpointTest.cpp - round trips, refusals, failed saves -----------===//
 
 #include "Checkpoint.h"
 
-#include "TestFiles.h"
+#include "TestStates.h"
 
 #include <csignal>
 #include <filesystem>
@@ -14,59 +14,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// A small model's state: two parameters and their AdamW moments.
-struct State {
-  std::vector<float> w = {1, 2, 3, 4, 5, 6}, b = {0.5f, -0.5f};
-  std::vector<float> mw = std::vector<float>(6, 0.1f),
-                     vw = std::vector<float>(6, 0.01f);
-  std::vector<float> mb = {0.2f, 0.3f}, vb = {0.04f, 0.09f};
-  CheckpointInfo info;
-
-  explicit State(int64_t step = 7) {
-    info.model = "tiny-mlp";
-    info.modelHash = "abc123";
-    info.plan = {{"mesh", {{"data", 1}}}, {"micro_batch", 4}};
-    info.step = step;
-    info.dataPosition = 1234;
-    // Above 2^53: a double would round it.
-    info.rngState = UINT64_MAX - 5;
-    info.optimizer = "adamw";
-    info.optimizerConfig = {{"beta1", 0.9}, {"weight_decay", 0.1}};
-  }
-  std::vector<TensorRef> parameters() const {
-    return {{"fc.weight", DType::F32, {2, 3}, w.data()},
-            {"fc.bias", DType::F32, {2}, b.data()}};
-  }
-  std::vector<TensorRef> optimizerState() const {
-    return {{"exp_avg.fc.weight", DType::F32, {2, 3}, mw.data()},
-            {"exp_avg_sq.fc.weight", DType::F32, {2, 3}, vw.data()},
-            {"exp_avg.fc.bias", DType::F32, {2}, mb.data()},
-            {"exp_avg_sq.fc.bias", DType::F32, {2}, vb.data()}};
-  }
-  void save(const std::string &dir) const {
-    saveCheckpoint(dir, info, parameters(), optimizerState());
-  }
-};
-
-Checkpoint load(const std::string &dir) {
-  return loadCheckpoint(dir, "tiny-mlp", "abc123");
-}
-
-/// The folder's entries other than `dir` itself: what saving left behind.
-std::vector<std::string> siblings(const ScratchDir &scratch) {
-  std::vector<std::string> names;
-  for (const auto &entry : fs::directory_iterator(scratch.path("")))
-    names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 TEST(Checkpoint, RoundTrip) {
   ScratchDir scratch;
   State s;
   s.save(scratch.path("ckpt"));
   Checkpoint c = load(scratch.path("ckpt"));
-  EXPECT_EQ(c.folder, scratch.path("ckpt"));
+  EXPECT_EQ(c.folder, scratch.path("ckpt/step-00000007"));
   EXPECT_EQ(c.info.model, "tiny-mlp");
   EXPECT_EQ(c.info.modelHash, "abc123");
   EXPECT_EQ(c.info.plan, s.info.plan);
@@ -83,17 +36,20 @@ TEST(Checkpoint, RoundTrip) {
   const HostTensor &vb = c.tensor(TensorKind::OptimizerState,
                                   "exp_avg_sq.fc.bias", DType::F32, {2});
   EXPECT_EQ(std::vector<float>(vb.f32(), vb.f32() + 2), s.vb);
-  EXPECT_EQ(siblings(scratch), std::vector<std::string>{"ckpt"});
+  EXPECT_EQ(entriesOf(scratch.path("")), std::vector<std::string>{"ckpt"});
+  EXPECT_EQ(entriesOf(scratch.path("ckpt")),
+            (std::vector<std::string>{"latest", "step-00000007"}));
+  EXPECT_EQ(readBytes(scratch.path("ckpt/latest")), "step-00000007\n");
   EXPECT_TRUE(checkpointExists(scratch.path("ckpt")));
   EXPECT_FALSE(checkpointExists(scratch.path("other")));
 }
 
-TEST(Checkpoint, ManifestListsEveryTensor) {
+TEST(Checkpoint, ManifestListsEveryTensorAndFile) {
   ScratchDir scratch;
   State().save(scratch.path("ckpt"));
-  auto manifest =
-      nlohmann::json::parse(readBytes(scratch.path("ckpt/manifest.json")));
-  EXPECT_EQ(manifest.at("format"), 1);
+  std::string version = scratch.path("ckpt/step-00000007");
+  auto manifest = readJson(version + "/manifest.json");
+  EXPECT_EQ(manifest.at("format"), 2);
   ASSERT_EQ(manifest.at("tensors").size(), 6u);
   EXPECT_EQ(manifest.at("tensors")[0], nlohmann::json({{"name", "fc.weight"},
                                                        {"kind", "parameter"},
@@ -104,6 +60,13 @@ TEST(Checkpoint, ManifestListsEveryTensor) {
   EXPECT_EQ(manifest.at("data"),
             nlohmann::json(
                 {{"position", 1234}, {"rng_state", "0xfffffffffffffffa"}}));
+  // The recorded size and CRC are the files' as they lie on disk.
+  for (const char *file : {"model.safetensors", "optimizer.safetensors"}) {
+    FileDigest digest = digestOfFile(pathIn(version, file));
+    EXPECT_EQ(
+        manifest.at("files").at(file),
+        nlohmann::json({{"bytes", digest.bytes}, {"crc32", digest.crc32}}));
+  }
 }
 
 TEST(Checkpoint, TrailingSlashNamesTheSameFolder) {
@@ -111,22 +74,7 @@ TEST(Checkpoint, TrailingSlashNamesTheSameFolder) {
   State(1).save(scratch.path("ckpt/"));
   State(2).save(scratch.path("ckpt"));
   EXPECT_EQ(load(scratch.path("ckpt/")).info.step, 2);
-  EXPECT_EQ(siblings(scratch), std::vector<std::string>{"ckpt"});
-}
-
-TEST(Checkpoint, SavingReplacesThePreviousOne) {
-  ScratchDir scratch;
-  State first(10);
-  first.save(scratch.path("ckpt"));
-  State second(20);
-  second.w[0] = 42;
-  second.save(scratch.path("ckpt"));
-  Checkpoint c = load(scratch.path("ckpt"));
-  EXPECT_EQ(c.info.step, 20);
-  EXPECT_EQ(
-      c.tensor(TensorKind::Parameter, "fc.weight", DType::F32, {2, 3}).f32()[0],
-      42);
-  EXPECT_EQ(siblings(scratch), std::vector<std::string>{"ckpt"});
+  EXPECT_EQ(entriesOf(scratch.path("")), std::vector<std::string>{"ckpt"});
 }
 
 TEST(Checkpoint, OtherModelIsRefused) {
@@ -146,67 +94,119 @@ TEST(Checkpoint, MissingCheckpoint) {
   EXPECT_ERROR(load(scratch.path("none")), "there is no checkpoint in '" +
                                                scratch.path("none") +
                                                "': it does not exist");
+  fs::create_directory(scratch.path("empty"));
+  EXPECT_FALSE(checkpointExists(scratch.path("empty")));
+  EXPECT_ERROR(load(scratch.path("empty")),
+               "there is no 'latest', and no version is complete");
 }
 
 TEST(Checkpoint, CorruptManifest) {
   ScratchDir scratch;
   std::string dir = scratch.path("ckpt");
   State().save(dir);
-  std::string manifest = readBytes(dir + "/manifest.json");
+  std::string path = dir + "/step-00000007/manifest.json";
+  std::string manifest = readBytes(path);
 
-  writeBytes(dir + "/manifest.json", "{\"format\": 1, ");
-  EXPECT_ERROR(load(dir), "manifest.json is not a valid JSON object");
+  writeBytes(path, "{\"format\": 2, ");
+  EXPECT_ERROR(load(dir), "checkpoint '" + dir +
+                              "': step-00000007/manifest.json is not a "
+                              "valid JSON object");
 
-  writeBytes(dir + "/manifest.json", R"({"format": 2})");
-  EXPECT_ERROR(load(dir), "has format 2; this runtime reads format 1");
-
-  writeBytes(dir + "/manifest.json", R"({"format": 1, "model": "tiny-mlp"})");
+  writeBytes(path, R"({"format": 2, "model": "tiny-mlp"})");
   EXPECT_ERROR(load(dir), "manifest.json lacks a field or has one of the "
                           "wrong type");
 
-  auto j = nlohmann::json::parse(manifest);
-  j["tensors"][0]["kind"] = "gradient";
-  writeBytes(dir + "/manifest.json", j.dump());
+  auto edited = [&](auto edit) {
+    writeBytes(path, manifest);
+    editJson(path, edit);
+  };
+  using json = nlohmann::json;
+  edited([](json &j) { j["tensors"][0]["kind"] = "gradient"; });
   EXPECT_ERROR(load(dir), "tensor 'fc.weight' has kind 'gradient'");
-
-  j = nlohmann::json::parse(manifest);
-  j["data"]["rng_state"] = 17;
-  writeBytes(dir + "/manifest.json", j.dump());
+  edited([](json &j) { j["data"]["rng_state"] = 17; });
   EXPECT_ERROR(load(dir), "lacks a field or has one of the wrong type");
-  j["data"]["rng_state"] = "0x12";
-  writeBytes(dir + "/manifest.json", j.dump());
+  edited([](json &j) { j["data"]["rng_state"] = "0x12"; });
   EXPECT_ERROR(load(dir), "rng_state '0x12' is not 0x and 16 hex digits");
+  edited([](json &j) { j.erase("files"); });
+  EXPECT_ERROR(load(dir), "has no valid \"files\"");
+  edited([](json &j) { j["format"] = 1; });
+  EXPECT_ERROR(load(dir), "has format 1; this runtime reads format 2");
 
-  fs::remove(dir + "/manifest.json");
-  EXPECT_ERROR(load(dir), "checkpoint '" + dir + "' has no manifest.json");
+  // A version without its manifest is incomplete: never read.
+  fs::remove(path);
+  EXPECT_ERROR(load(dir), "'latest' names 'step-00000007', which is "
+                          "incomplete (no manifest.json), and no version is "
+                          "complete");
+}
+
+TEST(Checkpoint, EditedStepIsRefused) {
+  ScratchDir scratch;
+  std::string dir = scratch.path("ckpt");
+  State().save(dir);
+  editJson(dir + "/step-00000007/manifest.json",
+           [](nlohmann::json &j) { j["step"] = 8; });
+  EXPECT_ERROR(load(dir), "checkpoint '" + dir +
+                              "': step-00000007/manifest.json says step 8, "
+                              "but its folder is 'step-00000007'");
+  EXPECT_ERROR(readCheckpointInfo(dir), "says step 8");
+}
+
+TEST(Checkpoint, FlippedBitIsAChecksumMismatch) {
+  ScratchDir scratch;
+  std::string dir = scratch.path("ckpt");
+  State().save(dir);
+  std::string file = dir + "/step-00000007/optimizer.safetensors";
+  std::string mismatch = "checkpoint '" + dir + "': '" + file +
+                         "': checksum mismatch (the file changed after it "
+                         "was written)";
+  std::string good = readBytes(file);
+  // In the data, where the file still parses...
+  flipBit(file, -3);
+  EXPECT_ERROR(load(dir), mismatch);
+  // ... and in the header, where it does not: the damage is named.
+  writeBytes(file, good);
+  flipBit(file, 12);
+  EXPECT_ERROR(load(dir), mismatch);
+  writeBytes(file, good.substr(0, good.size() - 4));
+  EXPECT_ERROR(load(dir), "'" + file + "' has " +
+                              std::to_string(good.size() - 4) +
+                              " bytes, not the " + std::to_string(good.size()) +
+                              " the manifest records");
 }
 
 TEST(Checkpoint, TensorMissingOrOfAnotherShape) {
   ScratchDir scratch;
   std::string dir = scratch.path("ckpt");
+  std::string version = dir + "/step-00000007";
   State s;
   s.save(dir);
   // model.safetensors without the bias the manifest lists.
-  writeSafetensors(dir + "/model.safetensors", {s.parameters()[0]});
+  rewriteFile(version, "model.safetensors", {s.parameters()[0]});
   EXPECT_ERROR(load(dir), "manifest.json lists parameter 'fc.bias' but "
                           "'model.safetensors' does not hold it");
   // ... and with the bias of another shape.
-  writeSafetensors(
-      dir + "/model.safetensors",
-      {s.parameters()[0], {"fc.bias", DType::F32, {1, 2}, s.b.data()}});
+  rewriteFile(version, "model.safetensors",
+              {s.parameters()[0], {"fc.bias", DType::F32, {1, 2}, s.b.data()}});
   EXPECT_ERROR(load(dir), "'model.safetensors' holds 'fc.bias' as f32[1,2] "
                           "but manifest.json says f32[2]");
   // ... and with a tensor the manifest does not list.
   float extra = 0;
   std::vector<TensorRef> more = s.parameters();
   more.push_back({"stray", DType::F32, {1}, &extra});
-  writeSafetensors(dir + "/model.safetensors", more);
+  rewriteFile(version, "model.safetensors", more);
   EXPECT_ERROR(load(dir), "'model.safetensors' holds 3 tensors but "
                           "manifest.json lists 2");
-  // A corrupt tensor file reports the file.
-  writeBytes(dir + "/optimizer.safetensors", "junk");
-  EXPECT_ERROR(load(dir), "optimizer.safetensors' is not a valid safetensors "
-                          "file");
+}
+
+TEST(Checkpoint, SymlinkedFileIsRefused) {
+  ScratchDir scratch;
+  std::string dir = scratch.path("ckpt");
+  State().save(dir);
+  std::string file = dir + "/step-00000007/model.safetensors";
+  replaceWithLink(file, scratch.path("elsewhere.safetensors"));
+  EXPECT_ERROR(load(dir), "checkpoint '" + dir + "': '" + file +
+                              "' is a symbolic link; every file of a "
+                              "checkpoint lies inside its version folder");
 }
 
 TEST(Checkpoint, TensorLookupNamesWhatTheModelNeeds) {
@@ -231,12 +231,18 @@ TEST(Checkpoint, UnwritableLocations) {
                "cannot save the checkpoint '" + scratch.path("file/ckpt") +
                    "': '" + scratch.path("file") + "' is not a folder");
   EXPECT_ERROR(State().save(scratch.path("none/ckpt")), "does not exist");
-  // A user's folder named by mistake is never replaced.
+  // A user's folder named by mistake is never written into.
   fs::create_directory(scratch.path("work"));
   writeBytes(scratch.path("work/notes.txt"), "keep me");
   EXPECT_ERROR(State().save(scratch.path("work")),
-               "it exists and is not a checkpoint (no manifest.json)");
-  EXPECT_EQ(readBytes(scratch.path("work/notes.txt")), "keep me");
+               "it exists and is not a checkpoint folder");
+  EXPECT_EQ(entriesOf(scratch.path("work")),
+            std::vector<std::string>{"notes.txt"});
+  // Nor is a version, named directly.
+  State().save(scratch.path("ckpt"));
+  EXPECT_ERROR(State(8).save(scratch.path("ckpt/step-00000007")),
+               "it is one checkpoint version (it holds manifest.json), and "
+               "versions are read-only");
 }
 
 /// Makes every write past `bytes` of a file fail with EFBIG, as a full disk
@@ -270,44 +276,21 @@ TEST(Checkpoint, FailedSaveKeepsThePreviousCheckpoint) {
       {"fc.weight", DType::F32, {1 << 16}, bigger.w.data()}};
   {
     FileSizeLimit limit(4096);
-    EXPECT_ERROR(saveCheckpoint(dir, bigger.info, params, {}),
-                 "cannot write '" + dir + ".tmp-" + std::to_string(::getpid()) +
-                     "/model.safetensors': File too large");
+    std::string message =
+        errorOf([&] { saveCheckpoint(dir, bigger.info, params, {}); });
+    EXPECT_NE(message.find("cannot write '" + dir + "/.tmp-step-00000006-"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("/model.safetensors': File too large"),
+              std::string::npos)
+        << message;
   }
   Checkpoint c = load(dir);
   EXPECT_EQ(c.info.step, 5);
   EXPECT_EQ(c.parameters.size(), 2u);
-  // The temporary folder is gone; nothing but the old checkpoint is left.
-  EXPECT_EQ(siblings(scratch), std::vector<std::string>{"ckpt"});
-}
-
-TEST(Checkpoint, CrashBetweenRenamesFallsBackToOld) {
-  ScratchDir scratch;
-  std::string dir = scratch.path("ckpt");
-  State(3).save(dir);
-  // What a crash after "rename DIR to DIR.old" leaves, with the new
-  // checkpoint still in its temporary folder.
-  fs::rename(dir, dir + ".old");
-  fs::create_directory(dir + ".tmp-99999");
-  EXPECT_TRUE(checkpointExists(dir));
-  Checkpoint c = load(dir);
-  EXPECT_EQ(c.folder, dir + ".old");
-  EXPECT_EQ(c.info.step, 3);
-  // The next save puts a whole checkpoint in place and drops the old one.
-  State(4).save(dir);
-  EXPECT_EQ(load(dir).info.step, 4);
-  EXPECT_FALSE(fs::exists(dir + ".old"));
-}
-
-TEST(Checkpoint, StaleTemporaryFolderOfOurPidIsReplaced) {
-  ScratchDir scratch;
-  std::string dir = scratch.path("ckpt");
-  std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
-  fs::create_directory(tmp);
-  writeBytes(tmp + "/model.safetensors", "half-written");
-  State(8).save(dir);
-  EXPECT_EQ(load(dir).info.step, 8);
-  EXPECT_FALSE(fs::exists(tmp));
+  // The temporary folder is gone; nothing but the old version is left.
+  EXPECT_EQ(entriesOf(dir),
+            (std::vector<std::string>{"latest", "step-00000005"}));
 }
 
 } // namespace

@@ -11,6 +11,10 @@
 //   async       as error, while the others wait for a nonblocking
 //               all-reduce (PendingCollective::wait)
 //   abandoned   rank 0 drops a nonblocking all-reduce still in flight
+//   timeout     rank 1 sleeps past the collective timeout (1 s) before an
+//               all-reduce: rank 0's watchdog ends the job
+//   stopped     as timeout, but rank 1 stops itself (SIGSTOP): the
+//               launcher must end a stopped rank too
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,9 +22,11 @@
 #include "bmrt/Comm.h"
 #include "bmrt/Error.h"
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 using namespace bmrt;
 
@@ -28,6 +34,8 @@ namespace {
 
 /// Rank 1 fails as `mode` says; everyone else waits for it.
 void run(const std::string &mode, World &world) {
+  if (mode == "timeout" || mode == "stopped")
+    world.setTimeout(1);
   std::unique_ptr<Device> device = createDevice("cpu");
   Stream &stream = device->computeStream();
   std::unique_ptr<Communicator> all = world.all();
@@ -48,6 +56,14 @@ void run(const std::string &mode, World &world) {
       all->recv(values, 2, DType::F32, 0, stream);
     if (mode == "kill")
       std::raise(SIGKILL);
+    if (mode == "stopped")
+      std::raise(SIGSTOP); // Open MPI continues it before killing it
+    if (mode == "timeout" || mode == "stopped") {
+      // Not waiting in an operation: this rank's own watchdog stays quiet.
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+      all->allReduce(values, values, 4, DType::F32, stream);
+      return;
+    }
     BMRT_FAIL("unknown mode '" + mode + "'");
   }
   if (mode == "mpi-error" && world.rank() == 0)

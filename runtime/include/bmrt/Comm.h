@@ -15,7 +15,10 @@
 //
 // Failure: a bmrt::Error on any rank ends the whole job through abortJob(),
 // never a hang (the other ranks may be blocked in a collective that will
-// never complete).
+// never complete). A rank that stalls or dies without an error is caught by
+// the collective timeout (World::setTimeout): every blocking entry below
+// records what it waits in, and a watchdog thread ends the job when a wait
+// lasts too long (runtime/comm/Watchdog.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,12 +30,30 @@
 #include "bmrt/Tensor.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace bmrt {
+
+class Communicator;
+class Watchdog;
+
+/// What a rank waits in, as the collective timeout's message names it.
+struct WaitSite {
+  /// The group; null for an operation of the whole job (a split, finalize).
+  const Communicator *group = nullptr;
+  /// As Communicator::describe names it: "all-reduce", "recv".
+  const char *operation = "collective";
+  /// The group rank of a transfer's peer; -1 for a collective, or a group
+  /// of transfers with several peers.
+  int peer = -1;
+  /// The group's operations started so far, this one included: ranks call
+  /// a group's collectives in one order, so the number says which one.
+  uint64_t call = 0;
+};
 
 /// A collective started by Communicator::allReduceAsync or
 /// reduceScatterAsync: NCCL's operation enqueued on a stream, with test()
@@ -56,8 +77,11 @@ public:
 
   /// A complete collective (what a backend that finishes at once returns).
   PendingCollective() = default;
-  explicit PendingCollective(std::unique_ptr<Operation> operation)
-      : operation(std::move(operation)) {}
+  /// `site`: what wait() waits in, for the collective timeout (its group
+  /// must outlive this).
+  explicit PendingCollective(std::unique_ptr<Operation> operation,
+                             WaitSite site = {})
+      : operation(std::move(operation)), site(site) {}
   PendingCollective(PendingCollective &&) noexcept = default;
   PendingCollective &operator=(PendingCollective &&other) noexcept;
   ~PendingCollective();
@@ -71,6 +95,7 @@ public:
 private:
   void abandon() noexcept;
   std::unique_ptr<Operation> operation;
+  WaitSite site;
 };
 
 /// One group of ranks and its collectives.
@@ -96,6 +121,9 @@ public:
   int size() const { return groupSize; }
   /// What the group spans, for messages: "world", "tp", "dp+tp".
   const std::string &name() const { return groupName; }
+  /// The world rank of each group rank, for messages; empty when the
+  /// World did not create the group.
+  const std::vector<int> &worldRanks() const { return members; }
 
   /// recv[i] = sum over the group of send[i], for `count` elements. In place
   /// when send == recv.
@@ -149,6 +177,7 @@ public:
 
 protected:
   Communicator(std::string name, int rank, int size);
+  void setWorldRanks(std::vector<int> ranks) { members = std::move(ranks); }
 
   // What a backend implements, after the checks above have passed.
   virtual void doAllReduce(const void *send, void *recv, size_t count,
@@ -185,11 +214,23 @@ private:
   void checkReduceScatter(const void *send, const void *recv,
                           size_t recvCount, DType type) const;
   void checkPeer(const char *operation, int peer) const;
+  /// The next operation of the group, counted (WaitSite::call).
+  WaitSite nextCall(const char *operation, int peer = -1);
+  /// A send's or recv's site; inside a group, its post's (not a call of
+  /// its own: groupEnd is), noting its peer for groupEnd's.
+  WaitSite transferSite(const char *operation, int peer);
 
+  friend class World;
   std::string groupName;
   int groupRank;
   int groupSize;
+  std::vector<int> members;
   int groupDepth = 0;
+  uint64_t calls = 0;
+  /// The one peer of the transfers posted in the open group: kNoPeer
+  /// before the first, -1 once there are several.
+  static constexpr int kNoPeer = -2;
+  int groupPeer = kNoPeer;
 };
 
 /// A backend whose collectives are complete when they return (the
@@ -229,6 +270,16 @@ public:
   /// "mpi" or "local".
   virtual const char *backend() const = 0;
 
+  /// The collective timeout: a rank that waits longer than `seconds` in
+  /// one operation (a collective, a blocking transfer, a group's
+  /// transfers, a barrier, PendingCollective::wait, a split, finalize)
+  /// ends the whole job with one line naming the operation, the group and
+  /// the rank it waits for (Watchdog.h). 0: wait forever. Waits that are
+  /// long by design (the other ranks in a barrier while rank 0 writes a
+  /// checkpoint) count alike. Starts one watchdog thread per process, and
+  /// none for a job of one rank, which never waits for another.
+  void setTimeout(double seconds);
+
   /// All ranks, in world-rank order. Collective: every rank calls it.
   std::unique_ptr<Communicator> all();
   /// This rank's group along `axes` of `mesh` (for example {"dp"}, or
@@ -260,9 +311,15 @@ protected:
   [[noreturn]] virtual void terminate() = 0;
 
 private:
+  /// split() into the group of `members` (world ranks, increasing, this
+  /// rank among them), which they learn for messages.
+  std::unique_ptr<Communicator> splitInto(std::vector<int> members,
+                                          const std::string &name);
+
   friend void abortJob(const std::string &message);
   int worldRank;
   int worldSize;
+  std::unique_ptr<Watchdog> watchdog;
 };
 
 /// The World for this process: MPI when a launcher (mpirun, srun, ...)
@@ -272,10 +329,15 @@ private:
 /// (BMRT_COMM=mpi without a launcher makes MPI start as a singleton).
 /// Throws bmrt::Error when a World already exists.
 ///
+/// `startTimeout` (seconds; 0: none) bounds the start itself: under MPI
+/// every rank waits in MPI_Init until all have arrived, before any World
+/// or its watchdog exists, so a rank stopped or lost at launch would hang
+/// the others there. Past it, the process ends as the watchdog ends it.
+///
 /// Catch errors and call abortJob while the World is alive: its destructor
 /// waits for the other ranks (MPI_Finalize), which would hang if they are
 /// blocked in a collective.
-std::unique_ptr<World> createWorld();
+std::unique_ptr<World> createWorld(double startTimeout = 0);
 
 /// Prints "trainer: error: rank R: MESSAGE" (without "rank R: " when the job
 /// has one rank) on one line, once per process, and ends the whole job with

@@ -151,6 +151,10 @@ struct Slot {
   /// shape (`model=`), which initial weights and exports have. Empty when
   /// the global shape is the model's.
   Shape model;
+  /// A parameter a training step gives no gradient on purpose (`frozen`):
+  /// batch norm's running statistics, a weight the loss does not read.
+  /// Every other parameter of a training step must have one.
+  bool frozen = false;
 
   int64_t bytes() const { return numElements(shape) * sizeOf(dtype); }
 };

@@ -55,6 +55,10 @@ std::string formatShape(const Shape &shape);
 /// in a factored view (bmc's fused QKV weight [64, 192] as [64, 3, 64]) is
 /// the model's tensor. [64, 192] and [192, 64] are not.
 bool sameElementOrder(const Shape &a, const Shape &b);
+/// The index of the first NaN or infinity among `count` elements of
+/// `dtype` at `data` (host memory), or -1 when all are finite (integers
+/// always are).
+int64_t firstNonFinite(const void *data, DType dtype, int64_t count);
 
 /// Row-major strides of `shape`, in elements.
 inline Shape contiguousStrides(const Shape &shape) {

@@ -32,8 +32,10 @@ int printError(const char *program, const std::string &message);
 /// Creates the World and returns body(world). A bmrt::Error (or running out
 /// of memory, or any other exception) that leaves body becomes one line and
 /// status 1 on one rank, and ends the whole job under several. abortJob
-/// names `program` from here on.
-int runWithWorld(const char *program, const std::function<int(World &)> &body);
+/// names `program` from here on. `startTimeout` bounds the World's start
+/// (createWorld).
+int runWithWorld(const char *program, const std::function<int(World &)> &body,
+                 double startTimeout = 0);
 
 } // namespace bmrt
 

@@ -280,4 +280,50 @@ TEST(Verify, ValuesAreComputedBeforeUse) {
   }
 }
 
+/// A training step: y = x w, loss = sum((y)^2)-like, with w's gradient
+/// and a frozen buffer `b` the loss does not read.
+const char *kTrainingStep = R"(bmc-step-program 1
+model "frozen"
+slot %0 input f32[2,3] "x"
+slot %1 param f32[3,4] "w"
+slot %2 param f32[4] "b" frozen
+slot %3 value f32[2,4]
+slot %4 grad f32[3,4] "w"
+
+%3 = matmul %0, %1  # y
+%4 = einsum %0, %3 {equation="bi,bj->ij"}  # dw
+
+output %3
+)";
+
+/// A parameter whose gradient was deleted (its slot turned into a plain
+/// value) is refused, not left frozen; `frozen` round-trips.
+TEST(Verify, EveryTrainedParameterHasAGradient) {
+  Program program = parseProgram(kTrainingStep, "frozen.bmp");
+  ASSERT_TRUE(program.slots[2].frozen);
+  EXPECT_FALSE(program.slots[1].frozen);
+  Program again = parseProgram(printProgram(program), "again.bmp");
+  EXPECT_TRUE(again.slots[2].frozen);
+
+  Program lost = program;
+  lost.slots[2].frozen = false;
+  try {
+    verifyProgram(lost, "lost.bmp");
+    ADD_FAILURE() << "a parameter without a gradient was accepted";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "lost.bmp: parameter %2 'b' has no gradient and is "
+                           "not marked frozen: the optimizer would never "
+                           "update it");
+  }
+  Program both = program;
+  both.slots[1].frozen = true;
+  try {
+    verifyProgram(both, "both.bmp");
+    ADD_FAILURE() << "a gradient of a frozen parameter was accepted";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "both.bmp: gradient %4 'w' belongs to parameter "
+                           "'w', which the program marks frozen");
+  }
+}
+
 } // namespace
