@@ -131,19 +131,11 @@ void loadParameters(Executor &executor, const std::string &path) {
   }
 }
 
-/// Ids an integer slot may hold: below the rows of every table it gathers
-/// from and below the loss's classes for labels (2 when nothing bounds it:
-/// a mask or a type id).
-int64_t idBound(const Program &program, int slot) {
-  int64_t bound = INT64_MAX;
-  if (program.slots[slot].kind == SlotKind::Label && lossClasses(program) > 0)
-    bound = lossClasses(program);
-  for (const Instr &instr : program.instrs)
-    if (instr.op == "gather" && instr.operands.size() == 2 &&
-        instr.operands[1] == slot)
-      bound = std::min(bound, program.slots[instr.operands[0]]
-                                  .shape[instr.getInt("axis")]);
-  return bound == INT64_MAX ? 2 : bound;
+/// Ids an integer slot may hold (bmrt::idBound): the loss's classes bound
+/// labels only; inputs, by the tables they index.
+int64_t idBoundOf(const Program &program, int slot) {
+  bool label = program.slots[slot].kind == SlotKind::Label;
+  return idBound(program, slot, label ? lossClasses(program) : 0);
 }
 
 template <typename T>
@@ -158,7 +150,7 @@ void fillSlot(Executor &executor, int slot, std::mt19937_64 &rng) {
   int64_t n = numElements(s.shape);
   if (s.dtype == DType::I64) {
     std::uniform_int_distribution<int64_t> id(
-        0, idBound(executor.program(), slot) - 1);
+        0, idBoundOf(executor.program(), slot) - 1);
     std::vector<int64_t> ids(n);
     std::generate(ids.begin(), ids.end(), [&] { return id(rng); });
     upload(executor, slot, ids);

@@ -36,8 +36,10 @@ struct ParamArg {
 std::vector<ParamArg> parameterArgs(func::FuncOp main) {
   std::vector<ParamArg> params;
   for (unsigned i = 0; i < main.getNumArguments(); ++i) {
-    auto kind = main.getArgAttrOfType<StringAttr>(i, "bm.kind");
-    auto name = main.getArgAttrOfType<StringAttr>(i, "bm.name");
+    auto kind =
+        main.getArgAttrOfType<StringAttr>(i, BmDialect::kParamKindAttrName);
+    auto name =
+        main.getArgAttrOfType<StringAttr>(i, BmDialect::kParamNameAttrName);
     if (kind && kind.getValue() == "parameter" && name)
       params.push_back({name.getValue().str(),
                         cast<RankedTensorType>(main.getArgument(i).getType()),

@@ -12,6 +12,7 @@
 #include <cstring>
 
 using namespace mlir;
+using mlir::bm::BmDialect;
 using mlir::bm::ConstantOp;
 
 namespace bm {
@@ -139,8 +140,10 @@ private:
 
   llvm::Error addArguments() {
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      auto kindAttr = func.getArgAttrOfType<StringAttr>(i, "bm.kind");
-      auto nameAttr = func.getArgAttrOfType<StringAttr>(i, "bm.name");
+      auto kindAttr =
+          func.getArgAttrOfType<StringAttr>(i, BmDialect::kParamKindAttrName);
+      auto nameAttr =
+          func.getArgAttrOfType<StringAttr>(i, BmDialect::kParamNameAttrName);
       StringRef kind = kindAttr ? kindAttr.getValue() : "input";
       bmrt::SlotKind slotKind = slotKindOf(kind);
       std::string name = nameAttr ? nameAttr.getValue().str()
@@ -148,12 +151,12 @@ private:
       auto slot = addSlot(func.getArgument(i), slotKind, name, nullptr);
       if (!slot)
         return slot.takeError();
-      auto sharding =
-          func.getArgAttrOfType<mlir::bm::ShardingAttr>(i, "bm.sharding");
+      auto sharding = func.getArgAttrOfType<mlir::bm::ShardingAttr>(
+          i, BmDialect::kShardingAttrName);
       if (sharding && !program.mesh.empty())
         program.slots[*slot].sharding = shardingOf(sharding);
       if (auto model = func.getArgAttrOfType<DenseI64ArrayAttr>(
-              i, mlir::bm::BmDialect::kModelShapeAttrName))
+              i, BmDialect::kModelShapeAttrName))
         program.slots[*slot].model.assign(model.asArrayRef().begin(),
                                           model.asArrayRef().end());
     }
@@ -181,9 +184,11 @@ private:
                     : double(dense.getSplatValue<APInt>().getSExtValue());
       fill.attrs["value"] = value;
       fill.comment = nodeOf(constant);
-      if (auto layer = constant->getAttrOfType<IntegerAttr>("bm.layer"))
+      if (auto layer =
+              constant->getAttrOfType<IntegerAttr>(BmDialect::kLayerAttrName))
         fill.layer = static_cast<int>(layer.getInt());
-      if (auto cls = constant->getAttrOfType<IntegerAttr>("bm.block_class"))
+      if (auto cls = constant->getAttrOfType<IntegerAttr>(
+              BmDialect::kBlockClassAttrName))
         fill.blockClass = static_cast<int>(cls.getInt());
       program.instrs.push_back(std::move(fill));
       return llvm::Error::success();
@@ -250,7 +255,7 @@ private:
   llvm::Error lowerOp(Operation *op) {
     // A pipeline stage's backward starts at the first instruction from the
     // op autodiff (or stage splitting) marked on.
-    if (op->hasAttr(mlir::bm::BmDialect::kGradientSeedAttrName) &&
+    if (op->hasAttr(BmDialect::kGradientSeedAttrName) &&
         program.backwardStart < 0 && isStage)
       backwardFrom = true;
     if (auto constant = dyn_cast<ConstantOp>(op))
@@ -279,9 +284,10 @@ private:
       program.backwardStart = static_cast<int>(program.instrs.size());
       backwardFrom = false;
     }
-    if (auto layer = op->getAttrOfType<IntegerAttr>("bm.layer"))
+    if (auto layer = op->getAttrOfType<IntegerAttr>(BmDialect::kLayerAttrName))
       instr.layer = static_cast<int>(layer.getInt());
-    if (auto blockClass = op->getAttrOfType<IntegerAttr>("bm.block_class"))
+    if (auto blockClass =
+            op->getAttrOfType<IntegerAttr>(BmDialect::kBlockClassAttrName))
       instr.blockClass = static_cast<int>(blockClass.getInt());
     program.instrs.push_back(std::move(instr));
     return llvm::Error::success();
@@ -298,10 +304,13 @@ private:
     llvm::DenseSet<int> claimed;
     for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
       int slot = slots.lookup(value);
-      auto gradOf = func.getResultAttrOfType<StringAttr>(index, "bm.grad_of");
-      auto kind = func.getResultAttrOfType<StringAttr>(index, "bm.kind");
+      auto gradOf = func.getResultAttrOfType<StringAttr>(
+          index, BmDialect::kGradOfAttrName);
+      auto kind = func.getResultAttrOfType<StringAttr>(
+          index, BmDialect::kParamKindAttrName);
       std::vector<std::string> partial;
-      if (auto axes = func.getResultAttrOfType<ArrayAttr>(index, "bm.partial"))
+      if (auto axes = func.getResultAttrOfType<ArrayAttr>(
+              index, BmDialect::kPartialAttrName))
         partial = axisNames(axes);
       if (kind && (kind.getValue() == "send" || kind.getValue() == "send_grad")) {
         (kind.getValue() == "send" ? program.sends : program.sendGrads)
@@ -382,7 +391,7 @@ static bool isPartitioned(func::FuncOp func) {
   if (func.getSymName().starts_with("stage_"))
     return true;
   for (unsigned i = 0; i < func.getNumResults(); ++i)
-    if (func.getResultAttr(i, "bm.partial"))
+    if (func.getResultAttr(i, BmDialect::kPartialAttrName))
       return true;
   return false;
 }

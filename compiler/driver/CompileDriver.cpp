@@ -44,14 +44,16 @@ llvm::Expected<std::string> hashFile(llvm::StringRef path) {
 TrainingTask taskOf(mlir::func::FuncOp step) {
   mlir::Type labels;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    auto kind = step.getArgAttrOfType<mlir::StringAttr>(i, "bm.kind");
+    auto kind = step.getArgAttrOfType<mlir::StringAttr>(
+        i, mlir::bm::BmDialect::kParamKindAttrName);
     if (kind && kind.getValue() == "label")
       labels = step.getArgument(i).getType();
   }
   if (!labels)
     return TrainingTask::OwnLoss;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    auto kind = step.getArgAttrOfType<mlir::StringAttr>(i, "bm.kind");
+    auto kind = step.getArgAttrOfType<mlir::StringAttr>(
+        i, mlir::bm::BmDialect::kParamKindAttrName);
     if (kind && kind.getValue() == "input" &&
         step.getArgument(i).getType() == labels)
       return TrainingTask::LanguageModel;

@@ -44,7 +44,8 @@ void copyStage(Operation *from, Operation *to) {
 }
 
 bool isParameter(func::FuncOp func, unsigned index) {
-  auto kind = func.getArgAttrOfType<StringAttr>(index, "bm.kind");
+  auto kind =
+      func.getArgAttrOfType<StringAttr>(index, BmDialect::kParamKindAttrName);
   return kind && kind.getValue() == "parameter" &&
          isFloatTensor(func.getArgument(index).getType());
 }
@@ -92,8 +93,10 @@ FailureOr<Value> appendLoss(func::FuncOp step, Value output, OpBuilder &b) {
   unsigned index = step.getNumArguments();
   if (failed(step.insertArgument(
           index, labelType,
-          b.getDictionaryAttr({b.getNamedAttr("bm.kind", b.getStringAttr("label")),
-                               b.getNamedAttr("bm.name", b.getStringAttr("labels"))}),
+          b.getDictionaryAttr({b.getNamedAttr(BmDialect::kParamKindAttrName,
+                                              b.getStringAttr("label")),
+                               b.getNamedAttr(BmDialect::kParamNameAttrName,
+                                              b.getStringAttr("labels"))}),
           loc)))
     return failure();
   Value labels = step.getArgument(index);
@@ -145,7 +148,8 @@ bool isParameterArgument(Value value) {
   if (!arg)
     return false;
   auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
-  auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "bm.kind");
+  auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                BmDialect::kParamKindAttrName);
   return kind && kind.getValue() == "parameter";
 }
 
@@ -382,8 +386,9 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main,
       return failure();
 
   SmallVector<Value> results = {*loss};
-  SmallVector<DictionaryAttr> resultAttrs = {b.getDictionaryAttr(
-      {b.getNamedAttr("bm.kind", b.getStringAttr("loss"))})};
+  SmallVector<DictionaryAttr> resultAttrs = {
+      b.getDictionaryAttr({b.getNamedAttr(BmDialect::kParamKindAttrName,
+                                          b.getStringAttr("loss"))})};
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     if (!isParameter(step, i))
       continue;
@@ -391,13 +396,13 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main,
     if (!grad) {
       // No gradient reaches it (batch norm's running statistics, an unused
       // table): it is not trained, and the optimizer must not decay it.
-      step.setArgAttr(i, "bm.trainable", b.getBoolAttr(false));
+      step.setArgAttr(i, BmDialect::kTrainableAttrName, b.getBoolAttr(false));
       continue;
     }
     results.push_back(grad);
-    resultAttrs.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("bm.grad_of",
-                        step.getArgAttrOfType<StringAttr>(i, "bm.name"))}));
+    resultAttrs.push_back(b.getDictionaryAttr({b.getNamedAttr(
+        BmDialect::kGradOfAttrName,
+        step.getArgAttrOfType<StringAttr>(i, BmDialect::kParamNameAttrName))}));
   }
   func::ReturnOp::create(b, ret.getLoc(), results);
   ret.erase();

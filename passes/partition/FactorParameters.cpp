@@ -78,8 +78,8 @@ private:
 
   bool isParameter(BlockArgument arg) const {
     auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-    auto kind = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                         "bm.kind")
+    auto kind = func ? func.getArgAttrOfType<StringAttr>(
+                           arg.getArgNumber(), BmDialect::kParamKindAttrName)
                      : StringAttr();
     return kind && kind.getValue() == "parameter";
   }

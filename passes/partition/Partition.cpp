@@ -66,7 +66,8 @@ private:
           attr ? ValueSharding::fromAttr(attr)
                : ValueSharding::replicated(
                      cast<RankedTensorType>(arg.getType()).getRank());
-      auto kind = step.getArgAttrOfType<StringAttr>(index, "bm.kind");
+      auto kind = step.getArgAttrOfType<StringAttr>(
+          index, BmDialect::kParamKindAttrName);
       if (!kind || kind.getValue() != "parameter")
         for (AxisList &axes : sharding.dims)
           llvm::erase_if(axes, [](const std::string &axis) {
@@ -212,8 +213,8 @@ private:
       return it->second;
     bool result;
     if (auto arg = dyn_cast<BlockArgument>(value)) {
-      auto kind = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                    "bm.kind");
+      auto kind = step.getArgAttrOfType<StringAttr>(
+          arg.getArgNumber(), BmDialect::kParamKindAttrName);
       result = kind && kind.getValue() == "parameter";
     } else {
       result = llvm::all_of(value.getDefiningOp()->getOperands(),
@@ -240,7 +241,8 @@ private:
       Operation *before = ret->getPrevNode();
       Operation *producer = operand.get().getDefiningOp();
       FailureOr<Value> value = operand.get();
-      auto of = step.getResultAttrOfType<StringAttr>(index, "bm.grad_of");
+      auto of = step.getResultAttrOfType<StringAttr>(
+          index, BmDialect::kGradOfAttrName);
       Value param = of ? parameterNamed(of.getValue()) : Value();
       if (param && state.factored.count(param))
         value = inFactoredView(*value, param);
@@ -258,7 +260,7 @@ private:
       if (producer)
         placeLike(producer, before, ret);
       SmallVector<StringRef> partial(want.partial.begin(), want.partial.end());
-      step.setResultAttr(index, "bm.partial",
+      step.setResultAttr(index, BmDialect::kPartialAttrName,
                          Builder(context).getStrArrayAttr(partial));
     }
     return success();
@@ -289,8 +291,8 @@ private:
 
   Value parameterNamed(StringRef name) {
     for (BlockArgument arg : step.getArguments())
-      if (auto attr = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                         "bm.name");
+      if (auto attr = step.getArgAttrOfType<StringAttr>(
+              arg.getArgNumber(), BmDialect::kParamNameAttrName);
           attr && attr.getValue() == name)
         return arg;
     return {};

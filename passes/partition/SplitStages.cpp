@@ -104,8 +104,8 @@ private:
     auto arg = dyn_cast<BlockArgument>(value);
     if (!arg)
       return false;
-    auto kind = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                  "bm.kind");
+    auto kind = step.getArgAttrOfType<StringAttr>(
+        arg.getArgNumber(), BmDialect::kParamKindAttrName);
     return kind && kind.getValue() == "parameter";
   }
 
@@ -235,15 +235,17 @@ private:
           readers.insert(stageOf(user));
       if (readers.size() < 2)
         continue;
-      StringAttr name =
-          step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "bm.name");
+      StringAttr name = step.getArgAttrOfType<StringAttr>(
+          arg.getArgNumber(), BmDialect::kParamNameAttrName);
       SharedParameter shared{arg, -1, {}};
-      for (OpOperand &operand : ret->getOpOperands())
-        if (step.getResultAttrOfType<StringAttr>(operand.getOperandNumber(),
-                                                 "bm.grad_of") == name) {
-          shared.result = operand.getOperandNumber();
+      for (OpOperand &operand : ret->getOpOperands()) {
+        unsigned index = operand.getOperandNumber();
+        if (step.getResultAttrOfType<StringAttr>(
+                index, BmDialect::kGradOfAttrName) == name) {
+          shared.result = index;
           collectShares(operand.get(), {}, shared.shares);
         }
+      }
       sharedParameters.push_back(std::move(shared));
     }
   }
@@ -383,10 +385,11 @@ public:
     Builder builder(stage.getContext());
     NamedAttrList list(attrs);
     SmallVector<Attribute> partial;
-    if (auto axes = dyn_cast_or_null<ArrayAttr>(list.get("bm.partial")))
+    if (auto axes =
+            dyn_cast_or_null<ArrayAttr>(list.get(BmDialect::kPartialAttrName)))
       partial.append(axes.begin(), axes.end());
     partial.push_back(builder.getStringAttr(::bm::plan::kPipelineAxis));
-    list.set("bm.partial", builder.getArrayAttr(partial));
+    list.set(BmDialect::kPartialAttrName, builder.getArrayAttr(partial));
     return list.getDictionary(stage.getContext());
   }
 
@@ -411,8 +414,9 @@ private:
 /// An argument or result between stages, named after its kind.
 DictionaryAttr kindAttr(MLIRContext *context, StringRef kind) {
   Builder b(context);
-  return b.getDictionaryAttr({b.getNamedAttr("bm.kind", b.getStringAttr(kind)),
-                              b.getNamedAttr("bm.name", b.getStringAttr(kind))});
+  return b.getDictionaryAttr(
+      {b.getNamedAttr(BmDialect::kParamKindAttrName, b.getStringAttr(kind)),
+       b.getNamedAttr(BmDialect::kParamNameAttrName, b.getStringAttr(kind))});
 }
 
 LogicalResult StageSplitter::buildStage(OpBuilder &b, int s) {

@@ -5,6 +5,8 @@
 
 #include "passes/plan/Plan.h"
 
+#include "bmrt/Format.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -16,8 +18,9 @@ namespace bm::plan {
 
 /// "19.095 s", or "2.55 ms" under a second: how plans print durations.
 std::string formatSeconds(double seconds);
-/// "66.27 GiB", "4.8 MiB", ...: how plans print sizes.
-std::string formatBytes(double bytes);
+/// "66.27 GiB", "4.8 MiB", ...: how plans print sizes (the runtime's one
+/// spelling, with its fixed decimals).
+using bmrt::formatBytes;
 
 /// "[{dp}, {}, {tp}] partial{tp}": a tensor's sharding as plans print it.
 std::string formatTensorSharding(const TensorSharding &t);

@@ -11,18 +11,6 @@
 
 using namespace bm::plan;
 
-using bm::cost::kGiB;
-
-std::string bm::plan::formatBytes(double bytes) {
-  if (bytes >= kGiB)
-    return llvm::formatv("{0:F2} GiB", bytes / kGiB).str();
-  if (bytes >= 1024.0 * 1024.0)
-    return llvm::formatv("{0:F1} MiB", bytes / (1024.0 * 1024.0)).str();
-  if (bytes >= 1024.0)
-    return llvm::formatv("{0:F1} KiB", bytes / 1024.0).str();
-  return llvm::formatv("{0:F0} B", bytes).str();
-}
-
 std::string bm::plan::formatSeconds(double seconds) {
   if (seconds >= 1)
     return llvm::formatv("{0:F3} s", seconds).str();

@@ -32,7 +32,7 @@
 #include <vector>
 
 namespace bmrt {
-struct CostModel;
+struct ActionCosts;
 struct SimulationResult;
 } // namespace bmrt
 
@@ -42,7 +42,7 @@ namespace bm::plan {
 /// per-virtual-stage costs; nullopt when no such schedule exists.
 std::optional<bmrt::SimulationResult>
 simulateSchedule(PipelineSchedule schedule, int pp, int chunks,
-                 int microBatches, const bmrt::CostModel &costs);
+                 int microBatches, const bmrt::ActionCosts &costs);
 
 } // namespace bm::plan
 
@@ -316,7 +316,7 @@ private:
   /// The stages of `e` (its own partition, or the cached one).
   const PartitionEntry &partitionOf(const Evaluation &e);
   /// The schedule's per-virtual-stage forward and backward times of `e`.
-  bmrt::CostModel scheduleCosts(const Evaluation &e);
+  bmrt::ActionCosts scheduleCosts(const Evaluation &e);
   /// Per chunk of `device`, its part of the device's `deviceSeconds` of
   /// per-micro-batch transfers (DeviceExtras); the parts add up to them.
   std::vector<double> chunkExtras(int device, double deviceSeconds,

@@ -42,7 +42,7 @@ static std::optional<bmrt::ScheduleKind> kindOf(PipelineSchedule schedule) {
   return std::nullopt;
 }
 
-bmrt::CostModel Planner::scheduleCosts(const Evaluation &e) {
+bmrt::ActionCosts Planner::scheduleCosts(const Evaluation &e) {
   const ParallelConfig &config = e.config;
   const PartitionEntry &entry = partitionOf(e);
   const cost::MeshPlacement placement = cost::placeMesh(
@@ -53,7 +53,7 @@ bmrt::CostModel Planner::scheduleCosts(const Evaluation &e) {
   // experts, side inputs) half to each pass, as each pass moves one
   // direction.
   const std::vector<StageStats> stages = expandStages(entry.stages);
-  bmrt::CostModel costs;
+  bmrt::ActionCosts costs;
   costs.stageForward.assign(stages.size(), 0);
   costs.stageBackward.assign(stages.size(), 0);
   for (const DeviceGroup &group : entry.devices) {
@@ -111,7 +111,7 @@ Planner::chunkExtras(int device, double deviceSeconds,
 
 std::optional<bmrt::SimulationResult>
 bm::plan::simulateSchedule(PipelineSchedule schedule, int pp, int chunks,
-                           int microBatches, const bmrt::CostModel &costs) {
+                           int microBatches, const bmrt::ActionCosts &costs) {
   bmrt::ScheduleSpec spec;
   spec.kind = kindOf(schedule).value_or(bmrt::ScheduleKind::OneFOneB);
   spec.pp = pp;

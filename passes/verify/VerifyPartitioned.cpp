@@ -36,10 +36,11 @@ LogicalResult verifyStep(func::FuncOp step) {
   if (walk.wasInterrupted())
     return failure();
   for (unsigned i = 0; i < step.getNumResults(); ++i) {
-    auto kind = step.getResultAttrOfType<StringAttr>(i, "bm.kind");
-    bool leftToTrainer = step.getResultAttr(i, "bm.grad_of") ||
+    auto kind =
+        step.getResultAttrOfType<StringAttr>(i, BmDialect::kParamKindAttrName);
+    bool leftToTrainer = step.getResultAttr(i, BmDialect::kGradOfAttrName) ||
                          (kind && kind.getValue() == "loss");
-    if (leftToTrainer && !step.getResultAttr(i, "bm.partial"))
+    if (leftToTrainer && !step.getResultAttr(i, BmDialect::kPartialAttrName))
       return step.emitError() << "result " << i << " of @" << step.getSymName()
                               << " has no 'bm.partial' after partitioning";
   }

@@ -34,10 +34,13 @@ struct VerifyTrainingStepPass
   llvm::StringMap<Type> floatParameters(func::FuncOp step) {
     llvm::StringMap<Type> params;
     for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-      auto kind = step.getArgAttrOfType<StringAttr>(i, "bm.kind");
-      auto name = step.getArgAttrOfType<StringAttr>(i, "bm.name");
+      auto kind =
+          step.getArgAttrOfType<StringAttr>(i, BmDialect::kParamKindAttrName);
+      auto name =
+          step.getArgAttrOfType<StringAttr>(i, BmDialect::kParamNameAttrName);
       auto type = dyn_cast<RankedTensorType>(step.getArgument(i).getType());
-      auto trainable = step.getArgAttrOfType<BoolAttr>(i, "bm.trainable");
+      auto trainable =
+          step.getArgAttrOfType<BoolAttr>(i, BmDialect::kTrainableAttrName);
       if (kind && kind.getValue() == "parameter" && name && type &&
           isa<FloatType>(type.getElementType()) &&
           (!trainable || trainable.getValue()))
@@ -59,7 +62,8 @@ struct VerifyTrainingStepPass
     llvm::StringMap<Type> params = floatParameters(step);
     llvm::StringSet<> seen;
     for (unsigned i = 1; i < type.getNumResults(); ++i) {
-      auto of = step.getResultAttrOfType<StringAttr>(i, "bm.grad_of");
+      auto of =
+          step.getResultAttrOfType<StringAttr>(i, BmDialect::kGradOfAttrName);
       if (!of)
         return step.emitOpError("result ") << i << " is not a gradient";
       auto it = params.find(of.getValue());

@@ -102,8 +102,6 @@ void measureOverlap(Bench &bench, nlohmann::ordered_json &out);
 void describeMachine(Communicator &world, Stream &stream,
                      nlohmann::ordered_json &out);
 
-/// "1 MiB", "64 KiB", "4 B".
-std::string formatBytes(double bytes);
 /// formatRate(3.1e9, "B") is "3.1 GB/s".
 std::string formatRate(double perSecond, const char *unit);
 

@@ -11,6 +11,8 @@
 
 #include "Calibrate.h"
 
+#include "bmrt/Format.h"
+
 #include <algorithm>
 
 namespace bmrt::calibrate {
@@ -107,8 +109,9 @@ void measureCollective(Bench &bench, const Collective &collective,
                        {"algbw_bytes_per_second", algbw},
                        {"busbw_bytes_per_second", busbw}});
     bench.progress(std::string(collective.name) + " " + std::to_string(n) +
-                   " ranks " + formatBytes(double(size)) + ": busbw " +
-                   formatRate(busbw, "B"));
+                   " ranks " +
+                   formatBytes(double(size), BytesDigits::Shortest) +
+                   ": busbw " + formatRate(busbw, "B"));
   }
 }
 

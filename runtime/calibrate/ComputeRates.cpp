@@ -11,6 +11,7 @@
 
 #include "Calibrate.h"
 
+#include "bmrt/Format.h"
 #include "bmrt/SingleOp.h"
 
 #include <algorithm>
@@ -239,7 +240,8 @@ void measureMemory(Bench &bench, nlohmann::ordered_json &out) {
   double seconds = bench.time([&] { copy.enqueue(); });
   double rate = 2.0 * double(bytes) / seconds;
   out["memory"] = {{"stream_copy_bytes_per_second", rate}};
-  bench.progress("memory stream copy " + formatBytes(double(bytes)) + ": " +
+  bench.progress("memory stream copy " +
+                 formatBytes(double(bytes), BytesDigits::Shortest) + ": " +
                  formatRate(rate, "B"));
 }
 
@@ -266,18 +268,6 @@ void measureKernels(Bench &bench, nlohmann::ordered_json &out) {
 std::string formatRate(double perSecond, const char *unit) {
   char text[64];
   std::snprintf(text, sizeof text, "%.1f G%s/s", perSecond / 1e9, unit);
-  return text;
-}
-
-std::string formatBytes(double bytes) {
-  static const char *const kUnits[] = {"B", "KiB", "MiB", "GiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 3) {
-    bytes /= 1024;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, "%g %s", bytes, kUnits[unit]);
   return text;
 }
 

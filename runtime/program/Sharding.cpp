@@ -3,6 +3,8 @@
 #include "bmrt/Sharding.h"
 #include "bmrt/Error.h"
 
+#include <algorithm>
+#include <cstdint>
 
 namespace bmrt {
 
@@ -24,6 +26,16 @@ int64_t lossClasses(const Program &program) {
              groupSize(meshOf(program), splitAxes(instr.getString("axes")));
   }
   return 0;
+}
+
+int64_t idBound(const Program &program, int slot, int64_t classes) {
+  int64_t bound = classes > 0 ? classes : INT64_MAX;
+  for (const Instr &instr : program.instrs)
+    if (instr.op == "gather" && instr.operands.size() == 2 &&
+        instr.operands[1] == slot)
+      bound = std::min(bound, program.slots[instr.operands[0]]
+                                  .shape[instr.getInt("axis")]);
+  return bound == INT64_MAX ? 2 : bound;
 }
 
 std::vector<std::string> splitAxes(const std::string &axes) {

@@ -159,7 +159,7 @@ struct IdealRun {
   // Per virtual stage, as the ideal run takes them (see stepTimes).
   std::vector<double> forwardTime, backwardTime;
 
-  IdealRun(const ScheduleSpec &spec, const CostModel &costs,
+  IdealRun(const ScheduleSpec &spec, const ActionCosts &costs,
            const std::vector<std::vector<Step>> &orders);
 
   int index(int microBatch, int stage) const {
@@ -178,14 +178,14 @@ struct IdealRun {
   }
 
 private:
-  void stepTimes(const CostModel &costs);
+  void stepTimes(const ActionCosts &costs);
   /// The step's input is ready at the returned time, or not yet (< 0).
   double inputReady(int rank, const Step &step) const;
 };
 
 } // namespace
 
-IdealRun::IdealRun(const ScheduleSpec &spec, const CostModel &costs,
+IdealRun::IdealRun(const ScheduleSpec &spec, const ActionCosts &costs,
                    const std::vector<std::vector<Step>> &orders)
     : spec(spec), orders(orders) {
   const int stages = spec.virtualStages(), pp = spec.pp;
@@ -237,7 +237,7 @@ IdealRun::IdealRun(const ScheduleSpec &spec, const CostModel &costs,
 /// The costs' times, with a stage that takes no time (an empty trailing
 /// stage of the planner's partition) given a sliver: a send must sort
 /// after its producer, so the producer has to end after it starts.
-void IdealRun::stepTimes(const CostModel &costs) {
+void IdealRun::stepTimes(const ActionCosts &costs) {
   double longest = 0;
   for (int stage = 0; stage < spec.virtualStages(); ++stage) {
     forwardTime.push_back(costs.forwardTime(stage));
@@ -364,7 +364,7 @@ static RankActions rankList(const IdealRun &run, int rank) {
 }
 
 std::vector<RankActions> generateSchedule(const ScheduleSpec &spec,
-                                          const CostModel &costs) {
+                                          const ActionCosts &costs) {
   validateSchedule(spec);
   validateCosts(costs, spec.virtualStages());
   std::vector<std::vector<Step>> orders = computeOrders(spec);

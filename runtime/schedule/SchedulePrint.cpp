@@ -127,7 +127,7 @@ std::string formatTimelineGrid(const SimulationResult &result, bool showChunk,
   return text;
 }
 
-std::string printSchedule(const ScheduleSpec &spec, const CostModel &costs) {
+std::string printSchedule(const ScheduleSpec &spec, const ActionCosts &costs) {
   std::vector<RankActions> lists = generateSchedule(spec, costs);
   SimulationResult result = simulate(lists, costs);
   // One column per shortest forward: with the default costs a forward is

@@ -13,7 +13,7 @@
 //   the end of the step): the sender posts and goes on; the bytes move once
 //   the receiver has reached its receive (no eager buffering) and the
 //   receiver waits for them. This run gives the times, unless the costs ask
-//   for the blocking run's (CostModel::blockingSends).
+//   for the blocking run's (ActionCosts::blockingSends).
 //
 // Both are event driven, not time stepped: a rank advances until it blocks
 // on a transfer and is woken when its peer completes or posts it. Times
@@ -31,11 +31,11 @@
 
 namespace bmrt {
 
-double CostModel::forwardTime(int virtualStage) const {
+double ActionCosts::forwardTime(int virtualStage) const {
   return stageForward.empty() ? forward : stageForward[virtualStage];
 }
 
-double CostModel::backwardTime(int virtualStage) const {
+double ActionCosts::backwardTime(int virtualStage) const {
   if (!stageBackward.empty())
     return stageBackward[virtualStage];
   if (backward)
@@ -45,7 +45,7 @@ double CostModel::backwardTime(int virtualStage) const {
   return 2 * forwardTime(virtualStage);
 }
 
-void validateCosts(const CostModel &costs, int virtualStages) {
+void validateCosts(const ActionCosts &costs, int virtualStages) {
   auto check = [&](const std::vector<double> &times, const char *what) {
     BMRT_CHECK(times.empty() || static_cast<int>(times.size()) == virtualStages,
                std::string("the schedule costs give ") + what + " for " +
@@ -98,7 +98,7 @@ enum class Sends { Blocking, Posted };
 
 class Simulator {
 public:
-  Simulator(const std::vector<RankActions> &lists, const CostModel &costs,
+  Simulator(const std::vector<RankActions> &lists, const ActionCosts &costs,
             Sends sends);
   SimulationResult run();
 
@@ -130,7 +130,7 @@ private:
   void summarise();
 
   const std::vector<RankActions> &lists;
-  const CostModel &costs;
+  const ActionCosts &costs;
   const Sends sends;
   int pp = 0, chunks = 1, microBatches = 0, stages = 0;
   SimulationResult result;
@@ -151,7 +151,7 @@ private:
 } // namespace
 
 Simulator::Simulator(const std::vector<RankActions> &lists,
-                     const CostModel &costs, Sends sends)
+                     const ActionCosts &costs, Sends sends)
     : lists(lists), costs(costs), sends(sends),
       pp(static_cast<int>(lists.size())) {
   for (const RankActions &list : lists)
@@ -480,7 +480,7 @@ SimulationResult Simulator::run() {
 }
 
 SimulationResult simulate(const std::vector<RankActions> &lists,
-                          const CostModel &costs) {
+                          const ActionCosts &costs) {
   SimulationResult proof = Simulator(lists, costs, Sends::Blocking).run();
   if (!proof.ok() || costs.blockingSends)
     return proof;

@@ -94,7 +94,7 @@ void Feeder::findSamples() {
                "input '" + s.name + "' is " + nameOf(s.dtype) +
                    "; the trainer fills i64 and f32 inputs");
     if (s.dtype == DType::I64)
-      idBounds[slot] = idBound(slot);
+      idBounds[slot] = idBound(program, slot, classes);
   }
 }
 
@@ -257,16 +257,6 @@ void Feeder::drawClassifierSample(int64_t s) {
   file->next(&label, 1);
   samples->read(uint64_t(index) * per * sizeof(float),
                 floats[image].data() + s * per, per * sizeof(float));
-}
-
-int64_t Feeder::idBound(int slot) const {
-  int64_t bound = classes > 0 ? classes : INT64_MAX;
-  for (const Instr &instr : program.instrs)
-    if (instr.op == "gather" && instr.operands.size() == 2 &&
-        instr.operands[1] == slot)
-      bound = std::min(bound, program.slots[instr.operands[0]]
-                                  .shape[instr.getInt("axis")]);
-  return bound == INT64_MAX ? 2 : bound;
 }
 
 bool Feeder::bySample(int slot) const {

@@ -67,8 +67,6 @@ private:
   void drawLanguageSample(int64_t s);
   void drawClassifierSample(int64_t s);
   void drawOther(int slot, int64_t offset, const Shape &shape);
-  /// Ids of an integer input must index the tables it is gathered from.
-  int64_t idBound(int slot) const;
   /// Whether the slot's global leading dim is the micro-batch's samples.
   bool bySample(int slot) const;
   /// The global shape of one sample's part of a slot.

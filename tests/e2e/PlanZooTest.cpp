@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bm/BmDialect.h"
 #include "compiler/driver/PlanDriver.h"
 #include "passes/plan/GraphAnalysis.h"
 #include "passes/plan/PlanOutput.h"
@@ -401,7 +402,8 @@ TEST(PlanZooTest, InterludesStayBetweenTheirLayers) {
   int64_t previous = 0;
   for (mlir::Operation &op :
        step->main.getBody().front().without_terminator()) {
-    auto stage = op.getAttrOfType<mlir::IntegerAttr>("bm.stage");
+    auto stage = op.getAttrOfType<mlir::IntegerAttr>(
+        mlir::bm::BmDialect::kStageAttrName);
     ASSERT_TRUE(stage);
     EXPECT_GE(stage.getInt(), previous) << "stages go back";
     previous = stage.getInt();

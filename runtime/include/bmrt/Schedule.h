@@ -124,8 +124,10 @@ struct Action {
 
 using RankActions = std::vector<Action>;
 
-/// Durations of the actions, in any unit (seconds for the planner).
-struct CostModel {
+/// Durations of the actions, in any unit (seconds for the planner): what
+/// a schedule is timed with, not a model of the hardware (the planner's
+/// cost::CostModel derives them).
+struct ActionCosts {
   /// Forward of one micro-batch on one chunk.
   double forward = 1;
   /// Backward of the same; unset means twice the forward (its two GEMMs per
@@ -162,12 +164,12 @@ struct CostModel {
 /// and the trainer must pass the same costs to get the same lists; the
 /// default (forward 1, backward 2) suits equal stages.
 std::vector<RankActions> generateSchedule(const ScheduleSpec &spec,
-                                          const CostModel &costs = {});
+                                          const ActionCosts &costs = {});
 
 /// Throws bmrt::Error with one line unless the per-stage vectors of
 /// `costs` are empty or have one entry per virtual stage and no duration
 /// is negative.
-void validateCosts(const CostModel &costs, int virtualStages);
+void validateCosts(const ActionCosts &costs, int virtualStages);
 
 /// One action as it ran: [start, end) on its rank's clock. A receive spans
 /// the wait for its data and the transfer; a posted send spans only the
@@ -235,7 +237,7 @@ struct SimulationResult {
 /// reported in the result. Throws bmrt::Error only for costs that do not
 /// fit (a per-stage vector of the wrong length, a negative duration).
 SimulationResult simulate(const std::vector<RankActions> &lists,
-                          const CostModel &costs = {});
+                          const ActionCosts &costs = {});
 
 /// "F3", "B3" (with the chunk: "F3.1"), "sendA3>1", "recvA3<0", "sendG3>0",
 /// "recvG3<1", "reduce" ("reduce.1"), "step".
@@ -254,7 +256,7 @@ std::string formatTimelineGrid(const SimulationResult &result, bool showChunk,
 /// (one column per shortest forward), the bubble beside (p-1)/(v m), the
 /// peak activations per rank, and each rank's list.
 std::string printSchedule(const ScheduleSpec &spec,
-                          const CostModel &costs = {});
+                          const ActionCosts &costs = {});
 
 } // namespace bmrt
 

@@ -30,6 +30,13 @@ Mesh meshOf(const Program &program, int ranks = 1);
 /// ranks they are split over under the vocabulary-parallel loss.
 int64_t lossClasses(const Program &program);
 
+/// The ids an integer slot may hold are below this: below `classes` where
+/// positive (a vocabulary, the loss's classes) and below the rows of every
+/// table the program gathers with them; 2 when nothing bounds them (a mask
+/// or a type id). The trainer's feeder and the step timer draw inputs with
+/// it.
+int64_t idBound(const Program &program, int slot, int64_t classes);
+
 /// "dp,tp" -> {"dp", "tp"}; an empty name (",,") is kept, for the verifier
 /// to refuse.
 std::vector<std::string> splitAxes(const std::string &axes);

@@ -205,7 +205,7 @@ TEST(Schedule, BubbleMatchesTheFormulas) {
 // Seconds instead of units scale the timeline, not the fraction.
 TEST(Schedule, BubbleIsScaleFree) {
   ScheduleSpec s{ScheduleKind::Interleaved1F1B, 4, 2, 8};
-  CostModel c;
+  ActionCosts c;
   c.forward = 0.003;
   c.backward = 0.006;
   SimulationResult r = simulate(generateSchedule(s), c);
@@ -222,7 +222,7 @@ TEST(Schedule, ArbitraryCostsNeverDeadlock) {
   for (const ScheduleSpec &s : validSpecs()) {
     if (s.m % 3 != 0 && s.m != 1)
       continue; // a third of the sweep is plenty here
-    CostModel c;
+    ActionCosts c;
     for (int st = 0; st < s.virtualStages(); ++st) {
       c.stageForward.push_back(duration(random));
       c.stageBackward.push_back(duration(random));
@@ -241,7 +241,7 @@ TEST(Schedule, ArbitraryCostsNeverDeadlock) {
 // on rank 0 [5,7]. Each rank waits for the bytes it receives (busy) and not
 // for those it sends.
 TEST(Schedule, TransfersTakeTimeOnTheReceiver) {
-  CostModel c;
+  ActionCosts c;
   c.transfer = 0.5;
   SimulationResult r =
       simulate(generateSchedule({ScheduleKind::OneFOneB, 2, 1, 1}), c);
@@ -261,7 +261,7 @@ TEST(Schedule, TransfersTakeTimeOnTheReceiver) {
 
 // The same with blocking sends: the transfers are busy time on both ranks.
 TEST(Schedule, BlockingTransfersTakeTimeOnBothRanks) {
-  CostModel c;
+  ActionCosts c;
   c.transfer = 0.5;
   c.blockingSends = true;
   SimulationResult r =
@@ -276,7 +276,7 @@ TEST(Schedule, BlockingTransfersTakeTimeOnBothRanks) {
 // Blocking sends cost GPipe and 1F1B nothing; under interleaving a rank
 // would have to send while computing, so the trainer posts its sends.
 TEST(Schedule, BlockingSendsOnlyCostInterleaving) {
-  CostModel blocking;
+  ActionCosts blocking;
   blocking.blockingSends = true;
   for (const ScheduleSpec &s : validSpecs()) {
     SimulationResult r = simulate(generateSchedule(s), blocking);
@@ -297,7 +297,7 @@ namespace {
 /// is free and its input computed: the fastest any placement of the
 /// transfers could run them (free transfers).
 double computeOrderTime(const std::vector<RankActions> &lists,
-                        const CostModel &c, int microBatches) {
+                        const ActionCosts &c, int microBatches) {
   const int pp = static_cast<int>(lists.size());
   int chunks = 1;
   for (const RankActions &list : lists)
@@ -342,7 +342,7 @@ TEST(Schedule, ListsForGivenCostsLoseNothing) {
     for (const ScheduleSpec &s : validSpecs()) {
       if (s.m % 4 != 0 && s.m > 3)
         continue;
-      CostModel c;
+      ActionCosts c;
       for (int st = 0; st < s.virtualStages(); ++st) {
         c.stageForward.push_back(spread(random));
         c.stageBackward.push_back(ratio * c.stageForward.back() *
@@ -359,7 +359,7 @@ TEST(Schedule, ListsForGivenCostsLoseNothing) {
 // The planner's partition may leave a trailing stage empty: a stage that
 // takes no time still gets its sends after its steps.
 TEST(Schedule, StagesWithoutTimeStillOrder) {
-  CostModel c;
+  ActionCosts c;
   c.stageForward = {1, 1, 0};
   c.stageBackward = {2, 2, 0};
   for (int m : {1, 3, 6}) {
@@ -372,7 +372,7 @@ TEST(Schedule, StagesWithoutTimeStillOrder) {
 }
 
 TEST(Schedule, PerStageCostsMustFitTheLists) {
-  CostModel c;
+  ActionCosts c;
   c.stageForward = {1, 2, 3};
   try {
     simulate(generateSchedule({ScheduleKind::GPipe, 2, 1, 2}), c);
@@ -385,7 +385,7 @@ TEST(Schedule, PerStageCostsMustFitTheLists) {
 
 // The backward defaults to twice each stage's own forward.
 TEST(Schedule, BackwardDefaultsToTwiceForward) {
-  CostModel c;
+  ActionCosts c;
   c.stageForward = {1, 3};
   EXPECT_DOUBLE_EQ(c.backwardTime(0), 2);
   EXPECT_DOUBLE_EQ(c.backwardTime(1), 6);
@@ -535,7 +535,7 @@ TEST(Schedule, ActionNames) {
 // runs one forward ahead and waits twice for gradients.
 TEST(Schedule, PrintsTheGrid) {
   ScheduleSpec s{ScheduleKind::OneFOneB, 2, 1, 3};
-  CostModel unit;
+  ActionCosts unit;
   unit.backward = 1;
   std::vector<RankActions> lists = generateSchedule(s, unit);
   SimulationResult r = simulate(lists, unit);

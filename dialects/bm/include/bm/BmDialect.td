@@ -32,9 +32,21 @@ def Bm_Dialect : Dialect {
     /// explicit). Also, on a function argument, the argument's sharding.
     static constexpr ::llvm::StringLiteral kOperandShardingAttrName =
         "bm.operand_sharding";
-    /// Function-argument attributes written by the importer.
+    /// Function-argument attributes written by the importer: the value's
+    /// name in the model, and its kind ("parameter", "input", ...; autodiff
+    /// and stage splitting also mark arguments and results "label", "loss",
+    /// "activation", "send", ...).
     static constexpr ::llvm::StringLiteral kParamNameAttrName = "bm.name";
     static constexpr ::llvm::StringLiteral kParamKindAttrName = "bm.kind";
+    /// Autodiff, on a training step's result: the name (bm.name) of the
+    /// parameter whose gradient it is.
+    static constexpr ::llvm::StringLiteral kGradOfAttrName = "bm.grad_of";
+    /// Autodiff, on a parameter argument no gradient reaches: false, so that
+    /// the optimizer neither updates nor decays it.
+    static constexpr ::llvm::StringLiteral kTrainableAttrName = "bm.trainable";
+    /// Partitioning, on a training step's result: the mesh axes over which it
+    /// leaves the step as a partial sum, for the trainer to reduce.
+    static constexpr ::llvm::StringLiteral kPartialAttrName = "bm.partial";
     static constexpr ::llvm::StringLiteral kExternalLocationAttrName =
         "bm.external_location";
     static constexpr ::llvm::StringLiteral kExternalOffsetAttrName =
