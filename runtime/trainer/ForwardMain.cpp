@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "InitialParameters.h"
+#include "TrainerJson.h"
 
 #include "runtime/checkpoint/Safetensors.h"
 
@@ -37,11 +38,12 @@ void load(Device &device, const SafetensorsFile &file, const std::string &what,
 
 void run(const std::string &dir, const std::string &inputsPath,
          const std::string &outputsPath, const std::string &backend) {
-  Program program = loadProgram(dir + "/forward.bmp");
+  std::string path = dir + "/" + kForwardProgramFile;
+  Program program = loadProgram(path);
   BMRT_CHECK(!program.outputs.empty(),
-             "'" + dir + "/forward.bmp' is not a forward program");
+             "'" + path + "' is not a forward program");
   std::unique_ptr<Device> device = createDevice(backend);
-  Executor executor(program, *device, dir + "/forward.bmp");
+  Executor executor(program, *device, path);
   InitialParameters params = InitialParameters::ofFolder(dir);
   for (int slot : program.slotsOf(SlotKind::Param)) {
     const TensorView &view = executor.view(slot);

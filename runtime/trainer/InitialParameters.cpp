@@ -1,13 +1,10 @@
 //===- InitialParameters.cpp - a folder's step-0 weights -----------------===//
 
 #include "InitialParameters.h"
+#include "TrainerJson.h"
 
 #include "bmrt/Box.h"
 #include "bmrt/Error.h"
-
-#include <nlohmann/json.hpp>
-
-#include <fstream>
 
 namespace bmrt {
 
@@ -23,26 +20,8 @@ InitialParameters::InitialParameters(const std::string &parametersPath,
 }
 
 InitialParameters InitialParameters::ofFolder(const std::string &dir) {
-  std::string path = dir + "/trainer.json";
-  std::ifstream in(path);
-  if (!in)
-    return InitialParameters(dir + "/params.safetensors", "");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr,
-                                           /*allow_exceptions=*/false);
-  BMRT_CHECK(!j.is_discarded() && j.is_object(),
-             "'" + path + "' is not valid JSON");
-  auto file = [&](const char *key) {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null())
-      return std::string();
-    BMRT_CHECK(it->is_string(), "'" + path + "': \"" + key +
-                                    "\" must name a file in the folder");
-    return dir + "/" + it->get<std::string>();
-  };
-  std::string parameters = file("parameters"), init = file("init");
-  BMRT_CHECK(parameters.empty() != init.empty(),
-             "'" + path + "' must name either \"parameters\" or \"init\"");
-  return InitialParameters(parameters, init);
+  StepZeroFiles files = readStepZeroFiles(dir);
+  return InitialParameters(files.parameters, files.init);
 }
 
 void InitialParameters::readBox(const std::string &name,

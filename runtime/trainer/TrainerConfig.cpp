@@ -1,4 +1,4 @@
-//===- TrainerConfig.cpp - what bmc compile wrote for the trainer ---------===//
+//===- TrainerConfig.cpp - the job checked against trainer.json -----------===//
 
 #include "TrainerConfig.h"
 
@@ -6,81 +6,11 @@
 #include "bmrt/Schedule.h"
 #include "bmrt/Sharding.h"
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
-#include <fstream>
 #include <optional>
 #include <thread>
 
 namespace bmrt {
-
-using json = nlohmann::json;
-
-
-CompiledConfig readConfig(const std::string &dir) {
-  std::string path = dir + "/trainer.json";
-  std::ifstream in(path);
-  BMRT_CHECK(in, "cannot read '" + path +
-                     "': is this a folder that bmc compile wrote?");
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  BMRT_CHECK(!j.is_discarded() && j.is_object(),
-             "'" + path + "' is not valid JSON");
-  BMRT_CHECK(j.value("format", 0) == 1,
-             "'" + path + "' has format " + std::to_string(j.value("format", 0)) +
-                 "; this trainer reads format 1");
-  CompiledConfig c;
-  try {
-    c.model = j.at("model");
-    c.modelHash = j.at("model_hash");
-    c.modelPath = j.value("model_path", std::string());
-    c.task = j.at("task");
-    c.optimizer = j.at("optimizer");
-    c.precision = j.at("precision");
-    c.recompute = j.value("recompute", "none");
-    c.program = dir + "/" + j.at("program").get<std::string>();
-    if (j.contains("parameters") && !j["parameters"].is_null())
-      c.parameters = dir + "/" + j["parameters"].get<std::string>();
-    if (j.contains("init") && !j["init"].is_null())
-      c.init = dir + "/" + j["init"].get<std::string>();
-    c.plan = dir + "/" + j.at("plan").get<std::string>();
-    c.microBatch = j.at("micro_batch");
-    c.microBatches = j.at("micro_batches");
-    c.globalBatch = j.value("global_batch", int64_t(0));
-    c.ranks = j.value("ranks", 1);
-    c.zero = j.value("zero", 0);
-    c.overlapGradReduce = j.value("overlap_grad_reduce", true);
-    c.pp = j.value("pp", 1);
-    c.chunks = j.value("chunks", 1);
-    c.schedule = j.value("schedule", std::string("none"));
-    c.device = j.value("device", std::string("cpu"));
-    for (const std::string &stage :
-         j.value("stages", std::vector<std::string>()))
-      c.stages.push_back(dir + "/" + stage);
-  } catch (const json::exception &e) {
-    BMRT_FAIL("'" + path + "' is missing a field or has a wrong type (" +
-              e.what() + ")");
-  }
-  BMRT_CHECK(c.parameters.empty() != c.init.empty(),
-             "'" + path + "' must name either \"parameters\" (a "
-             "safetensors file) or \"init\" (specs to generate them from)");
-  BMRT_CHECK(c.optimizer == "adamw" || c.optimizer == "sgd",
-             "'" + path + "': optimizer is '" + c.optimizer +
-                 "'; this trainer runs adamw or sgd");
-  BMRT_CHECK(c.microBatches >= 1, "'" + path + "': micro_batches must be >= 1");
-  BMRT_CHECK(c.microBatch >= 1, "'" + path + "': micro_batch must be >= 1");
-  BMRT_CHECK(c.globalBatch >= 0, "'" + path + "': global_batch must be >= 1");
-  BMRT_CHECK(c.globalBatch == 0 ||
-                 c.globalBatch % (c.microBatch * c.microBatches) == 0,
-             "'" + path + "': micro_batches " + std::to_string(c.microBatches) +
-                 " of micro_batch " + std::to_string(c.microBatch) +
-                 " do not divide global_batch " +
-                 std::to_string(c.globalBatch));
-  BMRT_CHECK(c.zero >= 0 && c.zero <= 3,
-             "'" + path + "': zero is " + std::to_string(c.zero) +
-                 "; ZeRO has stages 0 to 3");
-  return c;
-}
 
 /// An error every rank finds alike (the job's shape): rank 0 reports it
 /// and ends the job (abortJob); the others wait for that, so that the job

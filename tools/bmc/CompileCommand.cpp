@@ -17,12 +17,12 @@
 #include "passes/plan/PlanOutput.h"
 
 #include "runtime/checkpoint/Safetensors.h"
+#include "runtime/trainer/TrainerJson.h"
 
 #include "bmrt/Error.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -237,52 +237,47 @@ std::string stageFile(size_t stage) {
   return "stage" + std::to_string(stage) + ".bmp";
 }
 
-llvm::json::Array stageFiles(const bm::CompiledModel &model) {
-  llvm::json::Array files;
+std::vector<std::string> stageFiles(const bm::CompiledModel &model) {
+  std::vector<std::string> files;
   for (size_t s = 0; s < model.stages.size(); ++s)
     files.push_back(stageFile(s));
   return files;
 }
 
-llvm::json::Object trainerConfig(const bm::CompiledModel &model,
-                                 const CompileArgs &args) {
-  const bm::CompileOptions &options = args.options;
+/// What the trainer needs to know of the model, for trainer.json (whose
+/// keys only the runtime's TrainerJson.h knows).
+bmrt::CompiledConfig trainerConfig(const bm::CompiledModel &model,
+                                   const CompileArgs &args) {
   const bm::plan::Plan &plan = model.plan;
-  return llvm::json::Object{
-      {"format", 1},
-      {"model", plan.modelName},
-      {"model_hash", model.modelHash},
-      {"model_path", absolutePath(options.model)},
-      {"task", bm::nameOf(model.task)},
-      {"global_batch", plan.globalBatch},
-      {"micro_batch", plan.config.microBatch},
-      {"micro_batches", plan.config.numMicroBatches},
-      {"ranks", plan.gpus},
-      {"optimizer", plan.optimizer == bm::plan::Optimizer::Sgd ? "sgd"
-                                                                 : "adamw"},
-      {"precision", bm::cost::toString(plan.precision)},
-      {"recompute", bm::plan::toString(plan.config.recompute)},
-      {"zero", plan.config.zeroStage},
-      // Overlap where the cluster hides some of it, as the plan assumed.
-      {"overlap_grad_reduce", plan.gradReduceOverlap > 0},
-      {"pp", plan.config.pp},
-      {"chunks", plan.config.chunks},
-      {"schedule", bm::cost::toString(plan.config.schedule)},
-      {"program", model.stages.empty() ? "step.bmp" : stageFile(0)},
-      {"stages", stageFiles(model)},
-      {"forward_program", "forward.bmp"},
-      {"plan", "plan.json"},
-      {"device", args.device},
-  };
-}
-
-/// trainer.json's source of the step-0 parameters.
-void nameParameters(const bm::CompiledModel &model,
-                    llvm::json::Object &config) {
+  bmrt::CompiledConfig config;
+  config.model = plan.modelName;
+  config.modelHash = model.modelHash;
+  config.modelPath = absolutePath(args.options.model);
+  config.task = bm::nameOf(model.task);
+  config.globalBatch = plan.globalBatch;
+  config.microBatch = plan.config.microBatch;
+  config.microBatches = plan.config.numMicroBatches;
+  config.ranks = plan.gpus;
+  config.optimizer =
+      plan.optimizer == bm::plan::Optimizer::Sgd ? "sgd" : "adamw";
+  config.precision = bm::cost::toString(plan.precision);
+  config.recompute = bm::plan::toString(plan.config.recompute);
+  config.zero = plan.config.zeroStage;
+  // Overlap where the cluster hides some of it, as the plan assumed.
+  config.overlapGradReduce = plan.gradReduceOverlap > 0;
+  config.pp = plan.config.pp;
+  config.chunks = plan.config.chunks;
+  config.schedule = bm::cost::toString(plan.config.schedule);
+  config.program = model.stages.empty() ? "step.bmp" : stageFile(0);
+  config.stages = stageFiles(model);
+  config.plan = "plan.json";
+  config.device = args.device;
+  // The step-0 parameters: generated at load time, or their values.
   if (model.parameters.empty() && model.init)
-    config["init"] = kInitFile;
+    config.init = kInitFile.str();
   else
-    config["parameters"] = kParametersFile;
+    config.parameters = kParametersFile.str();
+  return config;
 }
 
 int writeParameters(const std::string &path, const bm::CompiledModel &model) {
@@ -323,17 +318,16 @@ int writeOutputs(const CompileArgs &args, const bm::CompiledModel &model) {
     rc = rc ? rc : writeFile(in(stageFile(s)), [&](llvm::raw_ostream &os) {
       os << bmrt::printProgram(model.stages[s]);
     });
-  rc = rc ? rc : writeFile(in("forward.bmp"), [&](llvm::raw_ostream &os) {
+  // Under the name trainer.json gives it ("forward_program").
+  std::string forward = in(bmrt::kForwardProgramFile);
+  rc = rc ? rc : writeFile(forward, [&](llvm::raw_ostream &os) {
     os << bmrt::printProgram(model.forward);
   });
   rc = rc ? rc : writeFile(in("plan.json"), [&](llvm::raw_ostream &os) {
     bm::plan::printPlanJson(model.plan, os);
   });
   rc = rc ? rc : writeFile(in("trainer.json"), [&](llvm::raw_ostream &os) {
-    llvm::json::Object config = trainerConfig(model, args);
-    nameParameters(model, config);
-    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config)))
-       << "\n";
+    os << bmrt::printConfig(trainerConfig(model, args));
   });
   if (rc)
     return rc;
