@@ -40,7 +40,7 @@ std::vector<ParamArg> parameterArgs(func::FuncOp main) {
         main.getArgAttrOfType<StringAttr>(i, BmDialect::kParamKindAttrName);
     auto name =
         main.getArgAttrOfType<StringAttr>(i, BmDialect::kParamNameAttrName);
-    if (kind && kind.getValue() == "parameter" && name)
+    if (kind && kind.getValue() == BmDialect::kKindParameter && name)
       params.push_back({name.getValue().str(),
                         cast<RankedTensorType>(main.getArgument(i).getType()),
                         main.getArgument(i)});

@@ -127,13 +127,13 @@ private:
   }
 
   static bmrt::SlotKind slotKindOf(StringRef kind) {
-    if (kind == "parameter")
+    if (kind == BmDialect::kKindParameter)
       return bmrt::SlotKind::Param;
-    if (kind == "label")
+    if (kind == BmDialect::kKindLabel)
       return bmrt::SlotKind::Label;
-    if (kind == "activation")
+    if (kind == BmDialect::kKindActivation)
       return bmrt::SlotKind::Activation;
-    if (kind == "activation_grad")
+    if (kind == BmDialect::kKindActivationGrad)
       return bmrt::SlotKind::ActivationGrad;
     return bmrt::SlotKind::Input;
   }
@@ -144,7 +144,8 @@ private:
           func.getArgAttrOfType<StringAttr>(i, BmDialect::kParamKindAttrName);
       auto nameAttr =
           func.getArgAttrOfType<StringAttr>(i, BmDialect::kParamNameAttrName);
-      StringRef kind = kindAttr ? kindAttr.getValue() : "input";
+      StringRef kind =
+          kindAttr ? kindAttr.getValue() : StringRef(BmDialect::kKindInput);
       bmrt::SlotKind slotKind = slotKindOf(kind);
       std::string name = nameAttr ? nameAttr.getValue().str()
                                   : "arg" + std::to_string(i);
@@ -221,7 +222,7 @@ private:
   llvm::Error lowerAttrs(Operation *op, bmrt::Instr &instr) {
     for (NamedAttribute named : op->getAttrs()) {
       StringRef key = named.getName();
-      if (key.starts_with("bm."))
+      if (BmDialect::isAnnotation(key))
         continue;
       bmrt::Attr attr;
       Attribute value = named.getValue();
@@ -312,18 +313,19 @@ private:
       if (auto axes = func.getResultAttrOfType<ArrayAttr>(
               index, BmDialect::kPartialAttrName))
         partial = axisNames(axes);
-      if (kind && (kind.getValue() == "send" || kind.getValue() == "send_grad")) {
-        (kind.getValue() == "send" ? program.sends : program.sendGrads)
+      if (kind && (kind.getValue() == BmDialect::kKindSend ||
+                   kind.getValue() == BmDialect::kKindSendGrad)) {
+        (kind.getValue() == BmDialect::kKindSend ? program.sends
+                                                 : program.sendGrads)
             .push_back(slot);
         claimed.insert(slot);
         continue;
       }
       if (!gradOf) {
-        if (kind && kind.getValue() == "loss") {
+        if (kind && kind.getValue() == BmDialect::kKindLoss) {
           program.loss = slot;
           program.lossPartial = partial;
-        }
-        else
+        } else
           program.outputs.push_back(slot);
         claimed.insert(slot);
         continue;

@@ -46,7 +46,7 @@ TrainingTask taskOf(mlir::func::FuncOp step) {
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto kind = step.getArgAttrOfType<mlir::StringAttr>(
         i, mlir::bm::BmDialect::kParamKindAttrName);
-    if (kind && kind.getValue() == "label")
+    if (kind && kind.getValue() == mlir::bm::BmDialect::kKindLabel)
       labels = step.getArgument(i).getType();
   }
   if (!labels)
@@ -54,7 +54,7 @@ TrainingTask taskOf(mlir::func::FuncOp step) {
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto kind = step.getArgAttrOfType<mlir::StringAttr>(
         i, mlir::bm::BmDialect::kParamKindAttrName);
-    if (kind && kind.getValue() == "input" &&
+    if (kind && kind.getValue() == mlir::bm::BmDialect::kKindInput &&
         step.getArgument(i).getType() == labels)
       return TrainingTask::LanguageModel;
   }

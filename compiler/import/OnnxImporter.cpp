@@ -278,7 +278,7 @@ GraphImporter::addInputs(SmallVectorImpl<Type> &argTypes,
         {b.getNamedAttr(mlir::bm::BmDialect::kParamNameAttrName,
                         b.getStringAttr(input.name())),
          b.getNamedAttr(mlir::bm::BmDialect::kParamKindAttrName,
-                        b.getStringAttr("input"))}));
+                        b.getStringAttr(mlir::bm::BmDialect::kKindInput))}));
   }
   return success();
 }
@@ -314,7 +314,7 @@ GraphImporter::addParameters(SmallVectorImpl<Type> &argTypes,
         b.getNamedAttr(mlir::bm::BmDialect::kParamNameAttrName,
                        b.getStringAttr(init.name())),
         b.getNamedAttr(mlir::bm::BmDialect::kParamKindAttrName,
-                       b.getStringAttr("parameter"))};
+                       b.getStringAttr(mlir::bm::BmDialect::kKindParameter))};
     if (external ? failed(addExternalData(init, *count, attrs))
                  : failed(checkEmbeddedData(init, *count)))
       return failure();

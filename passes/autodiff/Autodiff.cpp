@@ -46,7 +46,7 @@ void copyStage(Operation *from, Operation *to) {
 bool isParameter(func::FuncOp func, unsigned index) {
   auto kind =
       func.getArgAttrOfType<StringAttr>(index, BmDialect::kParamKindAttrName);
-  return kind && kind.getValue() == "parameter" &&
+  return kind && kind.getValue() == BmDialect::kKindParameter &&
          isFloatTensor(func.getArgument(index).getType());
 }
 
@@ -93,10 +93,11 @@ FailureOr<Value> appendLoss(func::FuncOp step, Value output, OpBuilder &b) {
   unsigned index = step.getNumArguments();
   if (failed(step.insertArgument(
           index, labelType,
-          b.getDictionaryAttr({b.getNamedAttr(BmDialect::kParamKindAttrName,
-                                              b.getStringAttr("label")),
-                               b.getNamedAttr(BmDialect::kParamNameAttrName,
-                                              b.getStringAttr("labels"))}),
+          b.getDictionaryAttr(
+              {b.getNamedAttr(BmDialect::kParamKindAttrName,
+                              b.getStringAttr(BmDialect::kKindLabel)),
+               b.getNamedAttr(BmDialect::kParamNameAttrName,
+                              b.getStringAttr("labels"))}),
           loc)))
     return failure();
   Value labels = step.getArgument(index);
@@ -150,7 +151,7 @@ bool isParameterArgument(Value value) {
   auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
   auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                 BmDialect::kParamKindAttrName);
-  return kind && kind.getValue() == "parameter";
+  return kind && kind.getValue() == BmDialect::kKindParameter;
 }
 
 /// The scores of an attention softmax: back from its input through the
@@ -386,9 +387,9 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main,
       return failure();
 
   SmallVector<Value> results = {*loss};
-  SmallVector<DictionaryAttr> resultAttrs = {
-      b.getDictionaryAttr({b.getNamedAttr(BmDialect::kParamKindAttrName,
-                                          b.getStringAttr("loss"))})};
+  SmallVector<DictionaryAttr> resultAttrs = {b.getDictionaryAttr(
+      {b.getNamedAttr(BmDialect::kParamKindAttrName,
+                      b.getStringAttr(BmDialect::kKindLoss))})};
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     if (!isParameter(step, i))
       continue;

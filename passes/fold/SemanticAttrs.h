@@ -10,6 +10,8 @@
 #ifndef BM_PASSES_FOLD_SEMANTICATTRS_H
 #define BM_PASSES_FOLD_SEMANTICATTRS_H
 
+#include "bm/BmDialect.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Operation.h"
 
@@ -20,7 +22,7 @@ namespace mlir::bm {
 inline DictionaryAttr semanticAttrs(Operation *op) {
   SmallVector<NamedAttribute> attrs;
   for (NamedAttribute attr : op->getAttrs())
-    if (!attr.getName().getValue().starts_with("bm."))
+    if (!BmDialect::isAnnotation(attr.getName()))
       attrs.push_back(attr);
   return DictionaryAttr::get(op->getContext(), attrs);
 }

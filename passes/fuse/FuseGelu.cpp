@@ -104,7 +104,7 @@ Operation *geluOutput(Value s, Value x) {
 /// it reads x in its result's sharding.
 void carryAnnotations(Operation *output, GeluOp gelu) {
   for (NamedAttribute attr : output->getAttrs())
-    if (attr.getName().getValue().starts_with("bm."))
+    if (BmDialect::isAnnotation(attr.getName()))
       gelu->setAttr(attr.getName(), attr.getValue());
   auto results =
       output->getAttrOfType<ArrayAttr>(BmDialect::kShardingAttrName);

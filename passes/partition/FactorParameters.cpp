@@ -81,7 +81,7 @@ private:
     auto kind = func ? func.getArgAttrOfType<StringAttr>(
                            arg.getArgNumber(), BmDialect::kParamKindAttrName)
                      : StringAttr();
-    return kind && kind.getValue() == "parameter";
+    return kind && kind.getValue() == BmDialect::kKindParameter;
   }
 
   /// An add keeps columns apart; an operand broadcast along the dim (a

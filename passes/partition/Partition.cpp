@@ -68,7 +68,7 @@ private:
                      cast<RankedTensorType>(arg.getType()).getRank());
       auto kind = step.getArgAttrOfType<StringAttr>(
           index, BmDialect::kParamKindAttrName);
-      if (!kind || kind.getValue() != "parameter")
+      if (!kind || kind.getValue() != BmDialect::kKindParameter)
         for (AxisList &axes : sharding.dims)
           llvm::erase_if(axes, [](const std::string &axis) {
             return axis != ::bm::plan::kDataAxis &&
@@ -215,7 +215,7 @@ private:
     if (auto arg = dyn_cast<BlockArgument>(value)) {
       auto kind = step.getArgAttrOfType<StringAttr>(
           arg.getArgNumber(), BmDialect::kParamKindAttrName);
-      result = kind && kind.getValue() == "parameter";
+      result = kind && kind.getValue() == BmDialect::kKindParameter;
     } else {
       result = llvm::all_of(value.getDefiningOp()->getOperands(),
                             [&](Value v) { return computedFromParameters(v); });

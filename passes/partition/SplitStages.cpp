@@ -106,7 +106,7 @@ private:
       return false;
     auto kind = step.getArgAttrOfType<StringAttr>(
         arg.getArgNumber(), BmDialect::kParamKindAttrName);
-    return kind && kind.getValue() == "parameter";
+    return kind && kind.getValue() == BmDialect::kKindParameter;
   }
 
   /// What `value` is computed from: whether by pure ops only, and whether
@@ -435,9 +435,9 @@ LogicalResult StageSplitter::buildStage(OpBuilder &b, int s) {
   for (const SharedParameter &shared : sharedParameters)
     builder.get(shared.arg);
   for (Value in : activationsInto.lookup(s))
-    builder.addArgument(in, kindAttr(context, "activation"));
+    builder.addArgument(in, kindAttr(context, BmDialect::kKindActivation));
   for (Value in : gradientsInto.lookup(s))
-    builder.addArgument(in, kindAttr(context, "activation_grad"));
+    builder.addArgument(in, kindAttr(context, BmDialect::kKindActivationGrad));
   bool marked = false;
   for (Operation &op : step.getBody().front()) {
     if (stageOf(&op) != s || isa<func::ReturnOp>(op) ||
@@ -472,9 +472,9 @@ LogicalResult StageSplitter::buildStage(OpBuilder &b, int s) {
                        step.getResultAttrDict(shared.result));
   // Sent in the order the neighbour takes them as arguments.
   for (Value out : activationsInto.lookup(s + 1))
-    builder.addResult(out, kindAttr(context, "send"));
+    builder.addResult(out, kindAttr(context, BmDialect::kKindSend));
   for (Value out : gradientsInto.lookup(s - 1))
-    builder.addResult(out, kindAttr(context, "send_grad"));
+    builder.addResult(out, kindAttr(context, BmDialect::kKindSendGrad));
   builder.finish(step.getLoc());
   return success();
 }

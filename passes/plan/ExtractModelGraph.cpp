@@ -110,7 +110,8 @@ private:
           staticTensor(arg, "argument '" + name + "'");
       if (!type)
         return type.takeError();
-      bool parameter = kindAttr && kindAttr.getValue() == "parameter";
+      bool parameter = kindAttr && kindAttr.getValue() ==
+                                       mlir::bm::BmDialect::kKindParameter;
       int batchDim = !parameter && type->getRank() > 0 &&
                              type->getDimSize(0) == batch
                          ? 0

@@ -33,8 +33,8 @@ std::string bm::plan::factorName(int factor) {
 // cost nothing and store nothing.
 static bool isViewOpName(llvm::StringRef name) {
   static const char *const kViewOps[] = {
-      "bm.expand_dims", "bm.flatten", "bm.reshape", "bm.split",
-      "bm.squeeze",     "bm.transpose", "bm.unsqueeze",
+      "bm.flatten", "bm.reshape",   "bm.split",
+      "bm.squeeze", "bm.transpose", "bm.unsqueeze",
   };
   return std::any_of(std::begin(kViewOps), std::end(kViewOps),
                      [&](const char *view) { return name == view; });

@@ -42,7 +42,6 @@ BackwardReads backwardReads(llvm::StringRef name) {
       {"bm.equal", BackwardReads::Nothing},
       {"bm.exp", BackwardReads::Output},
       {"bm.expand", BackwardReads::Nothing},
-      {"bm.expand_dims", BackwardReads::Nothing},
       {"bm.flatten", BackwardReads::Nothing},
       {"bm.gemm", BackwardReads::OtherOperands},
       {"bm.global_avg_pool", BackwardReads::Nothing},

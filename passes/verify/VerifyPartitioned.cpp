@@ -39,7 +39,7 @@ LogicalResult verifyStep(func::FuncOp step) {
     auto kind =
         step.getResultAttrOfType<StringAttr>(i, BmDialect::kParamKindAttrName);
     bool leftToTrainer = step.getResultAttr(i, BmDialect::kGradOfAttrName) ||
-                         (kind && kind.getValue() == "loss");
+                         (kind && kind.getValue() == BmDialect::kKindLoss);
     if (leftToTrainer && !step.getResultAttr(i, BmDialect::kPartialAttrName))
       return step.emitError() << "result " << i << " of @" << step.getSymName()
                               << " has no 'bm.partial' after partitioning";

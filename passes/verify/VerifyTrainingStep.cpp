@@ -41,8 +41,8 @@ struct VerifyTrainingStepPass
       auto type = dyn_cast<RankedTensorType>(step.getArgument(i).getType());
       auto trainable =
           step.getArgAttrOfType<BoolAttr>(i, BmDialect::kTrainableAttrName);
-      if (kind && kind.getValue() == "parameter" && name && type &&
-          isa<FloatType>(type.getElementType()) &&
+      if (kind && kind.getValue() == BmDialect::kKindParameter && name &&
+          type && isa<FloatType>(type.getElementType()) &&
           (!trainable || trainable.getValue()))
         params[name.getValue()] = type;
     }

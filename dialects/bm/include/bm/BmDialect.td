@@ -25,6 +25,14 @@ def Bm_Dialect : Dialect {
   let hasConstantMaterializer = 0;
   let extraClassDeclaration = [{
     void registerAttributes();
+    /// Whether `attrName` names one of the dialect's annotations: what bmc's
+    /// phases write on an op (layer, stage, sharding, ...) as opposed to
+    /// what the op computes. MLIR names a discardable attribute after the
+    /// dialect that owns it, while an op's inherent attributes (an axis, an
+    /// epsilon) are unprefixed, so the "bm." prefix is the rule.
+    static bool isAnnotation(::llvm::StringRef attrName) {
+      return attrName.starts_with("bm.");
+    }
     /// Discardable attribute holding one #bm.sharding per op result.
     static constexpr ::llvm::StringLiteral kShardingAttrName = "bm.sharding";
     /// Discardable attribute holding the #bm.sharding the plan gives each
@@ -33,11 +41,30 @@ def Bm_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kOperandShardingAttrName =
         "bm.operand_sharding";
     /// Function-argument attributes written by the importer: the value's
-    /// name in the model, and its kind ("parameter", "input", ...; autodiff
-    /// and stage splitting also mark arguments and results "label", "loss",
-    /// "activation", "send", ...).
+    /// name in the model, and its kind (one of the kKind* values below;
+    /// autodiff and stage splitting also mark arguments and results).
     static constexpr ::llvm::StringLiteral kParamNameAttrName = "bm.name";
     static constexpr ::llvm::StringLiteral kParamKindAttrName = "bm.kind";
+    /// The values of bm.kind, and what marks each:
+    ///  - parameter: the importer, on a model weight argument;
+    ///  - input: the importer, on a data argument (tokens, images); also
+    ///    what an argument without bm.kind is taken to be;
+    ///  - label: autodiff, on the argument the loss compares against;
+    ///  - loss: autodiff, on the training step's loss result;
+    ///  - activation / activation_grad: stage splitting, on a stage's
+    ///    arguments that take the previous stage's activations / the next
+    ///    stage's gradients;
+    ///  - send / send_grad: stage splitting, on a stage's results that go
+    ///    to the next stage (activations) / the previous one (gradients).
+    static constexpr ::llvm::StringLiteral kKindParameter = "parameter";
+    static constexpr ::llvm::StringLiteral kKindInput = "input";
+    static constexpr ::llvm::StringLiteral kKindLabel = "label";
+    static constexpr ::llvm::StringLiteral kKindLoss = "loss";
+    static constexpr ::llvm::StringLiteral kKindActivation = "activation";
+    static constexpr ::llvm::StringLiteral kKindActivationGrad =
+        "activation_grad";
+    static constexpr ::llvm::StringLiteral kKindSend = "send";
+    static constexpr ::llvm::StringLiteral kKindSendGrad = "send_grad";
     /// Autodiff, on a training step's result: the name (bm.name) of the
     /// parameter whose gradient it is.
     static constexpr ::llvm::StringLiteral kGradOfAttrName = "bm.grad_of";
