@@ -24,6 +24,7 @@
 #include <exception>
 #include <initializer_list>
 #include <numeric>
+#include <optional>
 
 namespace bmrt {
 
@@ -314,26 +315,30 @@ WaitSite Communicator::nextCall(const char *operation, int peer) {
   return {this, operation, peer, ++calls};
 }
 
-WaitSite Communicator::transferSite(const char *operation, int peer) {
+bool Communicator::notePosted(int peer) {
   if (groupDepth == 0)
-    return nextCall(operation, peer);
-  // Only posted: groupEnd waits for the group's transfers, as one call
-  // that names their peer when they have one.
+    return false;
+  // groupEnd waits for the group's transfers, as one call that names
+  // their peer when they have one.
   groupPeer = groupPeer == kNoPeer || groupPeer == peer ? peer : -1;
-  return {this, operation, peer, calls};
+  return true;
 }
 
 void Communicator::send(const void *buffer, size_t count, DType type, int peer,
                         Stream &stream) {
   checkPeer("send", peer);
-  WaitScope waiting(transferSite("send", peer));
+  std::optional<WaitScope> waiting;
+  if (!notePosted(peer))
+    waiting.emplace(nextCall("send", peer));
   doSend(buffer, count, type, peer, groupDepth > 0, stream);
 }
 
 void Communicator::recv(void *buffer, size_t count, DType type, int peer,
                         Stream &stream) {
   checkPeer("recv", peer);
-  WaitScope waiting(transferSite("recv", peer));
+  std::optional<WaitScope> waiting;
+  if (!notePosted(peer))
+    waiting.emplace(nextCall("recv", peer));
   doRecv(buffer, count, type, peer, groupDepth > 0, stream);
 }
 

@@ -56,7 +56,6 @@ TrainingState Trainer::stateAt(int64_t step) const {
 }
 
 void Trainer::save(int64_t step) {
-  checkFiniteParameters(step);
   if (parallel.hasMesh())
     saveShards(step);
   else
@@ -75,29 +74,27 @@ std::string Trainer::keptCheckpoint() const {
 }
 
 /// Weights that are not finite are never saved as a state to go on from:
-/// every rank checks its own (under ZeRO 3 its shards), and the job ends
-/// naming the first such parameter, the last good checkpoint kept.
-void Trainer::checkFiniteParameters(int64_t step) {
+/// every rank checks the parameters it is about to write (the host copies
+/// the save makes anyway; together the ranks write every element once),
+/// and the job ends naming the first such parameter, the last good
+/// checkpoint kept. Collective.
+void Trainer::checkFiniteParameters(const TrainingState &state) {
   std::vector<int64_t> bad(everyParam.size(), 0);
-  for (const ParamSlot &p : params) {
-    const TensorView &value = parameterOf(p);
-    std::vector<uint8_t> host(value.bytes());
-    device->copyToHost(host.data(), value.data, host.size(), stream());
-    stream().synchronize();
-    if (firstNonFinite(host.data(), value.dtype, value.size()) < 0)
+  for (const HostTensor &t : state.parameters) {
+    if (firstNonFinite(t.data.data(), t.dtype, numElements(t.shape)) < 0)
       continue;
     for (size_t i = 0; i < everyParam.size(); ++i)
-      bad[i] |= everyParam[i].name == p.name;
+      bad[i] |= everyParam[i].name == t.name;
   }
   parallel.sumOverRanks(bad);
   auto first =
       std::find_if(bad.begin(), bad.end(), [](int64_t n) { return n; });
   if (first == bad.end())
     return;
-  failOnRankZero(world, "after step " + std::to_string(step) + " parameter '" +
-                            everyParam[first - bad.begin()].name +
-                            "' holds a NaN or infinity; not saving it" +
-                            keptCheckpoint());
+  failOnRankZero(
+      world, "after step " + std::to_string(state.step) + " parameter '" +
+                 everyParam[first - bad.begin()].name +
+                 "' holds a NaN or infinity; not saving it" + keptCheckpoint());
 }
 
 /// The loss of `step` is not finite. If the last checkpoint holds the very
@@ -145,6 +142,7 @@ void Trainer::saveWhole(int64_t step) {
     if (p.second.data)
       add(TensorRole::SecondMoment, localOf(p, p.second));
   }
+  checkFiniteParameters(state);
   if (world.rank() == 0)
     saveTrainingState(options.checkpoint, state, options.keep);
   parallel.barrier();
@@ -181,6 +179,7 @@ void Trainer::saveShards(int64_t step) {
         state.addTensor(*device, p.name, role,
                         flat ? Parallel::flatRange(value, 0, p.length) : value);
     }
+  checkFiniteParameters(state);
   SaveRanks ranks{world.rank(), world.size(),
                   [&](std::vector<int64_t> &v) { parallel.sumOverRanks(v); }};
   saveShardedTrainingState(options.checkpoint, state, parallel.meshSizes(),

@@ -118,7 +118,7 @@ private:
   TrainingState stateAt(int64_t step) const;
   void takeCheckpointFolder();
   std::string keptCheckpoint() const;
-  void checkFiniteParameters(int64_t step);
+  void checkFiniteParameters(const TrainingState &state);
   [[noreturn]] void stopOnNonFiniteLoss(int64_t step, double loss);
   TrainingState readCheckpoint();
   std::vector<TensorRole> rolesOf(const ParamSlot &p) const;

@@ -162,6 +162,8 @@ def test_two_trainers_on_one_checkpoint(compiled, tmp_path):
                 break
             assert first.poll() is None, first.stderr.read()
             time.sleep(0.1)
+        else:
+            raise AssertionError("the first trainer never took the lock")
         line = error_line(train(out, "--steps", "2", "--checkpoint", ckpt, check=False))
         assert f"the checkpoint '{ckpt}' is in use by another trainer (pid {first.pid}" in line
     finally:

@@ -147,12 +147,19 @@ def test_a_stopped_rank_ends_the_job(compiled, tmp_path, plan):
     run(job(ranks, folder, "--steps", steps, "--resume", *flags))
 
 
-def test_no_timeout_trains_as_before(compiled, tmp_path):
+def test_normal_runs_never_set_it_off(compiled, tmp_path):
+    # A short timeout over saves every step and a resume: the waits that
+    # are long by design stay under it. --timeout 0 is accepted.
     ranks, fix = PLANS["pp2"]
     folder = compiled(*GPT, "--gpus", str(ranks), "--fix", fix)
-    log = str(tmp_path / "log.jsonl")
-    run(job(ranks, folder, "--steps", "3", "--log", log, "--timeout", "0"))
-    assert last_step(log) == 3
+    log, ckpt = str(tmp_path / "log.jsonl"), str(tmp_path / "ckpt")
+    flags = ("--checkpoint", ckpt, "--save-every", "1", "--log", log)
+    run(job(ranks, folder, "--steps", "6", "--timeout", str(TIMEOUT), *flags))
+    assert last_step(log) == 6
+    run(job(ranks, folder, "--steps", "8", "--resume", "--timeout", str(TIMEOUT), *flags))
+    assert last_step(log) == 8
+    run(job(ranks, folder, "--steps", "9", "--resume", "--timeout", "0", *flags))
+    assert last_step(log) == 9
 
 
 def test_a_rank_stopped_at_launch_ends_the_job(compiled, tmp_path):

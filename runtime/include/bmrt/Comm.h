@@ -216,9 +216,10 @@ private:
   void checkPeer(const char *operation, int peer) const;
   /// The next operation of the group, counted (WaitSite::call).
   WaitSite nextCall(const char *operation, int peer = -1);
-  /// A send's or recv's site; inside a group, its post's (not a call of
-  /// its own: groupEnd is), noting its peer for groupEnd's.
-  WaitSite transferSite(const char *operation, int peer);
+  /// Inside a group, notes a send's or recv's peer for groupEnd's site and
+  /// returns true: the transfer is only posted, waits for nothing and is
+  /// no call of its own (groupEnd is). False outside a group.
+  bool notePosted(int peer);
 
   friend class World;
   std::string groupName;
