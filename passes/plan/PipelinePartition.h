@@ -60,7 +60,7 @@ struct StageStats {
   /// Parameters that pipeline stages may hold apart (tied embeddings; bit
   /// i for GraphAnalysis::sharedParameters()[i], or-type): the ones an item
   /// or stage reads, whose elements `params` leaves out; on a device
-  /// (Planner::holdSharedParameters) the ones it holds, added to `params`.
+  /// (StagePartitions::holdSharedParameters) the ones it holds, added to `params`.
   uint64_t shared = 0;
   /// On a device: elements per GPU of the held ones that other devices hold
   /// too (part of `params`), whose gradient is summed over pp.

@@ -1,14 +1,11 @@
-//===- StepItems.cpp - every cost of the chosen plan's step, itemised -----===//
+//===- StepItemiser.cpp - every cost of the chosen plan's step, itemised --===//
 //
-// The search scores a configuration from stage sums (StepCost.cpp); the
-// chosen plan's step is then itemised per stage group from the same
-// per-segment solutions and the same DeviceExtras and StepTail, so that the
-// items add up to the scored step time (a test checks it over the model
-// zoo) and every printer reads the items (DESIGN.md section 7).
+// A test checks over the model zoo that the items add up to the scored
+// step time (tests/report/ItemsZooTest.cpp).
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/plan/Planner.h"
+#include "passes/plan/StepItemiser.h"
 
 #include <map>
 
@@ -72,57 +69,12 @@ private:
 
 } // namespace bm::plan::detail
 
-std::vector<std::vector<std::pair<int, int64_t>>>
-Planner::stageContents(const PartitionEntry &entry,
-                       const ParallelConfig &config) {
-  // The model in order, as the partitioner saw it.
-  std::vector<std::pair<int, int64_t>> sequence;
-  if (prologue_ >= 0)
-    sequence.push_back({prologue_, 1});
-  sequence.insert(sequence.end(), layerRuns_.begin(), layerRuns_.end());
-  if (epilogue_ >= 0)
-    sequence.push_back({epilogue_, 1});
-  // The partition keeps only each stage's sums: replay the sequence, each
-  // stage taking layers up to its layer count and the items without layers
-  // (prologue, interludes, epilogue) while they fit in its time.
-  std::vector<std::vector<std::pair<int, int64_t>>> contents;
-  size_t next = 0;
-  int64_t left = sequence.empty() ? 0 : sequence[0].second;
-  for (const StageStats &stage : expandStages(entry.stages)) {
-    std::vector<std::pair<int, int64_t>> held;
-    int64_t layers = 0;
-    double time = 0;
-    const double limit = stage.time() * (1 + 1e-9);
-    while (next < sequence.size()) {
-      const int segment = sequence[next].first;
-      StageStats item = itemStats(segment, config.tp, config.microBatch,
-                                  config.streamDim, config.recompute);
-      int64_t take = 0;
-      if (item.layers > 0)
-        take = std::min(left, (stage.layers - layers) / item.layers);
-      else if (time + item.time() <= limit)
-        take = left;
-      if (take == 0)
-        break;
-      held.push_back({segment, take});
-      layers += take * item.layers;
-      time += take * item.time();
-      left -= take;
-      if (left == 0 && ++next < sequence.size())
-        left = sequence[next].second;
-    }
-    contents.push_back(std::move(held));
-  }
-  return contents;
-}
-
-std::vector<CostItem> Planner::itemise(const Evaluation &e) {
+std::vector<CostItem> StepItemiser::itemise(const Evaluation &e) {
   const ParallelConfig &config = e.config;
-  const PartitionEntry &entry = partitionOf(e);
-  const cost::MeshPlacement placement = cost::placeMesh(
-      cluster_, config.dp, config.tp, config.pp, std::max(config.ep, 1));
+  const PartitionEntry &entry = partitions_.of(e);
+  const cost::MeshPlacement placement = coster_.meshOf(config);
   const std::vector<std::vector<std::pair<int, int64_t>>> contents =
-      stageContents(entry, config);
+      partitions_.contents(entry, config);
   std::vector<CostItem> items;
   for (const DeviceGroup &group : entry.devices) {
     ItemList list(items, group.firstDevice, group.numDevices);
@@ -154,16 +106,17 @@ std::vector<CostItem> Planner::itemise(const Evaluation &e) {
   return items;
 }
 
-void Planner::itemiseSegments(ItemList &list,
-                              const std::map<int, int64_t> &held,
-                              const ParallelConfig &config,
-                              const cost::MeshPlacement &placement) {
+void StepItemiser::itemiseSegments(ItemList &list,
+                                   const std::map<int, int64_t> &held,
+                                   const ParallelConfig &config,
+                                   const cost::MeshPlacement &placement) {
   const int tp = config.tp, mb = config.microBatch;
   const int64_t m = config.numMicroBatches;
   StageStats sum;
   for (auto [segment, count] : held)
-    sum += itemStats(segment, tp, mb, config.streamDim, config.recompute)
-               .scaled(count);
+    sum +=
+        segments_.itemStats(segment, tp, mb, config.streamDim, config.recompute)
+            .scaled(count);
   list.compute("gemm", m, m * sum.gemmCompute);
   list.compute("attention core", m, m * sum.attentionCompute);
   list.compute("memory-bound", m,
@@ -171,16 +124,16 @@ void Planner::itemiseSegments(ItemList &list,
                     sum.recomputeCompute));
   list.compute("recompute", m, m * sum.recomputeCompute);
   // Each op's tensor-parallel collectives, as often as the stage runs it.
-  const char *tpLink = cost::toString(model_.linkClass(placement.tp));
+  const char *tpLink = cost::toString(ctx_.model.linkClass(placement.tp));
   for (auto [segment, count] : held) {
-    const bool isLayer = segments_[segment].kind == SegmentKind::Layer;
+    const bool isLayer = ctx_.segments[segment].kind == SegmentKind::Layer;
     for (const SegmentCollective &c :
-         solution(segment, tp, mb, config.streamDim).collectives) {
+         segments_.solution(segment, tp, mb, config.streamDim).collectives) {
       const char *kind = cost::toString(c.kind);
-      const std::string &where = graph_.ops[c.op].label;
+      const std::string &where = ctx_.graph.ops[c.op].label;
       if (c.phase == Phase::Step) {
-        list.comm(CostItem::Kind::Collective, kind, kTensorAxis, tpLink,
-                  "step", where, c.bytes, count, count * c.seconds,
+        list.comm(CostItem::Kind::Collective, kind, kTensorAxis, tpLink, "step",
+                  where, c.bytes, count, count * c.seconds,
                   /*afterPipeline=*/true);
         continue;
       }
@@ -198,17 +151,17 @@ void Planner::itemiseSegments(ItemList &list,
   }
 }
 
-void Planner::itemiseTransfers(ItemList &list, const StageStats &stats,
-                               const ParallelConfig &config,
-                               const cost::MeshPlacement &placement,
-                               const PartitionEntry &entry) {
+void StepItemiser::itemiseTransfers(ItemList &list, const StageStats &stats,
+                                    const ParallelConfig &config,
+                                    const cost::MeshPlacement &placement,
+                                    const PartitionEntry &entry) {
   using Kind = CostItem::Kind;
   const int tp = config.tp;
   const int64_t m = config.numMicroBatches;
-  const char *tpLink = cost::toString(model_.linkClass(placement.tp));
+  const char *tpLink = cost::toString(ctx_.model.linkClass(placement.tp));
   const char *ppLink = placement.pipelineCrossesNodes ? "network" : "nvlink";
-  const DeviceExtras x = deviceExtras(stats, config, placement,
-                                      entry.boundaryBytes, config.chunks);
+  const DeviceExtras x = coster_.deviceExtras(
+      stats, config, placement, entry.boundaryBytes, config.chunks);
   const int64_t boundaryCalls = 2 * config.chunks * m;
   list.comm(Kind::Transfer, "send_recv", kPipelineAxis, ppLink,
             "forward+backward", "stage boundary", entry.boundaryBytes / tp,
@@ -228,7 +181,7 @@ void Planner::itemiseTransfers(ItemList &list, const StageStats &stats,
             x.sideGather > 0 ? sideCalls : 0, m * x.sideGather);
   if (x.exchange > 0)
     list.comm(Kind::Collective, "all_to_all", kExpertAxis,
-              cost::toString(model_.linkClass(placement.ep)),
+              cost::toString(ctx_.model.linkClass(placement.ep)),
               "forward+backward", "expert dispatch / combine",
               stats.exchangeBytes / stats.exchanges,
               static_cast<int64_t>(parameterPasses(config.recompute) *
@@ -239,26 +192,28 @@ void Planner::itemiseTransfers(ItemList &list, const StageStats &stats,
 // ZeRO's and data parallelism's collectives: on each micro-batch's path
 // (ZeRO-3), else once the pipeline has drained; then the sums over pp of
 // the shared parameters' gradients and the optimizer step.
-void Planner::itemiseDataParallel(ItemList &list, const StageStats &stats,
-                                  const ParallelConfig &config,
-                                  const cost::MeshPlacement &placement,
-                                  const PartitionEntry &entry) {
+void StepItemiser::itemiseDataParallel(ItemList &list, const StageStats &stats,
+                                       const ParallelConfig &config,
+                                       const cost::MeshPlacement &placement,
+                                       const PartitionEntry &entry) {
   const int64_t m = config.numMicroBatches;
-  const StepTail tail = stepTail(stats, config, placement, entry);
+  const StepTail tail = coster_.stepTail(stats, config, placement, entry);
   // `hidden`: seconds of the group's step gradient reductions that run
   // behind the backward, shared by the collectives by their times.
-  auto add = [&](double params, const char *what,
-                 const cost::CommGroup &group, double hidden) {
+  auto add = [&](double params, const char *what, const cost::CommGroup &group,
+                 double hidden) {
     if (group.size <= 1 || params <= 0)
       return;
-    const char *link = cost::toString(model_.linkClass(group));
-    double reductions = stepGradientReductionTime(params, config, group);
-    for (const DataParallelCollective &c : dataParallelCollectives(config)) {
+    const char *link = cost::toString(ctx_.model.linkClass(group));
+    double reductions =
+        coster_.stepGradientReductionTime(params, config, group);
+    for (const DataParallelCollective &c :
+         coster_.dataParallelCollectives(config)) {
       double bytes =
-          params * (c.gradients ? perParam_.grads : perParam_.params);
+          params * (c.gradients ? ctx_.perParam.grads : ctx_.perParam.params);
       bool onPath = c.perMicroBatch > 0;
       int64_t calls = onPath ? c.perMicroBatch * m : c.perStep;
-      double seconds = calls * model_.collectiveTime(c.kind, bytes, group);
+      double seconds = calls * ctx_.model.collectiveTime(c.kind, bytes, group);
       // This collective's share of the hidden time, by its time.
       double hides = c.gradients && !onPath && reductions > 0
                          ? hidden * seconds / reductions
@@ -266,16 +221,17 @@ void Planner::itemiseDataParallel(ItemList &list, const StageStats &stats,
       list.comm(CostItem::Kind::Collective, cost::toString(c.kind), kDataAxis,
                 link, c.phase,
                 std::string(what) + (c.gradients ? "gradients" : "parameters"),
-                bytes, calls, seconds - hides, /*afterPipeline=*/!onPath, hides);
+                bytes, calls, seconds - hides, /*afterPipeline=*/!onPath,
+                hides);
     }
   };
   add(stats.params - stats.expertParams, "", placement.dp, tail.dpHidden);
   add(stats.expertParams / std::max(config.ep, 1), "expert ",
       placement.expertDp, tail.expertHidden);
   for (const SharedGradientSum &sum :
-       sharedGradientSums(stats, config, placement, entry))
+       coster_.sharedGradientSums(stats, config, placement, entry))
     list.comm(CostItem::Kind::Collective, "all_reduce", kPipelineAxis,
-              cost::toString(model_.linkClass(sum.group)), "step",
+              cost::toString(ctx_.model.linkClass(sum.group)), "step",
               "shared gradients", sum.bytes, 1, sum.seconds,
               /*afterPipeline=*/true);
   list.compute("optimizer step", 1, tail.optimizer, /*afterPipeline=*/true);

@@ -1,4 +1,4 @@
-//===- ScheduleCost.cpp - the bubble from the schedule the trainer runs ---===//
+//===- PipelineTimeline.cpp - the bubble from the schedule that runs ------===//
 //
 // The pipeline schedule is data (DESIGN.md section 5): runtime/schedule
 // generates each rank's instruction list and simulates it. The search ranks
@@ -15,7 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/plan/Planner.h"
+#include "passes/plan/PipelineTimeline.h"
 
 #include "bmrt/Error.h"
 #include "bmrt/Schedule.h"
@@ -23,10 +23,6 @@
 using namespace bm;
 using namespace bm::plan;
 using namespace bm::plan::detail;
-
-const PartitionEntry &Planner::partitionOf(const Evaluation &e) {
-  return e.ownPartition ? *e.ownPartition : partition(e.config);
-}
 
 static std::optional<bmrt::ScheduleKind> kindOf(PipelineSchedule schedule) {
   switch (schedule) {
@@ -42,11 +38,10 @@ static std::optional<bmrt::ScheduleKind> kindOf(PipelineSchedule schedule) {
   return std::nullopt;
 }
 
-bmrt::ActionCosts Planner::scheduleCosts(const Evaluation &e) {
+bmrt::ActionCosts PipelineTimeline::scheduleCosts(const Evaluation &e) {
   const ParallelConfig &config = e.config;
-  const PartitionEntry &entry = partitionOf(e);
-  const cost::MeshPlacement placement = cost::placeMesh(
-      cluster_, config.dp, config.tp, config.pp, std::max(config.ep, 1));
+  const PartitionEntry &entry = partitions_.of(e);
+  const cost::MeshPlacement placement = coster_.meshOf(config);
   // Each virtual stage's forward and backward per micro-batch: its compute
   // and tensor-parallel collectives split where its forward ends, and its
   // share of its device's per-micro-batch transfers (boundaries, ZeRO-3,
@@ -60,10 +55,11 @@ bmrt::ActionCosts Planner::scheduleCosts(const Evaluation &e) {
     // The device's transfers as score() prices them: the parameters of the
     // stages it shares included (holdSharedParameters), so that a device's
     // chunks add up to its load per micro-batch.
-    const double deviceSeconds = deviceExtras(group.stats, config, placement,
-                                              entry.boundaryBytes,
-                                              config.chunks)
-                                     .total();
+    const double deviceSeconds =
+        coster_
+            .deviceExtras(group.stats, config, placement, entry.boundaryBytes,
+                          config.chunks)
+            .total();
     for (int device = group.firstDevice;
          device < group.firstDevice + group.numDevices; ++device) {
       const std::vector<double> extras =
@@ -84,11 +80,10 @@ bmrt::ActionCosts Planner::scheduleCosts(const Evaluation &e) {
 
 // Shared among the chunks by what each would cost alone (onDevice: what it
 // receives counted), or evenly where none would cost anything alone.
-std::vector<double>
-Planner::chunkExtras(int device, double deviceSeconds,
-                     const PartitionEntry &entry, const ParallelConfig &config,
-                     const cost::MeshPlacement &placement,
-                     const std::vector<StageStats> &stages) const {
+std::vector<double> PipelineTimeline::chunkExtras(
+    int device, double deviceSeconds, const PartitionEntry &entry,
+    const ParallelConfig &config, const cost::MeshPlacement &placement,
+    const std::vector<StageStats> &stages) const {
   std::vector<double> alone(config.chunks, 0);
   double sum = 0;
   int present = 0;
@@ -96,8 +91,9 @@ Planner::chunkExtras(int device, double deviceSeconds,
     const size_t s = static_cast<size_t>(chunk * config.pp + device);
     if (s >= stages.size())
       continue;
-    alone[chunk] = deviceExtras(stages[s].onDevice(), config, placement,
-                                entry.boundaryBytes, /*chunks=*/1)
+    alone[chunk] = coster_
+                       .deviceExtras(stages[s].onDevice(), config, placement,
+                                     entry.boundaryBytes, /*chunks=*/1)
                        .total();
     sum += alone[chunk];
     ++present;
@@ -129,8 +125,8 @@ bm::plan::simulateSchedule(PipelineSchedule schedule, int pp, int chunks,
   return std::nullopt;
 }
 
-std::vector<TimelineBar> Planner::simulatePipeline(const Evaluation &e,
-                                                   double &pipelineEnd) {
+std::vector<TimelineBar>
+PipelineTimeline::simulatePipeline(const Evaluation &e, double &pipelineEnd) {
   const ParallelConfig &config = e.config;
   std::vector<TimelineBar> bars;
   pipelineEnd = 0;
@@ -170,7 +166,7 @@ static Evaluation withPipelineEnd(const Evaluation &e, double pipelineEnd) {
   return timed;
 }
 
-Evaluation Planner::retime(const Evaluation &e) {
+Evaluation PipelineTimeline::retime(const Evaluation &e) {
   if (e.simulated)
     return e;
   double pipelineEnd = 0;
@@ -185,27 +181,31 @@ Evaluation Planner::retime(const Evaluation &e) {
   return timed;
 }
 
-void Planner::retimeFinalists() {
-  // The best plan of each mesh, fastest first by the closed form: the ones
-  // shown (the chosen plan and the alternatives) are simulated and ranked
-  // again; the others are dropped.
-  std::vector<std::pair<std::tuple<int, int, int, int>, Evaluation>> finalists(
-      bestPerMesh_.begin(), bestPerMesh_.end());
-  std::sort(finalists.begin(), finalists.end(), [](const auto &a,
-                                                   const auto &b) {
-    return better(a.second, b.second);
-  });
-  size_t shown = static_cast<size_t>(std::max(config_.numAlternatives, 0)) + 1;
-  if (finalists.size() > shown)
-    finalists.resize(shown);
-  bestPerMesh_.clear();
-  haveBest_ = false;
-  for (auto &[mesh, e] : finalists) {
-    e = retime(e);
-    bestPerMesh_[mesh] = e;
-    if (!haveBest_ || better(e, best_)) {
-      best_ = e;
-      haveBest_ = true;
+std::vector<TimelineBar> PipelineTimeline::timeline(const Evaluation &chosen) {
+  auto [bars, pipelineEnd] = simulated_[chosen.config.str()];
+  if (bars.empty())
+    return bars;
+  // Once the pipeline has drained, each rank synchronises its stage's
+  // gradients and steps its optimizer (the step's tail, StepTail).
+  const ParallelConfig &config = chosen.config;
+  const PartitionEntry &entry = partitions_.of(chosen);
+  const cost::MeshPlacement placement = coster_.meshOf(config);
+  for (const DeviceGroup &group : entry.devices) {
+    StepTail tail = coster_.stepTail(group.stats, config, placement, entry);
+    for (int rank = group.firstDevice;
+         rank < group.firstDevice + group.numDevices; ++rank) {
+      double sync = tail.total() - tail.optimizer;
+      TimelineBar bar;
+      bar.rank = rank;
+      bar.kind = TimelineBar::Kind::Sync;
+      bar.start = pipelineEnd;
+      bar.end = pipelineEnd + sync;
+      bars.push_back(bar);
+      bar.kind = TimelineBar::Kind::Optimizer;
+      bar.start = bar.end;
+      bar.end = bar.start + tail.optimizer;
+      bars.push_back(bar);
     }
   }
+  return bars;
 }

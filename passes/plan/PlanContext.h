@@ -1,0 +1,64 @@
+//===- PlanContext.h - what every part of the planner reads -----*- C++ -*-===//
+//
+// The facts one search holds fixed: the model, the cluster, the user's
+// training configuration, the precision and optimizer they imply, the
+// model's segments in order, and the global batch. Every part of the
+// planner (SearchSpace, SegmentCosts, StepCoster, StagePartitions,
+// PipelineTimeline, StepItemiser, BestPlans, assemblePlan) reads them from
+// here and keeps its own caches; none writes them. Not installed.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BM_PLAN_PLANCONTEXT_H
+#define BM_PLAN_PLANCONTEXT_H
+
+#include "compiler/cost/CostModel.h"
+#include "passes/plan/GraphAnalysis.h"
+#include "passes/plan/TrainingConfig.h"
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace bm::plan::detail {
+
+struct PlanContext {
+  PlanContext(const ModelGraph &graph, const cost::Cluster &cluster,
+              const TrainingConfig &config);
+  PlanContext(const PlanContext &) = delete;
+  PlanContext &operator=(const PlanContext &) = delete;
+
+  /// Whether the trainer that runs the plan is bmrt (else Megatron-LM's
+  /// behaviour is priced).
+  bool bmrt() const { return cluster.runtime == cost::RuntimeModel::Bmrt; }
+  /// Kinds of layers (block classes), and the attention layers in one
+  /// block when there is one kind (else 0): what Megatron-LM's arguments
+  /// need to describe the model.
+  int numBlockClasses() const;
+  int attentionsPerBlock() const;
+  /// The segment sequence the partitioner splits: the prologue, the runs
+  /// of layers and interludes, the epilogue, as (segment, instances).
+  std::vector<std::pair<int, int64_t>> partitionedSequence() const;
+
+  const ModelGraph &graph;
+  const cost::Cluster &cluster;
+  const TrainingConfig &config;
+  /// The training precision: config.precision or the cluster's default.
+  const cost::Precision precision;
+  const GraphAnalysis analysis;
+  const cost::CostModel model;
+  /// Bytes of parameters, gradients and optimizer state per parameter.
+  const cost::ModelStateBytes perParam;
+  const std::vector<Segment> segments;
+  /// Between prologue and epilogue, in order: (segment, instances) for runs
+  /// of layers and for interludes.
+  std::vector<std::pair<int, int64_t>> layerRuns;
+  int prologue = -1, epilogue = -1, firstLayerSegment = -1;
+  /// config.globalBatch, or the default: one sample per GPU, rounded up to
+  /// whole token groups.
+  int64_t globalBatch = 0;
+};
+
+} // namespace bm::plan::detail
+
+#endif // BM_PLAN_PLANCONTEXT_H

@@ -1,0 +1,426 @@
+//===- StepCoster.cpp - time and memory of one configuration -------------===//
+
+#include "passes/plan/StepCoster.h"
+
+#include <algorithm>
+
+using namespace bm;
+using namespace bm::plan;
+using namespace bm::plan::detail;
+using cost::CollectiveKind;
+using cost::CommGroup;
+using cost::MeshPlacement;
+
+MeshPlacement StepCoster::meshOf(const ParallelConfig &config) const {
+  return cost::placeMesh(ctx_.cluster, config.dp, config.tp, config.pp,
+                         std::max(config.ep, 1));
+}
+
+// Dense parameters are replicated over dp (ZeRO shards them over dp);
+// expert parameters are split over ep and replicated over the other dp / ep
+// ranks (Rajbhandari et al. 2022, "DeepSpeed-MoE", section 5.1).
+cost::ModelStateBytes
+StepCoster::modelState(const StageStats &stats,
+                       const ParallelConfig &config) const {
+  const int ep = std::max(config.ep, 1);
+  cost::ModelStateBytes dense = cost::modelStateMemory(
+      stats.params - stats.expertParams, ctx_.precision, ctx_.config.optimizer,
+      config.zeroStage, config.dp);
+  cost::ModelStateBytes experts = cost::modelStateMemory(
+      stats.expertParams / ep, ctx_.precision, ctx_.config.optimizer,
+      config.zeroStage, std::max(config.dp / ep, 1));
+  dense.params += experts.params;
+  dense.grads += experts.grads;
+  dense.optimizer += experts.optimizer;
+  return dense;
+}
+
+std::vector<DataParallelCollective>
+StepCoster::dataParallelCollectives(const ParallelConfig &config) const {
+  const int64_t m = config.numMicroBatches;
+  switch (config.zeroStage) {
+  case 0:
+    return {{CollectiveKind::AllReduce, "step", true, 0, 1}};
+  case 1:
+    // Megatron's distributed optimizer: reduce-scatter the accumulated
+    // gradients, update a shard, all-gather the parameters (Megatron-LM
+    // docs/distrib_optimizer.md). bmrt all-reduces the whole gradient
+    // and updates its shard of it (runtime/trainer/Parallel.cpp).
+    return {{ctx_.bmrt() ? CollectiveKind::AllReduce
+                         : CollectiveKind::ReduceScatter,
+             "step", true, 0, 1},
+            {CollectiveKind::AllGather, "step", false, 0, 1}};
+  case 2:
+    // Partitioned gradients cannot accumulate whole: every micro-batch's
+    // backward reduce-scatters them (Rajbhandari et al. 2020, section 5.2).
+    return {{CollectiveKind::ReduceScatter, "backward", true, 0, m},
+            {CollectiveKind::AllGather, "step", false, 0, 1}};
+  default: {
+    // ZeRO-3 gathers the parameters for every pass over every micro-batch
+    // and reduce-scatters the gradients (Rajbhandari et al. 2020, section
+    // 7.2.2): on each micro-batch's path.
+    const int64_t passes = parameterPasses(config.recompute);
+    return {{CollectiveKind::AllGather, "forward", false, passes, passes * m},
+            {CollectiveKind::ReduceScatter, "backward", true, 1, m}};
+  }
+  }
+}
+
+double StepCoster::dataParallelTime(double params, const ParallelConfig &config,
+                                    const CommGroup &group,
+                                    bool perMicroBatch) const {
+  double seconds = 0;
+  for (const DataParallelCollective &c : dataParallelCollectives(config)) {
+    if ((c.perMicroBatch > 0) != perMicroBatch)
+      continue;
+    double bytes =
+        params * (c.gradients ? ctx_.perParam.grads : ctx_.perParam.params);
+    seconds +=
+        static_cast<double>(perMicroBatch ? c.perMicroBatch : c.perStep) *
+        ctx_.model.collectiveTime(c.kind, bytes, group);
+  }
+  return seconds;
+}
+DeviceExtras StepCoster::deviceExtras(const StageStats &stats,
+                                      const ParallelConfig &config,
+                                      const MeshPlacement &placement,
+                                      double boundary, int chunks) const {
+  const int tp = config.tp, pp = config.pp;
+  const int ep = std::max(config.ep, 1);
+  const bool pipelineOnNetwork = placement.pipelineCrossesNodes;
+  DeviceExtras c;
+  // Point-to-point per micro-batch: activations forward, gradients back,
+  // once per chunk. Megatron sends 1/tp of the boundary and all-gathers it
+  // over NVLink (Narayanan et al. 2021, section 4.1, scatter/gather).
+  if (pp > 1) {
+    c.p2pLink = 2.0 * chunks *
+                ctx_.model.sendRecvTime(boundary / tp, pipelineOnNetwork);
+    // A split stream is already in slices: nothing to gather.
+    if (tp > 1 && config.streamDim < 0)
+      c.p2pGather = 2.0 * chunks *
+                    ctx_.model.collectiveTime(CollectiveKind::AllGather,
+                                              boundary, placement.tp);
+  }
+  if (config.zeroStage >= 3) {
+    c.zero3 = dataParallelTime(stats.params - stats.expertParams, config,
+                               placement.dp, /*perMicroBatch=*/true);
+    c.zero3Experts =
+        dataParallelTime(stats.expertParams / ep, config, placement.expertDp,
+                         /*perMicroBatch=*/true);
+  }
+  if (ep > 1 && stats.exchanges > 0)
+    // Dispatch and combine: one all-to-all each way per pass (GShard,
+    // Lepikhin et al. 2021, section 2.2).
+    c.exchange = parameterPasses(config.recompute) * stats.exchanges *
+                 ctx_.model.collectiveTime(
+                     CollectiveKind::AllToAll,
+                     stats.exchangeBytes / stats.exchanges, placement.ep);
+  const double receivers = stats.sideInputReceivers;
+  if (pp > 1 && receivers > 0) {
+    // Side inputs (the encoder output for every decoder stage) come once
+    // per micro-batch into each receiving chunk and their gradients go
+    // back, like a boundary: 1/tp each, gathered over tp unless the stream
+    // is split anyway.
+    const double each = stats.receivedSideBytes / receivers;
+    c.sideLink =
+        2.0 * receivers * ctx_.model.sendRecvTime(each / tp, pipelineOnNetwork);
+    if (tp > 1 && config.streamDim < 0)
+      c.sideGather = 2.0 * receivers *
+                     ctx_.model.collectiveTime(CollectiveKind::AllGather, each,
+                                               placement.tp);
+  }
+  return c;
+}
+
+double StepCoster::stepGradientReductionTime(double params,
+                                             const ParallelConfig &config,
+                                             const CommGroup &group) const {
+  double seconds = 0;
+  for (const DataParallelCollective &c : dataParallelCollectives(config))
+    if (c.gradients && c.perMicroBatch == 0)
+      seconds += c.perStep * ctx_.model.collectiveTime(
+                                 c.kind, params * ctx_.perParam.grads, group);
+  return seconds;
+}
+
+// bmrt reduces the gradients of parameters the stages share once the
+// pipeline has drained, outside its buckets (Parallel::singleReduction);
+// Megatron-LM's buckets hold the word embedding's too.
+double StepCoster::overlappableParams(const StageStats &stats) const {
+  const double dense = stats.params - stats.expertParams;
+  return ctx_.bmrt() ? dense - stats.sharedParams : dense;
+}
+
+// The trainer starts each bucket's reduction during the last micro-batch's
+// backward (ZeRO 2: during each micro-batch's, which each reduce-scatter
+// their gradients), once its gradients are final; the part that runs behind
+// those backwards is hidden (cost::hiddenGradientReduction), shared between
+// the dense and the expert gradients by their reduction times.
+void StepCoster::hideGradientReductions(StepTail &t, const StageStats &stats,
+                                        const ParallelConfig &config,
+                                        const MeshPlacement &placement) const {
+  const int ep = std::max(config.ep, 1);
+  const double denseParams = overlappableParams(stats);
+  const double expertParams = stats.expertParams / ep;
+  double dense = config.dp > 1 ? stepGradientReductionTime(denseParams, config,
+                                                           placement.dp)
+                               : 0;
+  double experts =
+      expertParams > 0 && placement.expertDp.size > 1
+          ? stepGradientReductionTime(expertParams, config, placement.expertDp)
+          : 0;
+  const double backwards = config.zeroStage >= 2 ? config.numMicroBatches : 1;
+  double hidden =
+      backwards * cost::hiddenGradientReduction((dense + experts) / backwards,
+                                                (denseParams + expertParams) *
+                                                    ctx_.perParam.grads,
+                                                stats.time() - stats.forward,
+                                                ctx_.cluster.gradReduceOverlap);
+  if (hidden <= 0)
+    return;
+  t.dpHidden = hidden * dense / (dense + experts);
+  t.expertHidden = hidden - t.dpHidden;
+  t.dpSync -= t.dpHidden;
+  t.expertSync -= t.expertHidden;
+}
+
+// Once the pipeline has drained, the trainer sums each shared parameter's
+// gradient over pp (Parallel::sumOverStages): under ZeRO 2 and 3 the dp
+// shard reduceGradient left, else the whole tensor after the dp
+// reduction. Megatron-LM all-reduces the word embedding's over its
+// embedding group, the first and the last stage
+// (megatron/core/distributed/finalize_model_grads.py,
+// _allreduce_word_embedding_grads).
+std::vector<SharedGradientSum> StepCoster::sharedGradientSums(
+    const StageStats &stats, const ParallelConfig &config,
+    const MeshPlacement &placement, const PartitionEntry &entry) const {
+  std::vector<SharedGradientSum> sums;
+  for (size_t i = 0; i < entry.sharedHolders.size(); ++i) {
+    const int holders = entry.sharedHolders[i];
+    if (!stats.hasShared(i) || holders < 2)
+      continue;
+    SharedGradientSum sum;
+    sum.bytes = entry.sharedElements[i] * ctx_.perParam.grads /
+                (config.zeroStage >= 2 ? config.dp : 1);
+    // The holders among the stages: every one (bmrt), or the first and
+    // the last, on two nodes where the pipeline spans several.
+    sum.group = placement.pp;
+    sum.group.size = holders;
+    sum.group.ranksPerNode = std::min(sum.group.ranksPerNode, holders);
+    sum.seconds = ctx_.model.collectiveTime(CollectiveKind::AllReduce,
+                                            sum.bytes, sum.group);
+    sums.push_back(sum);
+  }
+  return sums;
+}
+
+StepTail StepCoster::stepTail(const StageStats &stats,
+                              const ParallelConfig &config,
+                              const MeshPlacement &placement,
+                              const PartitionEntry &entry) const {
+  const int dp = config.dp, ep = std::max(config.ep, 1);
+  const double denseParams = stats.params - stats.expertParams;
+  const double expertParams = stats.expertParams / ep;
+  StepTail t;
+  t.dpSync = dataParallelTime(denseParams, config, placement.dp,
+                              /*perMicroBatch=*/false);
+  t.expertSync = expertParams > 0 ? dataParallelTime(expertParams, config,
+                                                     placement.expertDp,
+                                                     /*perMicroBatch=*/false)
+                                  : 0;
+  hideGradientReductions(t, stats, config, placement);
+  t.stepComm = stats.stepComm;
+  for (const SharedGradientSum &sum :
+       sharedGradientSums(stats, config, placement, entry))
+    t.sharedSync += sum.seconds;
+  double updated = config.zeroStage >= 1
+                       ? denseParams / dp + expertParams / std::max(dp / ep, 1)
+                       : denseParams + expertParams;
+  t.optimizer = ctx_.model.memoryTime(
+      updated * cost::optimizerStepBytesPerParam(ctx_.precision,
+                                                 ctx_.config.optimizer),
+      cost::MemoryKernelClass::Optimizer);
+  return t;
+}
+
+Evaluation StepCoster::score(const ParallelConfig &config,
+                             const PartitionEntry &entry) const {
+  const int pp = config.pp;
+  const int m = config.numMicroBatches, v = config.chunks;
+  const MeshPlacement placement = meshOf(config);
+  const bool pipelineOnNetwork = placement.pipelineCrossesNodes;
+
+  Evaluation e;
+  e.config = config;
+  // The critical device: the slowest per micro-batch. The step ends with
+  // the longest gradient synchronisation and optimizer step of any device.
+  double slowest = -1, sumLoads = 0, longestTail = -1;
+  DeviceExtras extras;
+  StepTail tail;
+  for (size_t g = 0; g < entry.devices.size(); ++g) {
+    const DeviceGroup &group = entry.devices[g];
+    DeviceExtras c =
+        deviceExtras(group.stats, config, placement, entry.boundaryBytes, v);
+    double load = group.stats.time() + c.total();
+    sumLoads += load * group.numDevices;
+    if (load > slowest) {
+      slowest = load;
+      e.critical = static_cast<int>(g);
+      extras = c;
+    }
+    StepTail t = stepTail(group.stats, config, placement, entry);
+    if (t.total() > longestTail) {
+      longestTail = t.total();
+      e.tail = static_cast<int>(g);
+      tail = t;
+    }
+  }
+  e.slowest = slowest;
+  // Pipeline: m micro-batches at the slowest stage's pace plus the fill and
+  // drain of the others, divided by v for the interleaved schedule; for
+  // balanced stages this is (p-1)/(v m) of the ideal time (see
+  // cost::pipelineBubbleFraction). The finalists are timed again by
+  // simulating their schedule (retime).
+  double bubble = pp > 1 ? (sumLoads - slowest) / v : 0;
+  e.step = m * slowest + bubble + tail.total();
+
+  const StageStats &critical = entry.devices[e.critical].stats;
+  auto addComm = [&](double seconds, bool network) {
+    (network ? e.time.network : e.time.nvlink) += seconds;
+  };
+  e.time.compute = m * critical.compute + tail.optimizer;
+  addComm(m * critical.comm + tail.stepComm, placement.tp.crossesNodes);
+  addComm(tail.sharedSync, placement.pp.crossesNodes);
+  addComm(m * extras.p2pLink, pipelineOnNetwork);
+  addComm(m * extras.p2pGather, placement.tp.crossesNodes);
+  addComm(tail.dpSync + m * extras.zero3, placement.dp.crossesNodes);
+  addComm(tail.expertSync + m * extras.zero3Experts,
+          placement.expertDp.crossesNodes);
+  addComm(m * extras.exchange, placement.ep.crossesNodes);
+  addComm(m * extras.sideLink, pipelineOnNetwork);
+  addComm(m * extras.sideGather, placement.tp.crossesNodes);
+  e.time.bubble = bubble;
+
+  // Memory: the worst device.
+  double worst = -1;
+  for (const DeviceGroup &group : entry.devices) {
+    MemoryBreakdown mem = deviceMemory(group, config, entry);
+    if (mem.total() > worst) {
+      worst = mem.total();
+      e.memory = mem;
+    }
+  }
+  e.fits = e.memory.total() <= ctx_.cluster.memoryBytes;
+  return e;
+}
+
+// Within a group the first device holds the most micro-batches in flight.
+// The trainer gathers a ZeRO-3 parameter over dp just around the
+// instructions that read it, one tensor at a time: the largest one's bytes.
+double StepCoster::gatheredParameterBytes(const ParallelConfig &config,
+                                          double layerParams) const {
+  // DeepSpeed's ZeRO-3 prefetches: one layer's parameters, twice.
+  if (!ctx_.bmrt())
+    return 2 * layerParams * ctx_.perParam.params;
+  return largestLocalParameter(config) * ctx_.perParam.params;
+}
+
+// Elements of the largest parameter on one device. Large weights are the
+// ones tensor parallelism splits (Megatron's pattern); the search's
+// per-op choice is not at hand here, so an even split over tp is assumed.
+double StepCoster::largestLocalParameter(const ParallelConfig &config) const {
+  return static_cast<double>(ctx_.analysis.largestParameter()) / config.tp;
+}
+
+// Where bmrt overlaps its data-parallel reductions with the backward (the
+// cluster hides some of them), it reduces flat copies of the gradients,
+// bucket by bucket, kept for the run: the gradients once, or under ZeRO 2
+// and 3 laid out in dp + 1 blocks of the shards (GradientBuckets.cpp).
+double StepCoster::bucketBytes(const StageStats &stats,
+                               const ParallelConfig &config) const {
+  if (ctx_.cluster.gradReduceOverlap <= 0 || config.dp <= 1)
+    return 0;
+  const int ep = std::max(config.ep, 1);
+  double params = overlappableParams(stats) + stats.expertParams / ep;
+  double bytes = params * ctx_.model.activationBytes();
+  return config.zeroStage >= 2 ? bytes * (config.dp + 1) / config.dp : bytes;
+}
+
+// bmrt runs every micro-batch of a pipeline stage in one arena (its saved
+// values and working set) and copies what the backward reads out of it for
+// each micro-batch in flight; without a pipeline the arena is all.
+// Megatron-LM keeps each micro-batch's saved tensors alone.
+double StepCoster::storedCopies(const ParallelConfig &config,
+                                double inFlight) const {
+  if (!ctx_.bmrt())
+    return inFlight;
+  return config.pp > 1 ? inFlight + 1 : 1;
+}
+
+// The step program writes each gradient whole (after tp) in the compute
+// precision. The sums the optimizer reads are kept beside those outputs when
+// several micro-batches accumulate, and under ZeRO 2 and 3, where only this
+// rank's shard of the sum is kept (modelState counts the sums).
+double StepCoster::gradientOutputBytes(const StageStats &stats,
+                                       const ParallelConfig &config) const {
+  // Megatron-LM accumulates into its gradient buffer in place
+  // (gradient_accumulation_fusion).
+  if (!ctx_.bmrt())
+    return 0;
+  const int ep = std::max(config.ep, 1);
+  const double act = ctx_.model.activationBytes();
+  double params = stats.params - stats.expertParams + stats.expertParams / ep;
+  // Every chunk of this rank writes its own gradient of a parameter the
+  // stages share, and they add into its one sum.
+  const double shared = stats.sharedParams * act;
+  double outputs = params * act + (config.chunks - 1) * shared;
+  // ZeRO 2 and 3 reduce each later micro-batch's shard into a temporary
+  // before adding it: one shard of the largest parameter.
+  if (config.zeroStage >= 2)
+    return outputs + (config.numMicroBatches > 1
+                          ? largestLocalParameter(config) / config.dp *
+                                ctx_.perParam.grads
+                          : 0);
+  if (config.numMicroBatches > 1)
+    return outputs;
+  // One micro-batch and whole gradients: the outputs are the sums, unless
+  // they are kept in another precision (fp32 sums of 16-bit outputs) or
+  // several chunks add theirs into one.
+  if (ctx_.perParam.grads != act)
+    return outputs;
+  return config.chunks > 1 ? config.chunks * shared : 0;
+}
+
+MemoryBreakdown StepCoster::deviceMemory(const DeviceGroup &group,
+                                         const ParallelConfig &config,
+                                         const PartitionEntry &entry) const {
+  // Each kind as the runtime allocates and (bmrt) reports it (DESIGN.md
+  // section 5: peak memory split as the planner predicts it): bmrt counts
+  // gathered parameters as parameters and transfer buffers as activations.
+  const bool bmrt = ctx_.bmrt();
+  MemoryBreakdown mem;
+  mem.stage = group.firstDevice;
+  mem.buffers = ctx_.cluster.reservedMemoryBytes;
+  cost::ModelStateBytes state = modelState(group.stats, config);
+  mem.params = state.params;
+  mem.grads = state.grads + gradientOutputBytes(group.stats, config);
+  mem.optimizer = state.optimizer;
+  if (config.zeroStage >= 3)
+    (bmrt ? mem.params : mem.buffers) +=
+        gatheredParameterBytes(config, entry.layerParams);
+  double inFlight = cost::inFlightMicroBatches(
+      config.schedule, config.pp, config.numMicroBatches, config.chunks,
+      group.firstDevice);
+  // The activations and gradients that cross stages wait in buffers of
+  // their own, sent and received. A received side input is kept like a
+  // saved value: the trainer stashes it for each micro-batch in flight
+  // (the backward reads it), beside the slot it arrives in.
+  mem.activations = storedCopies(config, inFlight) *
+                        (group.stats.stored + group.stats.receivedSideBytes) +
+                    group.stats.workingSet;
+  if (config.pp > 1)
+    (bmrt ? mem.activations : mem.buffers) += 2 * entry.boundaryBytes;
+  if (bmrt)
+    mem.buffers += bucketBytes(group.stats, config);
+  return mem;
+}

@@ -1,0 +1,93 @@
+//===- StepCoster.h - time and memory of one configuration ------*- C++ -*-===//
+//
+// Prices a configuration whose stages are laid out (a PartitionEntry): what
+// each device spends per micro-batch beyond its stages (DeviceExtras), once
+// per step after the pipeline has drained (StepTail), and the memory it
+// holds; score() turns them into the step time and the worst device's
+// memory. Stateless besides the context: every part above may ask it.
+// Not installed.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BM_PLAN_STEPCOSTER_H
+#define BM_PLAN_STEPCOSTER_H
+
+#include "passes/plan/Evaluation.h"
+#include "passes/plan/PlanContext.h"
+
+#include <vector>
+
+namespace bm::plan::detail {
+
+class StepCoster {
+public:
+  explicit StepCoster(const PlanContext &ctx) : ctx_(ctx) {}
+
+  /// Time and memory of `config` with the stages of `entry`.
+  Evaluation score(const ParallelConfig &config,
+                   const PartitionEntry &entry) const;
+  /// Model-state bytes per GPU of a stage's parameters under `config`.
+  cost::ModelStateBytes modelState(const StageStats &stats,
+                                   const ParallelConfig &config) const;
+  /// What ZeRO stage `config.zeroStage` runs over dp for a stage's
+  /// parameters, in order.
+  std::vector<DataParallelCollective>
+  dataParallelCollectives(const ParallelConfig &config) const;
+  /// Seconds of the gradient reductions that backwards start (and could
+  /// hide behind them), for `params` over `group`, per step.
+  double stepGradientReductionTime(double params, const ParallelConfig &config,
+                                   const cost::CommGroup &group) const;
+  DeviceExtras deviceExtras(const StageStats &stats,
+                            const ParallelConfig &config,
+                            const cost::MeshPlacement &placement,
+                            double boundary, int chunks) const;
+  StepTail stepTail(const StageStats &stats, const ParallelConfig &config,
+                    const cost::MeshPlacement &placement,
+                    const PartitionEntry &entry) const;
+  /// The all-reduces over pp of the gradients of the shared parameters a
+  /// device with `stats` holds with other devices, one per parameter.
+  std::vector<SharedGradientSum>
+  sharedGradientSums(const StageStats &stats, const ParallelConfig &config,
+                     const cost::MeshPlacement &placement,
+                     const PartitionEntry &entry) const;
+  /// Bytes of the parameters a ZeRO-3 device holds gathered at a time.
+  double gatheredParameterBytes(const ParallelConfig &config,
+                                double layerParams) const;
+  /// Copies of a stage's saved values that the trainer holds with
+  /// `inFlight` micro-batches in flight.
+  double storedCopies(const ParallelConfig &config, double inFlight) const;
+  /// Bytes of the step program's own gradient outputs beside the sums in
+  /// modelState.
+  double gradientOutputBytes(const StageStats &stats,
+                             const ParallelConfig &config) const;
+  MemoryBreakdown deviceMemory(const DeviceGroup &group,
+                               const ParallelConfig &config,
+                               const PartitionEntry &entry) const;
+  /// The mesh of `config` laid out on the cluster.
+  cost::MeshPlacement meshOf(const ParallelConfig &config) const;
+
+private:
+  /// Seconds of the data-parallel collectives for `params` parameters over
+  /// `group`: with `perMicroBatch`, of the ones on each micro-batch's path
+  /// (ZeRO-3) for one micro-batch; else of the others for one step
+  /// (gradient and parameter synchronisation).
+  double dataParallelTime(double params, const ParallelConfig &config,
+                          const cost::CommGroup &group,
+                          bool perMicroBatch) const;
+  /// Elements per GPU of a device's dense parameters whose gradients the
+  /// data-parallel reduction may start during the backward.
+  double overlappableParams(const StageStats &stats) const;
+  void hideGradientReductions(StepTail &tail, const StageStats &stats,
+                              const ParallelConfig &config,
+                              const cost::MeshPlacement &placement) const;
+  /// Bytes of bmrt's gradient buckets (overlapped reductions).
+  double bucketBytes(const StageStats &stats,
+                     const ParallelConfig &config) const;
+  double largestLocalParameter(const ParallelConfig &config) const;
+
+  const PlanContext &ctx_;
+};
+
+} // namespace bm::plan::detail
+
+#endif // BM_PLAN_STEPCOSTER_H
