@@ -43,7 +43,6 @@ static bool isViewOpName(llvm::StringRef name) {
 GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
                              cost::RuntimeModel runtime)
     : graph_(graph), fold_(fold), runtime_(runtime) {
-  const bool kernelPerOp = runtime == cost::RuntimeModel::Bmrt;
   const size_t numValues = graph.values.size();
   const size_t numOps = graph.ops.size();
   parameterOwner_.assign(numValues, -1);
@@ -54,16 +53,42 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
   materialized_.assign(numValues, 0);
   searched_.assign(numOps, 0);
   positionInLayer_.assign(numOps, -1);
+  const std::vector<int> scanned = placeOps();
+  indexConsumers(scanned);
+  scanValues();
+  propagateGradients(scanned);
+  analyseSearchedOps();
+  std::vector<int> searchedOps;
+  for (size_t o = 0; o < numOps; ++o)
+    if (searched_[o])
+      searchedOps.push_back(static_cast<int>(o));
+  findAttentionCores(searchedOps);
+  routerTopK_ = findRouterTopK(searchedOps);
+  findSavedValues(searchedOps);
+  // Side inputs once per block class: the search asks for them on every
+  // stage it scores.
+  const std::vector<char> tables = parametersAlone();
+  for (int cls : graph.layerClass)
+    if (!sideInputs_.count(cls))
+      sideInputs_[cls] = findSideInputs(cls, tables);
+  numberSegments();
+  findSharedParameters();
+}
 
+// Puts every op in its layer, the prologue, an interlude or the epilogue,
+// sums the FLOPs, and returns the ops scanned for consumers.
+std::vector<int> GraphAnalysis::placeOps() {
+  const ModelGraph &graph = graph_;
+  const size_t numOps = graph_.ops.size();
+  const int numLayers = graph_.numLayers();
   // Which layer stands for which: the first instance of each class.
-  const int numLayers = graph.numLayers();
   representativeLayer_.assign(numLayers, -1);
   std::map<int, int> firstOfClass;
   for (int layer = 0; layer < numLayers; ++layer)
     representativeLayer_[layer] =
-        fold ? firstOfClass.emplace(graph.layerClass[layer], layer)
-                   .first->second
-             : layer;
+        fold_
+            ? firstOfClass.emplace(graph.layerClass[layer], layer).first->second
+            : layer;
   layerOps_.assign(numLayers, {});
   layerFirstOp_.assign(numLayers, -1);
   bool sawLayerOp = false;
@@ -110,6 +135,13 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
     if (searched_[o] || afterSearched)
       scanned.push_back(static_cast<int>(o));
   }
+  return scanned;
+}
+
+// The readers of every value, from the scanned ops, as one flat list.
+void GraphAnalysis::indexConsumers(const std::vector<int> &scanned) {
+  const ModelGraph &graph = graph_;
+  const size_t numValues = graph_.values.size();
   consumerStart_.assign(numValues + 1, 0);
   std::vector<int> lastReader(numValues, -1);
   for (int o : scanned)
@@ -129,6 +161,12 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
         lastReader[v] = static_cast<int>(o);
         consumerList_[fill[v]++] = static_cast<int>(o);
       }
+}
+
+// Parameter owners, where gradients start, tokens and parameter counts.
+void GraphAnalysis::scanValues() {
+  const ModelGraph &graph = graph_;
+  const size_t numValues = graph_.values.size();
   // One pass over the values (the graph's largest array): parameter owners,
   // where gradients start, the token count and the parameter count.
   needsGradient_.assign(numValues, 0);
@@ -144,6 +182,11 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
       tokensPerUnit_ = std::max(tokensPerUnit_, value.numElements());
     }
   }
+}
+
+// Which values need a gradient.
+void GraphAnalysis::propagateGradients(const std::vector<int> &scanned) {
+  const ModelGraph &graph = graph_;
   // Gradients flow from the parameters forward through every op they reach.
   // Only the scanned ops are visited, in order; a value from an instance
   // that is not searched has the gradient of its counterpart in the class's
@@ -152,14 +195,21 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
     const OpInfo &op = graph.ops[o];
     bool reached = false;
     for (int v : op.operands)
-      reached |= needsGradient_[v] != 0 ||
-                 needsGradient_[representativeValue(v)] != 0;
+      reached |=
+          needsGradient_[v] != 0 || needsGradient_[representativeValue(v)] != 0;
     if (reached)
       for (int v : op.results)
         needsGradient_[v] = graph.values[v].isFloat;
   }
+}
 
-  // Deep facts, for the searched ops only.
+// Deep facts, for the searched ops only: views, token and expert factors,
+// which values are written to memory.
+void GraphAnalysis::analyseSearchedOps() {
+  const ModelGraph &graph = graph_;
+  const size_t numValues = graph_.values.size();
+  const size_t numOps = graph_.ops.size();
+  const bool kernelPerOp = runtime_ == cost::RuntimeModel::Bmrt;
   tokenDim_.assign(numValues, {});
   for (size_t o = 0; o < numOps; ++o) {
     if (!searched_[o])
@@ -176,13 +226,12 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
       // Fusion stays inside a layer: a block boundary is a kernel (and maybe
       // a pipeline-stage) boundary, and every instance of a class must cost
       // the same whatever follows it.
-      bool fusedAway =
-          !kernelPerOp && users.size() == 1 &&
-          graph.ops[users[0]].layer == graph.ops[o].layer &&
-          !graph.ops[o].isContraction && !isView_[o] &&
-          !graph.ops[users[0]].isContraction &&
-          !isViewOpName(graph.ops[users[0]].opName) &&
-          static_cast<int>(v) != graph.output;
+      bool fusedAway = !kernelPerOp && users.size() == 1 &&
+                       graph.ops[users[0]].layer == graph.ops[o].layer &&
+                       !graph.ops[o].isContraction && !isView_[o] &&
+                       !graph.ops[users[0]].isContraction &&
+                       !isViewOpName(graph.ops[users[0]].opName) &&
+                       static_cast<int>(v) != graph.output;
       materialized_[v] = !isView_[o] && !fusedAway;
     }
     for (int v : graph.ops[o].operands) {
@@ -201,10 +250,10 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
       }
     }
   }
-  std::vector<int> searchedOps;
-  for (size_t o = 0; o < numOps; ++o)
-    if (searched_[o])
-      searchedOps.push_back(static_cast<int>(o));
+}
+
+// The softmaxes over a product of two activations and their cores.
+void GraphAnalysis::findAttentionCores(const std::vector<int> &searchedOps) {
   for (int o : searchedOps) {
     int scores = attentionScores(o);
     if (scores >= 0) {
@@ -213,16 +262,12 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
       markAttentionCore(o, scores);
     }
   }
-  routerTopK_ = findRouterTopK(searchedOps);
-  findSavedValues(searchedOps);
-  // Side inputs once per block class: the search asks for them on every
-  // stage it scores.
-  const std::vector<char> tables = parametersAlone();
-  for (int cls : graph.layerClass)
-    if (!sideInputs_.count(cls))
-      sideInputs_[cls] = findSideInputs(cls, tables);
-  // Segment numbers: the prologue first, then one per representative layer
-  // in the order they first occur.
+}
+
+// Segment numbers: the prologue first, then one per representative layer
+// in the order they first occur.
+void GraphAnalysis::numberSegments() {
+  const int numLayers = graph_.numLayers();
   const int firstLayerSegment = prologueOps_.empty() ? 0 : 1;
   std::map<int, int> segmentOfRepresentative;
   layerSegment_.assign(numLayers, -1);
@@ -234,7 +279,6 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
                          static_cast<int>(segmentOfRepresentative.size()))
             .first->second;
   numLayerSegments_ = static_cast<int>(segmentOfRepresentative.size());
-  findSharedParameters();
 }
 
 int GraphAnalysis::segmentOf(int op) const {
@@ -308,8 +352,7 @@ void GraphAnalysis::findSharedParameters() {
   const int numLayers = graph_.numLayers();
   auto partOf = [&](int op) {
     const int layer = graph_.ops[op].layer;
-    return layer >= 0 && layer < numLayers ? layer
-                                           : numLayers + segmentOf(op);
+    return layer >= 0 && layer < numLayers ? layer : numLayers + segmentOf(op);
   };
   size_t numSegments = (prologueOps_.empty() ? 0 : 1) + numLayerSegments_ +
                        (epilogueOps_.empty() ? 0 : 1) + interludes_.size();
@@ -320,11 +363,10 @@ void GraphAnalysis::findSharedParameters() {
         sharedParameters_.size() == kMaxSharedParameters)
       continue;
     std::vector<int> readers = readersOf(static_cast<int>(v), tables);
-    bool several = llvm::any_of(readers, [&](int op) {
-      return partOf(op) != partOf(readers.front());
-    });
-    bool expert = llvm::any_of(
-        readers, [&](int op) { return expertFactor(op) >= 0; });
+    bool several = llvm::any_of(
+        readers, [&](int op) { return partOf(op) != partOf(readers.front()); });
+    bool expert =
+        llvm::any_of(readers, [&](int op) { return expertFactor(op) >= 0; });
     if (!several || expert)
       continue;
     const uint64_t bit = uint64_t(1) << sharedParameters_.size();
@@ -355,8 +397,8 @@ void GraphAnalysis::findExpertFactor(int o) {
           dimOfFactor(rule.operandFactors[j], factor) >= 0) {
         expertFactor_[o] = factor;
         int64_t experts = rule.factorSizes[factor];
-        numExperts_ = numExperts_ == 0 ? experts
-                                       : std::min(numExperts_, experts);
+        numExperts_ =
+            numExperts_ == 0 ? experts : std::min(numExperts_, experts);
         return;
       }
   }
@@ -418,8 +460,7 @@ void GraphAnalysis::propagateTokens(int o) {
     dims.assign(shape.size(), 0);
     // A dim longer than 1 with a token factor runs along the sequence, also
     // a batch dim with the tokens folded in ([b * s, h] before a 2-D GEMM).
-    for (size_t d = 0; d < dims.size() && d < rule.resultFactors[r].size();
-         ++d)
+    for (size_t d = 0; d < dims.size() && d < rule.resultFactors[r].size(); ++d)
       for (int f : rule.resultFactors[r][d])
         if (tokenFactor_[o][f] && shape[d] > 1)
           dims[d] = 1;
@@ -589,8 +630,7 @@ std::vector<std::pair<int, int64_t>> GraphAnalysis::sequence() const {
   const int firstLayer = prologueOps_.empty() ? 0 : 1;
   const int epilogue =
       epilogueOps_.empty() ? -1 : firstLayer + numLayerSegments_;
-  int nextInterlude =
-      firstLayer + numLayerSegments_ + (epilogue >= 0 ? 1 : 0);
+  int nextInterlude = firstLayer + numLayerSegments_ + (epilogue >= 0 ? 1 : 0);
 
   std::vector<std::pair<int, int64_t>> result;
   auto push = [&](int segment) {

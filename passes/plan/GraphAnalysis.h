@@ -1,4 +1,5 @@
-//===- GraphAnalysis.h - facts about a ModelGraph the search reuses -*- C++ -*-===//
+//===- GraphAnalysis.h - facts about a ModelGraph the search reuses -*- C++
+//-*-===//
 //
 // Computed once per graph: consumers of each value, which ops are views,
 // which values a fused implementation writes to memory, which factors run
@@ -59,8 +60,9 @@ public:
   /// Ops reading `value`, in order, each once. Complete for the values of
   /// searched ops (see the constructor); others may miss readers.
   llvm::ArrayRef<int> consumers(int value) const {
-    return llvm::ArrayRef<int>(consumerList_).slice(
-        consumerStart_[value], consumerStart_[value + 1] - consumerStart_[value]);
+    return llvm::ArrayRef<int>(consumerList_)
+        .slice(consumerStart_[value],
+               consumerStart_[value + 1] - consumerStart_[value]);
   }
   /// Layout-only ops (reshape, transpose, split, ...): no kernel of their
   /// own, the consumer reads the producer's buffer with strides.
@@ -186,6 +188,16 @@ public:
   }
 
 private:
+  // The constructor's steps, in order.
+  /// Layers, prologue, interludes, epilogue, FLOPs; returns the ops whose
+  /// operands are scanned for consumers.
+  std::vector<int> placeOps();
+  void indexConsumers(const std::vector<int> &scanned);
+  void scanValues();
+  void propagateGradients(const std::vector<int> &scanned);
+  void analyseSearchedOps();
+  void findAttentionCores(const std::vector<int> &searchedOps);
+  void numberSegments();
   /// The value that `value` (produced outside the searched ops) corresponds
   /// to in the first instance of its producer's block class.
   int representativeValue(int value) const;
@@ -221,13 +233,13 @@ private:
   int numLayerSegments_ = 0;
   /// Ops of each searched (representative) layer; empty for the others.
   std::vector<std::vector<int>> layerOps_;
-  std::vector<int> layerFirstOp_;        // per layer
-  std::vector<int> positionInLayer_;     // per op
-  std::vector<char> searched_;           // per op
+  std::vector<int> layerFirstOp_;    // per layer
+  std::vector<int> positionInLayer_; // per op
+  std::vector<char> searched_;       // per op
   std::vector<int> prologueOps_, epilogueOps_;
   /// Non-layer ops between layers: (the layer they follow, their ops).
   std::vector<std::pair<int, std::vector<int>>> interludes_;
-  std::map<int, int> expertFactor_;      // op -> factor
+  std::map<int, int> expertFactor_; // op -> factor
   int64_t numExperts_ = 0;
   int routerTopK_ = 0;
   // Consumers in compressed rows: those of value v are

@@ -102,157 +102,188 @@ static bool writesDims(const Plan &plan) {
            dims.begin()->second == plan.sequenceLength);
 }
 
+/// What the plan is for: model, cluster, GPUs, batch, precision.
+static void writeRequest(OStream &j, const Plan &plan) {
+  j.attribute("schema_version", Plan::kSchemaVersion);
+  j.attribute("model", plan.modelName);
+  j.attribute("cluster", plan.clusterName);
+  j.attribute("cluster_calibrated", plan.clusterCalibrated);
+  if (plan.clusterCalibrated)
+    j.attributeObject("cluster_calibration", [&] {
+      j.attribute("machine", plan.calibrationMachine);
+      j.attribute("date", plan.calibrationDate);
+    });
+  j.attribute("grad_reduce_overlap", plan.gradReduceOverlap);
+  j.attribute("gpus", plan.gpus);
+  j.attribute("global_batch", plan.globalBatch);
+  j.attribute("sequence_length", plan.sequenceLength);
+  if (writesDims(plan))
+    j.attributeObject("symbolic_dims", [&] {
+      for (const auto &[name, value] : plan.symbolicDims)
+        j.attribute(name, value);
+    });
+  j.attribute("precision", bm::cost::toString(plan.precision));
+  j.attribute("optimizer", bm::cost::toString(plan.optimizer));
+}
+
+/// The chosen configuration, its mesh and its stages.
+static void writeConfigAndMesh(OStream &j, const Plan &plan) {
+  j.attributeObject("config", [&] { writeConfig(j, plan.config); });
+  j.attributeArray("mesh", [&] {
+    for (auto [name, size] : {std::pair{kDataAxis, plan.config.dp},
+                              std::pair{kTensorAxis, plan.config.tp},
+                              std::pair{kPipelineAxis, plan.config.pp},
+                              std::pair{kExpertAxis, plan.config.ep}})
+      if (name != kExpertAxis || size > 1)
+        j.object([&] {
+          j.attribute("name", name);
+          j.attribute("size", size);
+        });
+  });
+  j.attributeArray("layers_per_stage", [&] {
+    for (int layers : plan.layersPerStage)
+      j.value(layers);
+  });
+}
+
+/// The folded model: layers, unique blocks, experts.
+static void writeModelShape(OStream &j, const Plan &plan) {
+  j.attributeObject("fold", [&] {
+    j.attribute("layers", plan.numLayers);
+    j.attribute("unique_blocks", plan.numBlockClasses);
+    j.attribute("attentions_per_block", plan.attentionsPerBlock);
+  });
+  if (plan.numExperts > 0)
+    j.attributeObject("experts", [&] {
+      j.attribute("count", plan.numExperts);
+      j.attribute("router_top_k", plan.routerTopK);
+      j.attributeArray("layers_per_block", [&] {
+        for (bool expert : plan.expertLayersPerBlock)
+          j.value(expert);
+      });
+    });
+}
+
+/// Every unique block's ops with their shardings.
+static void writeBlocks(OStream &j, const Plan &plan) {
+  j.attributeArray("blocks", [&] {
+    for (const BlockSharding &block : plan.blocks)
+      j.object([&] {
+        j.attribute("name", block.name);
+        j.attribute("block_class", block.blockClass);
+        j.attribute("instances", block.numInstances);
+        j.attributeArray("ops", [&] {
+          for (const OpSharding &op : block.ops)
+            j.object([&] {
+              j.attribute("op", op.op);
+              j.attribute("name", op.opName);
+              j.attribute("label", op.label);
+              j.attribute("rule", op.rule);
+              j.attributeArray("factor_axes", [&] {
+                for (const auto &[factor, axis] : op.factorAxes)
+                  writeStrings(j, {factor, axis});
+              });
+              j.attributeArray("operands", [&] {
+                for (const TensorSharding &t : op.operands)
+                  writeTensor(j, t);
+              });
+              j.attributeArray("results", [&] {
+                for (const TensorSharding &t : op.results)
+                  writeTensor(j, t);
+              });
+            });
+        });
+      });
+  });
+}
+
+/// The step: collectives, time, memory, items, timeline.
+static void writeStep(OStream &j, const Plan &plan) {
+  j.attributeArray("collectives", [&] {
+    for (const CollectiveSummary &c : plan.collectives)
+      j.object([&] {
+        j.attribute("kind", c.kind);
+        j.attribute("axis", c.axis);
+        j.attribute("link", c.link);
+        j.attribute("phase", c.phase);
+        j.attribute("where", c.where);
+        j.attribute("bytes", c.bytes);
+        j.attribute("count_per_step", c.countPerStep);
+        j.attribute("seconds", c.seconds);
+        j.attribute("hidden_seconds", c.hiddenSeconds);
+      });
+  });
+  j.attributeObject("time", [&] {
+    j.attribute("step_seconds", plan.stepSeconds);
+    writeTimeParts(j, plan.time);
+  });
+  j.attributeObject("memory", [&] {
+    j.attribute("stage", plan.memory.stage);
+    j.attribute("device_bytes", plan.deviceMemoryBytes);
+    writeMemoryParts(j, plan.memory);
+  });
+  j.attribute("critical_stage", plan.criticalStage);
+  j.attribute("tail_stage", plan.tailStage);
+  j.attributeArray("items", [&] {
+    for (const CostItem &item : plan.items)
+      j.object([&] { writeItem(j, item); });
+  });
+  j.attributeArray("stage_memory", [&] {
+    for (const MemoryBreakdown &stage : plan.stageMemory)
+      j.object([&] {
+        j.attribute("stage", stage.stage);
+        writeMemoryParts(j, stage);
+      });
+  });
+  j.attributeArray("timeline", [&] {
+    for (const TimelineBar &bar : plan.timeline)
+      j.object([&] {
+        j.attribute("kind", toString(bar.kind));
+        j.attribute("rank", bar.rank);
+        j.attribute("micro_batch", bar.microBatch);
+        j.attribute("chunk", bar.chunk);
+        j.attribute("start", bar.start);
+        j.attribute("end", bar.end);
+      });
+  });
+}
+
+/// Throughput and how much the search scored.
+static void writeThroughputAndSearch(OStream &j, const Plan &plan) {
+  j.attributeObject("throughput", [&] {
+    j.attribute("mfu", plan.mfu);
+    j.attribute("hardware_tflops_per_gpu", plan.hardwareTflopsPerGpu);
+    j.attribute("tokens_per_second", plan.tokensPerSecond);
+    j.attribute("model_flops_per_step", plan.modelFlopsPerStep);
+  });
+  j.attributeObject("search", [&] {
+    j.attribute("configurations_evaluated", plan.configurationsEvaluated);
+    j.attribute("block_searches", plan.blockSearches);
+  });
+}
+
+/// The runner-ups and why each lost.
+static void writeAlternatives(OStream &j, const Plan &plan) {
+  j.attributeArray("alternatives", [&] {
+    for (const Alternative &a : plan.alternatives)
+      j.object([&] {
+        j.attributeObject("config", [&] { writeConfig(j, a.config); });
+        j.attribute("step_seconds", a.stepSeconds);
+        j.attribute("memory_bytes", a.memoryBytes);
+        j.attribute("fits", a.fits);
+        j.attribute("reason", a.reason);
+        j.attributeObject("time", [&] { writeTimeParts(j, a.time); });
+      });
+  });
+}
+
 void bm::plan::printPlanJson(const Plan &plan, llvm::raw_ostream &os) {
   OStream j(os, 2);
   j.object([&] {
-    j.attribute("schema_version", Plan::kSchemaVersion);
-    j.attribute("model", plan.modelName);
-    j.attribute("cluster", plan.clusterName);
-    j.attribute("cluster_calibrated", plan.clusterCalibrated);
-    if (plan.clusterCalibrated)
-      j.attributeObject("cluster_calibration", [&] {
-        j.attribute("machine", plan.calibrationMachine);
-        j.attribute("date", plan.calibrationDate);
-      });
-    j.attribute("grad_reduce_overlap", plan.gradReduceOverlap);
-    j.attribute("gpus", plan.gpus);
-    j.attribute("global_batch", plan.globalBatch);
-    j.attribute("sequence_length", plan.sequenceLength);
-    if (writesDims(plan))
-      j.attributeObject("symbolic_dims", [&] {
-        for (const auto &[name, value] : plan.symbolicDims)
-          j.attribute(name, value);
-      });
-    j.attribute("precision", bm::cost::toString(plan.precision));
-    j.attribute("optimizer", bm::cost::toString(plan.optimizer));
-    j.attributeObject("config", [&] { writeConfig(j, plan.config); });
-    j.attributeArray("mesh", [&] {
-      for (auto [name, size] :
-           {std::pair{kDataAxis, plan.config.dp},
-            std::pair{kTensorAxis, plan.config.tp},
-            std::pair{kPipelineAxis, plan.config.pp},
-            std::pair{kExpertAxis, plan.config.ep}})
-        if (name != kExpertAxis || size > 1)
-          j.object([&] {
-            j.attribute("name", name);
-            j.attribute("size", size);
-          });
-    });
-    j.attributeArray("layers_per_stage", [&] {
-      for (int layers : plan.layersPerStage)
-        j.value(layers);
-    });
-    j.attributeObject("fold", [&] {
-      j.attribute("layers", plan.numLayers);
-      j.attribute("unique_blocks", plan.numBlockClasses);
-      j.attribute("attentions_per_block", plan.attentionsPerBlock);
-    });
-    if (plan.numExperts > 0)
-      j.attributeObject("experts", [&] {
-        j.attribute("count", plan.numExperts);
-        j.attribute("router_top_k", plan.routerTopK);
-        j.attributeArray("layers_per_block", [&] {
-          for (bool expert : plan.expertLayersPerBlock)
-            j.value(expert);
-        });
-      });
-    j.attributeArray("blocks", [&] {
-      for (const BlockSharding &block : plan.blocks)
-        j.object([&] {
-          j.attribute("name", block.name);
-          j.attribute("block_class", block.blockClass);
-          j.attribute("instances", block.numInstances);
-          j.attributeArray("ops", [&] {
-            for (const OpSharding &op : block.ops)
-              j.object([&] {
-                j.attribute("op", op.op);
-                j.attribute("name", op.opName);
-                j.attribute("label", op.label);
-                j.attribute("rule", op.rule);
-                j.attributeArray("factor_axes", [&] {
-                  for (const auto &[factor, axis] : op.factorAxes)
-                    writeStrings(j, {factor, axis});
-                });
-                j.attributeArray("operands", [&] {
-                  for (const TensorSharding &t : op.operands)
-                    writeTensor(j, t);
-                });
-                j.attributeArray("results", [&] {
-                  for (const TensorSharding &t : op.results)
-                    writeTensor(j, t);
-                });
-              });
-          });
-        });
-    });
-    j.attributeArray("collectives", [&] {
-      for (const CollectiveSummary &c : plan.collectives)
-        j.object([&] {
-          j.attribute("kind", c.kind);
-          j.attribute("axis", c.axis);
-          j.attribute("link", c.link);
-          j.attribute("phase", c.phase);
-          j.attribute("where", c.where);
-          j.attribute("bytes", c.bytes);
-          j.attribute("count_per_step", c.countPerStep);
-          j.attribute("seconds", c.seconds);
-          j.attribute("hidden_seconds", c.hiddenSeconds);
-        });
-    });
-    j.attributeObject("time", [&] {
-      j.attribute("step_seconds", plan.stepSeconds);
-      writeTimeParts(j, plan.time);
-    });
-    j.attributeObject("memory", [&] {
-      j.attribute("stage", plan.memory.stage);
-      j.attribute("device_bytes", plan.deviceMemoryBytes);
-      writeMemoryParts(j, plan.memory);
-    });
-    j.attribute("critical_stage", plan.criticalStage);
-    j.attribute("tail_stage", plan.tailStage);
-    j.attributeArray("items", [&] {
-      for (const CostItem &item : plan.items)
-        j.object([&] { writeItem(j, item); });
-    });
-    j.attributeArray("stage_memory", [&] {
-      for (const MemoryBreakdown &stage : plan.stageMemory)
-        j.object([&] {
-          j.attribute("stage", stage.stage);
-          writeMemoryParts(j, stage);
-        });
-    });
-    j.attributeArray("timeline", [&] {
-      for (const TimelineBar &bar : plan.timeline)
-        j.object([&] {
-          j.attribute("kind", toString(bar.kind));
-          j.attribute("rank", bar.rank);
-          j.attribute("micro_batch", bar.microBatch);
-          j.attribute("chunk", bar.chunk);
-          j.attribute("start", bar.start);
-          j.attribute("end", bar.end);
-        });
-    });
-    j.attributeObject("throughput", [&] {
-      j.attribute("mfu", plan.mfu);
-      j.attribute("hardware_tflops_per_gpu", plan.hardwareTflopsPerGpu);
-      j.attribute("tokens_per_second", plan.tokensPerSecond);
-      j.attribute("model_flops_per_step", plan.modelFlopsPerStep);
-    });
-    j.attributeObject("search", [&] {
-      j.attribute("configurations_evaluated", plan.configurationsEvaluated);
-      j.attribute("block_searches", plan.blockSearches);
-    });
-    j.attributeArray("alternatives", [&] {
-      for (const Alternative &a : plan.alternatives)
-        j.object([&] {
-          j.attributeObject("config", [&] { writeConfig(j, a.config); });
-          j.attribute("step_seconds", a.stepSeconds);
-          j.attribute("memory_bytes", a.memoryBytes);
-          j.attribute("fits", a.fits);
-          j.attribute("reason", a.reason);
-          j.attributeObject("time", [&] { writeTimeParts(j, a.time); });
-        });
-    });
+    for (void (*write)(OStream &, const Plan &) :
+         {writeRequest, writeConfigAndMesh, writeModelShape, writeBlocks,
+          writeStep, writeThroughputAndSearch, writeAlternatives})
+      write(j, plan);
   });
   os << "\n";
 }
@@ -274,8 +305,7 @@ namespace {
 /// path ("config.tp").
 class Reader {
 public:
-  Reader(const llvm::json::Object *object, std::string path,
-         std::string *error)
+  Reader(const llvm::json::Object *object, std::string path, std::string *error)
       : object_(object), path_(std::move(path)), error_(error) {}
 
   bool ok() const { return error_->empty(); }
@@ -414,9 +444,8 @@ static void readConfig(Reader r, ParallelConfig &c) {
   r.optionalString("stream", stream);
   if (!r.ok())
     return;
-  llvm::Expected<FixedChoices> fixed =
-      parseFixedChoices("recompute=" + recompute + ",schedule=" + schedule +
-                        ",stream=" + stream);
+  llvm::Expected<FixedChoices> fixed = parseFixedChoices(
+      "recompute=" + recompute + ",schedule=" + schedule + ",stream=" + stream);
   if (!fixed) {
     r.fail(r.name("recompute/schedule/stream") + ": " +
            llvm::toString(fixed.takeError()));
@@ -475,10 +504,10 @@ static Kind readKind(Reader &r, llvm::StringRef key,
 
 static CostItem readItem(Reader &r) {
   CostItem item;
-  item.kind = readKind(
-      r, "kind",
-      std::array{CostItem::Kind::Compute, CostItem::Kind::Collective,
-                 CostItem::Kind::Transfer, CostItem::Kind::Bubble});
+  item.kind =
+      readKind(r, "kind",
+               std::array{CostItem::Kind::Compute, CostItem::Kind::Collective,
+                          CostItem::Kind::Transfer, CostItem::Kind::Bubble});
   r.string("what", item.what);
   r.string("axis", item.axis);
   r.string("link", item.link);
@@ -550,34 +579,38 @@ static void readItemisation(Reader &r, const llvm::json::Object &root,
     }
 }
 
-llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
-  auto fail = [](const llvm::Twine &message) -> llvm::Error {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "plan: " + message);
-  };
-  // LLVM's JSON parser recurses per level; a plan nests about 6 deep.
-  if (size_t depth = cost::measureText(text).depth; depth > 64)
-    return fail("brackets nested " + llvm::Twine(depth) +
-                " deep; a plan file nests a few levels");
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
-  if (!parsed)
-    return fail("malformed JSON: " + llvm::toString(parsed.takeError()));
-  const llvm::json::Object *root = parsed->getAsObject();
-  if (!root)
-    return fail("expected a JSON object");
-  std::optional<int64_t> version = root->getInteger("schema_version");
-  if (!version)
-    return fail("missing 'schema_version'");
-  if (*version != Plan::kSchemaVersion)
-    return fail(llvm::formatv("schema_version {0} is not supported (this "
-                              "bmc reads version {1})",
-                              *version, Plan::kSchemaVersion));
-  std::string error;
-  Reader r(root, "", &error);
-  Plan plan;
+/// One op of a block: its rule, factor axes and tensor shardings.
+static OpSharding readOpSharding(Reader &orr) {
+  OpSharding op;
+  orr.integer("op", op.op);
+  orr.string("name", op.opName);
+  orr.string("label", op.label);
+  orr.string("rule", op.rule);
+  if (const llvm::json::Array *axes = orr.array("factor_axes"))
+    for (const llvm::json::Value &pair : *axes) {
+      std::vector<std::string> items =
+          orr.strings(pair, orr.name("factor_axes"));
+      if (items.size() != 2) {
+        orr.fail("'" + orr.name("factor_axes") +
+                 "' must hold [factor, axis] pairs");
+        break;
+      }
+      op.factorAxes.push_back({items[0], items[1]});
+    }
+  if (const llvm::json::Array *operands = orr.array("operands"))
+    for (const llvm::json::Value &t : *operands)
+      op.operands.push_back(readTensor(orr, t, orr.name("operands")));
+  if (const llvm::json::Array *results = orr.array("results"))
+    for (const llvm::json::Value &t : *results)
+      op.results.push_back(readTensor(orr, t, orr.name("results")));
+  return op;
+}
+
+/// What the plan is for: model, cluster, GPUs, batch, precision.
+static void readRequest(Reader &r, const llvm::json::Object &root, Plan &plan) {
   r.string("model", plan.modelName);
   r.string("cluster", plan.clusterName);
-  readClusterCalibration(r, *root, plan);
+  readClusterCalibration(r, root, plan);
   r.optionalNumber("grad_reduce_overlap", plan.gradReduceOverlap);
   if (plan.gradReduceOverlap < 0 || plan.gradReduceOverlap > 1)
     r.fail("'grad_reduce_overlap' must be from 0 to 1");
@@ -586,9 +619,9 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
   r.integer("sequence_length", plan.sequenceLength);
   // Optional: plans whose only symbolic dimension is "seq" (and plans
   // written before the key) have no `symbolic_dims`.
-  if (root->get("symbolic_dims")) {
+  if (root.get("symbolic_dims")) {
     r.object("symbolic_dims"); // fails unless an object
-    if (const llvm::json::Object *object = root->getObject("symbolic_dims"))
+    if (const llvm::json::Object *object = root.getObject("symbolic_dims"))
       for (const auto &[key, value] : *object) {
         llvm::StringRef name = key;
         std::optional<int64_t> size = value.getAsInteger();
@@ -616,6 +649,11 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
     else
       r.fail("'optimizer' must be adam or sgd");
   }
+}
+
+/// The configuration, its stages and the folded model.
+static void readConfigAndShape(Reader &r, const llvm::json::Object &root,
+                               Plan &plan) {
   readConfig(r.object("config"), plan.config);
   if (const llvm::json::Array *stages = r.array("layers_per_stage"))
     for (const llvm::json::Value &v : *stages) {
@@ -628,7 +666,7 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
   fold.integer("layers", plan.numLayers);
   fold.integer("unique_blocks", plan.numBlockClasses);
   fold.optionalInteger("attentions_per_block", plan.attentionsPerBlock);
-  if (root->get("experts")) {
+  if (root.get("experts")) {
     Reader experts = r.object("experts");
     experts.integer("count", plan.numExperts);
     experts.integer("router_top_k", plan.routerTopK);
@@ -640,6 +678,10 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
           r.fail("'experts.layers_per_block' must hold booleans");
       }
   }
+}
+
+/// Every unique block's ops with their shardings.
+static void readBlocks(Reader &r, Plan &plan) {
   if (const llvm::json::Array *blocks = r.array("blocks"))
     for (size_t b = 0; b < blocks->size() && r.ok(); ++b) {
       Reader br = r.element((*blocks)[b], b);
@@ -650,32 +692,14 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
       const llvm::json::Array *ops = br.array("ops");
       for (size_t o = 0; ops && o < ops->size() && r.ok(); ++o) {
         Reader orr = br.element((*ops)[o], o);
-        OpSharding op;
-        orr.integer("op", op.op);
-        orr.string("name", op.opName);
-        orr.string("label", op.label);
-        orr.string("rule", op.rule);
-        if (const llvm::json::Array *axes = orr.array("factor_axes"))
-          for (const llvm::json::Value &pair : *axes) {
-            std::vector<std::string> items =
-                orr.strings(pair, orr.name("factor_axes"));
-            if (items.size() != 2) {
-              orr.fail("'" + orr.name("factor_axes") +
-                       "' must hold [factor, axis] pairs");
-              break;
-            }
-            op.factorAxes.push_back({items[0], items[1]});
-          }
-        if (const llvm::json::Array *operands = orr.array("operands"))
-          for (const llvm::json::Value &t : *operands)
-            op.operands.push_back(readTensor(orr, t, orr.name("operands")));
-        if (const llvm::json::Array *results = orr.array("results"))
-          for (const llvm::json::Value &t : *results)
-            op.results.push_back(readTensor(orr, t, orr.name("results")));
-        block.ops.push_back(std::move(op));
+        block.ops.push_back(readOpSharding(orr));
       }
       plan.blocks.push_back(std::move(block));
     }
+}
+
+/// The step's collectives, summed.
+static void readCollectives(Reader &r, Plan &plan) {
   if (const llvm::json::Array *collectives = r.array("collectives"))
     for (size_t i = 0; i < collectives->size() && r.ok(); ++i) {
       Reader cr = r.element((*collectives)[i], i);
@@ -691,13 +715,18 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
       cr.optionalNumber("hidden_seconds", c.hiddenSeconds);
       plan.collectives.push_back(c);
     }
+}
+
+/// Time, memory, items, throughput and search counts.
+static void readStepTotals(Reader &r, const llvm::json::Object &root,
+                           Plan &plan) {
   Reader time = r.object("time");
   time.number("step_seconds", plan.stepSeconds);
   readTimeParts(time, plan.time);
   Reader memory = r.object("memory");
   memory.number("device_bytes", plan.deviceMemoryBytes);
   readMemoryParts(memory, plan.memory);
-  readItemisation(r, *root, plan);
+  readItemisation(r, root, plan);
   Reader throughput = r.object("throughput");
   throughput.number("mfu", plan.mfu);
   throughput.number("hardware_tflops_per_gpu", plan.hardwareTflopsPerGpu);
@@ -706,6 +735,10 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
   Reader search = r.object("search");
   search.integer("configurations_evaluated", plan.configurationsEvaluated);
   search.integer("block_searches", plan.blockSearches);
+}
+
+/// The runner-ups and why each lost.
+static void readAlternatives(Reader &r, Plan &plan) {
   if (const llvm::json::Array *alternatives = r.array("alternatives"))
     for (size_t i = 0; i < alternatives->size() && r.ok(); ++i) {
       Reader ar = r.element((*alternatives)[i], i);
@@ -722,6 +755,39 @@ llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
       }
       plan.alternatives.push_back(a);
     }
+}
+
+llvm::Expected<Plan> bm::plan::parsePlanJson(llvm::StringRef text) {
+  auto fail = [](const llvm::Twine &message) -> llvm::Error {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "plan: " + message);
+  };
+  // LLVM's JSON parser recurses per level; a plan nests about 6 deep.
+  if (size_t depth = cost::measureText(text).depth; depth > 64)
+    return fail("brackets nested " + llvm::Twine(depth) +
+                " deep; a plan file nests a few levels");
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+  if (!parsed)
+    return fail("malformed JSON: " + llvm::toString(parsed.takeError()));
+  const llvm::json::Object *root = parsed->getAsObject();
+  if (!root)
+    return fail("expected a JSON object");
+  std::optional<int64_t> version = root->getInteger("schema_version");
+  if (!version)
+    return fail("missing 'schema_version'");
+  if (*version != Plan::kSchemaVersion)
+    return fail(llvm::formatv("schema_version {0} is not supported (this "
+                              "bmc reads version {1})",
+                              *version, Plan::kSchemaVersion));
+  std::string error;
+  Reader r(root, "", &error);
+  Plan plan;
+  readRequest(r, *root, plan);
+  readConfigAndShape(r, *root, plan);
+  readBlocks(r, plan);
+  readCollectives(r, plan);
+  readStepTotals(r, *root, plan);
+  readAlternatives(r, plan);
   if (!error.empty())
     return fail(error);
   if (std::optional<std::string> problem = inconsistency(plan))

@@ -47,30 +47,29 @@ static std::string stagesText(const std::vector<int> &layers) {
     size_t j = i;
     while (j < layers.size() && layers[j] == layers[i])
       ++j;
-    parts.push_back(j - i == 1 ? std::to_string(layers[i])
-                               : llvm::formatv("{0} x {1}", layers[i], j - i)
-                                     .str());
+    parts.push_back(j - i == 1
+                        ? std::to_string(layers[i])
+                        : llvm::formatv("{0} x {1}", layers[i], j - i).str());
     i = j;
   }
   return llvm::join(parts, ", ");
 }
 
-void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
-                             bool explain) {
-  const ParallelConfig &c = plan.config;
+/// Models without token ids (vision) count samples, not tokens.
+static bool countsTokens(const Plan &plan) { return plan.sequenceLength > 1; }
+
+/// What the plan is for: model, GPUs, cluster, batch.
+static void printRequest(const Plan &plan, llvm::raw_ostream &os) {
   os << llvm::formatv("plan for {0} on {1} GPUs of {2}\n", plan.modelName,
                       plan.gpus, plan.clusterName);
   if (plan.clusterCalibrated)
-    os << llvm::formatv("  cluster calibrated on {0}, {1}: measured curves "
-                        "replace the analytic ones where they apply\n",
-                        plan.calibrationMachine.empty()
-                            ? "an unnamed machine"
-                            : plan.calibrationMachine,
-                        plan.calibrationDate.empty() ? "undated"
-                                                     : plan.calibrationDate);
-  // Models without token ids (vision) count samples, not tokens.
-  const bool tokens = plan.sequenceLength > 1;
-  if (tokens)
+    os << llvm::formatv(
+        "  cluster calibrated on {0}, {1}: measured curves "
+        "replace the analytic ones where they apply\n",
+        plan.calibrationMachine.empty() ? "an unnamed machine"
+                                        : plan.calibrationMachine,
+        plan.calibrationDate.empty() ? "undated" : plan.calibrationDate);
+  if (countsTokens(plan))
     os << llvm::formatv("  global batch {0} x {1} tokens, {2}, {3}\n",
                         plan.globalBatch, plan.sequenceLength,
                         bm::cost::toString(plan.precision),
@@ -79,6 +78,11 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
     os << llvm::formatv("  global batch {0} samples, {1}, {2}\n",
                         plan.globalBatch, bm::cost::toString(plan.precision),
                         bm::cost::toString(plan.optimizer));
+}
+
+/// The mesh, schedule, stream layout, fold and stages.
+static void printConfiguration(const Plan &plan, llvm::raw_ostream &os) {
+  const ParallelConfig &c = plan.config;
   os << llvm::formatv("mesh        dp={0} x tp={1} x pp={2} (ranks: tp "
                       "innermost, then dp, then pp)\n",
                       c.dp, c.tp, c.pp);
@@ -113,7 +117,10 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
   os << "stages      layers per " << (c.chunks > 1 ? "virtual " : "")
      << "stage: " << stagesText(plan.layersPerStage) << "\n";
   os << "--fix       " << c.str() << "\n\n";
+}
 
+/// The step time, split as the items add up, and throughput.
+static void printStepTime(const Plan &plan, llvm::raw_ostream &os) {
   // The split the items add up to (plans written before the items carry
   // only the split).
   const TimeBreakdown t = plan.items.empty() ? plan.time : timeOfItems(plan);
@@ -129,9 +136,13 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
      << share(t.bubble, total) << "\n";
   os << llvm::formatv("throughput  {0:F0} {1}/s, MFU {2:F1}%, {3:F1} "
                       "TFLOP/s per GPU (with recompute)\n\n",
-                      plan.tokensPerSecond, tokens ? "tokens" : "samples",
-                      100 * plan.mfu, plan.hardwareTflopsPerGpu);
+                      plan.tokensPerSecond,
+                      countsTokens(plan) ? "tokens" : "samples", 100 * plan.mfu,
+                      plan.hardwareTflopsPerGpu);
+}
 
+/// Memory per GPU on the worst stage.
+static void printMemory(const Plan &plan, llvm::raw_ostream &os) {
   const MemoryBreakdown &m = plan.memory;
   os << llvm::formatv("memory per GPU (worst stage: {0})  {1} of {2}\n",
                       m.stage, formatBytes(m.total()),
@@ -141,7 +152,10 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
   os << "  optimizer state     " << formatBytes(m.optimizer) << "\n";
   os << "  activations         " << formatBytes(m.activations) << "\n";
   os << "  buffers, workspace  " << formatBytes(m.buffers) << "\n\n";
+}
 
+/// Collectives per step, merged by axis, kind, phase and link.
+static void printCollectives(const Plan &plan, llvm::raw_ostream &os) {
   // Collectives, merged by kind, axis and phase.
   std::map<std::tuple<std::string, std::string, std::string, std::string>,
            std::tuple<int64_t, double, double, double>>
@@ -168,7 +182,10 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
   }
   if (merged.empty())
     os << "  none\n";
+}
 
+/// The runner-ups and why each lost.
+static void printAlternatives(const Plan &plan, llvm::raw_ostream &os) {
   if (!plan.alternatives.empty()) {
     os << "\nalternatives\n";
     for (const Alternative &a : plan.alternatives)
@@ -177,17 +194,17 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
                                  : formatBytes(a.memoryBytes),
                           a.reason);
   }
-  if (!explain)
-    return;
+}
 
+/// What --explain adds: the search, every op's sharding, every collective.
+static void printSearchDetails(const Plan &plan, llvm::raw_ostream &os) {
   os << llvm::formatv("\nsearch      {0} configurations scored, {1} block "
                       "searches (one per unique block, tp degree, "
                       "micro-batch size and stream layout)\n",
                       plan.configurationsEvaluated, plan.blockSearches);
   for (const BlockSharding &block : plan.blocks) {
     os << llvm::formatv("\n{0} ({1} instance{2})\n", block.name,
-                        block.numInstances,
-                        block.numInstances == 1 ? "" : "s");
+                        block.numInstances, block.numInstances == 1 ? "" : "s");
     for (const OpSharding &op : block.ops) {
       std::vector<std::string> axes;
       for (const auto &[factor, axis] : op.factorAxes)
@@ -210,4 +227,16 @@ void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
                         "{6}\n",
                         s.axis, s.kind, s.phase, s.where, formatBytes(s.bytes),
                         s.countPerStep, formatSeconds(s.seconds));
+}
+
+void bm::plan::printPlanText(const Plan &plan, llvm::raw_ostream &os,
+                             bool explain) {
+  printRequest(plan, os);
+  printConfiguration(plan, os);
+  printStepTime(plan, os);
+  printMemory(plan, os);
+  printCollectives(plan, os);
+  printAlternatives(plan, os);
+  if (explain)
+    printSearchDetails(plan, os);
 }
