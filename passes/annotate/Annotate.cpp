@@ -73,8 +73,8 @@ static TensorSharding moveBatchAxes(TensorSharding tensor, int from, int to) {
 }
 
 /// Data parallel on `batchDim` where dp divides it, else replicated.
-static TensorSharding dataParallelSharding(RankedTensorType type,
-                                           int batchDim, int dp) {
+static TensorSharding dataParallelSharding(RankedTensorType type, int batchDim,
+                                           int dp) {
   TensorSharding tensor;
   tensor.dims.assign(type.getRank(), {});
   if (batchDim >= 0 && type.getDimSize(batchDim) % dp == 0)
@@ -163,11 +163,11 @@ static std::vector<int> stagesOf(const Plan &plan, const PlannedOps &ops) {
   const int lastStage =
       std::max<int>(plan.config.pp, plan.layersPerStage.size()) - 1;
   const int64_t lastLayer =
-      ops.layer.empty() ? -1 : *std::max_element(ops.layer.begin(),
-                                                 ops.layer.end());
+      ops.layer.empty() ? -1
+                        : *std::max_element(ops.layer.begin(), ops.layer.end());
   auto stageOf = [&](int64_t layer) {
     return layer < static_cast<int64_t>(layerStage.size()) ? layerStage[layer]
-                                                          : lastStage;
+                                                           : lastStage;
   };
   std::vector<int> stages;
   int64_t previousLayer = -1;
@@ -242,6 +242,115 @@ static std::vector<int64_t> matchByNode(const ModelGraph &planned,
   return match;
 }
 
+namespace {
+
+/// Sets one op's result and operand shardings from the plan: the planned
+/// op's, with the batch axes moved where the annotated model keeps its
+/// batch (see matchByNode), or data parallelism alone for ops the plan does
+/// not list.
+class ShardingWriter {
+public:
+  ShardingWriter(Builder &b, const Plan &plan, const ModelGraph *planned,
+                 const ModelGraph *annotated)
+      : b_(b), plan_(plan), planned_(planned), annotated_(annotated),
+        byNode_(planned && annotated), expertParallel_(plan.config.ep > 1) {}
+
+  /// Op `i` of the function, planned as op `from` with `sharding` (null
+  /// when the plan does not list it).
+  llvm::Error write(Operation *op, size_t i, int64_t from,
+                    const OpSharding *sharding) const {
+    if (!sharding) {
+      writeDataParallel(op, i);
+      return llvm::Error::success();
+    }
+    if (sharding->results.size() != op->getNumResults())
+      return llvm::createStringError(
+          "the plan gives " + std::to_string(sharding->results.size()) +
+          " result shardings to op " + std::to_string(i) + " (" +
+          op->getName().getStringRef().str() + ") which has " +
+          std::to_string(op->getNumResults()));
+    SmallVector<Attribute> results;
+    for (auto [r, result] : llvm::enumerate(sharding->results))
+      results.push_back(toAttr(result, resultsOf, from, i, r));
+    SmallVector<Attribute> operands;
+    if (sharding->operands.size() == op->getNumOperands())
+      for (auto [k, operand] : llvm::enumerate(sharding->operands))
+        operands.push_back(toAttr(operand, operandsOf, from, i, k));
+    if (!operands.empty())
+      op->setAttr(mlir::bm::BmDialect::kOperandShardingAttrName,
+                  b_.getArrayAttr(operands));
+    op->setAttr(mlir::bm::BmDialect::kShardingAttrName,
+                b_.getArrayAttr(results));
+    return llvm::Error::success();
+  }
+
+private:
+  // An op the planned model folded on the host (or the plan does not
+  // list).
+  void writeDataParallel(Operation *op, size_t i) const {
+    SmallVector<Attribute> results;
+    for (auto [r, result] : llvm::enumerate(op->getResults())) {
+      int batchDim =
+          byNode_ ? annotated_->values[annotated_->ops[i].results[r]].batchDim
+                  : -1;
+      results.push_back(toShardingAttr(
+          b_,
+          dataParallelSharding(cast<RankedTensorType>(result.getType()),
+                               batchDim, plan_.config.dp),
+          expertParallel_));
+    }
+    op->setAttr(mlir::bm::BmDialect::kShardingAttrName,
+                b_.getArrayAttr(results));
+  }
+
+  /// `tensor`, the k-th of `valuesOf` of planned op `from`, as the
+  /// attribute of annotated op `i`.
+  template <typename ValuesOf>
+  Attribute toAttr(TensorSharding tensor, ValuesOf valuesOf, int64_t from,
+                   size_t i, size_t k) const {
+    if (byNode_) {
+      const std::vector<int> &was = valuesOf(planned_->ops[from]);
+      const std::vector<int> &is = valuesOf(annotated_->ops[i]);
+      if (k < was.size() && k < is.size()) {
+        int wasDim = planned_->values[was[k]].batchDim;
+        int isDim = annotated_->values[is[k]].batchDim;
+        if (wasDim != isDim)
+          tensor = moveBatchAxes(tensor, wasDim, isDim);
+      }
+    }
+    return toShardingAttr(b_, tensor, expertParallel_);
+  }
+
+  Builder &b_;
+  const Plan &plan_;
+  const ModelGraph *planned_, *annotated_;
+  const bool byNode_, expertParallel_;
+};
+
+} // namespace
+
+/// The plan's mesh first in the module, replacing an earlier one.
+static void setMesh(ModuleOp module, const Plan &plan) {
+  Builder b(module.getContext());
+  for (auto mesh :
+       llvm::make_early_inc_range(module.getOps<mlir::bm::MeshOp>()))
+    if (mesh.getSymName() == kMeshName)
+      mesh.erase();
+  OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
+  SmallVector<StringAttr> names = {b.getStringAttr(kDataAxis)};
+  SmallVector<int64_t> sizes = {plan.config.dp};
+  if (plan.config.ep > 1) {
+    sizes.back() = plan.config.dp / plan.config.ep;
+    names.push_back(b.getStringAttr(kExpertAxis));
+    sizes.push_back(plan.config.ep);
+  }
+  names.append({b.getStringAttr(kTensorAxis), b.getStringAttr(kPipelineAxis)});
+  sizes.append({plan.config.tp, plan.config.pp});
+  mlir::bm::MeshOp::create(
+      builder, module.getLoc(), kMeshName,
+      mlir::bm::MeshAttr::get(module.getContext(), names, sizes));
+}
+
 llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
                          const ModelGraph *planned,
                          const ModelGraph *annotated) {
@@ -251,10 +360,10 @@ llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
     ops.push_back(&op);
   const bool byNode = planned && annotated;
   if (byNode && annotated->ops.size() != ops.size())
-    return llvm::createStringError(
-        "the annotated model's graph has " +
-        std::to_string(annotated->ops.size()) + " ops but its function " +
-        std::to_string(ops.size()));
+    return llvm::createStringError("the annotated model's graph has " +
+                                   std::to_string(annotated->ops.size()) +
+                                   " ops but its function " +
+                                   std::to_string(ops.size()));
 
   PlannedOps plannedOps = byNode ? plannedOpsOf(*planned) : plannedOpsOf(ops);
   llvm::Expected<std::vector<const OpSharding *>> resolved =
@@ -269,64 +378,13 @@ llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
     for (size_t i = 0; i < ops.size(); ++i)
       source.push_back(static_cast<int64_t>(i));
 
-  const bool expertParallel = plan.config.ep > 1;
+  ShardingWriter writer(b, plan, planned, annotated);
   int previousStage = 0;
   for (auto [i, op] : llvm::enumerate(ops)) {
     int64_t from = source[i];
     const OpSharding *sharding = from >= 0 ? (*resolved)[from] : nullptr;
-    SmallVector<Attribute> results;
-    if (sharding) {
-      if (sharding->results.size() != op->getNumResults())
-        return llvm::createStringError(
-            "the plan gives " + std::to_string(sharding->results.size()) +
-            " result shardings to op " + std::to_string(i) + " (" +
-            op->getName().getStringRef().str() + ") which has " +
-            std::to_string(op->getNumResults()));
-      // The batch may sit in another dim of the annotated model's value
-      // (see matchByNode); the plan's data-parallel axes follow it.
-      auto batchDimsOf = [&](auto valuesOf, size_t k) {
-        const std::vector<int> &was = valuesOf(planned->ops[from]);
-        const std::vector<int> &is = valuesOf(annotated->ops[i]);
-        if (k >= was.size() || k >= is.size())
-          return std::make_pair(-1, -1);
-        return std::make_pair(planned->values[was[k]].batchDim,
-                              annotated->values[is[k]].batchDim);
-      };
-      auto toAttr = [&](TensorSharding tensor, auto valuesOf, size_t k) {
-        if (byNode) {
-          auto [was, is] = batchDimsOf(valuesOf, k);
-          if (was != is)
-            tensor = moveBatchAxes(tensor, was, is);
-        }
-        return toShardingAttr(b, tensor, expertParallel);
-      };
-      for (auto [r, result] : llvm::enumerate(sharding->results))
-        results.push_back(
-            toAttr(result, resultsOf, r));
-      SmallVector<Attribute> operands;
-      if (sharding->operands.size() == op->getNumOperands())
-        for (auto [k, operand] : llvm::enumerate(sharding->operands))
-          operands.push_back(
-              toAttr(operand, operandsOf, k));
-      if (!operands.empty())
-        op->setAttr(mlir::bm::BmDialect::kOperandShardingAttrName,
-                    b.getArrayAttr(operands));
-    } else {
-      // An op the planned model folded on the host (or the plan does not
-      // list).
-      for (auto [r, result] : llvm::enumerate(op->getResults())) {
-        int batchDim =
-            byNode ? annotated->values[annotated->ops[i].results[r]].batchDim
-                   : -1;
-        results.push_back(toShardingAttr(
-            b,
-            dataParallelSharding(cast<RankedTensorType>(result.getType()),
-                                 batchDim, plan.config.dp),
-            expertParallel));
-      }
-    }
-    op->setAttr(mlir::bm::BmDialect::kShardingAttrName,
-                b.getArrayAttr(results));
+    if (llvm::Error error = writer.write(op, i, from, sharding))
+      return error;
     int stage = from >= 0 ? stages[from] : previousStage;
     previousStage = stage;
     op->setAttr(mlir::bm::BmDialect::kStageAttrName,
@@ -335,26 +393,8 @@ llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
       op->setAttr(mlir::bm::BmDialect::kVirtualStageAttrName,
                   b.getI64IntegerAttr(stage));
   }
-
   annotateArguments(func);
-
-  // The mesh goes first in the module, replacing an earlier one.
-  for (auto mesh : llvm::make_early_inc_range(module.getOps<mlir::bm::MeshOp>()))
-    if (mesh.getSymName() == kMeshName)
-      mesh.erase();
-  OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
-  SmallVector<StringAttr> names = {b.getStringAttr(kDataAxis)};
-  SmallVector<int64_t> sizes = {plan.config.dp};
-  if (expertParallel) {
-    sizes.back() = plan.config.dp / plan.config.ep;
-    names.push_back(b.getStringAttr(kExpertAxis));
-    sizes.push_back(plan.config.ep);
-  }
-  names.append({b.getStringAttr(kTensorAxis), b.getStringAttr(kPipelineAxis)});
-  sizes.append({plan.config.tp, plan.config.pp});
-  mlir::bm::MeshOp::create(
-      builder, module.getLoc(), kMeshName,
-      mlir::bm::MeshAttr::get(module.getContext(), names, sizes));
+  setMesh(module, plan);
 
   // The shardings must hold against the mesh and the shapes; a plan made
   // for other shapes (another --seq, say) fails here, not downstream.

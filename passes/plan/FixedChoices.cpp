@@ -43,9 +43,125 @@ static llvm::Expected<int> parseCount(StringRef key, StringRef text, int min,
                                       int max) {
   int value;
   if (text.getAsInteger(10, value) || value < min || value > max)
-    return fixError(key + " must be an integer in [" + llvm::Twine(min) +
-                    ", " + llvm::Twine(max) + "], got '" + text + "'");
+    return fixError(key + " must be an integer in [" + llvm::Twine(min) + ", " +
+                    llvm::Twine(max) + "], got '" + text + "'");
   return value;
+}
+
+static llvm::Error parseRecompute(StringRef value, FixedChoices &fixed) {
+  if (value == "none")
+    fixed.recompute = Recompute::None;
+  else if (value == "selective")
+    fixed.recompute = Recompute::Selective;
+  else if (value == "full")
+    fixed.recompute = Recompute::Full;
+  else
+    return fixError("recompute must be none, selective or full, got '" + value +
+                    "'");
+  return llvm::Error::success();
+}
+
+static llvm::Error parseSchedule(StringRef value, FixedChoices &fixed) {
+  if (value == "gpipe")
+    fixed.schedule = PipelineSchedule::GPipe;
+  else if (value == "1f1b")
+    fixed.schedule = PipelineSchedule::OneFOneB;
+  else if (value == "interleaved")
+    fixed.schedule = PipelineSchedule::Interleaved;
+  else if (value == "none")
+    fixed.schedule = PipelineSchedule::None;
+  else
+    return fixError("schedule must be gpipe, 1f1b or interleaved, got '" +
+                    value + "'");
+  return llvm::Error::success();
+}
+
+/// stream=replicated|sequence|hidden, the split ones with an optional
+/// dimension (hidden:1).
+static llvm::Error parseStream(StringRef value, FixedChoices &fixed) {
+  auto [name, dim] = value.split(':');
+  std::optional<StreamLayout> layout;
+  for (StreamLayout l :
+       {StreamLayout::Replicated, StreamLayout::Sequence, StreamLayout::Hidden})
+    if (name == toString(l))
+      layout = l;
+  if (fixed.stream)
+    return fixError("stream is given twice");
+  if (!layout)
+    return fixError("stream must be replicated, sequence or hidden (the "
+                    "split ones optionally with a dimension, as in "
+                    "hidden:1), got '" +
+                    value + "'");
+  if (value.contains(':') && *layout == StreamLayout::Replicated)
+    return fixError("stream=replicated splits no dimension, got '" + value +
+                    "'");
+  if (value.contains(':')) {
+    llvm::Expected<int> parsed =
+        parseCount("stream dimension", dim, 0, bm::cost::kLargestCount);
+    if (!parsed)
+      return parsed.takeError();
+    fixed.streamDim = *parsed;
+  }
+  fixed.stream = layout;
+  return llvm::Error::success();
+}
+
+/// One key=value item into `fixed`.
+static llvm::Error parseItem(StringRef key, StringRef value,
+                             FixedChoices &fixed) {
+  auto count = [&](std::optional<int> &slot, int min, int max) -> llvm::Error {
+    if (slot)
+      return fixError(key + " is given twice");
+    llvm::Expected<int> parsed = parseCount(key, value, min, max);
+    if (!parsed)
+      return parsed.takeError();
+    slot = *parsed;
+    return llvm::Error::success();
+  };
+  const int most = bm::cost::kLargestCount;
+  // Keys alphabetical.
+  if (key == "dp")
+    return count(fixed.dp, 1, most);
+  if (key == "ep")
+    return count(fixed.ep, 1, most);
+  if (key == "mb")
+    return count(fixed.microBatch, 1, most);
+  if (key == "pp")
+    return count(fixed.pp, 1, most);
+  if (key == "recompute")
+    return parseRecompute(value, fixed);
+  if (key == "schedule")
+    return parseSchedule(value, fixed);
+  if (key == "stream")
+    return parseStream(value, fixed);
+  if (key == "tp")
+    return count(fixed.tp, 1, most);
+  if (key == "v")
+    return count(fixed.chunks, 1, most);
+  if (key == "zero")
+    return count(fixed.zeroStage, 0, 3);
+  return fixError("unknown key '" + key +
+                  "' (keys: dp, ep, mb, pp, recompute, schedule, stream, tp, "
+                  "v, zero)");
+}
+
+/// Choices that contradict each other, whatever the model.
+static llvm::Error checkCombination(const FixedChoices &fixed) {
+  if (fixed.chunks && *fixed.chunks > 1 && fixed.schedule &&
+      *fixed.schedule != PipelineSchedule::Interleaved)
+    return fixError("v=" + llvm::Twine(*fixed.chunks) +
+                    " needs schedule=interleaved");
+  if (fixed.ep && fixed.dp && *fixed.dp % *fixed.ep != 0)
+    return fixError("ep=" + llvm::Twine(*fixed.ep) +
+                    " must divide dp=" + llvm::Twine(*fixed.dp));
+  if (fixed.pp && *fixed.pp == 1 && fixed.schedule &&
+      *fixed.schedule != PipelineSchedule::None)
+    return fixError("pp=1 has no pipeline schedule");
+  if (fixed.pp && *fixed.pp > 1 && fixed.schedule &&
+      *fixed.schedule == PipelineSchedule::None)
+    return fixError("schedule=none needs pp=1, got pp=" +
+                    llvm::Twine(*fixed.pp));
+  return llvm::Error::success();
 }
 
 llvm::Expected<FixedChoices> bm::plan::parseFixedChoices(StringRef text) {
@@ -60,103 +176,11 @@ llvm::Expected<FixedChoices> bm::plan::parseFixedChoices(StringRef text) {
     value = value.trim();
     if (value.empty())
       return fixError("expected key=value, got '" + item.trim() + "'");
-    auto count = [&](std::optional<int> &slot, int min,
-                     int max) -> llvm::Error {
-      if (slot)
-        return fixError(key + " is given twice");
-      llvm::Expected<int> parsed = parseCount(key, value, min, max);
-      if (!parsed)
-        return parsed.takeError();
-      slot = *parsed;
-      return llvm::Error::success();
-    };
-    llvm::Error error = llvm::Error::success();
-    // Keys alphabetical.
-    if (key == "dp") {
-      error = count(fixed.dp, 1, bm::cost::kLargestCount);
-    } else if (key == "ep") {
-      error = count(fixed.ep, 1, bm::cost::kLargestCount);
-    } else if (key == "mb") {
-      error = count(fixed.microBatch, 1, bm::cost::kLargestCount);
-    } else if (key == "pp") {
-      error = count(fixed.pp, 1, bm::cost::kLargestCount);
-    } else if (key == "recompute") {
-      if (value == "none")
-        fixed.recompute = Recompute::None;
-      else if (value == "selective")
-        fixed.recompute = Recompute::Selective;
-      else if (value == "full")
-        fixed.recompute = Recompute::Full;
-      else
-        error = fixError("recompute must be none, selective or full, got '" +
-                         value + "'");
-    } else if (key == "schedule") {
-      if (value == "gpipe")
-        fixed.schedule = PipelineSchedule::GPipe;
-      else if (value == "1f1b")
-        fixed.schedule = PipelineSchedule::OneFOneB;
-      else if (value == "interleaved")
-        fixed.schedule = PipelineSchedule::Interleaved;
-      else if (value == "none")
-        fixed.schedule = PipelineSchedule::None;
-      else
-        error = fixError("schedule must be gpipe, 1f1b or interleaved, got '" +
-                         value + "'");
-    } else if (key == "tp") {
-      error = count(fixed.tp, 1, bm::cost::kLargestCount);
-    } else if (key == "stream") {
-      auto [name, dim] = value.split(':');
-      std::optional<StreamLayout> layout;
-      for (StreamLayout l : {StreamLayout::Replicated, StreamLayout::Sequence,
-                             StreamLayout::Hidden})
-        if (name == toString(l))
-          layout = l;
-      if (fixed.stream)
-        error = fixError("stream is given twice");
-      else if (!layout)
-        error = fixError("stream must be replicated, sequence or hidden "
-                         "(the split ones optionally with a dimension, as "
-                         "in hidden:1), got '" +
-                         value + "'");
-      else if (value.contains(':') && *layout == StreamLayout::Replicated)
-        error = fixError("stream=replicated splits no dimension, got '" +
-                         value + "'");
-      else if (value.contains(':')) {
-        llvm::Expected<int> parsed =
-            parseCount("stream dimension", dim, 0, bm::cost::kLargestCount);
-        if (parsed)
-          fixed.streamDim = *parsed;
-        else
-          error = parsed.takeError();
-      }
-      if (!error && layout)
-        fixed.stream = layout;
-    } else if (key == "v") {
-      error = count(fixed.chunks, 1, bm::cost::kLargestCount);
-    } else if (key == "zero") {
-      error = count(fixed.zeroStage, 0, 3);
-    } else {
-      error = fixError("unknown key '" + key + "' (keys: dp, ep, mb, pp, "
-                                               "recompute, schedule, stream, tp, "
-                                               "v, zero)");
-    }
-    if (error)
+    if (llvm::Error error = parseItem(key, value, fixed))
       return std::move(error);
   }
-  if (fixed.chunks && *fixed.chunks > 1 && fixed.schedule &&
-      *fixed.schedule != PipelineSchedule::Interleaved)
-    return fixError("v=" + llvm::Twine(*fixed.chunks) +
-                    " needs schedule=interleaved");
-  if (fixed.ep && fixed.dp && *fixed.dp % *fixed.ep != 0)
-    return fixError("ep=" + llvm::Twine(*fixed.ep) + " must divide dp=" +
-                    llvm::Twine(*fixed.dp));
-  if (fixed.pp && *fixed.pp == 1 && fixed.schedule &&
-      *fixed.schedule != PipelineSchedule::None)
-    return fixError("pp=1 has no pipeline schedule");
-  if (fixed.pp && *fixed.pp > 1 && fixed.schedule &&
-      *fixed.schedule == PipelineSchedule::None)
-    return fixError("schedule=none needs pp=1, got pp=" +
-                    llvm::Twine(*fixed.pp));
+  if (llvm::Error error = checkCombination(fixed))
+    return std::move(error);
   return fixed;
 }
 
@@ -212,8 +236,7 @@ std::string ParallelConfig::str() const {
 }
 
 bool ParallelConfig::operator==(const ParallelConfig &other) const {
-  return dp == other.dp && tp == other.tp && pp == other.pp &&
-         ep == other.ep &&
+  return dp == other.dp && tp == other.tp && pp == other.pp && ep == other.ep &&
          microBatch == other.microBatch &&
          numMicroBatches == other.numMicroBatches &&
          zeroStage == other.zeroStage && recompute == other.recompute &&
