@@ -17,7 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/driver/PlanDriver.h"
+#include "driver/PlanDriver.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -71,7 +71,8 @@ LoadedModel load(llvm::StringRef path, int reps) {
     // The previous copy is freed before the next load is timed.
     loaded.model = ModelForPlanning();
     loaded.context = std::make_unique<mlir::MLIRContext>();
-    loaded.model = orDie(loadModelForPlanning(*loaded.context, path, {}), path);
+    OnnxFile file = orDie(readOnnxFile(path), path);
+    loaded.model = orDie(loadModelForPlanning(*loaded.context, file, {}), path);
   });
   return loaded;
 }

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/cost/Cluster.h"
+#include "cost/Cluster.h"
 
 #include <cstddef>
 #include <cstdint>

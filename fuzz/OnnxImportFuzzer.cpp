@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/import/OnnxImporter.h"
-#include "compiler/import/OnnxLoader.h"
+#include "import/OnnxImporter.h"
+#include "import/OnnxLoader.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringRef.h"

@@ -11,7 +11,7 @@
 
 #include "fuzz/OnnxMutator.h"
 
-#include "compiler/import/OnnxImporter.h"
+#include "import/OnnxImporter.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>

@@ -10,8 +10,8 @@
 
 #include "fuzz/OnnxMutator.h"
 
-#include "compiler/import/OnnxImporter.h"
-#include "compiler/import/OnnxLoader.h"
+#include "import/OnnxImporter.h"
+#include "import/OnnxLoader.h"
 
 #include "mlir/IR/MLIRContext.h"
 

@@ -10,7 +10,7 @@
 #ifndef BM_PLAN_EVALUATION_H
 #define BM_PLAN_EVALUATION_H
 
-#include "compiler/cost/CostModel.h"
+#include "cost/CostModel.h"
 #include "passes/plan/PipelinePartition.h"
 #include "passes/plan/Plan.h"
 

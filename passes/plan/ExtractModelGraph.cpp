@@ -174,6 +174,9 @@ private:
     info.label = label;
     info.rule = ruleOp.getShardingRule();
     info.isContraction = costOp.isContraction();
+    info.isView = op.hasTrait<mlir::bm::View>();
+    info.isSoftmax = isa<mlir::bm::SoftmaxOp>(op);
+    info.isTopK = isa<mlir::bm::TopKOp>(op);
     info.flops = costOp.getFlops();
     info.gradientReads = gradientReadsOf(op);
     std::optional<::bm::cost::MemoryKernelClass> memoryClass =

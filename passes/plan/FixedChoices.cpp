@@ -1,6 +1,6 @@
 //===- FixedChoices.cpp - the --fix parser and configuration printing -----===//
 
-#include "compiler/cost/Cluster.h"
+#include "cost/Cluster.h"
 #include "passes/plan/Plan.h"
 #include "passes/plan/TrainingConfig.h"
 
@@ -62,17 +62,11 @@ static llvm::Error parseRecompute(StringRef value, FixedChoices &fixed) {
 }
 
 static llvm::Error parseSchedule(StringRef value, FixedChoices &fixed) {
-  if (value == "gpipe")
-    fixed.schedule = PipelineSchedule::GPipe;
-  else if (value == "1f1b")
-    fixed.schedule = PipelineSchedule::OneFOneB;
-  else if (value == "interleaved")
-    fixed.schedule = PipelineSchedule::Interleaved;
-  else if (value == "none")
-    fixed.schedule = PipelineSchedule::None;
-  else
+  std::optional<ScheduleKind> kind = bmrt::parseScheduleKind(value.str());
+  if (!kind)
     return fixError("schedule must be gpipe, 1f1b or interleaved, got '" +
                     value + "'");
+  fixed.schedule = *kind;
   return llvm::Error::success();
 }
 
@@ -148,17 +142,17 @@ static llvm::Error parseItem(StringRef key, StringRef value,
 /// Choices that contradict each other, whatever the model.
 static llvm::Error checkCombination(const FixedChoices &fixed) {
   if (fixed.chunks && *fixed.chunks > 1 && fixed.schedule &&
-      *fixed.schedule != PipelineSchedule::Interleaved)
+      *fixed.schedule != ScheduleKind::Interleaved)
     return fixError("v=" + llvm::Twine(*fixed.chunks) +
                     " needs schedule=interleaved");
   if (fixed.ep && fixed.dp && *fixed.dp % *fixed.ep != 0)
     return fixError("ep=" + llvm::Twine(*fixed.ep) +
                     " must divide dp=" + llvm::Twine(*fixed.dp));
   if (fixed.pp && *fixed.pp == 1 && fixed.schedule &&
-      *fixed.schedule != PipelineSchedule::None)
+      *fixed.schedule != ScheduleKind::None)
     return fixError("pp=1 has no pipeline schedule");
   if (fixed.pp && *fixed.pp > 1 && fixed.schedule &&
-      *fixed.schedule == PipelineSchedule::None)
+      *fixed.schedule == ScheduleKind::None)
     return fixError("schedule=none needs pp=1, got pp=" +
                     llvm::Twine(*fixed.pp));
   return llvm::Error::success();
@@ -199,8 +193,7 @@ std::string bm::plan::formatFixedChoices(const FixedChoices &fixed) {
   if (fixed.recompute)
     parts.push_back(std::string("recompute=") + toString(*fixed.recompute));
   if (fixed.schedule)
-    parts.push_back(std::string("schedule=") +
-                    bm::cost::toString(*fixed.schedule));
+    parts.push_back(std::string("schedule=") + bmrt::toString(*fixed.schedule));
   add("v", fixed.chunks);
   if (fixed.stream)
     parts.push_back("stream=" + formatStream(*fixed.stream, fixed.streamDim));

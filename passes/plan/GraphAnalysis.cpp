@@ -28,18 +28,6 @@ std::string bm::plan::factorName(int factor) {
   return "z" + std::to_string(factor - kLetters + 1);
 }
 
-// Ops that only change the layout, alphabetical. Their consumers read the
-// producer's buffer with strides (GEMM transposes, batched strides), so they
-// cost nothing and store nothing.
-static bool isViewOpName(llvm::StringRef name) {
-  static const char *const kViewOps[] = {
-      "bm.flatten", "bm.reshape",   "bm.split",
-      "bm.squeeze", "bm.transpose", "bm.unsqueeze",
-  };
-  return std::any_of(std::begin(kViewOps), std::end(kViewOps),
-                     [&](const char *view) { return name == view; });
-}
-
 GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
                              cost::RuntimeModel runtime)
     : graph_(graph), fold_(fold), runtime_(runtime) {
@@ -214,7 +202,7 @@ void GraphAnalysis::analyseSearchedOps() {
   for (size_t o = 0; o < numOps; ++o) {
     if (!searched_[o])
       continue;
-    isView_[o] = !kernelPerOp && isViewOpName(graph.ops[o].opName);
+    isView_[o] = !kernelPerOp && graph.ops[o].isView;
     propagateTokens(static_cast<int>(o));
     findExpertFactor(static_cast<int>(o));
   }
@@ -230,7 +218,7 @@ void GraphAnalysis::analyseSearchedOps() {
                        graph.ops[users[0]].layer == graph.ops[o].layer &&
                        !graph.ops[o].isContraction && !isView_[o] &&
                        !graph.ops[users[0]].isContraction &&
-                       !isViewOpName(graph.ops[users[0]].opName) &&
+                       !graph.ops[users[0]].isView &&
                        static_cast<int>(v) != graph.output;
       materialized_[v] = !isView_[o] && !fusedAway;
     }
@@ -491,7 +479,7 @@ static int largestOperand(const ModelGraph &graph, const OpInfo &op) {
 
 int GraphAnalysis::attentionScores(int op) const {
   const OpInfo &softmax = graph_.ops[op];
-  if (softmax.opName != "bm.softmax" || softmax.operands.empty())
+  if (!softmax.isSoftmax || softmax.operands.empty())
     return -1;
   int value = softmax.operands.front();
   for (int step = 0; step < 8; ++step) {
@@ -572,8 +560,7 @@ int GraphAnalysis::findRouterTopK(llvm::ArrayRef<int> ops) const {
     return 0;
   for (int op : ops) {
     const OpInfo &info = graph_.ops[op];
-    if (info.opName != "bm.top_k" || info.operands.empty() ||
-        info.results.empty())
+    if (!info.isTopK || info.operands.empty() || info.results.empty())
       continue;
     const std::vector<int64_t> &scores =
         graph_.values[info.operands.front()].shape;

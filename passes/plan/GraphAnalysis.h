@@ -19,7 +19,7 @@
 #ifndef BM_PLAN_GRAPHANALYSIS_H
 #define BM_PLAN_GRAPHANALYSIS_H
 
-#include "compiler/cost/Cluster.h"
+#include "cost/Cluster.h"
 #include "passes/plan/ModelGraph.h"
 
 #include "llvm/ADT/ArrayRef.h"

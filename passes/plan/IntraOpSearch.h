@@ -35,7 +35,7 @@
 #ifndef BM_PLAN_INTRAOPSEARCH_H
 #define BM_PLAN_INTRAOPSEARCH_H
 
-#include "compiler/cost/CostModel.h"
+#include "cost/CostModel.h"
 #include "passes/plan/GraphAnalysis.h"
 #include "passes/plan/Plan.h"
 

@@ -22,7 +22,7 @@ static llvm::Error exportError(const llvm::Twine &message) {
 
 std::optional<MegatronMismatch>
 bm::plan::megatronMismatch(std::optional<int> zeroStage,
-                           std::optional<PipelineSchedule> schedule,
+                           std::optional<ScheduleKind> schedule,
                            std::optional<StreamLayout> stream,
                            std::optional<int> ep, std::optional<int> tp) {
   if (zeroStage && *zeroStage >= 2)
@@ -34,7 +34,7 @@ bm::plan::megatronMismatch(std::optional<int> zeroStage,
     return MegatronMismatch{"Megatron-LM cannot split the values between "
                             "layers along hidden over tp",
                             "--fix stream=sequence or stream=replicated"};
-  if (schedule == PipelineSchedule::GPipe)
+  if (schedule == ScheduleKind::GPipe)
     return MegatronMismatch{
         "Megatron-LM runs 1F1B or interleaved pipelines, not gpipe",
         "--fix schedule=1f1b"};
@@ -146,7 +146,7 @@ bm::plan::exportMegatronArguments(const Plan &plan) {
   std::vector<int> stageLayers;
   for (int layers : plan.layersPerStage)
     stageLayers.push_back(layers * perBlock);
-  if (c.schedule == PipelineSchedule::Interleaved && c.chunks > 1) {
+  if (c.schedule == ScheduleKind::Interleaved && c.chunks > 1) {
     if (std::adjacent_find(stageLayers.begin(), stageLayers.end(),
                            std::not_equal_to<int>()) != stageLayers.end())
       return exportError("Megatron-LM's interleaved schedule gives every "

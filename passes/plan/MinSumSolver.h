@@ -34,6 +34,7 @@ public:
   std::vector<int> solve(double *minimum = nullptr) const;
 
 private:
+  class Elimination;
   struct Table {
     std::vector<int> vars;      // ascending
     std::vector<double> values; // row-major, last var fastest

@@ -24,7 +24,7 @@
 #define BM_PLAN_MODELGRAPH_H
 
 #include "bm/ShardingRule.h"
-#include "compiler/cost/Cluster.h"
+#include "cost/Cluster.h"
 
 #include <cstdint>
 #include <map>
@@ -58,6 +58,17 @@ struct ValueInfo {
 /// the op's operands (indices 0..n-1) and results (n..n+r-1).
 using GradientReads = std::vector<std::vector<bool>>;
 
+/// What an op's backward reads besides the incoming gradient, in classes:
+/// what a graph built by hand (without GradientReads) says instead.
+enum class BackwardReads {
+  Nothing,       // linear in each operand, no state (add, views, sums)
+  Operands,      // its activation operands (norms, pointwise nonlinearity)
+  OtherOperands, // bilinear: operand i when another operand has a gradient
+  Condition,     // where: only the mask
+  Divide,        // a / b: b, and a when b has a gradient
+  Output,        // its own result (softmax, exp)
+};
+
 struct OpInfo {
   std::string opName;          // "bm.matmul"
   std::string label;           // the ONNX node name, for printing
@@ -76,9 +87,17 @@ struct OpInfo {
   cost::MemoryKernelClass memoryClass = cost::MemoryKernelClass::Elementwise;
   /// Layer instance this op belongs to, or -1 (prologue / epilogue).
   int layer = -1;
+  // Facts of the op's kind, read from its ODS traits and class by
+  // ExtractModelGraph (the analyses here link no MLIR).
+  /// It only changes the layout (the Bm_View trait).
+  bool isView = false;
+  /// A softmax (attention probabilities, when over a product of two
+  /// activations) and a top-k (a mixture-of-experts router).
+  bool isSoftmax = false, isTopK = false;
   /// What its gradient rule reads (GradientReads.h); empty when unknown, for
-  /// graphs built by hand: then a table of op names says.
+  /// graphs built by hand: then `backwardReads` says.
   GradientReads gradientReads;
+  BackwardReads backwardReads = BackwardReads::Operands;
 };
 
 struct ModelGraph {

@@ -17,26 +17,11 @@
 
 #include "passes/plan/PipelineTimeline.h"
 
-#include "bmrt/Error.h"
 #include "bmrt/Schedule.h"
 
 using namespace bm;
 using namespace bm::plan;
 using namespace bm::plan::detail;
-
-static std::optional<bmrt::ScheduleKind> kindOf(PipelineSchedule schedule) {
-  switch (schedule) {
-  case PipelineSchedule::GPipe:
-    return bmrt::ScheduleKind::GPipe;
-  case PipelineSchedule::OneFOneB:
-    return bmrt::ScheduleKind::OneFOneB;
-  case PipelineSchedule::Interleaved:
-    return bmrt::ScheduleKind::Interleaved1F1B;
-  case PipelineSchedule::None:
-    break;
-  }
-  return std::nullopt;
-}
 
 bmrt::ActionCosts PipelineTimeline::scheduleCosts(const Evaluation &e) {
   const ParallelConfig &config = e.config;
@@ -106,22 +91,21 @@ std::vector<double> PipelineTimeline::chunkExtras(
 }
 
 std::optional<bmrt::SimulationResult>
-bm::plan::simulateSchedule(PipelineSchedule schedule, int pp, int chunks,
+bm::plan::simulateSchedule(ScheduleKind schedule, int pp, int chunks,
                            int microBatches, const bmrt::ActionCosts &costs) {
   bmrt::ScheduleSpec spec;
-  spec.kind = kindOf(schedule).value_or(bmrt::ScheduleKind::OneFOneB);
+  spec.kind = schedule;
   spec.pp = pp;
   spec.v = chunks;
   spec.m = microBatches;
-  try {
-    bmrt::SimulationResult run =
-        bmrt::simulate(bmrt::generateSchedule(spec, costs), costs);
-    if (run.ok())
-      return run;
-  } catch (const bmrt::Error &) {
-    // Schedules the search admits always exist (interleaving only with m a
-    // multiple of pp); without one the closed form stays.
-  }
+  // Schedules the search admits always exist (interleaving only with m a
+  // multiple of pp); without one the closed form stays.
+  if (bmrt::scheduleProblem(spec))
+    return std::nullopt;
+  bmrt::SimulationResult run =
+      bmrt::simulate(bmrt::generateSchedule(spec, costs), costs);
+  if (run.ok())
+    return run;
   return std::nullopt;
 }
 

@@ -30,8 +30,8 @@ namespace bm::plan {
 /// Simulates the schedule the trainer runs (runtime/schedule) with the given
 /// per-virtual-stage costs; nullopt when no such schedule exists.
 std::optional<bmrt::SimulationResult>
-simulateSchedule(PipelineSchedule schedule, int pp, int chunks,
-                 int microBatches, const bmrt::ActionCosts &costs);
+simulateSchedule(ScheduleKind schedule, int pp, int chunks, int microBatches,
+                 const bmrt::ActionCosts &costs);
 
 } // namespace bm::plan
 

@@ -37,7 +37,7 @@ struct ParallelConfig {
   int numMicroBatches = 1;
   int zeroStage = 0;
   Recompute recompute = Recompute::None;
-  PipelineSchedule schedule = PipelineSchedule::None;
+  ScheduleKind schedule = ScheduleKind::None;
   /// Model chunks per device (interleaved schedule), else 1.
   int chunks = 1;
   /// Layout over tp of the values between blocks (the residual stream), and

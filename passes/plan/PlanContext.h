@@ -12,7 +12,7 @@
 #ifndef BM_PLAN_PLANCONTEXT_H
 #define BM_PLAN_PLANCONTEXT_H
 
-#include "compiler/cost/CostModel.h"
+#include "cost/CostModel.h"
 #include "passes/plan/GraphAnalysis.h"
 #include "passes/plan/TrainingConfig.h"
 

@@ -7,7 +7,7 @@
 
 #include "passes/plan/PlanOutput.h"
 
-#include "compiler/cost/TextShape.h"
+#include "cost/TextShape.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -32,7 +32,7 @@ static void writeConfig(OStream &j, const ParallelConfig &c) {
   j.attribute("num_micro_batches", c.numMicroBatches);
   j.attribute("zero_stage", c.zeroStage);
   j.attribute("recompute", toString(c.recompute));
-  j.attribute("schedule", bm::cost::toString(c.schedule));
+  j.attribute("schedule", bmrt::toString(c.schedule));
   j.attribute("chunks", c.chunks);
   j.attribute("stream", toString(c.stream));
   j.attribute("stream_dim", c.streamDim);

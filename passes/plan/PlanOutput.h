@@ -78,7 +78,7 @@ struct MegatronMismatch {
   std::string fix;
 };
 std::optional<MegatronMismatch> megatronMismatch(
-    std::optional<int> zeroStage, std::optional<PipelineSchedule> schedule,
+    std::optional<int> zeroStage, std::optional<ScheduleKind> schedule,
     std::optional<StreamLayout> stream, std::optional<int> ep = std::nullopt,
     std::optional<int> tp = std::nullopt);
 

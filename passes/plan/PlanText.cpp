@@ -2,7 +2,7 @@
 
 #include "passes/plan/PlanOutput.h"
 
-#include "compiler/cost/Cluster.h"
+#include "cost/Cluster.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -24,8 +24,8 @@ static std::string share(double part, double total) {
 static std::string scheduleText(const ParallelConfig &c) {
   if (c.pp == 1)
     return "no pipeline";
-  std::string text = bm::cost::toString(c.schedule);
-  if (c.schedule == PipelineSchedule::Interleaved)
+  std::string text = bmrt::toString(c.schedule);
+  if (c.schedule == ScheduleKind::Interleaved)
     text += llvm::formatv(" (v={0})", c.chunks).str();
   return text;
 }

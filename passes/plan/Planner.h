@@ -54,8 +54,8 @@ public:
 private:
   /// Scores `c` under `schedule` at each ZeRO stage worth trying;
   /// `fitting` holds the variants that fit (heavier forms are skipped).
-  void scoreZeroStages(const Candidate &c, PipelineSchedule schedule,
-                       int chunks, std::unordered_set<uint64_t> &fitting);
+  void scoreZeroStages(const Candidate &c, ScheduleKind schedule, int chunks,
+                       std::unordered_set<uint64_t> &fitting);
   /// Time and memory of `config`, its stages rebalanced for memory where
   /// the time-balanced ones do not fit.
   Evaluation evaluate(const ParallelConfig &config);

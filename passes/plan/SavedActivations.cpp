@@ -9,72 +9,8 @@
 
 #include "passes/plan/GraphAnalysis.h"
 
-#include "llvm/ADT/StringRef.h"
-
 using namespace bm;
 using namespace bm::plan;
-
-namespace {
-
-/// What an op's backward reads besides the incoming gradient.
-enum class BackwardReads {
-  Nothing,       // linear in each operand, no state (add, views, sums)
-  Operands,      // its activation operands (norms, pointwise nonlinearity)
-  OtherOperands, // bilinear: operand i when another operand has a gradient
-  Condition,     // where: only the mask
-  Divide,        // a / b: b, and a when b has a gradient
-  Output,        // its own result (softmax, exp)
-};
-
-// Alphabetical; ops not listed read their operands (the safe default).
-BackwardReads backwardReads(llvm::StringRef name) {
-  static const std::pair<const char *, BackwardReads> kTable[] = {
-      {"bm.add", BackwardReads::Nothing},
-      {"bm.and", BackwardReads::Nothing},
-      {"bm.avg_pool", BackwardReads::Nothing},
-      {"bm.cast", BackwardReads::Nothing},
-      {"bm.concat", BackwardReads::Nothing},
-      {"bm.constant", BackwardReads::Nothing},
-      {"bm.conv", BackwardReads::OtherOperands},
-      {"bm.cumsum", BackwardReads::Nothing},
-      {"bm.div", BackwardReads::Divide},
-      {"bm.einsum", BackwardReads::OtherOperands},
-      {"bm.equal", BackwardReads::Nothing},
-      {"bm.exp", BackwardReads::Output},
-      {"bm.expand", BackwardReads::Nothing},
-      {"bm.flatten", BackwardReads::Nothing},
-      {"bm.gemm", BackwardReads::OtherOperands},
-      {"bm.global_avg_pool", BackwardReads::Nothing},
-      {"bm.greater", BackwardReads::Nothing},
-      {"bm.iota", BackwardReads::Nothing},
-      {"bm.less", BackwardReads::Nothing},
-      {"bm.log_softmax", BackwardReads::Output},
-      {"bm.matmul", BackwardReads::OtherOperands},
-      {"bm.mul", BackwardReads::OtherOperands},
-      {"bm.neg", BackwardReads::Nothing},
-      {"bm.not", BackwardReads::Nothing},
-      {"bm.one_hot", BackwardReads::Nothing},
-      {"bm.or", BackwardReads::Nothing},
-      {"bm.reduce_mean", BackwardReads::Nothing},
-      {"bm.reduce_sum", BackwardReads::Nothing},
-      {"bm.reshape", BackwardReads::Nothing},
-      {"bm.slice", BackwardReads::Nothing},
-      {"bm.softmax", BackwardReads::Output},
-      {"bm.split", BackwardReads::Nothing},
-      {"bm.squeeze", BackwardReads::Nothing},
-      {"bm.sub", BackwardReads::Nothing},
-      {"bm.transpose", BackwardReads::Nothing},
-      {"bm.trilu", BackwardReads::Nothing},
-      {"bm.unsqueeze", BackwardReads::Nothing},
-      {"bm.where", BackwardReads::Condition},
-  };
-  for (const auto &[op, reads] : kTable)
-    if (name == op)
-      return reads;
-  return BackwardReads::Operands;
-}
-
-} // namespace
 
 // Korthikanti et al. 2022, section 4.1, count a transformer layer's
 // activations the same way: the inputs of the GEMMs, norms and GELU, the
@@ -101,7 +37,7 @@ void GraphAnalysis::findSavedValues(const std::vector<int> &searchedOps) {
     const OpInfo &op = graph_.ops[consumer];
     if (!op.gradientReads.empty())
       return ruleReads(op, index);
-    switch (backwardReads(op.opName)) {
+    switch (op.backwardReads) {
     case BackwardReads::Nothing:
     case BackwardReads::Output:
       return false;
@@ -122,10 +58,9 @@ void GraphAnalysis::findSavedValues(const std::vector<int> &searchedOps) {
   for (int o : searchedOps) {
     const OpInfo &op = graph_.ops[o];
     for (auto [r, v] : llvm::enumerate(op.results)) {
-      bool readsOutput =
-          op.gradientReads.empty()
-              ? backwardReads(op.opName) == BackwardReads::Output
-              : ruleReads(op, op.operands.size() + r);
+      bool readsOutput = op.gradientReads.empty()
+                             ? op.backwardReads == BackwardReads::Output
+                             : ruleReads(op, op.operands.size() + r);
       bool saved = readsOutput || v == graph_.output;
       for (int user : consumers(v)) {
         const std::vector<int> &operands = graph_.ops[user].operands;

@@ -43,7 +43,7 @@ void Planner::run() {
   }
 }
 
-void Planner::scoreZeroStages(const Candidate &c, PipelineSchedule schedule,
+void Planner::scoreZeroStages(const Candidate &c, ScheduleKind schedule,
                               int chunks,
                               std::unordered_set<uint64_t> &fitting) {
   bool lowerZeroFits = false, leanestFails = false;

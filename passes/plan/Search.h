@@ -16,7 +16,7 @@
 #ifndef BM_PLAN_SEARCH_H
 #define BM_PLAN_SEARCH_H
 
-#include "compiler/cost/Cluster.h"
+#include "cost/Cluster.h"
 #include "passes/plan/ModelGraph.h"
 #include "passes/plan/Plan.h"
 #include "passes/plan/TrainingConfig.h"

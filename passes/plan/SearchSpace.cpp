@@ -169,7 +169,7 @@ llvm::Error SearchSpace::validateModelChoices() const {
     return planError(
         llvm::formatv("--fix ep={0} does not divide the {1} experts", *fixed.ep,
                       analysis.numExperts()));
-  if (fixed.schedule && *fixed.schedule == PipelineSchedule::Interleaved &&
+  if (fixed.schedule && *fixed.schedule == ScheduleKind::Interleaved &&
       fixed.chunks && *fixed.chunks < 2)
     return planError("--fix schedule=interleaved needs v >= 2");
   return llvm::Error::success();
@@ -226,11 +226,11 @@ std::string SearchSpace::whyFixedChoicesExcludeAll(bool passedSchedule) const {
     return llvm::formatv("ZeRO stage {0} shards over data parallelism and "
                          "needs dp > 1",
                          fixed.zeroStage.value_or(1));
-  if (fixed.schedule == PipelineSchedule::None)
+  if (fixed.schedule == ScheduleKind::None)
     return llvm::formatv("without a pipeline, no data-parallel degree divides "
                          "--global-batch {0}",
                          ctx_.globalBatch);
-  if (fixed.schedule == PipelineSchedule::Interleaved ||
+  if (fixed.schedule == ScheduleKind::Interleaved ||
       (fixed.chunks && *fixed.chunks > 1)) {
     std::vector<std::string> tried;
     for (int v : kInterleaveChunks)
@@ -408,24 +408,24 @@ std::vector<Candidate> SearchSpace::candidates() {
   return all;
 }
 
-std::vector<std::pair<PipelineSchedule, int>>
+std::vector<std::pair<ScheduleKind, int>>
 SearchSpace::schedules(const Candidate &c) const {
   const FixedChoices &fixed = ctx_.config.fixed;
-  std::vector<std::pair<PipelineSchedule, int>> all;
+  std::vector<std::pair<ScheduleKind, int>> all;
   if (c.pp == 1) {
-    all.push_back({PipelineSchedule::None, 1});
+    all.push_back({ScheduleKind::None, 1});
   } else {
-    all.push_back({PipelineSchedule::OneFOneB, 1});
+    all.push_back({ScheduleKind::OneFOneB, 1});
     // GPipe has 1F1B's bubble and holds more activations (Narayanan et
     // al. 2021, section 2.2.1): it never wins, so it is scored only when
     // asked for.
-    if (fixed.schedule == PipelineSchedule::GPipe)
-      all.push_back({PipelineSchedule::GPipe, 1});
+    if (fixed.schedule == ScheduleKind::GPipe)
+      all.push_back({ScheduleKind::GPipe, 1});
     for (int v :
          interleavedChunks(ctx_.graph.numLayers(), c.pp, c.m, fixed.chunks))
-      all.push_back({PipelineSchedule::Interleaved, v});
+      all.push_back({ScheduleKind::Interleaved, v});
   }
-  std::vector<std::pair<PipelineSchedule, int>> allowed;
+  std::vector<std::pair<ScheduleKind, int>> allowed;
   for (auto [schedule, chunks] : all)
     if ((!fixed.schedule || *fixed.schedule == schedule) &&
         (!fixed.chunks || *fixed.chunks == chunks))

@@ -47,8 +47,7 @@ public:
   /// Every candidate, by ascending lower bound.
   std::vector<Candidate> candidates();
   /// The (schedule, chunks per device) pairs --fix allows on `c`.
-  std::vector<std::pair<PipelineSchedule, int>>
-  schedules(const Candidate &c) const;
+  std::vector<std::pair<ScheduleKind, int>> schedules(const Candidate &c) const;
   /// The ZeRO stages to try, in the order the search tries them.
   std::vector<int> zeroStages() const;
   /// Why --fix leaves no configuration to score when candidates exist: no

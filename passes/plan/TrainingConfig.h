@@ -3,7 +3,7 @@
 #ifndef BM_PLAN_TRAININGCONFIG_H
 #define BM_PLAN_TRAININGCONFIG_H
 
-#include "compiler/cost/CostModel.h"
+#include "cost/CostModel.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -15,8 +15,8 @@
 namespace bm::plan {
 
 using cost::Optimizer;
-using cost::PipelineSchedule;
 using cost::Precision;
+using cost::ScheduleKind;
 
 /// Activation recomputation: none; selective recomputes the attention core
 /// (the ops on sequence x sequence tensors, Korthikanti et al. 2022 section
@@ -37,7 +37,7 @@ const char *toString(StreamLayout layout);
 struct FixedChoices {
   std::optional<int> dp, tp, pp, ep, microBatch, zeroStage, chunks;
   std::optional<Recompute> recompute;
-  std::optional<PipelineSchedule> schedule;
+  std::optional<ScheduleKind> schedule;
   std::optional<StreamLayout> stream;
   /// The dimension of the stream values that tp splits (`stream=hidden:1`):
   /// a conv net has several feature dimensions (channels, height, width).

@@ -28,48 +28,62 @@ namespace bmrt {
 
 const char *toString(ScheduleKind kind) {
   switch (kind) {
+  case ScheduleKind::None:
+    return "none";
   case ScheduleKind::GPipe:
     return "gpipe";
   case ScheduleKind::OneFOneB:
     return "1f1b";
-  case ScheduleKind::Interleaved1F1B:
+  case ScheduleKind::Interleaved:
     return "interleaved";
   }
   return "?";
 }
 
 std::optional<ScheduleKind> parseScheduleKind(const std::string &text) {
-  for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
-                            ScheduleKind::Interleaved1F1B})
+  for (ScheduleKind kind : {ScheduleKind::None, ScheduleKind::GPipe,
+                            ScheduleKind::OneFOneB, ScheduleKind::Interleaved})
     if (text == toString(kind))
       return kind;
   return std::nullopt;
 }
 
-void validateSchedule(const ScheduleSpec &spec) {
+std::optional<std::string> scheduleProblem(const ScheduleSpec &spec) {
   const std::string pp = std::to_string(spec.pp), v = std::to_string(spec.v),
                     m = std::to_string(spec.m);
-  BMRT_CHECK(spec.pp >= 1, "a pipeline needs at least one stage, got pp=" + pp);
-  BMRT_CHECK(spec.m >= 1, "a step needs at least one micro-batch, got m=" + m);
-  BMRT_CHECK(spec.v >= 1, "a rank needs at least one model chunk, got v=" + v);
-  if (spec.kind != ScheduleKind::Interleaved1F1B) {
-    BMRT_CHECK(spec.v == 1, "v=" + v +
-                                " model chunks per rank need the interleaved "
-                                "schedule, not " +
-                                toString(spec.kind));
-    return;
+  if (spec.pp < 1)
+    return "a pipeline needs at least one stage, got pp=" + pp;
+  if (spec.m < 1)
+    return "a step needs at least one micro-batch, got m=" + m;
+  if (spec.v < 1)
+    return "a rank needs at least one model chunk, got v=" + v;
+  if (spec.kind == ScheduleKind::None && spec.pp != 1)
+    return "schedule none runs no pipeline, got pp=" + pp;
+  if (spec.kind != ScheduleKind::Interleaved) {
+    if (spec.v != 1)
+      return "v=" + v +
+             " model chunks per rank need the interleaved schedule, not " +
+             toString(spec.kind);
+    return std::nullopt;
   }
-  BMRT_CHECK(spec.pp >= 2,
-             "the interleaved schedule needs pp >= 2 ranks, got pp=" + pp);
-  BMRT_CHECK(spec.v >= 2, "the interleaved schedule needs v >= 2 model "
-                          "chunks per rank, got v=" +
-                              v + " (that is 1f1b)");
+  if (spec.pp < 2)
+    return "the interleaved schedule needs pp >= 2 ranks, got pp=" + pp;
+  if (spec.v < 2)
+    return "the interleaved schedule needs v >= 2 model chunks per rank, got "
+           "v=" +
+           v + " (that is 1f1b)";
   // Megatron-LM's order sends micro-batches round the ranks in groups of
   // pp; a partial group would leave a chunk waiting for a micro-batch that
   // never comes in that order.
-  BMRT_CHECK(spec.m % spec.pp == 0,
-             "the interleaved schedule needs the micro-batches (m=" + m +
-                 ") to be a multiple of pp=" + pp + ", as Megatron-LM does");
+  if (spec.m % spec.pp != 0)
+    return "the interleaved schedule needs the micro-batches (m=" + m +
+           ") to be a multiple of pp=" + pp + ", as Megatron-LM does";
+  return std::nullopt;
+}
+
+void validateSchedule(const ScheduleSpec &spec) {
+  if (std::optional<std::string> problem = scheduleProblem(spec))
+    BMRT_FAIL(*problem);
 }
 
 namespace {

@@ -93,7 +93,7 @@ void Trainer::placeStage(Stage &stage, const std::string &source) {
 
 void Trainer::startPipeline() {
   std::optional<ScheduleKind> kind = parseScheduleKind(config.schedule);
-  if (!kind)
+  if (!kind || *kind == ScheduleKind::None)
     failOnRankZero(world, "trainer.json lists pipeline stages but its "
                           "schedule is '" + config.schedule +
                               "'; expected gpipe, 1f1b or interleaved");

@@ -19,7 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "bm/BmOps.h"
-#include "compiler/codegen/StepProgram.h"
+#include "codegen/StepProgram.h"
 #include "passes/Passes.h"
 
 #include "bmrt/Executor.h"

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "bm/BmDialect.h"
-#include "compiler/driver/PlanDriver.h"
+#include "driver/PlanDriver.h"
 #include "passes/plan/GraphAnalysis.h"
 #include "passes/plan/PlanOutput.h"
 #include "passes/plan/test/GraphBuilder.h"
@@ -28,9 +28,14 @@ std::string modelPath(const std::string &name) {
   return std::string(BMC_SOURCE_DIR) + "/models/onnx/" + name + ".onnx";
 }
 
+/// The zoo model `name`, read once (a read failure is fatal to the test).
+OnnxFile modelFile(const std::string &name) {
+  return llvm::cantFail(readOnnxFile(modelPath(name)));
+}
+
 plan::ModelGraph load(mlir::MLIRContext &context, const std::string &name) {
   llvm::Expected<ModelForPlanning> model =
-      loadModelForPlanning(context, modelPath(name), {});
+      loadModelForPlanning(context, modelFile(name), {});
   if (!model) {
     ADD_FAILURE() << name << ": " << llvm::toString(model.takeError());
     return {};
@@ -321,7 +326,7 @@ TEST(PlanZooTest, LlamaSplitsItsStreamOverTp) {
   EXPECT_LE(searched->memory.total(), searched->deviceMemoryBytes);
   // What --emit-mlir writes for it passes the annotate phase's verifier.
   llvm::Expected<ModelForPlanning> step =
-      annotateForStep(context, modelPath("llama2-7b"), {}, *searched, graph);
+      annotateForStep(context, modelFile("llama2-7b"), {}, *searched, graph);
   ASSERT_TRUE(!!step) << llvm::toString(step.takeError());
 }
 
@@ -366,7 +371,7 @@ TEST(PlanZooTest, EmittedModelsCarryTheirPlanAndVerify) {
         planModel(graph, a100(), trainingConfig(c.gpus, c.batch, c.fix));
     ASSERT_TRUE(!!plan) << c.model << ": " << llvm::toString(plan.takeError());
     llvm::Expected<ModelForPlanning> step =
-        annotateForStep(context, modelPath(c.model), {}, *plan, graph);
+        annotateForStep(context, modelFile(c.model), {}, *plan, graph);
     ASSERT_TRUE(!!step) << c.model << ": "
                         << llvm::toString(step.takeError());
     EXPECT_TRUE(step->module->lookupSymbol("mesh")) << c.model;
@@ -396,8 +401,8 @@ TEST(PlanZooTest, InterludesStayBetweenTheirLayers) {
     layers += n;
   EXPECT_EQ(layers, graph.numLayers());
 
-  llvm::Expected<ModelForPlanning> step = annotateForStep(
-      context, modelPath("wresnet-101-2"), {}, *plan, graph);
+  llvm::Expected<ModelForPlanning> step =
+      annotateForStep(context, modelFile("wresnet-101-2"), {}, *plan, graph);
   ASSERT_TRUE(!!step) << llvm::toString(step.takeError());
   int64_t previous = 0;
   for (mlir::Operation &op :

@@ -10,11 +10,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/FoldTransposes.h"
-#include "compiler/codegen/OutlineBlocks.h"
-#include "compiler/codegen/Parameters.h"
-#include "compiler/codegen/StepProgram.h"
-#include "compiler/import/OnnxImporter.h"
+#include "codegen/FoldTransposes.h"
+#include "codegen/OutlineBlocks.h"
+#include "codegen/Parameters.h"
+#include "codegen/StepProgram.h"
+#include "import/OnnxImporter.h"
 #include "passes/Passes.h"
 
 #include "bmrt/Executor.h"
@@ -53,12 +53,14 @@ struct CompiledStep {
     mlir::bm::registerBmPasses();
     bm::ImportOptions options;
     options.dims = c.dims;
-    auto imported = bm::importOnnxFile(context, modelPath(c.model), options);
+    auto file = bm::readOnnxFile(modelPath(c.model));
+    ASSERT_TRUE(static_cast<bool>(file)) << llvm::toString(file.takeError());
+    auto imported = bm::importOnnxFile(context, *file, options);
     ASSERT_TRUE(static_cast<bool>(imported))
         << llvm::toString(imported.takeError());
     module = std::move(*imported);
     auto main = module->lookupSymbol<mlir::func::FuncOp>("main");
-    auto params = bm::readParameters(modelPath(c.model), main);
+    auto params = bm::readParameters(*file, main);
     ASSERT_TRUE(static_cast<bool>(params)) << llvm::toString(params.takeError());
     mlir::PassManager pm(&context);
     pm.addNestedPass<mlir::func::FuncOp>(mlir::bm::createBmFuseGeluPass());

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/driver/PlanDriver.h"
+#include "driver/PlanDriver.h"
 #include "passes/plan/PlanOutput.h"
 #include "passes/plan/test/PlanTestSupport.h"
 
@@ -52,10 +52,11 @@ class ItemsZooTest : public ::testing::TestWithParam<ZooCase> {};
 TEST_P(ItemsZooTest, ItemsAddUpToTheTotals) {
   const ZooCase &c = GetParam();
   mlir::MLIRContext context;
-  llvm::Expected<ModelForPlanning> model = loadModelForPlanning(
-      context, std::string(BMC_SOURCE_DIR) + "/models/onnx/" + c.model +
-                   ".onnx",
-      {});
+  llvm::Expected<OnnxFile> file = readOnnxFile(
+      std::string(BMC_SOURCE_DIR) + "/models/onnx/" + c.model + ".onnx");
+  ASSERT_TRUE(!!file) << llvm::toString(file.takeError());
+  llvm::Expected<ModelForPlanning> model =
+      loadModelForPlanning(context, *file, {});
   ASSERT_TRUE(!!model) << llvm::toString(model.takeError());
   plan::TrainingConfig config;
   config.gpus = c.gpus;

@@ -3,13 +3,13 @@
 // Measures this machine (or the ranks mpirun gives it) for the planner: runs
 // the runtime's bmrt-calibrate, which times the trainer's own kernels and
 // communicator, and writes what it measured as a cluster file that
-// `--cluster` reads (compiler/cost/Measurements.h).
+// `--cluster` reads (cost/Measurements.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/bmc/Subcommands.h"
 
-#include "compiler/cost/Measurements.h"
+#include "cost/Measurements.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"

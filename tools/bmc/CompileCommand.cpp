@@ -13,7 +13,7 @@
 
 #include "tools/bmc/Subcommands.h"
 
-#include "compiler/driver/CompileDriver.h"
+#include "driver/CompileDriver.h"
 #include "passes/plan/PlanOutput.h"
 
 #include "runtime/checkpoint/Safetensors.h"
@@ -87,65 +87,17 @@ struct CompileArgs {
 constexpr StringRef kParametersFile = "params.safetensors";
 constexpr StringRef kInitFile = "init.json";
 
-std::optional<int64_t> parsePositive(StringRef text, StringRef what,
-                                     std::string &error) {
-  int64_t value;
-  if (text.getAsInteger(10, value) || value < 1 ||
-      value > bm::cost::kLargestCount) {
-    error = what.str() + " expects an integer from 1 to " +
-            std::to_string(bm::cost::kLargestCount) + ", got '" + text.str() +
-            "'";
-    return std::nullopt;
-  }
-  return value;
-}
-
 /// Applies one flag's value; the error line otherwise.
 std::optional<std::string> applyFlag(StringRef flag, StringRef v,
                                      CompileArgs &out,
                                      std::optional<std::string> &init,
                                      uint64_t &seed) {
-  std::string error;
   bm::CompileOptions &o = out.options;
-  auto count = [&](StringRef what) { return parsePositive(v, what, error); };
   if (flag == "-o") {
     out.out = v.str();
-  } else if (flag == "--gpus") {
-    auto n = count("--gpus");
-    if (!n)
-      return error;
-    o.training.gpus = static_cast<int>(*n);
-  } else if (flag == "--global-batch") {
-    auto n = count("--global-batch");
-    if (!n)
-      return error;
-    o.training.globalBatch = *n;
-  } else if (flag == "--seq") {
-    auto n = count("--seq");
-    if (!n)
-      return error;
-    o.import.dims["seq"] = *n;
-    o.import.sequenceLength = *n;
-  } else if (flag == "--dim") {
-    return parseDim(v, o.import.dims);
-  } else if (flag == "--cluster") {
-    o.cluster = v.str();
-  } else if (flag == "--optimizer") {
-    if (v == "adam")
-      o.training.optimizer = bm::plan::Optimizer::Adam;
-    else if (v == "sgd")
-      o.training.optimizer = bm::plan::Optimizer::Sgd;
-    else
-      return "--optimizer must be adam or sgd, got '" + v.str() + "'";
-  } else if (flag == "--precision") {
-    o.training.precision = bm::cost::parsePrecision(v);
-    if (!o.training.precision)
-      return "--precision must be bf16, fp16 or fp32, got '" + v.str() + "'";
-  } else if (flag == "--fix") {
-    auto fixed = bm::plan::parseFixedChoices(v);
-    if (!fixed)
-      return llvm::toString(fixed.takeError());
-    o.training.fixed = *fixed;
+  } else if (llvm::is_contained(kPlanningFlags, flag)) {
+    PlanningRequest request{o.training, o.import, o.cluster};
+    return applyPlanningFlag(flag, v, request);
   } else if (flag == "--init") {
     if (v != "random")
       return "--init supports 'random', got '" + v.str() + "'";
@@ -173,6 +125,8 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
   std::vector<std::string> planningFlags;
   out.options.training.gpus = 1;
   out.options.training.globalBatch = kDefaultGlobalBatch;
+  const std::vector<StringRef> flags =
+      withPlanningFlags({"-o", "--init", "--seed", "--plan", "--device"});
   while (!cursor.done()) {
     if (cursor.takeSwitch("--help") || cursor.takeSwitch("-h")) {
       llvm::outs() << kHelp;
@@ -183,11 +137,7 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
       continue;
     }
     std::optional<std::string> value;
-    StringRef matched = cursor.takeAnyFlag(
-        {"-o", "--gpus", "--global-batch", "--seq", "--dim", "--cluster",
-         "--optimizer", "--precision", "--fix", "--init", "--seed", "--plan",
-         "--device"},
-        value);
+    StringRef matched = cursor.takeAnyFlag(flags, value);
     if (matched.empty()) {
       if (cursor.isOption())
         return cursor.unknownOption();
@@ -267,7 +217,7 @@ bmrt::CompiledConfig trainerConfig(const bm::CompiledModel &model,
   config.overlapGradReduce = plan.gradReduceOverlap > 0;
   config.pp = plan.config.pp;
   config.chunks = plan.config.chunks;
-  config.schedule = bm::cost::toString(plan.config.schedule);
+  config.schedule = bmrt::toString(plan.config.schedule);
   config.program = model.stages.empty() ? "step.bmp" : stageFile(0);
   config.stages = stageFiles(model);
   config.plan = "plan.json";

@@ -11,7 +11,7 @@
 
 #include "tools/bmc/Subcommands.h"
 
-#include "compiler/import/OnnxLoader.h"
+#include "import/OnnxLoader.h"
 #include "runtime/checkpoint/Checkpoint.h"
 
 #include "bmrt/Error.h"

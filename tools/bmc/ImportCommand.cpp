@@ -6,7 +6,7 @@
 
 #include "tools/bmc/Subcommands.h"
 
-#include "compiler/import/OnnxImporter.h"
+#include "import/OnnxImporter.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"

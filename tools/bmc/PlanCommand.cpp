@@ -10,7 +10,7 @@
 #include "tools/bmc/Subcommands.h"
 #include "tools/bmc/report/Report.h"
 
-#include "compiler/driver/PlanDriver.h"
+#include "driver/PlanDriver.h"
 #include "passes/plan/PlanOutput.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -74,32 +74,13 @@ struct PlanArgs {
   std::optional<std::string> jsonFile, htmlFile, mlirFile, exportFormat;
 };
 
-/// Parses an integer flag value in [min, max]; `what` names it in the error.
-std::optional<int64_t> parseCount(StringRef text, StringRef what,
-                                  std::string &error, int64_t min = 1,
-                                  int64_t max = INT64_MAX) {
-  int64_t value;
-  if (text.getAsInteger(10, value)) {
-    error = what.str() + " expects an integer, got '" + text.str() + "'";
-    return std::nullopt;
-  }
-  if (value < min) {
-    error = what.str() + " must be at least " + std::to_string(min) +
-            ", got " + text.str();
-    return std::nullopt;
-  }
-  if (value > max) {
-    error = what.str() + " must be at most " + std::to_string(max) +
-            ", got " + text.str();
-    return std::nullopt;
-  }
-  return value;
-}
-
 /// Returns 0 to go on, or the exit code.
 std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
   ArgCursor cursor("plan", args);
-  std::optional<std::string> gpus;
+  PlanningRequest request{out.training, out.import, out.cluster};
+  const std::vector<StringRef> flags = withPlanningFlags(
+      {"--alternatives", "-o", "--html", "--emit-mlir", "--export"});
+  out.training.gpus = 0; // required: 0 until --gpus gives it
   while (!cursor.done()) {
     std::optional<std::string> value;
     std::string error;
@@ -119,11 +100,7 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
       out.json = true;
       continue;
     }
-    StringRef matched = cursor.takeAnyFlag(
-        {"--gpus", "--cluster", "--global-batch", "--seq", "--dim",
-         "--precision", "--optimizer", "--fix", "--alternatives", "-o",
-         "--html", "--emit-mlir", "--export"},
-        value);
+    StringRef matched = cursor.takeAnyFlag(flags, value);
     if (matched.empty()) {
       if (cursor.isOption())
         return cursor.unknownOption();
@@ -137,43 +114,13 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
     if (cursor.error)
       return fail(*cursor.error);
     StringRef v = *value;
-    if (matched == "--gpus") {
-      gpus = v.str();
-    } else if (matched == "--cluster") {
-      out.cluster = v.str();
-    } else if (matched == "--global-batch") {
-      auto n = parseCount(v, "--global-batch", error);
-      if (!n)
-        return fail(error);
-      out.training.globalBatch = *n;
-    } else if (matched == "--seq") {
-      auto n = parseCount(v, "--seq", error);
-      if (!n)
-        return fail(error);
-      out.import.dims["seq"] = *n;
-      out.import.sequenceLength = *n;
-    } else if (matched == "--dim") {
-      if (std::optional<std::string> dimError = parseDim(v, out.import.dims))
-        return fail(*dimError);
-    } else if (matched == "--precision") {
-      out.training.precision = bm::cost::parsePrecision(v);
-      if (!out.training.precision)
-        return fail("--precision must be bf16, fp16 or fp32, got '" + v + "'");
-    } else if (matched == "--optimizer") {
-      if (v == "adam")
-        out.training.optimizer = bm::plan::Optimizer::Adam;
-      else if (v == "sgd")
-        out.training.optimizer = bm::plan::Optimizer::Sgd;
-      else
-        return fail("--optimizer must be adam or sgd, got '" + v + "'");
-    } else if (matched == "--fix") {
-      auto fixed = bm::plan::parseFixedChoices(v);
-      if (!fixed)
-        return fail(llvm::toString(fixed.takeError()));
-      out.training.fixed = *fixed;
+    if (llvm::is_contained(kPlanningFlags, matched)) {
+      if (std::optional<std::string> bad =
+              applyPlanningFlag(matched, v, request))
+        return fail(*bad);
     } else if (matched == "--alternatives") {
-      auto n = parseCount(v, "--alternatives", error, 0,
-                            bm::cost::kLargestCount);
+      auto n =
+          parseCount(v, "--alternatives", error, 0, bm::cost::kLargestCount);
       if (!n)
         return fail(error);
       out.training.numAlternatives = static_cast<int>(*n);
@@ -191,13 +138,8 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, PlanArgs &out) {
   }
   if (out.model.empty())
     return fail("bmc plan needs a model file; see 'bmc plan --help'");
-  if (!gpus)
+  if (out.training.gpus == 0)
     return fail("bmc plan needs --gpus N; see 'bmc plan --help'");
-  std::string error;
-  auto n = parseCount(*gpus, "--gpus", error, 1, bm::cost::kLargestCount);
-  if (!n)
-    return fail(error);
-  out.training.gpus = static_cast<int>(*n);
   if (out.json && out.exportFormat)
     return fail("--json and --export both print to standard output; write "
                 "the JSON plan with -o FILE");
@@ -220,9 +162,12 @@ int bmc::runPlan(llvm::ArrayRef<StringRef> args) {
   if (!cluster)
     return fail(llvm::toString(cluster.takeError()));
 
+  llvm::Expected<bm::OnnxFile> file = bm::readOnnxFile(planArgs.model);
+  if (!file)
+    return fail(llvm::toString(file.takeError()));
   mlir::MLIRContext context;
   llvm::Expected<bm::ModelForPlanning> model =
-      bm::loadModelForPlanning(context, planArgs.model, planArgs.import);
+      bm::loadModelForPlanning(context, *file, planArgs.import);
   if (!model)
     return fail(llvm::toString(model.takeError()));
   llvm::Expected<bm::plan::Plan> plan =
@@ -256,7 +201,7 @@ int bmc::runPlan(llvm::ArrayRef<StringRef> args) {
   }
   if (planArgs.mlirFile) {
     llvm::Expected<bm::ModelForPlanning> step = bm::annotateForStep(
-        context, planArgs.model, planArgs.import, *plan, model->graph);
+        context, *file, planArgs.import, *plan, model->graph);
     if (!step)
       return fail(llvm::toString(step.takeError()));
     if (int rc = writeFile(*planArgs.mlirFile, [&](llvm::raw_ostream &os) {

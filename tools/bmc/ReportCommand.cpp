@@ -10,7 +10,7 @@
 #include "tools/bmc/Subcommands.h"
 #include "tools/bmc/report/Report.h"
 
-#include "compiler/cost/Cluster.h"
+#include "cost/Cluster.h"
 #include "passes/plan/PlanOutput.h"
 
 #include "llvm/Support/MemoryBuffer.h"

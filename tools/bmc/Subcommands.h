@@ -10,6 +10,9 @@
 #ifndef BMC_TOOLS_BMC_SUBCOMMANDS_H
 #define BMC_TOOLS_BMC_SUBCOMMANDS_H
 
+#include "import/OnnxImporter.h"
+#include "passes/plan/TrainingConfig.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
@@ -19,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace llvm {
 class raw_ostream;
@@ -66,6 +70,30 @@ int writeFile(llvm::StringRef path,
 /// Reads a `--dim NAME=VALUE` value into `dims`; the error line otherwise.
 std::optional<std::string> parseDim(llvm::StringRef text,
                                     std::map<std::string, int64_t> &dims);
+
+/// Parses an integer flag value in [min, max]; `what` names it in `error`.
+std::optional<int64_t> parseCount(llvm::StringRef text, llvm::StringRef what,
+                                  std::string &error, int64_t min = 1,
+                                  int64_t max = INT64_MAX);
+
+/// The flags `bmc plan` and `bmc compile` share: what is planned for.
+inline constexpr llvm::StringLiteral kPlanningFlags[] = {
+    "--gpus", "--cluster",   "--global-batch", "--seq",
+    "--dim",  "--precision", "--optimizer",    "--fix"};
+/// Where the planning flags go.
+struct PlanningRequest {
+  bm::plan::TrainingConfig &training;
+  bm::ImportOptions &import;
+  std::string &cluster;
+};
+/// Applies `flag`, one of kPlanningFlags, with `value`; the error line
+/// otherwise. Counts go from 1 to bm::cost::kLargestCount.
+std::optional<std::string> applyPlanningFlag(llvm::StringRef flag,
+                                             llvm::StringRef value,
+                                             PlanningRequest &request);
+/// kPlanningFlags and a subcommand's `own` flags, for ArgCursor.
+std::vector<llvm::StringRef>
+withPlanningFlags(llvm::ArrayRef<llvm::StringRef> own);
 
 /// Walks a subcommand's arguments: flags with values (`--dim X`, `--dim=X`,
 /// `-o X`), `--help`, positionals, and one clear error for anything else.

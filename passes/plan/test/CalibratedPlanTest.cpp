@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/cost/CostModel.h"
+#include "cost/CostModel.h"
 #include "passes/plan/Search.h"
 #include "passes/plan/test/GraphBuilder.h"
 #include "passes/plan/test/PlanTestSupport.h"

@@ -22,7 +22,7 @@ TEST(FixedChoicesTest, ParsesEveryKey) {
   EXPECT_EQ(*f.microBatch, 1);
   EXPECT_EQ(*f.zeroStage, 1);
   EXPECT_EQ(*f.recompute, Recompute::Selective);
-  EXPECT_EQ(*f.schedule, PipelineSchedule::Interleaved);
+  EXPECT_EQ(*f.schedule, ScheduleKind::Interleaved);
   EXPECT_EQ(*f.chunks, 3);
   EXPECT_EQ(formatFixedChoices(f), "dp=4,tp=8,pp=2,mb=1,zero=1,recompute="
                                    "selective,schedule=interleaved,v=3");

@@ -4,6 +4,9 @@
 
 #include "passes/plan/GraphAnalysis.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringRef.h"
+
 #include <cmath>
 #include <numeric>
 
@@ -62,10 +65,72 @@ int GraphBuilder::addOp(OpInfo op) {
   return firstResult;
 }
 
+/// What the backward of the bm op `name` reads, as its gradient rule does
+/// (graphs built here have no GradientReads, which ExtractModelGraph takes
+/// from the rules themselves). Alphabetical; ops not listed read their
+/// operands (the safe default).
+static BackwardReads backwardReadsOf(llvm::StringRef name) {
+  static const std::pair<const char *, BackwardReads> kTable[] = {
+      {"bm.add", BackwardReads::Nothing},
+      {"bm.and", BackwardReads::Nothing},
+      {"bm.avg_pool", BackwardReads::Nothing},
+      {"bm.cast", BackwardReads::Nothing},
+      {"bm.concat", BackwardReads::Nothing},
+      {"bm.constant", BackwardReads::Nothing},
+      {"bm.conv", BackwardReads::OtherOperands},
+      {"bm.cumsum", BackwardReads::Nothing},
+      {"bm.div", BackwardReads::Divide},
+      {"bm.einsum", BackwardReads::OtherOperands},
+      {"bm.equal", BackwardReads::Nothing},
+      {"bm.exp", BackwardReads::Output},
+      {"bm.expand", BackwardReads::Nothing},
+      {"bm.flatten", BackwardReads::Nothing},
+      {"bm.gemm", BackwardReads::OtherOperands},
+      {"bm.global_avg_pool", BackwardReads::Nothing},
+      {"bm.greater", BackwardReads::Nothing},
+      {"bm.iota", BackwardReads::Nothing},
+      {"bm.less", BackwardReads::Nothing},
+      {"bm.log_softmax", BackwardReads::Output},
+      {"bm.matmul", BackwardReads::OtherOperands},
+      {"bm.mul", BackwardReads::OtherOperands},
+      {"bm.neg", BackwardReads::Nothing},
+      {"bm.not", BackwardReads::Nothing},
+      {"bm.one_hot", BackwardReads::Nothing},
+      {"bm.or", BackwardReads::Nothing},
+      {"bm.reduce_mean", BackwardReads::Nothing},
+      {"bm.reduce_sum", BackwardReads::Nothing},
+      {"bm.reshape", BackwardReads::Nothing},
+      {"bm.slice", BackwardReads::Nothing},
+      {"bm.softmax", BackwardReads::Output},
+      {"bm.split", BackwardReads::Nothing},
+      {"bm.squeeze", BackwardReads::Nothing},
+      {"bm.sub", BackwardReads::Nothing},
+      {"bm.transpose", BackwardReads::Nothing},
+      {"bm.trilu", BackwardReads::Nothing},
+      {"bm.unsqueeze", BackwardReads::Nothing},
+      {"bm.where", BackwardReads::Condition},
+  };
+  for (const auto &[op, reads] : kTable)
+    if (name == op)
+      return reads;
+  return BackwardReads::Operands;
+}
+
+/// Views as the Bm_View trait marks them.
+static bool isViewName(llvm::StringRef name) {
+  return llvm::is_contained({"bm.flatten", "bm.reshape", "bm.split",
+                             "bm.squeeze", "bm.transpose", "bm.unsqueeze"},
+                            name);
+}
+
 /// An op `opName` labelled `label` that reads `operands`, rule still empty.
 static OpInfo newOp(std::string opName, std::string label,
                     std::vector<int> operands) {
   OpInfo op;
+  op.isView = isViewName(opName);
+  op.isSoftmax = opName == "bm.softmax";
+  op.isTopK = opName == "bm.top_k";
+  op.backwardReads = backwardReadsOf(opName);
   op.opName = std::move(opName);
   op.label = std::move(label);
   op.operands = std::move(operands);

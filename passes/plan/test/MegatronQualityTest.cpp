@@ -3,7 +3,7 @@
 // Narayanan et al. 2021 (SC'21), Table 1, on DGX A100 80GB (Selene), with
 // the micro-batch sizes and full ("uniform") recomputation of the paper's
 // scripts (Megatron-LM examples/sc21/run_table_1.sh). The cost model is
-// calibrated once from hardware numbers (compiler/cost/Cluster.cpp); these
+// calibrated once from hardware numbers (cost/Cluster.cpp); these
 // rows are not special-cased anywhere.
 //
 //===----------------------------------------------------------------------===//

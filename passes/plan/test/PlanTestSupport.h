@@ -9,7 +9,7 @@
 #ifndef BM_PLAN_TEST_PLANTESTSUPPORT_H
 #define BM_PLAN_TEST_PLANTESTSUPPORT_H
 
-#include "compiler/cost/Cluster.h"
+#include "cost/Cluster.h"
 #include "passes/plan/ModelGraph.h"
 #include "passes/plan/Plan.h"
 #include "passes/plan/TrainingConfig.h"

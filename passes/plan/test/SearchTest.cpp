@@ -67,7 +67,7 @@ TEST(SearchTest, PartialFixConstrainsTheSearch) {
   EXPECT_EQ(p.config.recompute, Recompute::Selective);
   Plan q = plan(graph, a100(), 16, 128, "pp=4,schedule=interleaved");
   EXPECT_EQ(q.config.pp, 4);
-  EXPECT_EQ(q.config.schedule, PipelineSchedule::Interleaved);
+  EXPECT_EQ(q.config.schedule, ScheduleKind::Interleaved);
   EXPECT_GE(q.config.chunks, 2);
   EXPECT_EQ(q.layersPerStage.size(), static_cast<size_t>(4 * q.config.chunks));
 }

@@ -35,9 +35,13 @@
 
 namespace bmrt {
 
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved1F1B };
+/// The pipeline schedule, as the planner chooses it and the trainer runs
+/// it: None (pp = 1, no pipeline), GPipe, 1F1B (PipeDream-Flush) and
+/// interleaved 1F1B (Narayanan et al. 2021, 2.2).
+enum class ScheduleKind { None, GPipe, OneFOneB, Interleaved };
 
-/// "gpipe", "1f1b" or "interleaved", the spelling of the planner's --fix.
+/// "none", "gpipe", "1f1b" or "interleaved", the spelling of the planner's
+/// --fix, the plan file and trainer.json.
 const char *toString(ScheduleKind kind);
 /// The kind spelled as toString spells it; nullopt for anything else.
 std::optional<ScheduleKind> parseScheduleKind(const std::string &text);
@@ -56,10 +60,12 @@ struct ScheduleSpec {
   int chunkOf(int virtualStage) const { return virtualStage / pp; }
 };
 
-/// Throws bmrt::Error with one line when no schedule of `spec` exists: a
-/// zero size, v > 1 without interleaving, interleaving with v < 2 or pp < 2,
-/// or interleaving with m not a multiple of pp (Megatron-LM's condition:
+/// One line saying why no schedule of `spec` exists, or nullopt: a zero
+/// size, v > 1 without interleaving, interleaving with v < 2 or pp < 2, or
+/// interleaving with m not a multiple of pp (Megatron-LM's condition:
 /// micro-batches go round the ranks in groups of pp).
+std::optional<std::string> scheduleProblem(const ScheduleSpec &spec);
+/// Throws bmrt::Error with scheduleProblem's line, if there is one.
 void validateSchedule(const ScheduleSpec &spec);
 
 enum class ActionKind {

@@ -19,8 +19,9 @@ using namespace bmrt;
 
 namespace {
 
-constexpr ScheduleKind kKinds[] = {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
-                                   ScheduleKind::Interleaved1F1B};
+constexpr ScheduleKind kKinds[] = {ScheduleKind::None, ScheduleKind::GPipe,
+                                   ScheduleKind::OneFOneB,
+                                   ScheduleKind::Interleaved};
 
 /// Every (kind, pp, v, m) of the sweep that validateSchedule accepts.
 std::vector<ScheduleSpec> validSpecs() {
@@ -54,11 +55,13 @@ double formulaBubble(const ScheduleSpec &s) {
 /// chunk activations rank r holds at its peak.
 int expectedPeak(const ScheduleSpec &s, int rank) {
   switch (s.kind) {
+  case ScheduleKind::None: // one rank: each forward's backward comes next
+    return std::min(s.m, 1);
   case ScheduleKind::GPipe:
     return s.m;
   case ScheduleKind::OneFOneB:
     return std::min(s.m, s.pp - rank);
-  case ScheduleKind::Interleaved1F1B:
+  case ScheduleKind::Interleaved:
     return std::min(s.m * s.v, 2 * (s.pp - rank - 1) + (s.v - 1) * s.pp + 1);
   }
   return 0;
@@ -99,17 +102,18 @@ TEST(Schedule, ImpossibleSpecsAreOneLineErrors) {
   using K = ScheduleKind;
   const std::pair<ScheduleSpec, std::string> cases[] = {
       {{K::OneFOneB, 0, 1, 4}, "at least one stage, got pp=0"},
+      {{K::None, 2, 1, 4}, "schedule none runs no pipeline, got pp=2"},
       {{K::GPipe, 2, 1, 0}, "at least one micro-batch, got m=0"},
-      {{K::Interleaved1F1B, 2, 0, 4}, "at least one model chunk, got v=0"},
+      {{K::Interleaved, 2, 0, 4}, "at least one model chunk, got v=0"},
       {{K::OneFOneB, 4, 2, 8},
        "v=2 model chunks per rank need the "
        "interleaved schedule, not 1f1b"},
       {{K::GPipe, 4, 3, 8}, "need the interleaved schedule, not gpipe"},
-      {{K::Interleaved1F1B, 4, 1, 8},
+      {{K::Interleaved, 4, 1, 8},
        "needs v >= 2 model chunks per rank, "
        "got v=1 (that is 1f1b)"},
-      {{K::Interleaved1F1B, 1, 2, 4}, "needs pp >= 2 ranks, got pp=1"},
-      {{K::Interleaved1F1B, 4, 2, 6},
+      {{K::Interleaved, 1, 2, 4}, "needs pp >= 2 ranks, got pp=1"},
+      {{K::Interleaved, 4, 2, 6},
        "the micro-batches (m=6) to be a multiple of pp=4"},
   };
   for (const auto &[spec, expected] : cases) {
@@ -130,7 +134,7 @@ TEST(Schedule, SweepCoversEveryKind) {
   int interleaved = 0;
   for (int pp = 2; pp <= 8; ++pp)
     interleaved += 3 * (32 / pp);
-  EXPECT_EQ(count[ScheduleKind::Interleaved1F1B], interleaved);
+  EXPECT_EQ(count[ScheduleKind::Interleaved], interleaved);
 }
 
 // Each rank runs each of its micro-batch x chunk forwards and backwards once
@@ -204,7 +208,7 @@ TEST(Schedule, BubbleMatchesTheFormulas) {
 
 // Seconds instead of units scale the timeline, not the fraction.
 TEST(Schedule, BubbleIsScaleFree) {
-  ScheduleSpec s{ScheduleKind::Interleaved1F1B, 4, 2, 8};
+  ScheduleSpec s{ScheduleKind::Interleaved, 4, 2, 8};
   ActionCosts c;
   c.forward = 0.003;
   c.backward = 0.006;
@@ -281,13 +285,13 @@ TEST(Schedule, BlockingSendsOnlyCostInterleaving) {
   for (const ScheduleSpec &s : validSpecs()) {
     SimulationResult r = simulate(generateSchedule(s), blocking);
     ASSERT_TRUE(r.ok()) << nameOf(s) << ": " << r.describe();
-    if (s.kind == ScheduleKind::Interleaved1F1B)
+    if (s.kind == ScheduleKind::Interleaved)
       EXPECT_GE(r.bubbleFraction, formulaBubble(s) - 1e-9) << nameOf(s);
     else
       EXPECT_NEAR(r.bubbleFraction, formulaBubble(s), 1e-9) << nameOf(s);
   }
   SimulationResult r = simulate(
-      generateSchedule({ScheduleKind::Interleaved1F1B, 2, 2, 4}), blocking);
+      generateSchedule({ScheduleKind::Interleaved, 2, 2, 4}), blocking);
   EXPECT_GT(r.stepTime, 27);
 }
 
@@ -472,7 +476,7 @@ TEST(Schedule, NaiveBlocking1F1BIsADeadlock) {
 // An interleaved list whose last rank sends chunk 0 to the wrong rank.
 TEST(Schedule, TransferToTheWrongRankIsReported) {
   std::vector<RankActions> lists =
-      generateSchedule({ScheduleKind::Interleaved1F1B, 3, 2, 3});
+      generateSchedule({ScheduleKind::Interleaved, 3, 2, 3});
   size_t at = find(lists[2], Action::sendActivation(0, 0, 0));
   lists[2][at].peer = 1;
   SimulationResult r = simulate(lists);
@@ -551,7 +555,7 @@ TEST(Schedule, PrintsTheGrid) {
 
 // Backwards twice as long continue with "-"; chunks are printed.
 TEST(Schedule, PrintsLongActionsAndChunks) {
-  ScheduleSpec s{ScheduleKind::Interleaved1F1B, 2, 2, 2};
+  ScheduleSpec s{ScheduleKind::Interleaved, 2, 2, 2};
   SimulationResult r = simulate(generateSchedule(s));
   std::string grid = formatTimelineGrid(r, true);
   EXPECT_EQ(grid.substr(0, grid.find('\n')),

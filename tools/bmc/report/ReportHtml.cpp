@@ -3,7 +3,7 @@
 #include "tools/bmc/report/Html.h"
 #include "tools/bmc/report/Sections.h"
 
-#include "compiler/cost/Cluster.h"
+#include "cost/Cluster.h"
 #include "passes/plan/PlanOutput.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -88,7 +88,7 @@ void bmc::report::summarySection(const ReportInput &input,
                        .str());
   fact(os, "schedule",
        llvm::formatv("{0}, {1} micro-batches of {2}{3}",
-                     c.pp > 1 ? bm::cost::toString(c.schedule) : "no pipeline",
+                     c.pp > 1 ? bmrt::toString(c.schedule) : "no pipeline",
                      c.numMicroBatches, c.microBatch,
                      c.chunks > 1 ? llvm::formatv(", v={0}", c.chunks).str()
                                   : std::string())

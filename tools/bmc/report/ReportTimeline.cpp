@@ -153,20 +153,17 @@ void bmc::report::timelineSection(const Plan &plan, llvm::raw_ostream &os) {
     svg.text(x, axisY + 16, duration(end * tick / 5),
              tick == 0 ? "start" : tick == 5 ? "end" : "middle", 10);
   }
-  os << llvm::formatv("<p class=\"note\">{0}, {1} pipeline rank{2}, {3} "
-                      "micro-batches{4}: the schedule the trainer runs, "
-                      "simulated with each stage's forward and backward "
-                      "time. The step ends at {5} (the predicted step time); "
-                      "bubble {6}.</p>",
-                      ranks > 1 ? bm::cost::toString(plan.config.schedule)
-                                : "no pipeline",
-                      ranks, ranks == 1 ? "" : "s",
-                      plan.config.numMicroBatches,
-                      chunks ? llvm::formatv(", {0} chunks per rank",
-                                             plan.config.chunks)
-                                   .str()
-                             : std::string(),
-                      duration(end), duration(plan.time.bubble));
+  os << llvm::formatv(
+      "<p class=\"note\">{0}, {1} pipeline rank{2}, {3} "
+      "micro-batches{4}: the schedule the trainer runs, "
+      "simulated with each stage's forward and backward "
+      "time. The step ends at {5} (the predicted step time); "
+      "bubble {6}.</p>",
+      ranks > 1 ? bmrt::toString(plan.config.schedule) : "no pipeline", ranks,
+      ranks == 1 ? "" : "s", plan.config.numMicroBatches,
+      chunks ? llvm::formatv(", {0} chunks per rank", plan.config.chunks).str()
+             : std::string(),
+      duration(end), duration(plan.time.bubble));
   legend(os);
   os << "<div class=\"scroll\">" << svg.str() << "</div></section>\n";
 }

@@ -17,6 +17,10 @@
 
 namespace mlir::bm {
 
+/// Bm_View (BmOps.td): the op only changes the layout of its operand.
+template <typename ConcreteType>
+class View : public OpTrait::TraitBase<ConcreteType, View> {};
+
 /// Registries behind the interfaces' default implementations
 /// (ShardingRules.cpp and Costs.cpp, both alphabetical by op).
 ::bm::ShardingRule lookupShardingRule(Operation *op);
@@ -30,6 +34,12 @@ StringRef lookupMemoryKernelClass(Operation *op);
 LogicalResult buildGradientsFromRegistry(Operation *op, OpBuilder &builder,
                                          ArrayRef<Value> resultGrads,
                                          SmallVectorImpl<Value> &operandGrads);
+/// Whether the registries above have an entry for the op named `opName`
+/// (a "bm.*" name): the lookups fall back to an empty rule, 0 FLOPs or an
+/// error, so OpFactsTest asks these instead.
+bool hasShardingRule(StringRef opName);
+bool hasCost(StringRef opName);
+bool hasGradientRule(StringRef opName);
 
 /// What a broadcasting binary op produces.
 enum class BroadcastResult {

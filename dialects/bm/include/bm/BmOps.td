@@ -55,6 +55,14 @@ def Bm_InferTypeOpAdaptor : TraitList<[
   }]>
 ]>;
 
+// Ops that only change the layout: a consumer can read the producer's
+// buffer with strides (GEMM transposes, batched strides), so under a
+// runtime that fuses (Megatron-LM) they cost nothing and store nothing
+// (passes/plan GraphAnalysis). bmrt runs each as a kernel.
+def Bm_View : NativeOpTrait<"View"> {
+  let cppNamespace = "::mlir::bm";
+}
+
 // Traits every compute op has: no side effects, a sharding rule, a cost.
 defvar Bm_ComputeTraits = [Pure,
   DeclareOpInterfaceMethods<Bm_ShardingRuleOpInterface>,
@@ -350,7 +358,7 @@ def Bm_TriluOp : Bm_Op<"trilu", Bm_ComputeTraits #
   let hasVerifier = 1;
 }
 
-def Bm_ReshapeOp : Bm_Op<"reshape", Bm_ComputeTraits> {
+def Bm_ReshapeOp : Bm_Op<"reshape", Bm_ComputeTraits # [Bm_View]> {
   let summary = "reinterprets the shape; the element count is kept";
   let arguments = (ins Bm_Tensor:$input);
   let results = (outs Bm_Tensor:$result);
@@ -359,7 +367,7 @@ def Bm_ReshapeOp : Bm_Op<"reshape", Bm_ComputeTraits> {
 }
 
 def Bm_TransposeOp : Bm_Op<"transpose", Bm_ComputeTraits #
-    [Bm_InferTypeOpAdaptor]> {
+    [Bm_View, Bm_InferTypeOpAdaptor]> {
   let summary = "permutes dimensions: result dim i is input dim perm[i]";
   let arguments = (ins Bm_Tensor:$input, DenseI64ArrayAttr:$permutation);
   let results = (outs Bm_Tensor:$result);
@@ -380,7 +388,8 @@ def Bm_ConcatOp : Bm_Op<"concat", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
   let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
 }
 
-def Bm_SplitOp : Bm_Op<"split", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
+def Bm_SplitOp : Bm_Op<"split", Bm_ComputeTraits #
+    [Bm_View, Bm_InferTypeOpAdaptor]> {
   let summary = "cuts a tensor into pieces of `sizes` along an axis";
   let arguments = (ins Bm_Tensor:$input, I64Attr:$axis,
                        DenseI64ArrayAttr:$sizes);
@@ -396,7 +405,8 @@ def Bm_SliceOp : Bm_Op<"slice", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-def Bm_SqueezeOp : Bm_Op<"squeeze", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
+def Bm_SqueezeOp : Bm_Op<"squeeze", Bm_ComputeTraits #
+    [Bm_View, Bm_InferTypeOpAdaptor]> {
   let summary = "removes dimensions of size 1";
   let arguments = (ins Bm_Tensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs Bm_Tensor:$result);
@@ -404,7 +414,7 @@ def Bm_SqueezeOp : Bm_Op<"squeeze", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> 
 }
 
 def Bm_UnsqueezeOp : Bm_Op<"unsqueeze", Bm_ComputeTraits #
-    [Bm_InferTypeOpAdaptor]> {
+    [Bm_View, Bm_InferTypeOpAdaptor]> {
   let summary = "inserts dimensions of size 1 at `axes` of the result";
   let arguments = (ins Bm_Tensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs Bm_Tensor:$result);
@@ -419,7 +429,8 @@ def Bm_ExpandOp : Bm_Op<"expand", Bm_ComputeTraits> {
   let hasVerifier = 1;
 }
 
-def Bm_FlattenOp : Bm_Op<"flatten", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
+def Bm_FlattenOp : Bm_Op<"flatten", Bm_ComputeTraits #
+    [Bm_View, Bm_InferTypeOpAdaptor]> {
   let summary = "collapses dims [0, axis) and [axis, rank) into a 2-D tensor";
   let arguments = (ins Bm_Tensor:$input, I64Attr:$axis);
   let results = (outs Bm_Tensor:$result);

@@ -1,0 +1,349 @@
+//===- CostModel.cpp - analytic costs of compute, memory, communication ---===//
+
+#include "cost/CostModel.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+using namespace bm::cost;
+
+const char *bm::cost::toString(Precision precision) {
+  switch (precision) {
+  case Precision::Bf16Mixed:
+    return "bf16";
+  case Precision::Fp16Mixed:
+    return "fp16";
+  case Precision::Fp32:
+    return "fp32";
+  }
+  return "bf16";
+}
+
+std::optional<Precision> bm::cost::parsePrecision(llvm::StringRef text) {
+  for (Precision p :
+       {Precision::Bf16Mixed, Precision::Fp16Mixed, Precision::Fp32})
+    if (text == toString(p))
+      return p;
+  return std::nullopt;
+}
+
+Precision bm::cost::defaultPrecision(const Cluster &cluster) {
+  if (std::optional<Precision> named = parsePrecision(cluster.precision))
+    return *named;
+  return cluster.hasBf16() ? Precision::Bf16Mixed : Precision::Fp16Mixed;
+}
+
+const char *bm::cost::toString(Optimizer optimizer) {
+  return optimizer == Optimizer::Sgd ? "sgd" : "adam";
+}
+
+const char *bm::cost::toString(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllGather:
+    return "all_gather";
+  case CollectiveKind::AllReduce:
+    return "all_reduce";
+  case CollectiveKind::AllToAll:
+    return "all_to_all";
+  case CollectiveKind::ReduceScatter:
+    return "reduce_scatter";
+  case CollectiveKind::SendRecv:
+    return "send_recv";
+  }
+  return "all_reduce";
+}
+
+const char *bm::cost::toString(LinkClass link) {
+  return link == LinkClass::InterNode ? "network" : "nvlink";
+}
+
+std::optional<CollectiveKind> bm::cost::parseCollectiveKind(llvm::StringRef text) {
+  for (CollectiveKind kind :
+       {CollectiveKind::AllGather, CollectiveKind::AllReduce,
+        CollectiveKind::AllToAll, CollectiveKind::ReduceScatter,
+        CollectiveKind::SendRecv})
+    if (text == toString(kind))
+      return kind;
+  return std::nullopt;
+}
+
+const char *bm::cost::toString(RuntimeModel runtime) {
+  return runtime == RuntimeModel::Bmrt ? "bmrt" : "megatron";
+}
+
+std::optional<RuntimeModel> bm::cost::parseRuntimeModel(llvm::StringRef text) {
+  for (RuntimeModel r : {RuntimeModel::Bmrt, RuntimeModel::Megatron})
+    if (text == toString(r))
+      return r;
+  return std::nullopt;
+}
+
+/// A group of `size` ranks at stride `stride`.
+static CommGroup stridedGroup(int perNode, int size, int stride) {
+  CommGroup group;
+  group.size = size;
+  group.ranksPerNode = std::clamp(stride >= perNode ? 1 : perNode / stride, 1,
+                                  std::max(size, 1));
+  group.crossesNodes = static_cast<int64_t>(stride) * size > perNode;
+  return group;
+}
+
+MeshPlacement bm::cost::placeMesh(const Cluster &cluster, int dp, int tp,
+                                  int pp, int ep) {
+  const int perNode = cluster.gpusPerNode;
+  MeshPlacement placement;
+  // tp: `tp` consecutive ranks; dp: `dp` ranks at stride tp.
+  placement.tp = stridedGroup(perNode, tp, 1);
+  placement.dp = stridedGroup(perNode, dp, tp);
+  ep = std::max(ep, 1);
+  placement.ep = stridedGroup(perNode, ep, tp);
+  placement.expertDp = stridedGroup(perNode, std::max(dp / ep, 1), tp * ep);
+  // pp: stages at stride dp * tp; some neighbours straddle a node boundary
+  // as soon as the whole pipeline does not fit in one node.
+  placement.pp = stridedGroup(perNode, pp, dp * tp);
+  placement.pipelineCrossesNodes = pp > 1 && placement.pp.crossesNodes;
+  return placement;
+}
+
+CostModel::CostModel(const Cluster &cluster, Precision precision)
+    : cluster_(cluster), precision_(precision),
+      gemmGrid_(makeGemmRateGrid(cluster.calibration.gemm)) {}
+
+double CostModel::peakFlops() const {
+  switch (precision_) {
+  case Precision::Fp32:
+    return cluster_.peakFlops32;
+  case Precision::Bf16Mixed:
+    return cluster_.peakFlopsBf16;
+  case Precision::Fp16Mixed:
+    return cluster_.peakFlops16;
+  }
+  return cluster_.peakFlops16;
+}
+
+// Small or skinny GEMMs run below the large-GEMM efficiency: dimensions
+// below a few thread-block tiles (128-256 on Ampere / Hopper) leave most of a
+// tile or of a wave idle, and a short K cannot amortise loading the tiles
+// (NVIDIA Deep Learning Performance Guide, "Matrix Multiplication
+// Background": tile and wave quantisation, arithmetic intensity
+// MNK / (MK + KN + MN)). We model each dimension's utilisation as
+// x / (x + x0), a saturating curve that is ~97% at x = 2048 and 50% at
+// x = x0, with x0 = 48 chosen once for all devices.
+static double dimensionUtilisation(double x) {
+  constexpr double kHalfUtilisationSize = 48;
+  return x / (x + kHalfUtilisationSize);
+}
+
+// A measured grid replaces the curve (and the peak) altogether.
+double CostModel::gemmEfficiency(double m, double n, double k) const {
+  if (!gemmGrid_.empty())
+    return gemmGrid_.rate(m, n, k) / peakFlops();
+  return cluster_.gemmEfficiency * dimensionUtilisation(m) *
+         dimensionUtilisation(n) * dimensionUtilisation(k);
+}
+
+double CostModel::gemmTime(double flops, double m, double n, double k) const {
+  if (flops <= 0)
+    return 0;
+  if (!gemmGrid_.empty())
+    return flops / gemmGrid_.rate(m, n, k);
+  return flops / (peakFlops() * gemmEfficiency(m, n, k));
+}
+
+// Roofline: a kernel below the ridge point is bound by bytes / bandwidth
+// (Williams et al. 2009, "Roofline", CACM 52(4)). Measured, each class of
+// kernel has its own rate.
+double CostModel::memoryTime(double bytes,
+                             MemoryKernelClass kernelClass) const {
+  if (bytes <= 0)
+    return 0;
+  double measured =
+      cluster_.calibration
+          .memoryKernelBandwidth[static_cast<int>(kernelClass)];
+  if (measured > 0)
+    return bytes / measured;
+  return bytes / (cluster_.memoryBandwidth * cluster_.memoryEfficiency);
+}
+
+double CostModel::busBandwidth(const CommGroup &group) const {
+  if (!group.crossesNodes)
+    return cluster_.intraNode.busBandwidth;
+  // A group with r ranks per node drives r of the node's NICs (each GPU has
+  // its own rail, as on DGX nodes); groups running side by side share the
+  // rest. NVLink still carries the intra-node part of the ring.
+  double network = cluster_.interNodeBandwidthPerGpu() * group.ranksPerNode;
+  return std::min(cluster_.intraNode.busBandwidth, network);
+}
+
+// Alpha-beta model with the bus-bandwidth factors of nccl-tests
+// (NVIDIA nccl-tests, doc/PERFORMANCE.md): time = S * factor / busbw, with
+// factor 2(n-1)/n for all-reduce and (n-1)/n for all-gather, reduce-scatter
+// and all-to-all; plus one latency per ring step (2(n-1) steps for
+// all-reduce, n-1 for the others; Thakur et al. 2005, "Optimization of
+// collective communication operations in MPICH", section 4).
+// Measured curves, where the cluster has them for the group, replace it.
+double CostModel::collectiveTime(CollectiveKind kind, double bytes,
+                                 const CommGroup &group) const {
+  const int n = group.size;
+  if (n <= 1 || bytes <= 0)
+    return 0;
+  if (kind == CollectiveKind::SendRecv)
+    return sendRecvTime(bytes, group.crossesNodes);
+  if (std::optional<double> measured =
+          measuredCollectiveTime(kind, linkClass(group), n, bytes))
+    return *measured;
+  const LinkSpec &link =
+      group.crossesNodes ? cluster_.interNode : cluster_.intraNode;
+  double steps = kind == CollectiveKind::AllReduce ? 2 * (n - 1) : n - 1;
+  return steps * link.latency +
+         bytes * busFactor(kind, n) / busBandwidth(group);
+}
+
+std::optional<double>
+CostModel::measuredCollectiveTime(CollectiveKind kind, LinkClass link,
+                                  int ranks, double bytes) const {
+  const std::vector<CollectivePoint> &all = cluster_.calibration.collectives;
+  auto group = [](const CollectivePoint &p) {
+    return std::make_tuple(static_cast<int>(p.kind), static_cast<int>(p.link),
+                           p.ranks);
+  };
+  CollectivePoint key;
+  key.kind = kind;
+  key.link = link;
+  key.ranks = ranks;
+  auto [begin, end] = std::equal_range(
+      all.begin(), all.end(), key,
+      [&](const CollectivePoint &a, const CollectivePoint &b) {
+        return group(a) < group(b);
+      });
+  if (begin == end)
+    return std::nullopt;
+  return interpolateCollectiveTime(llvm::ArrayRef(&*begin, end - begin),
+                                   bytes);
+}
+
+double CostModel::sendRecvTime(double bytes, bool crossesNodes) const {
+  if (bytes <= 0)
+    return 0;
+  if (std::optional<double> measured = measuredCollectiveTime(
+          CollectiveKind::SendRecv,
+          crossesNodes ? LinkClass::InterNode : LinkClass::IntraNode, 2,
+          bytes))
+    return *measured;
+  if (!crossesNodes)
+    return cluster_.intraNode.latency +
+           bytes / cluster_.intraNode.busBandwidth;
+  // One GPU sends through its own NIC.
+  return cluster_.interNode.latency +
+         bytes / cluster_.interNodeBandwidthPerGpu();
+}
+
+// A fluid model of bucketed overlap (Li et al. 2020, "PyTorch Distributed",
+// VLDB, section 3.2.3: buckets are reduced asynchronously as soon as they
+// are ready, in order): buckets become ready at times k/n of the backward,
+// the link works through them at `overlap` of its speed while the backward
+// computes, and what is left after the backward is exposed.
+double bm::cost::hiddenGradientReduction(double reduceSeconds,
+                                         double gradientBytes,
+                                         double backwardSeconds,
+                                         double overlap) {
+  if (reduceSeconds <= 0 || backwardSeconds <= 0 || overlap <= 0)
+    return 0;
+  double buckets = std::max(1.0, std::ceil(gradientBytes / kGradientBucketBytes));
+  if (buckets == 1)
+    return 0;
+  double share = (buckets - 1) / buckets;
+  return std::min(overlap, 1.0) *
+         std::min(reduceSeconds * share, backwardSeconds * share);
+}
+
+// Mixed-precision Adam keeps 16-bit weights (2), gradients (2 or 4, below)
+// and fp32 master weights, momentum and variance (12) per parameter
+// (Rajbhandari et al. 2020, "ZeRO", section 3.1, counts 16 with fp16
+// gradients). With bf16, Megatron-LM accumulates and all-reduces the
+// gradients in fp32 (its arguments force accumulate_allreduce_grads_in_fp32
+// for bf16, because bf16's 8-bit mantissa loses small gradient terms):
+// 2 + 4 + 12 = 18 bytes, the "bf16 param, fp32 grads" row of Megatron-LM's
+// docs/distrib_optimizer.md. fp16 keeps fp16 gradients (Megatron's default
+// there). SGD with momentum keeps an fp32 master copy and the momentum (8).
+// In fp32 there is no master copy.
+ModelStateBytes bm::cost::modelStateBytesPerParam(Precision precision,
+                                                  Optimizer optimizer) {
+  ModelStateBytes bytes;
+  if (precision != Precision::Fp32) {
+    bytes.params = 2;
+    bytes.grads = precision == Precision::Bf16Mixed ? 4 : 2;
+    bytes.optimizer = optimizer == Optimizer::Adam ? 12 : 8;
+  } else {
+    bytes.params = 4;
+    bytes.grads = 4;
+    bytes.optimizer = optimizer == Optimizer::Adam ? 8 : 4;
+  }
+  return bytes;
+}
+
+// ZeRO stage 1 shards optimizer states over the data-parallel ranks, stage 2
+// the gradients too, stage 3 the parameters too (Rajbhandari et al. 2020,
+// section 5, Figure 1). Megatron's distributed optimizer is stage 1.
+ModelStateBytes bm::cost::modelStateMemory(double params, Precision precision,
+                                           Optimizer optimizer, int zeroStage,
+                                           int dp) {
+  ModelStateBytes perParam = modelStateBytesPerParam(precision, optimizer);
+  ModelStateBytes bytes;
+  bytes.params = params * perParam.params / (zeroStage >= 3 ? dp : 1);
+  bytes.grads = params * perParam.grads / (zeroStage >= 2 ? dp : 1);
+  bytes.optimizer = params * perParam.optimizer / (zeroStage >= 1 ? dp : 1);
+  return bytes;
+}
+
+// The update reads the gradient and every optimizer state, writes the states
+// back and writes the low-precision weights; in fp32 the weights are the
+// master copy, read and written (AdamW: p, g, m, v read, p, m, v written: 28
+// bytes, what bmrt's kernel moves).
+double bm::cost::optimizerStepBytesPerParam(Precision precision,
+                                            Optimizer optimizer) {
+  ModelStateBytes state = modelStateBytesPerParam(precision, optimizer);
+  double weights = precision == Precision::Fp32 ? 2 * state.params
+                                                : state.params;
+  return state.grads + 2 * state.optimizer + weights;
+}
+
+// GPipe (Huang et al. 2019) and 1F1B (Narayanan et al. 2021, section 2.2.1)
+// idle (p-1)/m of the ideal time; the interleaved schedule with v model
+// chunks per device divides the bubble by v (Narayanan et al. 2021, section
+// 2.2.2).
+double bm::cost::pipelineBubbleFraction(ScheduleKind schedule, int stages,
+                                        int microBatches, int chunks) {
+  if (stages <= 1 || microBatches <= 0)
+    return 0;
+  double bubble = static_cast<double>(stages - 1) / microBatches;
+  if (schedule == ScheduleKind::Interleaved)
+    bubble /= std::max(chunks, 1);
+  return bubble;
+}
+
+// GPipe keeps every micro-batch's activations until the flush (Huang et al.
+// 2019, section 2.3). 1F1B limits stage i to p - i in flight (Narayanan et
+// al. 2021, section 2.2.1). The interleaved schedule holds
+// p (1 + (p-1)/(p v)) on the first stage (Korthikanti et al. 2022, section
+// 4.2.3), i.e. (p - i) + (p - 1 - i)/v on stage i.
+double bm::cost::inFlightMicroBatches(ScheduleKind schedule, int stages,
+                                      int microBatches, int chunks, int stage) {
+  double m = microBatches;
+  switch (schedule) {
+  case ScheduleKind::None:
+    return 1;
+  case ScheduleKind::GPipe:
+    return m;
+  case ScheduleKind::OneFOneB:
+    return std::min<double>(m, stages - stage);
+  case ScheduleKind::Interleaved:
+    return std::min<double>(
+        m, (stages - stage) +
+               static_cast<double>(stages - 1 - stage) / std::max(chunks, 1));
+  }
+  return 1;
+}

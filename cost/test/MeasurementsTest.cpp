@@ -1,0 +1,111 @@
+//===- MeasurementsTest.cpp - bmrt-calibrate's JSON into a cluster ---------===//
+
+#include "cost/Measurements.h"
+#include "cost/CostModel.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "gtest/gtest.h"
+
+#include <string>
+
+using namespace bm::cost;
+
+namespace {
+
+/// What bmrt-calibrate writes for two ranks on one host: a 2 x 2 x 2 GEMM
+/// grid, the kernel classes, an all-reduce at two sizes.
+/// With `twoRanks` false, what one rank writes: no collectives, no overlap.
+std::string measurements(bool twoRanks = true) {
+  std::string gemm;
+  for (int m : {16, 256})
+    for (int n : {16, 256})
+      for (int k : {16, 256})
+        gemm += llvm::formatv(R"({{"m": {0}, "n": {1}, "k": {2}, "seconds": 1e-5,
+                                 "flops_per_second": {3}},)",
+                              m, n, k, 1e9 * (m + n + k))
+                    .str();
+  gemm.pop_back();
+  std::string kernels;
+  for (const char *name : {"data_movement", "elementwise", "normalization",
+                           "optimizer", "reduction", "softmax"})
+    kernels += llvm::formatv(R"({{"class": "{0}", "bytes": 1e8, "seconds": 0.1,
+                                 "bytes_per_second": 1e9},)",
+                             name)
+                   .str();
+  kernels.pop_back();
+  return R"({"format": "bmrt-calibration-1", "date": "2026-11-23T18:00:00Z",
+    "machine": {"host": "box", "cpu": "Some CPU", "cores": 2,
+                "memory_bytes": 8589934592, "hosts": 1},
+    "versions": {"openblas": "0.3.21", "mpi": "Open MPI v4.1.4"},
+    "ranks": )" + std::string(twoRanks ? "2" : "1") + R"(, "threads_per_rank": 1,
+    "gemm": [)" + gemm + R"(],
+    "memory": {"stream_copy_bytes_per_second": 8e9},
+    "kernels": [)" + kernels + "]" + (twoRanks ? R"(,
+    "collectives": [
+      {"kind": "all_reduce", "ranks": 2, "bytes": 4, "seconds": 4e-6,
+       "algbw_bytes_per_second": 1e6, "busbw_bytes_per_second": 1e6},
+      {"kind": "all_reduce", "ranks": 2, "bytes": 67108864, "seconds": 0.02,
+       "algbw_bytes_per_second": 3.3e9, "busbw_bytes_per_second": 3.3e9}],
+    "overlap": {"grad_reduce": 0.25})" : "") + "}";
+}
+
+std::string errorOf(const std::string &json) {
+  auto cluster = clusterFromMeasurements(json, "m.json");
+  return cluster ? std::string() : llvm::toString(cluster.takeError());
+}
+
+} // namespace
+
+TEST(MeasurementsTest, FitsTheFlatKeysAndKeepsTheCurves) {
+  Cluster c = llvm::cantFail(clusterFromMeasurements(measurements(), "m.json"));
+  EXPECT_EQ(c.name, "calibrated-box");
+  EXPECT_EQ(c.gpusPerNode, 2);
+  EXPECT_DOUBLE_EQ(c.memoryBytes, 4.0 * kGiB);
+  EXPECT_EQ(c.precision, "fp32");
+  // The fastest GEMM is the peak; links from the all-reduce curve: the
+  // largest message's bus bandwidth, the smallest's time per ring step.
+  EXPECT_DOUBLE_EQ(c.peakFlops32, 1e9 * 768);
+  EXPECT_DOUBLE_EQ(c.intraNode.busBandwidth, 3.3e9);
+  EXPECT_DOUBLE_EQ(c.intraNode.latency, 2e-6);
+  EXPECT_DOUBLE_EQ(c.gradReduceOverlap, 0.25);
+  EXPECT_EQ(c.calibration.gemm.size(), 8u);
+  EXPECT_EQ(c.calibration.collectives.size(), 2u);
+  EXPECT_EQ(c.calibration.versions.at("openblas"), "0.3.21");
+  // The cost model reads the measured GEMM rate at a grid point.
+  CostModel model(c, Precision::Fp32);
+  EXPECT_NEAR(model.gemmTime(2.0 * 16 * 256 * 256, 16, 256, 256),
+              2.0 * 16 * 256 * 256 / (1e9 * 528), 1e-15);
+}
+
+TEST(MeasurementsTest, TheClusterFileRoundTrips) {
+  Cluster c = llvm::cantFail(clusterFromMeasurements(measurements(), "m.json"));
+  Cluster again = llvm::cantFail(
+      parseCluster(writeClusterYaml(c), /*isYaml=*/true, "again.yaml"));
+  EXPECT_TRUE(c == again);
+}
+
+TEST(MeasurementsTest, OneRankMeasuresNoLinkAndNoOverlap) {
+  Cluster c = llvm::cantFail(
+      clusterFromMeasurements(measurements(/*twoRanks=*/false), "m.json"));
+  EXPECT_EQ(c.gradReduceOverlap, 0);
+  EXPECT_DOUBLE_EQ(c.intraNode.busBandwidth, 4e9);
+}
+
+TEST(MeasurementsTest, BadMeasurementsAreOneLine) {
+  EXPECT_NE(errorOf("{").find("m.json: not the JSON bmrt-calibrate writes"),
+            std::string::npos);
+  EXPECT_EQ(errorOf("[]"), "m.json: expected a JSON object");
+  EXPECT_EQ(errorOf(R"({"format": "other"})"),
+            "m.json: 'format' must be \"bmrt-calibration-1\"");
+  std::string noCopy = measurements();
+  noCopy.replace(noCopy.find("stream_copy"), 4, "strm");
+  EXPECT_EQ(errorOf(noCopy),
+            "m.json: missing 'memory.stream_copy_bytes_per_second'");
+  std::string badClass = measurements();
+  badClass.replace(badClass.find("\"softmax\""), 9, "\"sofmax\"");
+  EXPECT_EQ(errorOf(badClass), "m.json: unknown kernel class 'sofmax'");
+  std::string negative = measurements();
+  negative.replace(negative.find("\"seconds\": 0.02"), 15, "\"seconds\": -1");
+  EXPECT_EQ(errorOf(negative),
+            "m.json: 'collectives[1].seconds' must be a non-negative number");
+}

@@ -1,0 +1,315 @@
+//===- CompileDriver.cpp - phases 1 to 7 for `bmc compile` ----------------===//
+
+#include "driver/CompileDriver.h"
+
+#include "codegen/FoldTransposes.h"
+#include "codegen/OutlineBlocks.h"
+#include "codegen/StepProgram.h"
+#include "passes/Passes.h"
+#include "passes/plan/PlanOutput.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SHA256.h"
+
+namespace bm {
+
+const char *nameOf(TrainingTask task) {
+  switch (task) {
+  case TrainingTask::LanguageModel:
+    return "language-model";
+  case TrainingTask::Classifier:
+    return "classifier";
+  case TrainingTask::OwnLoss:
+    return "own-loss";
+  }
+  return "?";
+}
+
+namespace {
+
+llvm::Expected<std::string> hashFile(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return llvm::createStringError("cannot read '" + path +
+                                   "': " + buffer.getError().message());
+  llvm::SHA256 hasher;
+  hasher.update(llvm::arrayRefFromStringRef((*buffer)->getBuffer()));
+  return llvm::toHex(hasher.final(), /*LowerCase=*/true);
+}
+
+/// Language model when an integer input has the labels' shape (the labels
+/// are that stream's next tokens), classifier otherwise.
+TrainingTask taskOf(mlir::func::FuncOp step) {
+  mlir::Type labels;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto kind = step.getArgAttrOfType<mlir::StringAttr>(
+        i, mlir::bm::BmDialect::kParamKindAttrName);
+    if (kind && kind.getValue() == mlir::bm::BmDialect::kKindLabel)
+      labels = step.getArgument(i).getType();
+  }
+  if (!labels)
+    return TrainingTask::OwnLoss;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto kind = step.getArgAttrOfType<mlir::StringAttr>(
+        i, mlir::bm::BmDialect::kParamKindAttrName);
+    if (kind && kind.getValue() == mlir::bm::BmDialect::kKindInput &&
+        step.getArgument(i).getType() == labels)
+      return TrainingTask::LanguageModel;
+  }
+  return TrainingTask::Classifier;
+}
+
+/// The plan, and the model it was searched on (annotation matches the
+/// step's ops to it).
+struct Planned {
+  plan::Plan plan;
+  ModelForPlanning model;
+};
+
+/// A plan file for this compile: its own shapes (batch, symbolic
+/// dimensions) bind the model; a rank count, sequence or dimension given
+/// besides must agree with it.
+llvm::Expected<plan::Plan> readPlanFile(const CompileOptions &options,
+                                        ImportOptions &import) {
+  const std::string &path = *options.planFile;
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return llvm::createStringError("cannot read plan '" + path +
+                                   "': " + buffer.getError().message());
+  auto plan = plan::parsePlanJson((*buffer)->getBuffer());
+  if (!plan)
+    return llvm::createStringError("plan '" + path +
+                                   "': " + llvm::toString(plan.takeError()));
+  if (options.training.gpus != 1 && options.training.gpus != plan->gpus)
+    return llvm::createStringError(
+        "plan '" + path + "' is for " + std::to_string(plan->gpus) +
+        " GPUs but --gpus says " + std::to_string(options.training.gpus));
+  if (import.sequenceLength && plan->sequenceLength &&
+      *import.sequenceLength != plan->sequenceLength)
+    return llvm::createStringError(
+        "plan '" + path + "' is for sequences of " +
+        std::to_string(plan->sequenceLength) + " but --seq says " +
+        std::to_string(*import.sequenceLength));
+  // The plan records every symbolic dimension its model was imported with
+  // (T5's "seq" and "dec_seq"): bind exactly those, not the sequence by
+  // position, which would bind every token input to one length.
+  for (const auto &[name, value] : plan->symbolicDims) {
+    auto [given, added] = import.dims.try_emplace(name, value);
+    if (!added && given->second != value)
+      return llvm::createStringError(
+          "plan '" + path + "' is for " + name + " = " +
+          std::to_string(value) + " but --" +
+          (name == "seq" ? std::string("seq") : "dim " + name) + " says " +
+          std::to_string(given->second));
+  }
+  if (!plan->symbolicDims.empty())
+    return plan;
+  // Without `symbolic_dims` the only symbolic dimension besides the batch
+  // is the sequence (or none: a model without token inputs, images,
+  // records 1 token per sample; PLAN_SCHEMA.md): bind it as --seq would.
+  if (plan->sequenceLength > 1 && !import.sequenceLength) {
+    import.sequenceLength = plan->sequenceLength;
+    import.dims.try_emplace("seq", plan->sequenceLength);
+  }
+  return plan;
+}
+
+llvm::Expected<Planned> planRunnable(mlir::MLIRContext &context,
+                                     CompileOptions &options,
+                                     const OnnxFile &file) {
+  std::optional<plan::Plan> given;
+  const std::map<std::string, int64_t> named = options.import.dims;
+  if (options.planFile) {
+    auto plan = readPlanFile(options, options.import);
+    if (!plan)
+      return plan.takeError();
+    given = std::move(*plan);
+  }
+  auto planning = loadModelForPlanning(context, file, options.import);
+  if (!planning)
+    return planning.takeError();
+  if (given) {
+    // A plan without `symbolic_dims` (written before plans recorded them)
+    // is read by its sequence length alone; that says one dimension, so a
+    // model with more (T5's "dec_seq") must have the others named by --dim.
+    const std::map<std::string, int64_t> &bound =
+        planning->graph.symbolicDims;
+    if (given->symbolicDims.empty() && bound.size() > 1 &&
+        llvm::any_of(bound, [&](const auto &dim) {
+          return !named.count(dim.first);
+        }))
+      return llvm::createStringError(
+          "plan '" + *options.planFile +
+          "' does not record the values of the model's symbolic dimensions (" +
+          llvm::join(llvm::make_first_range(bound), ", ") +
+          "): it was written by an older bmc; plan again, or name each with "
+          "--dim");
+    return Planned{std::move(*given), std::move(*planning)};
+  }
+  auto cluster = cost::loadCluster(options.cluster);
+  if (!cluster)
+    return cluster.takeError();
+  auto plan = planModel(planning->graph, *cluster, options.training);
+  if (!plan)
+    return plan.takeError();
+  return Planned{std::move(*plan), std::move(*planning)};
+}
+
+/// One device: the model at the plan's micro-batch, through the fold phase
+/// (GELU fused into one kernel; full recomputation reruns the layers folding
+/// marks).
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importWhole(mlir::MLIRContext &context, const CompileOptions &options,
+            const OnnxFile &file, const plan::Plan &plan) {
+  ImportOptions importOptions = options.import;
+  importOptions.batchSize = plan.config.microBatch;
+  auto module = importOnnxFile(context, file, importOptions);
+  if (!module)
+    return module.takeError();
+  if (llvm::Error err = runPipeline(**module, mlir::bm::buildFoldPhase,
+                                    "folding"))
+    return std::move(err);
+  return module;
+}
+
+/// Several devices: the model at one step's batch (dp x micro-batch),
+/// through the fold phase and annotated with the plan.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importAnnotated(mlir::MLIRContext &context, const CompileOptions &options,
+                const OnnxFile &file, const Planned &planned) {
+  auto step = annotateForStep(context, file, options.import, planned.plan,
+                              planned.model.graph);
+  if (!step)
+    return step.takeError();
+  return std::move(step->module);
+}
+
+/// The step-0 parameters: the model's initializers, or --init random's
+/// specs with (unless the runtime makes them at load time) their values.
+llvm::Error gatherParameters(const CompileOptions &options,
+                             const OnnxFile &file, mlir::func::FuncOp main,
+                             CompiledModel &compiled) {
+  if (!options.initSeed) {
+    auto values = readParameters(file, main);
+    if (!values)
+      return values.takeError();
+    compiled.parameters = std::move(*values);
+    return llvm::Error::success();
+  }
+  auto plan = initPlanOf(main, *options.initSeed);
+  if (!plan)
+    return plan.takeError();
+  if (!options.weightsAtLoad) {
+    auto values = initialiseParameters(main, *options.initSeed);
+    if (!values)
+      return values.takeError();
+    compiled.parameters = std::move(*values);
+  }
+  compiled.init = std::move(*plan);
+  return llvm::Error::success();
+}
+
+/// Autodiff (with the plan's recomputation); on several devices, with
+/// every planned operand read through a reshard before and bm-partition
+/// after. (Parameters are initialised before: their roles are read off
+/// the ops that use them directly.)
+/// The task is read off the whole step (global shapes), before
+/// partitioning splits its inputs.
+llvm::Expected<TrainingTask> buildTrainingStep(mlir::ModuleOp module,
+                                               const plan::Plan &plan,
+                                               bool partition) {
+  std::string recompute = plan::toString(plan.config.recompute);
+  if (llvm::Error err = runPipeline(
+          module,
+          [&](mlir::OpPassManager &pm) {
+            if (partition)
+              pm.addNestedPass<mlir::func::FuncOp>(
+                  mlir::bm::createBmInsertReshardsPass());
+            mlir::bm::buildAutodiffPhase(pm, recompute);
+          },
+          "autodiff"))
+    return std::move(err);
+  TrainingTask task =
+      taskOf(module.lookupSymbol<mlir::func::FuncOp>("train_step"));
+  if (!partition)
+    return task;
+  if (llvm::Error err = runPipeline(
+          module,
+          [](mlir::OpPassManager &pm) {
+            mlir::bm::buildPartitionPhase(pm);
+          },
+          "partitioning"))
+    return std::move(err);
+  return task;
+}
+
+llvm::Expected<bmrt::Program> lowerAndOutline(mlir::func::FuncOp func,
+                                              llvm::StringRef model) {
+  auto program = lowerToProgram(func, model);
+  if (!program)
+    return program.takeError();
+  foldTransposesIntoMatmuls(*program);
+  outlineBlocks(*program);
+  return program;
+}
+
+} // namespace
+
+llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
+                                           const CompileOptions &given) {
+  CompileOptions options = given;
+  // Read once: planning, the step's import and the parameters share it.
+  auto file = readOnnxFile(options.model);
+  if (!file)
+    return file.takeError();
+  auto planned = planRunnable(context, options, *file);
+  if (!planned)
+    return planned.takeError();
+  CompiledModel compiled;
+  compiled.plan = planned->plan;
+  const bool partition = compiled.plan.gpus > 1;
+
+  auto module = partition ? importAnnotated(context, options, *file, *planned)
+                          : importWhole(context, options, *file, compiled.plan);
+  if (!module)
+    return module.takeError();
+  auto main = (*module)->lookupSymbol<mlir::func::FuncOp>("main");
+  if (llvm::Error err = gatherParameters(options, *file, main, compiled))
+    return std::move(err);
+
+  auto task = buildTrainingStep(**module, compiled.plan, partition);
+  if (!task)
+    return task.takeError();
+  compiled.task = *task;
+  std::string name = compiled.plan.modelName;
+  if (auto step = (*module)->lookupSymbol<mlir::func::FuncOp>("train_step")) {
+    auto stepProgram = lowerAndOutline(step, name);
+    if (!stepProgram)
+      return stepProgram.takeError();
+    compiled.step = std::move(*stepProgram);
+  }
+  for (int s = 0;; ++s) {
+    auto stage = (*module)->lookupSymbol<mlir::func::FuncOp>(
+        "stage_" + std::to_string(s));
+    if (!stage)
+      break;
+    auto program = lowerAndOutline(stage, name);
+    if (!program)
+      return program.takeError();
+    compiled.stages.push_back(std::move(*program));
+  }
+  auto forwardProgram = lowerAndOutline(main, name);
+  if (!forwardProgram)
+    return forwardProgram.takeError();
+  compiled.forward = std::move(*forwardProgram);
+
+  auto hash = hashFile(options.model);
+  if (!hash)
+    return hash.takeError();
+  compiled.modelHash = *hash;
+  return compiled;
+}
+
+} // namespace bm

@@ -1,0 +1,58 @@
+//===- OpImporters.h - importers defined outside OpImporters.cpp -*- C++
+//-*-===//
+//
+// OpImporters.cpp holds the alphabetical table of all op importers and the
+// simple ones; the others live in files by kind and are declared here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BMC_COMPILER_IMPORT_OPIMPORTERS_H
+#define BMC_COMPILER_IMPORT_OPIMPORTERS_H
+
+#include "import/NodeContext.h"
+
+namespace bm::import {
+
+// CompositeOps.cpp: ops bm has no single op for, as formulas of bm ops.
+mlir::LogicalResult importArgMax(NodeContext &nc);
+mlir::LogicalResult importArgMin(NodeContext &nc);
+mlir::LogicalResult importCelu(NodeContext &nc);
+mlir::LogicalResult importCosh(NodeContext &nc);
+mlir::LogicalResult importDepthToSpace(NodeContext &nc);
+mlir::LogicalResult importElu(NodeContext &nc);
+mlir::LogicalResult importGlobalMaxPool(NodeContext &nc);
+mlir::LogicalResult importHardSigmoid(NodeContext &nc);
+mlir::LogicalResult importHardSwish(NodeContext &nc);
+mlir::LogicalResult importHardmax(NodeContext &nc);
+mlir::LogicalResult importInstanceNormalization(NodeContext &nc);
+mlir::LogicalResult importIsNaN(NodeContext &nc);
+mlir::LogicalResult importLeakyRelu(NodeContext &nc);
+mlir::LogicalResult importPRelu(NodeContext &nc);
+mlir::LogicalResult importPad(NodeContext &nc);
+mlir::LogicalResult importSelu(NodeContext &nc);
+mlir::LogicalResult importSinh(NodeContext &nc);
+mlir::LogicalResult importSoftplus(NodeContext &nc);
+mlir::LogicalResult importSoftsign(NodeContext &nc);
+mlir::LogicalResult importSpaceToDepth(NodeContext &nc);
+mlir::LogicalResult importTan(NodeContext &nc);
+mlir::LogicalResult importThresholdedRelu(NodeContext &nc);
+mlir::LogicalResult importTile(NodeContext &nc);
+/// Pads (or, negative, trims) one axis of `x` with the constant `value`.
+mlir::FailureOr<mlir::Value> padAxis(NodeContext &nc, mlir::Value x,
+                                     int64_t axis, int64_t before,
+                                     int64_t after, double value);
+
+// NeuralNetOps.cpp: convolution, pooling, normalisation, softmax.
+mlir::LogicalResult importAveragePool(NodeContext &nc);
+mlir::LogicalResult importBatchNormalization(NodeContext &nc);
+mlir::LogicalResult importConv(NodeContext &nc);
+mlir::LogicalResult importGlobalAveragePool(NodeContext &nc);
+mlir::LogicalResult importLayerNormalization(NodeContext &nc);
+mlir::LogicalResult importLogSoftmax(NodeContext &nc);
+mlir::LogicalResult importMaxPool(NodeContext &nc);
+mlir::LogicalResult importRmsNorm(NodeContext &nc);
+mlir::LogicalResult importSoftmax(NodeContext &nc);
+
+} // namespace bm::import
+
+#endif // BMC_COMPILER_IMPORT_OPIMPORTERS_H
