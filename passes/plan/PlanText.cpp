@@ -155,32 +155,79 @@ static void printMemory(const Plan &plan, llvm::raw_ostream &os) {
 }
 
 /// Collectives per step, merged by axis, kind, phase and link.
-static void printCollectives(const Plan &plan, llvm::raw_ostream &os) {
-  // Collectives, merged by kind, axis and phase.
-  std::map<std::tuple<std::string, std::string, std::string, std::string>,
-           std::tuple<int64_t, double, double, double>>
-      merged;
-  for (const CollectiveSummary &s : plan.collectives) {
-    auto &[count, bytes, seconds, hidden] =
-        merged[{s.axis, s.kind, s.phase, s.link}];
-    count += s.countPerStep;
-    bytes += s.bytes * s.countPerStep;
-    seconds += s.seconds;
-    hidden += s.hiddenSeconds;
+namespace {
+/// What one device does of one kind of collective in a step.
+struct CollectiveLine {
+  int64_t count = 0;
+  double bytes = 0, seconds = 0, hidden = 0;
+};
+using CollectiveKey =
+    std::tuple<std::string, std::string, std::string, std::string>;
+} // namespace
+
+/// Per (axis, kind, phase, link), what one device sees: the sums over the
+/// items of each stage group (its devices are alike), the group that spends
+/// the longest on it kept. Summing over the stages instead would add up
+/// collectives that run side by side on different devices.
+static std::map<CollectiveKey, CollectiveLine>
+busiestDeviceCollectives(const Plan &plan) {
+  std::map<std::pair<CollectiveKey, int>, CollectiveLine> perGroup;
+  for (const CostItem &item : plan.items) {
+    if (item.kind != CostItem::Kind::Collective &&
+        item.kind != CostItem::Kind::Transfer)
+      continue;
+    CollectiveLine &line =
+        perGroup[{{item.axis, item.what, item.phase, item.link}, item.stage}];
+    line.count += item.count;
+    line.bytes += item.bytes * static_cast<double>(item.count);
+    line.seconds += item.seconds;
+    line.hidden += item.hiddenSeconds;
   }
-  os << "collectives per step (one model replica, all stages)\n";
-  for (const auto &[key, value] : merged) {
+  std::map<CollectiveKey, CollectiveLine> busiest;
+  for (const auto &[key, line] : perGroup) {
+    auto [it, added] = busiest.try_emplace(key.first, line);
+    if (!added &&
+        line.seconds + line.hidden > it->second.seconds + it->second.hidden)
+      it->second = line;
+  }
+  return busiest;
+}
+
+/// Per (axis, kind, phase, link), summed over one model replica: what a
+/// plan without items (written before they were) has.
+static std::map<CollectiveKey, CollectiveLine>
+replicaCollectives(const Plan &plan) {
+  std::map<CollectiveKey, CollectiveLine> merged;
+  for (const CollectiveSummary &s : plan.collectives) {
+    CollectiveLine &line = merged[{s.axis, s.kind, s.phase, s.link}];
+    line.count += s.countPerStep;
+    line.bytes += s.bytes * static_cast<double>(s.countPerStep);
+    line.seconds += s.seconds;
+    line.hidden += s.hiddenSeconds;
+  }
+  return merged;
+}
+
+/// Collectives per step, by axis, kind, phase and link.
+static void printCollectives(const Plan &plan, llvm::raw_ostream &os) {
+  const bool perDevice = !plan.items.empty();
+  const std::map<CollectiveKey, CollectiveLine> lines =
+      perDevice ? busiestDeviceCollectives(plan) : replicaCollectives(plan);
+  os << (perDevice ? "collectives per step on one device (for each line, "
+                     "the pipeline rank that spends the longest on it)\n"
+                   : "collectives per step (one model replica, all "
+                     "stages)\n");
+  for (const auto &[key, line] : lines) {
     const auto &[axis, kind, phase, link] = key;
-    const auto &[count, bytes, seconds, hidden] = value;
     os << llvm::formatv("  {0,-3} {1,-15} {2,-17} {3,7} calls {4,12} "
                         "{5,-8} {6}{7}\n",
-                        axis, kind, phase, count, formatBytes(bytes), link,
-                        formatSeconds(seconds),
-                        hidden > 0 ? " (+" + formatSeconds(hidden) +
-                                         " behind the backward)"
-                                   : std::string());
+                        axis, kind, phase, line.count, formatBytes(line.bytes),
+                        link, formatSeconds(line.seconds),
+                        line.hidden > 0 ? " (+" + formatSeconds(line.hidden) +
+                                              " behind the backward)"
+                                        : std::string());
   }
-  if (merged.empty())
+  if (lines.empty())
     os << "  none\n";
 }
 

@@ -5,7 +5,10 @@
 #include "passes/plan/test/GraphBuilder.h"
 #include "passes/plan/test/PlanTestSupport.h"
 
+#include "llvm/Support/FormatVariadic.h"
 #include "gtest/gtest.h"
+
+#include <map>
 
 using namespace bm;
 using namespace bm::plan;
@@ -171,6 +174,34 @@ TEST(PlanTextTest, ReportHasEverySection) {
         "alternatives", "block 0 (8 instances)", "layer0.attn.c_attn",
         "--fix       dp="})
     EXPECT_NE(text.find(section), std::string::npos) << section;
+}
+
+TEST(PlanTextTest, CollectivesAreWhatOneDeviceSees) {
+  // Four pipeline ranks each send and receive their own boundaries: the
+  // text shows one rank's calls and time (the busiest), not the four
+  // ranks' sum, which would add up transfers that run side by side.
+  Plan plan = makePlan("dp=2,tp=2,pp=4,mb=1,zero=0,recompute=none");
+  int64_t busiestCalls = 0, allCalls = 0;
+  std::map<int, int64_t> callsPerStage;
+  for (const CostItem &item : plan.items)
+    if (item.axis == kPipelineAxis && item.what == "send_recv") {
+      callsPerStage[item.stage] += item.count;
+      allCalls += item.count * item.devices;
+    }
+  for (const auto &[stage, calls] : callsPerStage)
+    busiestCalls = std::max(busiestCalls, calls);
+  ASSERT_GT(busiestCalls, 0);
+  ASSERT_LT(busiestCalls, allCalls);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printPlanText(plan, os, /*explain=*/false);
+  EXPECT_NE(text.find("collectives per step on one device"), std::string::npos)
+      << text;
+  std::string line = llvm::formatv("  pp  send_recv       forward+backward  "
+                                   "{0,7} calls",
+                                   busiestCalls)
+                         .str();
+  EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
 }
 
 TEST(PlanTextTest, AlternativesThatTieSaySo) {
