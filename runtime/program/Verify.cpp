@@ -19,6 +19,7 @@
 
 #include "bmrt/Einsum.h"
 #include "bmrt/Error.h"
+#include "bmrt/OpSpec.h"
 #include "bmrt/Program.h"
 #include "bmrt/Sharding.h"
 
@@ -1482,6 +1483,31 @@ void checkShardings(const Program &program, const std::string &source) {
                    "', no axis of the mesh");
 }
 
+/// What the op spec (generated from the dialect's ODS) says of every
+/// instance of an op: operand and result counts in its bounds and no
+/// attribute it does not declare (a misspelt one would be ignored by the
+/// kernel). Whether the attributes a kernel reads are there is the op's
+/// own checker's business: it runs first, and its messages say more.
+void checkAgainstSpec(const Check &c, const Instr &instr, const OpSpec &spec) {
+  auto counted = [&](const char *what, size_t n,
+                     const std::vector<OpPart> &parts) {
+    const int fewest = OpSpec::fewest(parts), most = OpSpec::most(parts);
+    if (static_cast<int>(n) < fewest ||
+        (most >= 0 && static_cast<int>(n) > most))
+      c.fail("has " + std::to_string(n) + " " + what + "; '" + spec.name +
+             "' takes " + std::to_string(fewest) +
+             (most < 0         ? " or more"
+              : most == fewest ? ""
+                               : " to " + std::to_string(most)));
+  };
+  counted("operands", c.numOperands(), spec.operands);
+  counted("results", c.numResults(), spec.results);
+  for (const auto &[name, attr] : instr.attrs)
+    if (!spec.attribute(name))
+      c.fail("has attribute '" + name + "', which '" + spec.name +
+             "' does not take");
+}
+
 } // namespace
 
 void verifyProgram(const Program &flat, const std::string &source) {
@@ -1499,6 +1525,8 @@ void verifyProgram(const Program &flat, const std::string &source) {
       c.fail("this runtime has no kernel '" + instr.op + "'");
     checkSlots(c, flat, instr, computed);
     check(c);
+    if (const OpSpec *spec = findOpSpec(instr.op))
+      checkAgainstSpec(c, instr, *spec);
   }
   checkEnds(flat, computed, source);
   checkGradients(flat, computed, source);

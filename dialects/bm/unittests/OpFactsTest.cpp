@@ -11,7 +11,9 @@
 //
 // The runtime side: every op codegen lowers to an instruction of its own
 // (codegen/StepProgram.cpp: instr.op is the op's mnemonic) must be
-// in the runtime's op spec, bmrt/OpSpec.def. The runtime's own tests check
+// in the runtime's op spec, bmrt/OpSpec.def, which scripts/gen-op-spec
+// writes from the ODS (every op but the Bm_NoKernel ones; a ctest checks
+// it is current). The runtime's own tests check
 // that every backend has a kernel for each op of the spec
 // (KernelCoverage.<backend>) and Verify.cpp a checker. The spec is read as
 // the X-macro file it is; nothing of the runtime is linked here.
@@ -29,6 +31,7 @@
 #include "gtest/gtest.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -127,8 +130,9 @@ const llvm::StringLiteral kCodegenSteps[] = {
 /// The op spec's names (bmrt/OpSpec.def), as in a step program.
 const std::set<std::string> &stepOps() {
   static const std::set<std::string> names = {
-#define BMRT_OP(name) #name,
+#define BMRT_OP(name, operands, results, attributes) #name,
 #include "bmrt/OpSpec.def"
+#undef BMRT_OP
   };
   return names;
 }
@@ -207,6 +211,18 @@ TEST_F(OpFactsTest, EveryOpIsAStepOp) {
       kStepOp,
       [](StringRef op) { return stepOps().count(mnemonic(op).str()) != 0; },
       "a line in the runtime's op spec (bmrt/OpSpec.def) and so a kernel");
+}
+
+/// The ops exempt from the op spec are those the dialect marks Bm_NoKernel,
+/// the trait scripts/gen-op-spec leaves out.
+TEST_F(OpFactsTest, NoKernelTraitMatchesTheStepOpExemptions) {
+  for (const std::string &op : bmOps()) {
+    std::optional<RegisteredOperationName> name =
+        RegisteredOperationName::lookup(op, &context);
+    ASSERT_TRUE(name.has_value()) << op;
+    const Exemption *e = exemption(op);
+    EXPECT_EQ(name->hasTrait<NoKernel>(), e && (e->facts & kStepOp)) << op;
+  }
 }
 
 /// Every instruction of the op spec is a bm op or one codegen makes.

@@ -112,6 +112,10 @@ TEST(Verify, InconsistentProgramsAreOneLineErrors) {
        "operand 2 is f32[5], which does not broadcast to result 0"},
       {"{alpha=1.0, beta=0.0}", "{beta=0.0}", "gemm",
        "attribute 'alpha' is missing"},
+      // An attribute the op spec (the dialect's ODS) does not declare: a
+      // misspelling the kernel would ignore.
+      {"{alpha=1.0, beta=0.0}", "{alpha=1.0, beta=0.0, trans_c=1}", "gemm",
+       "has attribute 'trans_c', which 'gemm' does not take"},
       {"bsd,de->bse", "bsd,se->bse", "einsum",
        "letter 's' is 5 where operand 0 is f32[2,5,8] but 8 where operand 1"},
       {"bsd,de->bse", "bs,de->bse", "einsum",

@@ -20,6 +20,9 @@ namespace mlir::bm {
 /// Bm_View (BmOps.td): the op only changes the layout of its operand.
 template <typename ConcreteType>
 class View : public OpTrait::TraitBase<ConcreteType, View> {};
+/// Bm_NoKernel (BmOps.td): never an instruction of a step program.
+template <typename ConcreteType>
+class NoKernel : public OpTrait::TraitBase<ConcreteType, NoKernel> {};
 
 /// Registries behind the interfaces' default implementations
 /// (ShardingRules.cpp and Costs.cpp, both alphabetical by op).

@@ -63,6 +63,14 @@ def Bm_View : NativeOpTrait<"View"> {
   let cppNamespace = "::mlir::bm";
 }
 
+// Never an instruction of a step program: codegen turns it into something
+// else (a constant slot, a fill) or a pass removes it before codegen. The
+// runtime's op spec (bmrt/OpSpec.def, written by scripts/gen-op-spec from
+// this file) lists every other op.
+def Bm_NoKernel : NativeOpTrait<"NoKernel"> {
+  let cppNamespace = "::mlir::bm";
+}
+
 // Traits every compute op has: no side effects, a sharding rule, a cost.
 defvar Bm_ComputeTraits = [Pure,
   DeclareOpInterfaceMethods<Bm_ShardingRuleOpInterface>,
@@ -79,7 +87,8 @@ defvar Bm_ContractionTraits = [Pure,
 // Mesh
 //===----------------------------------------------------------------------===//
 
-def Bm_MeshOp : Bm_Op<"mesh", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+def Bm_MeshOp : Bm_Op<"mesh", [Symbol, HasParent<"::mlir::ModuleOp">,
+    Bm_NoKernel]> {
   let summary = "declares a named device mesh";
   let description = [{
     `bm.mesh @mesh = <["dp"=4, "tp"=8, "pp"=2]>`
@@ -332,7 +341,7 @@ def Bm_OneHotOp : Bm_Op<"one_hot", Bm_ComputeTraits> {
 //===----------------------------------------------------------------------===//
 
 def Bm_ConstantOp : Bm_Op<"constant", Bm_ComputeTraits # [ConstantLike,
-    AllTypesMatch<["value", "result"]>]> {
+    AllTypesMatch<["value", "result"]>, Bm_NoKernel]> {
   let summary = "a small constant (weights are function arguments, never "
                 "constants)";
   let arguments = (ins ElementsAttr:$value);
@@ -691,7 +700,7 @@ def Bm_AllToAllOp : Bm_CollectiveOp<"all_to_all", [Pure]> {
 }
 
 def Bm_CollectivePermuteOp : Bm_CollectiveOp<"collective_permute",
-    [Pure, SameOperandsAndResultType]> {
+    [Pure, SameOperandsAndResultType, Bm_NoKernel]> {
   let summary = "each device sends its value to the device `offset` further "
                 "along one mesh axis (cyclically)";
   let arguments = (ins Bm_Tensor:$input, FlatSymbolRefAttr:$mesh,
@@ -700,7 +709,7 @@ def Bm_CollectivePermuteOp : Bm_CollectiveOp<"collective_permute",
   let assemblyFormat = "$input `over` $axis `on` $mesh attr-dict `:` type($input)";
 }
 
-def Bm_SendOp : Bm_CollectiveOp<"send"> {
+def Bm_SendOp : Bm_CollectiveOp<"send", [Bm_NoKernel]> {
   let summary = "sends a value to the device `offset` further along an axis "
                 "(pipeline stages)";
   let arguments = (ins Bm_Tensor:$input, FlatSymbolRefAttr:$mesh,
@@ -708,7 +717,7 @@ def Bm_SendOp : Bm_CollectiveOp<"send"> {
   let assemblyFormat = "$input `over` $axis `on` $mesh attr-dict `:` type($input)";
 }
 
-def Bm_RecvOp : Bm_CollectiveOp<"recv"> {
+def Bm_RecvOp : Bm_CollectiveOp<"recv", [Bm_NoKernel]> {
   let summary = "receives a value from the device `offset` further along an "
                 "axis";
   let arguments = (ins FlatSymbolRefAttr:$mesh, StrAttr:$axis, I64Attr:$offset);
@@ -801,7 +810,7 @@ def Bm_ShardGatherOp : Bm_CollectiveOp<"shard_gather", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 def Bm_ReshardOp : Bm_Op<"reshard", [Pure, SameOperandsAndResultType,
-    DeclareOpInterfaceMethods<Bm_GradientOpInterface>]> {
+    DeclareOpInterfaceMethods<Bm_GradientOpInterface>, Bm_NoKernel]> {
   let summary = "the same global value in the sharding a consumer needs";
   let description = [{
     Written by bm-insert-reshards on every edge into a planned op, so that
@@ -816,7 +825,7 @@ def Bm_ReshardOp : Bm_Op<"reshard", [Pure, SameOperandsAndResultType,
 }
 
 def Bm_ReshardGradOp : Bm_Op<"reshard_grad", [Pure,
-    AllTypesMatch<["result_grad", "input", "input_grad"]>]> {
+    AllTypesMatch<["result_grad", "input", "input_grad"]>, Bm_NoKernel]> {
   let summary = "the gradient of a reshard, in the sharding its input's "
                 "gradient needs";
   let description = [{
