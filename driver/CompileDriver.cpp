@@ -61,6 +61,47 @@ TrainingTask taskOf(mlir::func::FuncOp step) {
   return TrainingTask::Classifier;
 }
 
+/// Why the trainer could not feed `step` as a `task`, if it could not: it
+/// makes data for a language model (next tokens of an integer input), a
+/// classifier (one label per sample of one float input, the images) and a
+/// model that returns its own loss. What the trainer's Feeder would refuse
+/// at its first step is refused here, before anything is written.
+std::optional<std::string> whyTrainerCannotFeed(mlir::func::FuncOp step,
+                                                TrainingTask task) {
+  if (task != TrainingTask::Classifier)
+    return std::nullopt;
+  mlir::RankedTensorType labels;
+  int floatInputs = 0;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto kind = step.getArgAttrOfType<mlir::StringAttr>(
+        i, mlir::bm::BmDialect::kParamKindAttrName);
+    auto type =
+        mlir::dyn_cast<mlir::RankedTensorType>(step.getArgument(i).getType());
+    if (!kind || !type)
+      continue;
+    if (kind.getValue() == mlir::bm::BmDialect::kKindLabel)
+      labels = type;
+    else if (kind.getValue() == mlir::bm::BmDialect::kKindInput &&
+             mlir::isa<mlir::FloatType>(type.getElementType()))
+      ++floatInputs;
+  }
+  std::string shape;
+  llvm::raw_string_ostream os(shape);
+  llvm::interleave(labels.getShape(), os, "x");
+  if (labels.getRank() != 1)
+    return "the model's output needs labels of shape [" + shape +
+           "]: no integer input has that shape (a language model's next "
+           "tokens) and it is not one label per sample (a classifier); bmc "
+           "trains language models, classifiers and models that return "
+           "their own loss";
+  if (floatInputs != 1)
+    return "the model is a classifier (one label per sample) with " +
+           std::to_string(floatInputs) +
+           " float inputs; the trainer feeds a classifier one float input "
+           "(its images)";
+  return std::nullopt;
+}
+
 /// The plan, and the model it was searched on (annotation matches the
 /// step's ops to it).
 struct Planned {
@@ -231,8 +272,10 @@ llvm::Expected<TrainingTask> buildTrainingStep(mlir::ModuleOp module,
           },
           "autodiff"))
     return std::move(err);
-  TrainingTask task =
-      taskOf(module.lookupSymbol<mlir::func::FuncOp>("train_step"));
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("train_step");
+  TrainingTask task = taskOf(step);
+  if (std::optional<std::string> why = whyTrainerCannotFeed(step, task))
+    return llvm::createStringError(*why);
   if (!partition)
     return task;
   if (llvm::Error err = runPipeline(

@@ -339,6 +339,50 @@ def test_model_with_its_own_loss_trains_on_it(tmp_path):
     assert losses[-1] < 0.1 * losses[0]
 
 
+def _linear_model(tmp_path, name: str, inputs: list, output_shape: list):
+    """A model that adds its float `inputs` and maps them by one matrix: its
+    output has `output_shape` (the last dim is the matrix's columns)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    features = inputs[0][1][-1]
+    w = numpy_helper.from_array(
+        np.random.default_rng(0).normal(size=(features, output_shape[-1])).astype(np.float32),
+        "w")
+    nodes, x = [], inputs[0][0]
+    for other, _ in inputs[1:]:
+        nodes.append(helper.make_node("Add", [x, other], [x + "_" + other], name="add_" + other))
+        x = x + "_" + other
+    nodes.append(helper.make_node("MatMul", [x, "w"], ["y"], name="linear"))
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n, shape in inputs],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, output_shape)], [w])
+    path = tmp_path / (name + ".onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("inputs,output,expected", [
+    # A hidden state per token, not logits: labels [batch, 3] that no
+    # integer input gives.
+    ([("x", ["batch", 3, 4])], ["batch", 3, 5],
+     "the model's output needs labels of shape [4x3]"),
+    # Class scores from two float inputs: the trainer makes one (images).
+    ([("a", ["batch", 4]), ("b", ["batch", 4])], ["batch", 3],
+     "a classifier (one label per sample) with 2 float inputs"),
+])
+def test_models_the_trainer_cannot_feed_are_refused_at_compile(
+        tmp_path, inputs, output, expected):
+    path = _linear_model(tmp_path, "unfed", inputs, output)
+    out = tmp_path / "out"
+    result = run([tool("bmc"), "compile", path, "-o", str(out), "--global-batch", "4"],
+                 check=False)
+    line = error_line(result)
+    assert expected in line, line
+    assert not out.exists() or not (out / "trainer.json").exists()
+
+
 def test_classifier_reads_samples_and_labels_from_files(compiled, tmp_path):
     # 64 samples of two classes, each a constant image of +1 or -1 with
     # noise: wresnet-tiny separates them within 40 steps; the labels file is
