@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef BMC_COMPILER_CODEGEN_FOLDTRANSPOSES_H
-#define BMC_COMPILER_CODEGEN_FOLDTRANSPOSES_H
+#ifndef BMC_CODEGEN_FOLDTRANSPOSES_H
+#define BMC_CODEGEN_FOLDTRANSPOSES_H
 
 #include "bmrt/Program.h"
 
@@ -22,4 +22,4 @@ void foldTransposesIntoMatmuls(bmrt::Program &program);
 
 } // namespace bm
 
-#endif // BMC_COMPILER_CODEGEN_FOLDTRANSPOSES_H
+#endif // BMC_CODEGEN_FOLDTRANSPOSES_H

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef BMC_COMPILER_CODEGEN_OUTLINEBLOCKS_H
-#define BMC_COMPILER_CODEGEN_OUTLINEBLOCKS_H
+#ifndef BMC_CODEGEN_OUTLINEBLOCKS_H
+#define BMC_CODEGEN_OUTLINEBLOCKS_H
 
 #include "bmrt/Program.h"
 
@@ -29,4 +29,4 @@ void compactSlots(bmrt::Program &program);
 
 } // namespace bm
 
-#endif // BMC_COMPILER_CODEGEN_OUTLINEBLOCKS_H
+#endif // BMC_CODEGEN_OUTLINEBLOCKS_H

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef BMC_COMPILER_CODEGEN_PARAMETERS_H
-#define BMC_COMPILER_CODEGEN_PARAMETERS_H
+#ifndef BMC_CODEGEN_PARAMETERS_H
+#define BMC_CODEGEN_PARAMETERS_H
 
 #include "import/OnnxImporter.h"
 
@@ -65,4 +65,4 @@ std::vector<ParameterValue> generateParameters(const bmrt::InitPlan &plan);
 
 } // namespace bm
 
-#endif // BMC_COMPILER_CODEGEN_PARAMETERS_H
+#endif // BMC_CODEGEN_PARAMETERS_H

@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef BMC_COMPILER_CODEGEN_STEPPROGRAM_H
-#define BMC_COMPILER_CODEGEN_STEPPROGRAM_H
+#ifndef BMC_CODEGEN_STEPPROGRAM_H
+#define BMC_CODEGEN_STEPPROGRAM_H
 
 #include "bmrt/Program.h"
 
@@ -35,4 +35,4 @@ llvm::Expected<bmrt::Program> lowerToProgram(mlir::func::FuncOp func,
 
 } // namespace bm
 
-#endif // BMC_COMPILER_CODEGEN_STEPPROGRAM_H
+#endif // BMC_CODEGEN_STEPPROGRAM_H

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef BMC_COMPILER_DRIVER_COMPILEDRIVER_H
-#define BMC_COMPILER_DRIVER_COMPILEDRIVER_H
+#ifndef BMC_DRIVER_COMPILEDRIVER_H
+#define BMC_DRIVER_COMPILEDRIVER_H
 
 #include "codegen/Parameters.h"
 #include "driver/PlanDriver.h"
@@ -70,4 +70,4 @@ llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
 
 } // namespace bm
 
-#endif // BMC_COMPILER_DRIVER_COMPILEDRIVER_H
+#endif // BMC_DRIVER_COMPILEDRIVER_H

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef BMC_COMPILER_DRIVER_PLANDRIVER_H
-#define BMC_COMPILER_DRIVER_PLANDRIVER_H
+#ifndef BMC_DRIVER_PLANDRIVER_H
+#define BMC_DRIVER_PLANDRIVER_H
 
 #include "cost/Cluster.h"
 #include "import/OnnxImporter.h"
@@ -71,4 +71,4 @@ annotateForStep(mlir::MLIRContext &context, const OnnxFile &file,
 
 } // namespace bm
 
-#endif // BMC_COMPILER_DRIVER_PLANDRIVER_H
+#endif // BMC_DRIVER_PLANDRIVER_H

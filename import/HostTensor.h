@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef BMC_COMPILER_IMPORT_HOSTTENSOR_H
-#define BMC_COMPILER_IMPORT_HOSTTENSOR_H
+#ifndef BMC_IMPORT_HOSTTENSOR_H
+#define BMC_IMPORT_HOSTTENSOR_H
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -104,4 +104,4 @@ int64_t broadcastIndex(int64_t outIndex, llvm::ArrayRef<int64_t> outShape,
 
 } // namespace bm::import
 
-#endif // BMC_COMPILER_IMPORT_HOSTTENSOR_H
+#endif // BMC_IMPORT_HOSTTENSOR_H

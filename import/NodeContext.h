@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef BMC_COMPILER_IMPORT_NODECONTEXT_H
-#define BMC_COMPILER_IMPORT_NODECONTEXT_H
+#ifndef BMC_IMPORT_NODECONTEXT_H
+#define BMC_IMPORT_NODECONTEXT_H
 
 #include "import/HostTensor.h"
 
@@ -278,4 +278,4 @@ llvm::SmallVector<int64_t> unsqueezedShape(llvm::ArrayRef<int64_t> shape,
 
 } // namespace bm::import
 
-#endif // BMC_COMPILER_IMPORT_NODECONTEXT_H
+#endif // BMC_IMPORT_NODECONTEXT_H

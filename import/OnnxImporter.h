@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef BMC_COMPILER_IMPORT_ONNXIMPORTER_H
-#define BMC_COMPILER_IMPORT_ONNXIMPORTER_H
+#ifndef BMC_IMPORT_ONNXIMPORTER_H
+#define BMC_IMPORT_ONNXIMPORTER_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -96,4 +96,4 @@ std::vector<std::string> foldOnlyOnnxOps();
 
 } // namespace bm
 
-#endif // BMC_COMPILER_IMPORT_ONNXIMPORTER_H
+#endif // BMC_IMPORT_ONNXIMPORTER_H

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef BMC_COMPILER_IMPORT_ONNXLOADER_H
-#define BMC_COMPILER_IMPORT_ONNXLOADER_H
+#ifndef BMC_IMPORT_ONNXLOADER_H
+#define BMC_IMPORT_ONNXLOADER_H
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -31,4 +31,4 @@ parseOnnxModel(llvm::StringRef bytes, llvm::StringRef nameForErrors);
 
 } // namespace bm
 
-#endif // BMC_COMPILER_IMPORT_ONNXLOADER_H
+#endif // BMC_IMPORT_ONNXLOADER_H

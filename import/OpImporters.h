@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef BMC_COMPILER_IMPORT_OPIMPORTERS_H
-#define BMC_COMPILER_IMPORT_OPIMPORTERS_H
+#ifndef BMC_IMPORT_OPIMPORTERS_H
+#define BMC_IMPORT_OPIMPORTERS_H
 
 #include "import/NodeContext.h"
 
@@ -55,4 +55,4 @@ mlir::LogicalResult importSoftmax(NodeContext &nc);
 
 } // namespace bm::import
 
-#endif // BMC_COMPILER_IMPORT_OPIMPORTERS_H
+#endif // BMC_IMPORT_OPIMPORTERS_H

@@ -49,6 +49,8 @@ static llvm::Expected<int> parseCount(StringRef key, StringRef text, int min,
 }
 
 static llvm::Error parseRecompute(StringRef value, FixedChoices &fixed) {
+  if (fixed.recompute)
+    return fixError("recompute is given twice");
   if (value == "none")
     fixed.recompute = Recompute::None;
   else if (value == "selective")
@@ -62,6 +64,8 @@ static llvm::Error parseRecompute(StringRef value, FixedChoices &fixed) {
 }
 
 static llvm::Error parseSchedule(StringRef value, FixedChoices &fixed) {
+  if (fixed.schedule)
+    return fixError("schedule is given twice");
   std::optional<ScheduleKind> kind = bmrt::parseScheduleKind(value.str());
   if (!kind)
     return fixError("schedule must be gpipe, 1f1b or interleaved, got '" +

@@ -82,6 +82,10 @@ TEST(FixedChoicesTest, OneLineErrors) {
   EXPECT_EQ(errorOf("dp=4,ep=3"), "--fix: ep=3 must divide dp=4");
   EXPECT_EQ(errorOf("tp"), "--fix: expected key=value, got 'tp'");
   EXPECT_EQ(errorOf("tp=2,tp=4"), "--fix: tp is given twice");
+  EXPECT_EQ(errorOf("recompute=none,recompute=full"),
+            "--fix: recompute is given twice");
+  EXPECT_EQ(errorOf("schedule=1f1b,schedule=gpipe"),
+            "--fix: schedule is given twice");
   EXPECT_EQ(errorOf("recompute=some"),
             "--fix: recompute must be none, selective or full, got 'some'");
   EXPECT_EQ(errorOf("schedule=zb"),
