@@ -10,7 +10,6 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/SHA256.h"
 
 namespace bm {
 
@@ -27,17 +26,6 @@ const char *nameOf(TrainingTask task) {
 }
 
 namespace {
-
-llvm::Expected<std::string> hashFile(llvm::StringRef path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return llvm::createStringError("cannot read '" + path +
-                                   "': " + buffer.getError().message());
-  llvm::SHA256 hasher;
-  hasher.update(llvm::arrayRefFromStringRef((*buffer)->getBuffer()));
-  return llvm::toHex(hasher.final(), /*LowerCase=*/true);
-}
 
 /// Language model when an integer input has the labels' shape (the labels
 /// are that stream's next tokens), classifier otherwise.
@@ -348,10 +336,7 @@ llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
     return forwardProgram.takeError();
   compiled.forward = std::move(*forwardProgram);
 
-  auto hash = hashFile(options.model);
-  if (!hash)
-    return hash.takeError();
-  compiled.modelHash = *hash;
+  compiled.modelHash = file->sha256;
   return compiled;
 }
 

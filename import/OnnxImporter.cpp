@@ -23,6 +23,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/SHA256.h"
 
 #include <algorithm>
 #include <queue>
@@ -652,10 +653,16 @@ importOnnxModel(MLIRContext &context, const onnx::ModelProto &model,
 }
 
 llvm::Expected<OnnxFile> readOnnxFile(StringRef path) {
-  auto model = loadOnnxModel(path);
+  llvm::Expected<std::string> bytes = readModelBytes(path);
+  if (!bytes)
+    return bytes.takeError();
+  auto model = parseOnnxModel(*bytes, path);
   if (!model)
     return model.takeError();
-  return OnnxFile{path.str(), std::move(*model)};
+  llvm::SHA256 hasher;
+  hasher.update(llvm::arrayRefFromStringRef(*bytes));
+  return OnnxFile{path.str(), std::move(*model),
+                  llvm::toHex(hasher.final(), /*LowerCase=*/true)};
 }
 
 llvm::Expected<OwningOpRef<ModuleOp>>

@@ -62,9 +62,13 @@ importOnnxFile(mlir::MLIRContext &context, llvm::StringRef path,
 struct OnnxFile {
   std::string path;
   std::shared_ptr<const onnx::ModelProto> model;
+  /// SHA-256 of the file's bytes, lowercase hex: what a trainer's
+  /// checkpoints and exports name the model by.
+  std::string sha256;
 };
 
-/// Reads and parses the ONNX file at `path` (loadOnnxModel's errors).
+/// Reads, hashes and parses the ONNX file at `path` (loadOnnxModel's
+/// errors).
 llvm::Expected<OnnxFile> readOnnxFile(llvm::StringRef path);
 
 /// Imports a file read by readOnnxFile, as importOnnxFile does.

@@ -60,7 +60,13 @@ bm::parseOnnxModel(llvm::StringRef bytes, llvm::StringRef nameForErrors) {
 
 Expected<std::unique_ptr<onnx::ModelProto>>
 bm::loadOnnxModel(llvm::StringRef path) {
-  std::string bytes;
+  llvm::Expected<std::string> bytes = readModelBytes(path);
+  if (!bytes)
+    return bytes.takeError();
+  return parseOnnxModel(*bytes, path);
+}
+
+llvm::Expected<std::string> bm::readModelBytes(llvm::StringRef path) {
   try {
     std::ifstream in(path.str(), std::ios::binary);
     if (!in)
@@ -69,9 +75,8 @@ bm::loadOnnxModel(llvm::StringRef path) {
     buffer << in.rdbuf();
     if (in.bad())
       return failure("cannot read '" + path.str() + "'");
-    bytes = std::move(buffer).str();
+    return std::move(buffer).str();
   } catch (const std::exception &e) {
     return failure("cannot read '" + path.str() + "': " + e.what());
   }
-  return parseOnnxModel(bytes, path);
 }

@@ -16,6 +16,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <memory>
+#include <string>
 
 namespace bm {
 
@@ -24,6 +25,10 @@ namespace bm {
 /// and a model without a graph. External data is not read.
 llvm::Expected<std::unique_ptr<onnx::ModelProto>>
 loadOnnxModel(llvm::StringRef path);
+
+/// The bytes of the file at `path` (what loadOnnxModel reads): fails with
+/// one line on a missing or unreadable file.
+llvm::Expected<std::string> readModelBytes(llvm::StringRef path);
 
 /// Parses a ModelProto from memory (what loadOnnxModel does after reading).
 llvm::Expected<std::unique_ptr<onnx::ModelProto>>
