@@ -2,10 +2,10 @@
 //
 // The facts one search holds fixed: the model, the cluster, the user's
 // training configuration, the precision and optimizer they imply, the
-// model's segments in order, and the global batch. Every part of the
-// planner (SearchSpace, SegmentCosts, StepCoster, StagePartitions,
-// PipelineTimeline, StepItemiser, BestPlans, assemblePlan) reads them from
-// here and keeps its own caches; none writes them. Not installed.
+// model's segments in order, and the global batch. The planner's parts
+// (SearchSpace, SegmentCosts, StepCoster, StagePartitions,
+// PipelineTimeline, StepItemiser, PlanAssembler; see Planner.h) read them
+// from here and keep their own caches; none writes them. Not installed.
 //
 //===----------------------------------------------------------------------===//
 
