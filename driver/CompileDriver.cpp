@@ -75,7 +75,7 @@ std::optional<std::string> whyTrainerCannotFeed(mlir::func::FuncOp step,
   }
   std::string shape;
   llvm::raw_string_ostream os(shape);
-  llvm::interleave(labels.getShape(), os, "x");
+  llvm::interleave(labels.getShape(), os, ",");
   if (labels.getRank() != 1)
     return "the model's output needs labels of shape [" + shape +
            "]: no integer input has that shape (a language model's next "

@@ -367,7 +367,7 @@ def _linear_model(tmp_path, name: str, inputs: list, output_shape: list):
     # A hidden state per token, not logits: labels [batch, 3] that no
     # integer input gives.
     ([("x", ["batch", 3, 4])], ["batch", 3, 5],
-     "the model's output needs labels of shape [4x3]"),
+     "the model's output needs labels of shape [4,3]"),
     # Class scores from two float inputs: the trainer makes one (images).
     ([("a", ["batch", 4]), ("b", ["batch", 4])], ["batch", 3],
      "a classifier (one label per sample) with 2 float inputs"),
