@@ -27,25 +27,32 @@ const char *nameOf(TrainingTask task) {
 
 namespace {
 
+/// The types of `step`'s arguments of bm.kind `kind` (input, label, ...).
+std::vector<mlir::RankedTensorType> argumentsOfKind(mlir::func::FuncOp step,
+                                                    llvm::StringRef kind) {
+  std::vector<mlir::RankedTensorType> types;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto attr = step.getArgAttrOfType<mlir::StringAttr>(
+        i, mlir::bm::BmDialect::kParamKindAttrName);
+    auto type =
+        mlir::dyn_cast<mlir::RankedTensorType>(step.getArgument(i).getType());
+    if (attr && type && attr.getValue() == kind)
+      types.push_back(type);
+  }
+  return types;
+}
+
 /// Language model when an integer input has the labels' shape (the labels
 /// are that stream's next tokens), classifier otherwise.
 TrainingTask taskOf(mlir::func::FuncOp step) {
-  mlir::Type labels;
-  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    auto kind = step.getArgAttrOfType<mlir::StringAttr>(
-        i, mlir::bm::BmDialect::kParamKindAttrName);
-    if (kind && kind.getValue() == mlir::bm::BmDialect::kKindLabel)
-      labels = step.getArgument(i).getType();
-  }
-  if (!labels)
+  std::vector<mlir::RankedTensorType> labels =
+      argumentsOfKind(step, mlir::bm::BmDialect::kKindLabel);
+  if (labels.empty())
     return TrainingTask::OwnLoss;
-  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    auto kind = step.getArgAttrOfType<mlir::StringAttr>(
-        i, mlir::bm::BmDialect::kParamKindAttrName);
-    if (kind && kind.getValue() == mlir::bm::BmDialect::kKindInput &&
-        step.getArgument(i).getType() == labels)
+  for (mlir::RankedTensorType input :
+       argumentsOfKind(step, mlir::bm::BmDialect::kKindInput))
+    if (input == labels.back())
       return TrainingTask::LanguageModel;
-  }
   return TrainingTask::Classifier;
 }
 
@@ -58,21 +65,13 @@ std::optional<std::string> whyTrainerCannotFeed(mlir::func::FuncOp step,
                                                 TrainingTask task) {
   if (task != TrainingTask::Classifier)
     return std::nullopt;
-  mlir::RankedTensorType labels;
-  int floatInputs = 0;
-  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    auto kind = step.getArgAttrOfType<mlir::StringAttr>(
-        i, mlir::bm::BmDialect::kParamKindAttrName);
-    auto type =
-        mlir::dyn_cast<mlir::RankedTensorType>(step.getArgument(i).getType());
-    if (!kind || !type)
-      continue;
-    if (kind.getValue() == mlir::bm::BmDialect::kKindLabel)
-      labels = type;
-    else if (kind.getValue() == mlir::bm::BmDialect::kKindInput &&
-             mlir::isa<mlir::FloatType>(type.getElementType()))
-      ++floatInputs;
-  }
+  mlir::RankedTensorType labels =
+      argumentsOfKind(step, mlir::bm::BmDialect::kKindLabel).back();
+  int floatInputs = llvm::count_if(
+      argumentsOfKind(step, mlir::bm::BmDialect::kKindInput),
+      [](mlir::RankedTensorType input) {
+        return mlir::isa<mlir::FloatType>(input.getElementType());
+      });
   std::string shape;
   llvm::raw_string_ostream os(shape);
   llvm::interleave(labels.getShape(), os, ",");

@@ -160,6 +160,13 @@ namespace {
 struct CollectiveLine {
   int64_t count = 0;
   double bytes = 0, seconds = 0, hidden = 0;
+  /// Adds `calls` calls of `bytesPerCall` each.
+  void add(int64_t calls, double bytesPerCall, double exposed, double behind) {
+    count += calls;
+    bytes += bytesPerCall * static_cast<double>(calls);
+    seconds += exposed;
+    hidden += behind;
+  }
 };
 using CollectiveKey =
     std::tuple<std::string, std::string, std::string, std::string>;
@@ -176,12 +183,8 @@ busiestDeviceCollectives(const Plan &plan) {
     if (item.kind != CostItem::Kind::Collective &&
         item.kind != CostItem::Kind::Transfer)
       continue;
-    CollectiveLine &line =
-        perGroup[{{item.axis, item.what, item.phase, item.link}, item.stage}];
-    line.count += item.count;
-    line.bytes += item.bytes * static_cast<double>(item.count);
-    line.seconds += item.seconds;
-    line.hidden += item.hiddenSeconds;
+    perGroup[{{item.axis, item.what, item.phase, item.link}, item.stage}].add(
+        item.count, item.bytes, item.seconds, item.hiddenSeconds);
   }
   std::map<CollectiveKey, CollectiveLine> busiest;
   for (const auto &[key, line] : perGroup) {
@@ -198,13 +201,9 @@ busiestDeviceCollectives(const Plan &plan) {
 static std::map<CollectiveKey, CollectiveLine>
 replicaCollectives(const Plan &plan) {
   std::map<CollectiveKey, CollectiveLine> merged;
-  for (const CollectiveSummary &s : plan.collectives) {
-    CollectiveLine &line = merged[{s.axis, s.kind, s.phase, s.link}];
-    line.count += s.countPerStep;
-    line.bytes += s.bytes * static_cast<double>(s.countPerStep);
-    line.seconds += s.seconds;
-    line.hidden += s.hiddenSeconds;
-  }
+  for (const CollectiveSummary &s : plan.collectives)
+    merged[{s.axis, s.kind, s.phase, s.link}].add(s.countPerStep, s.bytes,
+                                                  s.seconds, s.hiddenSeconds);
   return merged;
 }
 

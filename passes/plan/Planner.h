@@ -52,9 +52,11 @@ public:
   llvm::Expected<Plan> result(bool suggest);
 
 private:
-  /// Scores `c` under `schedule` at each ZeRO stage worth trying;
-  /// `fitting` holds the variants that fit (heavier forms are skipped).
+  /// Scores `c` under `schedule` at each of `zeroStages` worth trying
+  /// (SearchSpace::zeroStages); `fitting` holds the variants that fit
+  /// (heavier forms are skipped).
   void scoreZeroStages(const Candidate &c, ScheduleKind schedule, int chunks,
+                       const std::vector<int> &zeroStages,
                        std::unordered_set<uint64_t> &fitting);
   /// Time and memory of `config`, its stages rebalanced for memory where
   /// the time-balanced ones do not fit.

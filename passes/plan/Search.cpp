@@ -30,6 +30,7 @@ void Planner::run() {
   // Dominance: more recomputation and a higher ZeRO stage (from 1 on) only
   // add time, so once a variant fits, its heavier forms are skipped.
   std::unordered_set<uint64_t> fitting;
+  const std::vector<int> zeroStages = space_.zeroStages();
   // Best first: once the bound exceeds the best plan by more than the
   // slack, nothing later can win (branch and bound, exact for the best
   // plan; runner-ups within the slack are exact too).
@@ -38,16 +39,16 @@ void Planner::run() {
       break;
     for (auto [schedule, chunks] : space_.schedules(c)) {
       passedSchedule_ = true;
-      scoreZeroStages(c, schedule, chunks, fitting);
+      scoreZeroStages(c, schedule, chunks, zeroStages, fitting);
     }
   }
 }
 
 void Planner::scoreZeroStages(const Candidate &c, ScheduleKind schedule,
-                              int chunks,
+                              int chunks, const std::vector<int> &zeroStages,
                               std::unordered_set<uint64_t> &fitting) {
   bool lowerZeroFits = false, leanestFails = false;
-  for (int zero : space_.zeroStages()) {
+  for (int zero : zeroStages) {
     if (zero > 0 && c.dp == 1)
       continue; // nothing to shard over
     uint64_t variant = packKey({{c.tp, 10},

@@ -350,7 +350,9 @@ double SearchSpace::syncLowerBound(int dp, int tp, int pp) const {
                                               ctx_.cluster.gradReduceOverlap);
 }
 
-void SearchSpace::addCandidates(int tp, int pp, std::vector<Candidate> &out) {
+void SearchSpace::addCandidates(int tp, int pp,
+                                const std::vector<StreamOption> &streams,
+                                std::vector<Candidate> &out) {
   const FixedChoices &fixed = ctx_.config.fixed;
   const int layers = ctx_.graph.numLayers();
   const int dp = ctx_.config.gpus / (tp * pp);
@@ -359,7 +361,6 @@ void SearchSpace::addCandidates(int tp, int pp, std::vector<Candidate> &out) {
   const int64_t perReplica = ctx_.globalBatch / dp;
   const double syncBound = syncLowerBound(dp, tp, pp);
   const std::vector<int> epOptions = expertDegrees(dp);
-  const std::vector<StreamOption> streams = streamOptions(tp);
   std::vector<int> mbOptions = fixed.microBatch
                                    ? std::vector<int>{*fixed.microBatch}
                                    : divisors(perReplica, kLargestMicroBatch);
@@ -394,12 +395,13 @@ std::vector<Candidate> SearchSpace::candidates() {
   for (int tp : tpOptions()) {
     if (gpus % tp)
       continue;
+    const std::vector<StreamOption> streams = streamOptions(tp);
     std::vector<int> ppOptions =
         fixed.pp ? std::vector<int>{*fixed.pp}
                  : divisors(gpus / tp, std::max(ctx_.graph.numLayers(), 1));
     for (int pp : ppOptions)
       if ((gpus / tp) % pp == 0)
-        addCandidates(tp, pp, all);
+        addCandidates(tp, pp, streams, all);
   }
   std::stable_sort(all.begin(), all.end(),
                    [](const Candidate &a, const Candidate &b) {

@@ -61,8 +61,10 @@ private:
   llvm::Error validateModelChoices() const;
   llvm::Error validateMegatron() const;
   llvm::Error validateStream() const;
-  /// The candidates with tensor degree `tp` and pipeline degree `pp`.
-  void addCandidates(int tp, int pp, std::vector<Candidate> &out);
+  /// The candidates with tensor degree `tp`, pipeline degree `pp` and one
+  /// of `streams` (streamOptions(tp)).
+  void addCandidates(int tp, int pp, const std::vector<StreamOption> &streams,
+                     std::vector<Candidate> &out);
   /// The tensor-parallel degrees the search tries.
   std::vector<int> tpOptions() const;
   /// The stream layouts to try at tensor degree `tp`: replicated, and each

@@ -1,4 +1,4 @@
-//===- OpFactsTest.cpp - every bm op has its cost, rules and kernel -------===//
+//===- OpFactsTest.cpp - every bm op has its cost and rules ---------------===//
 //
 // The facts about an op live in registries keyed by op name: its cost
 // (Costs.cpp), gradient rule (GradientRules.cpp) and sharding rule
@@ -9,14 +9,11 @@
 // kExemptions below says why they need none; an exemption that no longer
 // holds fails too.
 //
-// The runtime side: every op codegen lowers to an instruction of its own
-// (codegen/StepProgram.cpp: instr.op is the op's mnemonic) must be
-// in the runtime's op spec, bmrt/OpSpec.def, which scripts/gen-op-spec
-// writes from the ODS (every op but the Bm_NoKernel ones; a ctest checks
-// it is current). The runtime's own tests check
-// that every backend has a kernel for each op of the spec
-// (KernelCoverage.<backend>) and Verify.cpp a checker. The spec is read as
-// the X-macro file it is; nothing of the runtime is linked here.
+// The runtime side needs no test here: scripts/gen-op-spec writes the
+// runtime's op spec (bmrt/OpSpec.def) from the ODS, every op but the
+// Bm_NoKernel ones, and the ctest OpSpec.GeneratedFromOds fails when it is
+// stale; the runtime's KernelCoverage.<backend> checks each spec op has a
+// kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,8 +28,6 @@
 #include "gtest/gtest.h"
 
 #include <algorithm>
-#include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -46,7 +41,6 @@ enum Fact : unsigned {
   kCost = 1,         // Costs.cpp
   kGradientRule = 2, // GradientRules.cpp
   kShardingRule = 4, // ShardingRules.cpp
-  kStepOp = 8,       // bmrt/OpSpec.def (an instruction of its own)
 };
 
 struct Exemption {
@@ -66,8 +60,7 @@ constexpr const char *kCollective =
     "itself";
 constexpr const char *kUnusedCollective =
     "declared for pipeline stages, but no pass creates it yet: no entry "
-    "anywhere, and codegen refuses it ('has no kernel in the runtime'); it "
-    "needs an OpSpec.def line and kernels once a pass emits it";
+    "anywhere (Bm_NoKernel, so no kernel either)";
 
 /// The ops that need no entry in some registries, alphabetical, each with
 /// the reason.
@@ -77,11 +70,8 @@ const Exemption kExemptions[] = {
     {"bm.all_to_all", kCost | kGradientRule | kShardingRule, kCollective},
     {"bm.avg_pool_grad", kCost | kGradientRule, kBackwardOp},
     {"bm.batch_norm_grad", kCost | kGradientRule, kBackwardOp},
-    {"bm.collective_permute", kCost | kGradientRule | kShardingRule | kStepOp,
+    {"bm.collective_permute", kCost | kGradientRule | kShardingRule,
      kUnusedCollective},
-    {"bm.constant", kStepOp,
-     "codegen makes it a constant slot or a fill instruction, not an "
-     "instruction of its own"},
     {"bm.conv_grad_input", kCost | kGradientRule, kBackwardOp},
     {"bm.conv_grad_weight", kCost | kGradientRule, kBackwardOp},
     {"bm.cross_entropy", kCost,
@@ -98,44 +88,26 @@ const Exemption kExemptions[] = {
     {"bm.layer_norm_grad", kCost | kGradientRule, kBackwardOp},
     {"bm.log_softmax_grad", kCost | kGradientRule, kBackwardOp},
     {"bm.max_pool_grad", kCost | kGradientRule, kBackwardOp},
-    {"bm.mesh", kCost | kGradientRule | kShardingRule | kStepOp,
+    {"bm.mesh", kCost | kGradientRule | kShardingRule,
      "declares the device mesh, a symbol of the module: it computes nothing, "
      "and codegen reads it as the program's mesh"},
-    {"bm.recv", kCost | kGradientRule | kShardingRule | kStepOp,
-     kUnusedCollective},
+    {"bm.recv", kCost | kGradientRule | kShardingRule, kUnusedCollective},
     {"bm.reduce_scatter", kCost | kGradientRule | kShardingRule, kCollective},
-    {"bm.reshard", kCost | kShardingRule | kStepOp,
+    {"bm.reshard", kCost | kShardingRule,
      "bm-insert-reshards writes it from the plan's shardings just before "
      "autodiff, only when the step is partitioned, and bm-partition lowers "
      "it to collectives (codegen reads one left over as its input)"},
-    {"bm.reshard_grad", kCost | kGradientRule | kShardingRule | kStepOp,
+    {"bm.reshard_grad", kCost | kGradientRule | kShardingRule,
      "autodiff builds it from a reshard and bm-partition always lowers it "
      "to collectives before codegen"},
     {"bm.rms_norm_grad", kCost | kGradientRule, kBackwardOp},
-    {"bm.send", kCost | kGradientRule | kShardingRule | kStepOp,
-     kUnusedCollective},
+    {"bm.send", kCost | kGradientRule | kShardingRule, kUnusedCollective},
     {"bm.shard_gather", kCost | kGradientRule | kShardingRule, kCollective},
     {"bm.shard_slice", kCost | kGradientRule | kShardingRule, kCollective},
     {"bm.slice_grad", kCost | kGradientRule, kBackwardOp},
     {"bm.softmax_grad", kCost | kGradientRule, kBackwardOp},
     {"bm.unary_grad", kCost | kGradientRule, kBackwardOp},
 };
-
-/// The instructions of the op spec that are no bm op: codegen makes them.
-const llvm::StringLiteral kCodegenSteps[] = {
-    "copy", // a gradient slot filled from a value another slot claimed
-    "fill", // a splat bm.constant
-};
-
-/// The op spec's names (bmrt/OpSpec.def), as in a step program.
-const std::set<std::string> &stepOps() {
-  static const std::set<std::string> names = {
-#define BMRT_OP(name, operands, results, attributes) #name,
-#include "bmrt/OpSpec.def"
-#undef BMRT_OP
-  };
-  return names;
-}
 
 class OpFactsTest : public ::testing::Test {
 protected:
@@ -148,11 +120,6 @@ protected:
       if (name.getDialectNamespace() == BmDialect::getDialectNamespace())
         names.push_back(name.getStringRef().str());
     return names;
-  }
-
-  /// "bm.add" -> "add", as codegen names the instruction.
-  static StringRef mnemonic(StringRef op) {
-    return op.drop_front(BmDialect::getDialectNamespace().size() + 1);
   }
 
   static const Exemption *exemption(StringRef op) {
@@ -202,40 +169,6 @@ TEST_F(OpFactsTest, EveryOpHasAGradientRule) {
 TEST_F(OpFactsTest, EveryOpHasAShardingRule) {
   checkFact(kShardingRule, hasShardingRule,
             "a sharding rule (ShardingRules.cpp)");
-}
-
-/// Codegen lowers each op to the instruction named by its mnemonic: the op
-/// spec must name it, and then every backend has a kernel for it.
-TEST_F(OpFactsTest, EveryOpIsAStepOp) {
-  checkFact(
-      kStepOp,
-      [](StringRef op) { return stepOps().count(mnemonic(op).str()) != 0; },
-      "a line in the runtime's op spec (bmrt/OpSpec.def) and so a kernel");
-}
-
-/// The ops exempt from the op spec are those the dialect marks Bm_NoKernel,
-/// the trait scripts/gen-op-spec leaves out.
-TEST_F(OpFactsTest, NoKernelTraitMatchesTheStepOpExemptions) {
-  for (const std::string &op : bmOps()) {
-    std::optional<RegisteredOperationName> name =
-        RegisteredOperationName::lookup(op, &context);
-    ASSERT_TRUE(name.has_value()) << op;
-    const Exemption *e = exemption(op);
-    EXPECT_EQ(name->hasTrait<NoKernel>(), e && (e->facts & kStepOp)) << op;
-  }
-}
-
-/// Every instruction of the op spec is a bm op or one codegen makes.
-TEST_F(OpFactsTest, EveryStepOpIsABmOp) {
-  std::set<std::string> mnemonics;
-  for (const std::string &op : bmOps())
-    mnemonics.insert(mnemonic(op).str());
-  std::vector<std::string> unknown;
-  for (const std::string &step : stepOps())
-    if (!mnemonics.count(step) && !llvm::is_contained(kCodegenSteps, step))
-      unknown.push_back(step);
-  EXPECT_TRUE(unknown.empty()) << "ops of bmrt/OpSpec.def that are no bm op: "
-                               << llvm::join(unknown, ", ");
 }
 
 /// Each exemption names a registered op and at least one fact.
