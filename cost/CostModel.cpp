@@ -312,17 +312,49 @@ double bm::cost::optimizerStepBytesPerParam(Precision precision,
 }
 
 // GPipe (Huang et al. 2019) and 1F1B (Narayanan et al. 2021, section 2.2.1)
-// idle (p-1)/m of the ideal time; the interleaved schedule with v model
-// chunks per device divides the bubble by v (Narayanan et al. 2021, section
-// 2.2.2).
+// idle (p-1)(F+B+W): each rank waits for the first micro-batch to pass the
+// ranks before it and for the last one's backward to come back. The
+// interleaved schedule with v model chunks per device divides that by v
+// (Narayanan et al. 2021, section 2.2.2). The zero-bubble schedules run W
+// apart from B, so that only F and B wait on the neighbours and W fills
+// the gaps (Qi et al. 2023): ZB-H1 idles (p-1)(F+B-W) (section 3.1); ZB-V
+// puts two chunks of half the layers per rank in a V: only the last
+// rank's first forwards wait, (p-1) of its half-size chunk forwards, once W
+// is long enough to fill the rest ((p-1)(F+B-2W)/2 otherwise, as ZB-H2
+// with half-size chunks; section 6). DualPipe-V's phases (DeepSeek-AI
+// 2024, section 3.2.1, folded into a V) wait as long on a device without a
+// second stream, where each overlapped pair runs one after the other.
+// bmrt's generated lists, simulated with F = B = W, idle exactly this:
+// (p-1) x F/2 of a rank's share for both V schedules, (p-1)(F+B-W) for
+// ZB-H1 (runtime/schedule/test). These rank the search's configurations;
+// the finalists' bubble is the simulation of their schedule's lists
+// (passes/plan/PipelineTimeline).
+double bm::cost::bubbleScale(ScheduleKind schedule, int chunks, PassTimes t) {
+  const double total = std::max(t.total(), 1e-30);
+  const double f = t.forward, b = t.backwardInput, w = t.backwardWeight;
+  switch (schedule) {
+  case ScheduleKind::None:
+  case ScheduleKind::GPipe:
+  case ScheduleKind::OneFOneB:
+    return 1;
+  case ScheduleKind::Interleaved:
+    return 1.0 / std::max(chunks, 1);
+  case ScheduleKind::ZeroBubbleH1:
+    return std::max(0.0, f + b - w) / total;
+  case ScheduleKind::ZeroBubbleV:
+  case ScheduleKind::DualPipeV:
+    return std::max(f, f + b - 2 * w) / (2 * total);
+  }
+  return 1;
+}
+
 double bm::cost::pipelineBubbleFraction(ScheduleKind schedule, int stages,
-                                        int microBatches, int chunks) {
+                                        int microBatches, int chunks,
+                                        PassTimes times) {
   if (stages <= 1 || microBatches <= 0)
     return 0;
-  double bubble = static_cast<double>(stages - 1) / microBatches;
-  if (schedule == ScheduleKind::Interleaved)
-    bubble /= std::max(chunks, 1);
-  return bubble;
+  return static_cast<double>(stages - 1) / microBatches *
+         bubbleScale(schedule, chunks, times);
 }
 
 // GPipe keeps every micro-batch's activations until the flush (Huang et al.
@@ -330,20 +362,36 @@ double bm::cost::pipelineBubbleFraction(ScheduleKind schedule, int stages,
 // al. 2021, section 2.2.1). The interleaved schedule holds
 // p (1 + (p-1)/(p v)) on the first stage (Korthikanti et al. 2022, section
 // 4.2.3), i.e. (p - i) + (p - 1 - i)/v on stage i.
+//
+// The zero-bubble schedules hold a micro-batch's activations from F to B,
+// and from B to W what W reads (the weights' GEMM inputs and the output
+// gradients), counted as kWeightInputShare of them. The counts are the
+// peaks of bmrt's generated lists, in chunks (two per rank's share in a
+// V), bounded from above over pp and m (runtime/schedule/test checks the
+// bounds): ZB-H1 holds 1F1B's p - i from F to B and i + 1 from B to W;
+// ZB-V p + i + 1 chunks from F to B and at most 2 p + 2 from B to W;
+// DualPipe-V 2 p + 1 chunks from F to B and i + 1 from B to W.
 double bm::cost::inFlightMicroBatches(ScheduleKind schedule, int stages,
                                       int microBatches, int chunks, int stage) {
-  double m = microBatches;
+  const double m = microBatches, p = stages, i = stage;
+  auto held = [&](double fromFToB, double fromBToW) {
+    return fromFToB + kWeightInputShare * fromBToW;
+  };
   switch (schedule) {
   case ScheduleKind::None:
     return 1;
   case ScheduleKind::GPipe:
     return m;
   case ScheduleKind::OneFOneB:
-    return std::min<double>(m, stages - stage);
+    return std::min(m, p - i);
   case ScheduleKind::Interleaved:
-    return std::min<double>(
-        m, (stages - stage) +
-               static_cast<double>(stages - 1 - stage) / std::max(chunks, 1));
+    return std::min(m, (p - i) + (p - 1 - i) / std::max(chunks, 1));
+  case ScheduleKind::ZeroBubbleH1:
+    return held(std::min(m, p - i), std::min(m, i + 1));
+  case ScheduleKind::ZeroBubbleV:
+    return held(std::min(2 * m, p + i + 1) / 2, std::min(2 * m, 2 * p + 2) / 2);
+  case ScheduleKind::DualPipeV:
+    return held(std::min(2 * m, 2 * p + 1) / 2, std::min(2 * m, i + 1) / 2);
   }
   return 1;
 }

@@ -171,12 +171,31 @@ ModelStateBytes modelStateMemory(double params, Precision precision,
 /// Bytes the optimizer step reads and writes per parameter it updates.
 double optimizerStepBytesPerParam(Precision precision, Optimizer optimizer);
 
+/// One micro-batch's pass through a stage, split as the zero-bubble
+/// schedules split it: forward, B (the input's gradient) and W (the
+/// weights'). The default is Qi et al. 2023's equal thirds.
+struct PassTimes {
+  double forward = 1, backwardInput = 1, backwardWeight = 1;
+  double total() const { return forward + backwardInput + backwardWeight; }
+};
+/// A pipeline's bubble as a multiple of 1F1B's (p-1)(F+B+W) with the same
+/// stages: 1 for GPipe and 1F1B, 1/v interleaved, and the zero-bubble
+/// schedules' closed forms (see CostModel.cpp).
+double bubbleScale(ScheduleKind schedule, int chunks, PassTimes times = {});
 /// Idle fraction of a pipeline relative to the ideal time m * t: GPipe and
-/// 1F1B (p-1)/m, interleaved 1F1B (p-1)/(v m).
+/// 1F1B (p-1)/m, interleaved 1F1B (p-1)/(v m), the others (p-1)/m scaled
+/// by bubbleScale.
 double pipelineBubbleFraction(ScheduleKind schedule, int stages,
-                              int microBatches, int chunks);
+                              int microBatches, int chunks,
+                              PassTimes times = {});
+/// What W of a split backward reads (the weights' GEMM inputs and output
+/// gradients), as a share of what the backward reads from the forward: an
+/// estimate (a transformer layer's linear inputs are about half of what
+/// it saves; bench/schedule_bench.py prints bmrt's measured peaks).
+inline constexpr double kWeightInputShare = 0.5;
 /// Micro-batches whose activations stage `stage` holds at its peak, in units
-/// of the stage's whole share of layers.
+/// of the stage's whole share of layers (W's inputs counted as
+/// kWeightInputShare of a micro-batch).
 double inFlightMicroBatches(ScheduleKind schedule, int stages, int microBatches,
                             int chunks, int stage);
 

@@ -117,6 +117,49 @@ TEST(CostModelTest, Bubbles) {
                    4 + 1.5);
 }
 
+// The zero-bubble closed forms against bmrt's generated lists, simulated
+// with F = B = W (the simulator's default: a backward twice the forward,
+// half of it W): the activations held per rank from above; and, once a V
+// has the 2 pp micro-batches its steady state needs (with fewer, its
+// greedy order idles more and holds less), the bubble exactly and the
+// activations within one micro-batch.
+TEST(CostModelTest, ZeroBubbleClosedFormsFollowTheGeneratedLists) {
+  for (ScheduleKind kind : {ScheduleKind::ZeroBubbleH1,
+                            ScheduleKind::ZeroBubbleV, ScheduleKind::DualPipeV})
+    for (int pp = 2; pp <= 8; ++pp)
+      for (int m = pp; m <= 3 * pp; ++m) {
+        bmrt::ScheduleSpec spec;
+        spec.kind = kind;
+        spec.pp = pp;
+        spec.v = bmrt::layoutOf(kind) == bmrt::StageLayout::V ? 2 : 1;
+        spec.m = m;
+        if (bmrt::scheduleProblem(spec))
+          continue; // dualpipe-v below 2 pp micro-batches
+        bmrt::SimulationResult run = bmrt::simulate(
+            bmrt::generateSchedule(spec), {}, spec.layout());
+        ASSERT_TRUE(run.ok()) << run.describe();
+        const std::string where = std::string(bmrt::toString(kind)) +
+                                  " pp=" + std::to_string(pp) +
+                                  " m=" + std::to_string(m);
+        // A rank's share of a micro-batch: F + B + W = 3 per chunk.
+        const double share = 3.0 * spec.v;
+        const bool steady = spec.v == 1 || m >= 2 * pp;
+        if (steady)
+          EXPECT_NEAR(run.bubble,
+                      (pp - 1) * share * bubbleScale(kind, spec.v, {}), 1e-9)
+              << where;
+        for (int rank = 0; rank < pp; ++rank) {
+          double held = (run.peakActivations[rank] +
+                         kWeightInputShare * run.peakWeightInputs[rank]) /
+                        spec.v;
+          double bound = inFlightMicroBatches(kind, pp, m, spec.v, rank);
+          EXPECT_LE(held, bound + 1e-9) << where << " rank " << rank;
+          if (steady)
+            EXPECT_GE(held, bound - 1) << where << " rank " << rank;
+        }
+      }
+}
+
 } // namespace
 
 TEST(CostModelTest, GradientReductionHidesBehindTheBackward) {

@@ -387,8 +387,14 @@ llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
       return error;
     int stage = from >= 0 ? stages[from] : previousStage;
     previousStage = stage;
+    // The pipeline device of the op's virtual stage, as the schedule lays
+    // virtual stages out (round the devices, or in a V).
+    int device = plan.config.pp > 1
+                     ? bmrt::rankOfStage(bmrt::layoutOf(plan.config.schedule),
+                                         plan.config.pp, stage)
+                     : 0;
     op->setAttr(mlir::bm::BmDialect::kStageAttrName,
-                b.getI64IntegerAttr(stage % std::max(1, plan.config.pp)));
+                b.getI64IntegerAttr(device));
     if (plan.config.chunks > 1)
       op->setAttr(mlir::bm::BmDialect::kVirtualStageAttrName,
                   b.getI64IntegerAttr(stage));

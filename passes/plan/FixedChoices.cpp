@@ -68,7 +68,8 @@ static llvm::Error parseSchedule(StringRef value, FixedChoices &fixed) {
     return fixError("schedule is given twice");
   std::optional<ScheduleKind> kind = bmrt::parseScheduleKind(value.str());
   if (!kind)
-    return fixError("schedule must be gpipe, 1f1b or interleaved, got '" +
+    return fixError("schedule must be gpipe, 1f1b, interleaved, zb-h1, zb-v "
+                    "or dualpipe-v, got '" +
                     value + "'");
   fixed.schedule = *kind;
   return llvm::Error::success();
@@ -145,10 +146,16 @@ static llvm::Error parseItem(StringRef key, StringRef value,
 
 /// Choices that contradict each other, whatever the model.
 static llvm::Error checkCombination(const FixedChoices &fixed) {
+  const bool vShaped =
+      fixed.schedule && bmrt::layoutOf(*fixed.schedule) == bmrt::StageLayout::V;
   if (fixed.chunks && *fixed.chunks > 1 && fixed.schedule &&
-      *fixed.schedule != ScheduleKind::Interleaved)
+      *fixed.schedule != ScheduleKind::Interleaved && !vShaped)
     return fixError("v=" + llvm::Twine(*fixed.chunks) +
-                    " needs schedule=interleaved");
+                    " needs schedule=interleaved, zb-v or dualpipe-v");
+  if (vShaped && fixed.chunks && *fixed.chunks != 2)
+    return fixError(
+        llvm::Twine("schedule=") + bmrt::toString(*fixed.schedule) +
+        " runs v=2 chunks per device, got v=" + llvm::Twine(*fixed.chunks));
   if (fixed.ep && fixed.dp && *fixed.dp % *fixed.ep != 0)
     return fixError("ep=" + llvm::Twine(*fixed.ep) +
                     " must divide dp=" + llvm::Twine(*fixed.dp));

@@ -34,9 +34,11 @@ bm::plan::megatronMismatch(std::optional<int> zeroStage,
     return MegatronMismatch{"Megatron-LM cannot split the values between "
                             "layers along hidden over tp",
                             "--fix stream=sequence or stream=replicated"};
-  if (schedule == ScheduleKind::GPipe)
+  if (schedule && *schedule != ScheduleKind::OneFOneB &&
+      *schedule != ScheduleKind::Interleaved && *schedule != ScheduleKind::None)
     return MegatronMismatch{
-        "Megatron-LM runs 1F1B or interleaved pipelines, not gpipe",
+        std::string("Megatron-LM runs 1F1B or interleaved pipelines, not ") +
+            bmrt::toString(*schedule),
         "--fix schedule=1f1b"};
   // Megatron-core's TransformerConfig refuses expert parallelism with
   // tensor parallelism unless the sequence is split.

@@ -51,6 +51,15 @@ bool StageStats::operator==(const StageStats &other) const {
 // forward, and keeps a value per micro-batch only where its own backward
 // reads it (Executor::findStashed): side inputs are kept where they are
 // received, and where they are made only beside readers of them.
+bm::cost::PassTimes StageStats::passTimes() const {
+  bm::cost::PassTimes t;
+  t.forward = forward;
+  const double backward = std::max(0.0, time() - forward);
+  t.backwardWeight = std::min(gemmCompute / 3, backward);
+  t.backwardInput = backward - t.backwardWeight;
+  return t;
+}
+
 StageStats StageStats::onDevice() const {
   StageStats s = *this;
   if (receivesSideInputs()) {

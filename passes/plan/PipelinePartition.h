@@ -13,6 +13,8 @@
 #ifndef BM_PLAN_PIPELINEPARTITION_H
 #define BM_PLAN_PIPELINEPARTITION_H
 
+#include "cost/CostModel.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -78,6 +80,13 @@ struct StageStats {
   StageStats onDevice() const;
 
   double time() const { return compute + comm; }
+  /// One micro-batch's pass split as the zero-bubble schedules split it:
+  /// the forward, W (the weights' gradient GEMMs: one of the three GEMMs
+  /// each linear layer runs per pass, forward, input and weight gradient)
+  /// and B (the rest of the backward: the input's gradient, the attention
+  /// core's and memory-bound ops' backward, any recomputation, the
+  /// collectives).
+  cost::PassTimes passTimes() const;
   bool operator==(const StageStats &other) const;
   StageStats &operator+=(const StageStats &other);
   StageStats scaled(int64_t count) const;

@@ -36,6 +36,7 @@ bmrt::ActionCosts PipelineTimeline::scheduleCosts(const Evaluation &e) {
   bmrt::ActionCosts costs;
   costs.stageForward.assign(stages.size(), 0);
   costs.stageBackward.assign(stages.size(), 0);
+  costs.stageBackwardWeight.assign(stages.size(), 0);
   for (const DeviceGroup &group : entry.devices) {
     // The device's transfers as score() prices them: the parameters of the
     // stages it shares included (holdSharedParameters), so that a device's
@@ -50,13 +51,15 @@ bmrt::ActionCosts PipelineTimeline::scheduleCosts(const Evaluation &e) {
       const std::vector<double> extras =
           chunkExtras(device, deviceSeconds, entry, config, placement, stages);
       for (int chunk = 0; chunk < config.chunks; ++chunk) {
-        const size_t s = static_cast<size_t>(chunk * config.pp + device);
+        const size_t s =
+            static_cast<size_t>(config.virtualStage(device, chunk));
         if (s >= stages.size())
           continue;
         const StageStats &stage = stages[s];
         costs.stageForward[s] = stage.forward + extras[chunk] / 2;
         costs.stageBackward[s] =
             stage.time() - stage.forward + extras[chunk] / 2;
+        costs.stageBackwardWeight[s] = stage.passTimes().backwardWeight;
       }
     }
   }
@@ -73,7 +76,7 @@ std::vector<double> PipelineTimeline::chunkExtras(
   double sum = 0;
   int present = 0;
   for (int chunk = 0; chunk < config.chunks; ++chunk) {
-    const size_t s = static_cast<size_t>(chunk * config.pp + device);
+    const size_t s = static_cast<size_t>(config.virtualStage(device, chunk));
     if (s >= stages.size())
       continue;
     alone[chunk] = coster_
@@ -103,7 +106,7 @@ bm::plan::simulateSchedule(ScheduleKind schedule, int pp, int chunks,
   if (bmrt::scheduleProblem(spec))
     return std::nullopt;
   bmrt::SimulationResult run =
-      bmrt::simulate(bmrt::generateSchedule(spec, costs), costs);
+      bmrt::simulate(bmrt::generateSchedule(spec, costs), costs, spec.layout());
   if (run.ok())
     return run;
   return std::nullopt;
@@ -126,6 +129,8 @@ PipelineTimeline::simulatePipeline(const Evaluation &e, double &pipelineEnd) {
       TimelineBar bar;
       bar.kind = t.action.kind == bmrt::ActionKind::Forward
                      ? TimelineBar::Kind::Forward
+                 : t.action.kind == bmrt::ActionKind::BackwardWeight
+                     ? TimelineBar::Kind::WeightGrad
                      : TimelineBar::Kind::Backward;
       bar.rank = static_cast<int>(rank);
       bar.microBatch = t.action.microBatch;

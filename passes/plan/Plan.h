@@ -38,12 +38,20 @@ struct ParallelConfig {
   int zeroStage = 0;
   Recompute recompute = Recompute::None;
   ScheduleKind schedule = ScheduleKind::None;
-  /// Model chunks per device (interleaved schedule), else 1.
+  /// Model chunks per device (interleaved: v; zb-v and dualpipe-v: 2),
+  /// else 1.
   int chunks = 1;
   /// Layout over tp of the values between blocks (the residual stream), and
   /// the dimension tp splits (-1 when replicated; see solveSegment).
   StreamLayout stream = StreamLayout::Replicated;
   int streamDim = -1;
+
+  /// The virtual stage of `chunk` on pipeline device `device`, as the
+  /// schedule lays stages out (bmrt::StageLayout: round the devices, or in
+  /// a V).
+  int virtualStage(int device, int chunk) const {
+    return bmrt::virtualStageOf(bmrt::layoutOf(schedule), pp, device, chunk);
+  }
 
   /// "dp=4,tp=8,pp=2,mb=1,zero=0,recompute=full,schedule=1f1b,v=1".
   std::string str() const;
@@ -128,7 +136,9 @@ const char *toString(CostItem::Kind kind);
 /// forward or backward of a micro-batch on a model chunk, or the work that
 /// follows the pipeline (gradient synchronisation, optimizer step).
 struct TimelineBar {
-  enum class Kind { Forward, Backward, Sync, Optimizer };
+  /// Backward is the whole backward, or its B where W runs apart
+  /// (WeightGrad: the zero-bubble schedules).
+  enum class Kind { Forward, Backward, WeightGrad, Sync, Optimizer };
   Kind kind = Kind::Forward;
   int rank = 0;
   int microBatch = -1;

@@ -32,6 +32,8 @@ const char *bm::plan::toString(TimelineBar::Kind kind) {
     return "forward";
   case TimelineBar::Kind::Backward:
     return "backward";
+  case TimelineBar::Kind::WeightGrad:
+    return "weight_grad";
   case TimelineBar::Kind::Sync:
     return "sync";
   case TimelineBar::Kind::Optimizer:

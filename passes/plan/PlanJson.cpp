@@ -531,7 +531,8 @@ static TimelineBar readBar(Reader &r) {
   bar.kind = readKind(
       r, "kind",
       std::array{TimelineBar::Kind::Forward, TimelineBar::Kind::Backward,
-                 TimelineBar::Kind::Sync, TimelineBar::Kind::Optimizer});
+                 TimelineBar::Kind::WeightGrad, TimelineBar::Kind::Sync,
+                 TimelineBar::Kind::Optimizer});
   r.integer("rank", bar.rank);
   r.integer("micro_batch", bar.microBatch);
   r.integer("chunk", bar.chunk);

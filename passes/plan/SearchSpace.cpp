@@ -230,6 +230,13 @@ std::string SearchSpace::whyFixedChoicesExcludeAll(bool passedSchedule) const {
     return llvm::formatv("without a pipeline, no data-parallel degree divides "
                          "--global-batch {0}",
                          ctx_.globalBatch);
+  if (fixed.schedule && bmrt::layoutOf(*fixed.schedule) == bmrt::StageLayout::V)
+    return llvm::formatv("schedule={0} needs the model's {1} layers to split "
+                         "into 2 pp chunks and pp >= 2{2}",
+                         toString(*fixed.schedule), ctx_.graph.numLayers(),
+                         *fixed.schedule == ScheduleKind::DualPipeV
+                             ? ", with at least 2 pp micro-batches a step"
+                             : "");
   if (fixed.schedule == ScheduleKind::Interleaved ||
       (fixed.chunks && *fixed.chunks > 1)) {
     std::vector<std::string> tried;
@@ -369,20 +376,22 @@ void SearchSpace::addCandidates(int tp, int pp,
       continue;
     const int m = static_cast<int>(perReplica / mb);
     for (Recompute recompute : recomputations()) {
-      // Pipeline: m T + (sum of stage loads - T) / v is smallest for an
-      // even split T = W / pp, with the most chunks allowed.
-      std::vector<int> interleave =
-          interleavedChunks(layers, pp, m, fixed.chunks);
-      int chunks = interleave.empty() ? 1 : interleave.back();
       for (const StreamOption &stream : streams) {
+        // Pipeline: m T + (sum of stage loads - T) x the schedule's bubble
+        // scale is smallest for an even split T = W / pp, under the
+        // schedule allowed with the smallest scale.
         double work =
             segments_.workPerMicroBatch(tp, mb, stream.dim, recompute);
-        double bound = m * work / pp + (work - work / pp) / chunks + syncBound;
+        Candidate c{0, tp, pp, dp, 1, mb, m, stream, recompute};
+        c.lowerBound = m * work / pp +
+                       (work - work / pp) * smallestBubbleScale(c) + syncBound;
         for (int ep : epOptions)
           if (!(ctx_.config.megatronOnly &&
                 megatronMismatch(std::nullopt, std::nullopt, stream.layout, ep,
-                                 tp)))
-            out.push_back({bound, tp, pp, dp, ep, mb, m, stream, recompute});
+                                 tp))) {
+            c.ep = ep;
+            out.push_back(c);
+          }
       }
     }
   }
@@ -410,6 +419,35 @@ std::vector<Candidate> SearchSpace::candidates() {
   return all;
 }
 
+bool SearchSpace::zeroBubbleFits(ScheduleKind kind, const Candidate &c) const {
+  bmrt::ScheduleSpec spec;
+  spec.kind = kind;
+  spec.pp = c.pp;
+  spec.v = bmrt::layoutOf(kind) == bmrt::StageLayout::V ? 2 : 1;
+  spec.m = c.m;
+  return !bmrt::scheduleProblem(spec) &&
+         (spec.v == 1 || ctx_.graph.numLayers() % (c.pp * spec.v) == 0);
+}
+
+/// The least bubbleScale a schedule of `c` can have whatever its stages'
+/// times, for the lower bound: W is at most a third of a pass (one of each
+/// linear layer's three GEMMs), so ZB-H1 keeps at least a third of 1F1B's
+/// bubble; the V schedules can reach none.
+double SearchSpace::smallestBubbleScale(const Candidate &c) const {
+  double smallest = 1;
+  for (auto [schedule, chunks] : schedules(c)) {
+    double scale = 1;
+    if (schedule == ScheduleKind::Interleaved)
+      scale = 1.0 / chunks;
+    else if (schedule == ScheduleKind::ZeroBubbleH1)
+      scale = 1.0 / 3;
+    else if (bmrt::layoutOf(schedule) == bmrt::StageLayout::V)
+      scale = 0;
+    smallest = std::min(smallest, scale);
+  }
+  return smallest;
+}
+
 std::vector<std::pair<ScheduleKind, int>>
 SearchSpace::schedules(const Candidate &c) const {
   const FixedChoices &fixed = ctx_.config.fixed;
@@ -426,6 +464,11 @@ SearchSpace::schedules(const Candidate &c) const {
     for (int v :
          interleavedChunks(ctx_.graph.numLayers(), c.pp, c.m, fixed.chunks))
       all.push_back({ScheduleKind::Interleaved, v});
+    for (ScheduleKind kind :
+         {ScheduleKind::ZeroBubbleH1, ScheduleKind::ZeroBubbleV,
+          ScheduleKind::DualPipeV})
+      if (!ctx_.config.megatronOnly && zeroBubbleFits(kind, c))
+        all.push_back({kind, kind == ScheduleKind::ZeroBubbleH1 ? 1 : 2});
   }
   std::vector<std::pair<ScheduleKind, int>> allowed;
   for (auto [schedule, chunks] : all)

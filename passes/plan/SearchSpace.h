@@ -48,6 +48,12 @@ public:
   std::vector<Candidate> candidates();
   /// The (schedule, chunks per device) pairs --fix allows on `c`.
   std::vector<std::pair<ScheduleKind, int>> schedules(const Candidate &c) const;
+  /// The least bubble scale of the schedules `c` allows (for its bound).
+  double smallestBubbleScale(const Candidate &c) const;
+  /// Whether the zero-bubble schedule `kind` can run `c`: its own
+  /// conditions (bmrt::scheduleProblem) and, in a V, the layers split into
+  /// 2 pp chunks.
+  bool zeroBubbleFits(ScheduleKind kind, const Candidate &c) const;
   /// The ZeRO stages to try, in the order the search tries them.
   std::vector<int> zeroStages() const;
   /// Why --fix leaves no configuration to score when candidates exist: no

@@ -26,14 +26,19 @@ oneStagePerDevice(const std::vector<StageGroup> &stages) {
 /// stages starts can two neighbouring devices differ, so devices are summed
 /// per run between those points (O(groups x chunks), not O(pp x chunks)),
 /// and neighbours with the same load and memory are grouped.
+/// Under the V layout (zb-v, dualpipe-v) device d runs stages d and
+/// 2 pp - 1 - d instead: a group starting at stage s >= pp changes the
+/// devices at 2 pp - s.
 static std::vector<DeviceGroup>
-interleavedDevices(const std::vector<StageGroup> &stages, int pp, int chunks) {
+interleavedDevices(const std::vector<StageGroup> &stages, int pp, int chunks,
+                   bmrt::StageLayout layout) {
   std::vector<int> groupStart; // first virtual stage of each group
   std::vector<int> cuts = {0, pp};
   int start = 0;
   for (const StageGroup &group : stages) {
     groupStart.push_back(start);
-    cuts.push_back(start % pp);
+    bool mirrored = layout == bmrt::StageLayout::V && start >= pp;
+    cuts.push_back(mirrored ? (2 * pp - start) % pp : start % pp);
     start += group.numStages;
   }
   std::sort(cuts.begin(), cuts.end());
@@ -48,7 +53,8 @@ interleavedDevices(const std::vector<StageGroup> &stages, int pp, int chunks) {
     const int first = cuts[i], count = cuts[i + 1] - cuts[i];
     StageStats stats;
     for (int chunk = 0; chunk < chunks; ++chunk)
-      stats += stages[groupOf(chunk * pp + first)].stats.onDevice();
+      stats += stages[groupOf(bmrt::virtualStageOf(layout, pp, first, chunk))]
+                   .stats.onDevice();
     if (!devices.empty() && devices.back().stats == stats) {
       devices.back().numDevices += count;
       continue;
@@ -62,11 +68,13 @@ const PartitionEntry &StagePartitions::partition(const ParallelConfig &config) {
   const int tp = config.tp, microBatch = config.microBatch;
   const int pp = config.pp, chunks = config.chunks;
   const int stream = config.streamDim;
+  const bmrt::StageLayout layout = bmrt::layoutOf(config.schedule);
   uint64_t key = packKey({{tp, 16},
                           {microBatch, 16},
-                          {pp, 20},
+                          {pp, 19},
                           {stream + 1, 4},
                           {chunks, 6},
+                          {static_cast<int>(layout), 1},
                           {static_cast<int>(config.recompute), 2}});
   auto it = partitions_.find(key);
   if (it != partitions_.end())
@@ -83,8 +91,9 @@ const PartitionEntry &StagePartitions::partition(const ParallelConfig &config) {
     entry.layerParams =
         segments_.solution(ctx_.firstLayerSegment, tp, microBatch, stream)
             .paramsPerGpu;
-  entry.devices = chunks == 1 ? oneStagePerDevice(entry.stages)
-                              : interleavedDevices(entry.stages, pp, chunks);
+  entry.devices = chunks == 1
+                      ? oneStagePerDevice(entry.stages)
+                      : interleavedDevices(entry.stages, pp, chunks, layout);
   holdSharedParameters(entry, config);
   return partitions_.emplace(key, std::move(entry)).first->second;
 }

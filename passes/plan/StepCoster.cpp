@@ -281,10 +281,13 @@ Evaluation StepCoster::score(const ParallelConfig &config,
   // balanced stages this is (p-1)/(v m) of the ideal time (see
   // cost::pipelineBubbleFraction). The finalists are timed again by
   // simulating their schedule (retime).
-  double bubble = pp > 1 ? (sumLoads - slowest) / v : 0;
+  const StageStats &critical = entry.devices[e.critical].stats;
+  double bubble =
+      pp > 1 ? (sumLoads - slowest) *
+                   cost::bubbleScale(config.schedule, v, critical.passTimes())
+             : 0;
   e.step = m * slowest + bubble + tail.total();
 
-  const StageStats &critical = entry.devices[e.critical].stats;
   auto addComm = [&](double seconds, bool network) {
     (network ? e.time.network : e.time.nvlink) += seconds;
   };

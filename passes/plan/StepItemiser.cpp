@@ -78,10 +78,11 @@ std::vector<CostItem> StepItemiser::itemise(const Evaluation &e) {
   std::vector<CostItem> items;
   for (const DeviceGroup &group : entry.devices) {
     ItemList list(items, group.firstDevice, group.numDevices);
-    // Segments on this device: its virtual stages d, d + pp, ...
+    // Segments on this device: its virtual stages, one per chunk.
     std::map<int, int64_t> held;
     for (int chunk = 0; chunk < config.chunks; ++chunk) {
-      size_t stage = static_cast<size_t>(chunk * config.pp + group.firstDevice);
+      size_t stage =
+          static_cast<size_t>(config.virtualStage(group.firstDevice, chunk));
       if (stage < contents.size())
         for (auto [segment, count] : contents[stage])
           held[segment] += count;

@@ -14,8 +14,11 @@ static size_t alignUp(size_t bytes) {
 }
 
 Executor::Executor(const Program &program, Device &device,
-                   const std::string &source, Collectives *collectives)
+                   const std::string &source, Collectives *collectives,
+                   BackwardParts backward)
     : prog(inlineCalls(program)), dev(device), comms(collectives) {
+  if (backward == BackwardParts::Split)
+    prog = splitBackward(prog, source);
   // Before any memory is placed: the kernels trust shapes.
   verifyProgram(prog, source);
   for (const Instr &instr : prog.instrs) {
@@ -171,6 +174,7 @@ void Executor::placeValues() {
   for (int v : values)
     views[v].data = static_cast<char *>(arena) + offsets[v];
   findStashed(first, last);
+  findWeightStashed(first);
 }
 
 /// A value crosses from the forward into the backward when it is computed
@@ -196,6 +200,37 @@ void Executor::findStashed(const std::vector<size_t> &first,
                        readInBackward[i];
     if (crosses || fromOutside)
       stashed.push_back(static_cast<int>(i));
+  }
+}
+
+/// What W reads from before it: values computed before weightGradStart,
+/// and slots filled from outside (inputs, labels, the activation and the
+/// gradient received); with the parameters' gradients B wrote, which the
+/// next micro-batch's B would overwrite before this one's W is taken.
+void Executor::findWeightStashed(const std::vector<size_t> &first) {
+  if (prog.weightGradStart < 0)
+    return;
+  const size_t boundary = static_cast<size_t>(prog.weightGradStart);
+  std::vector<bool> readInW(prog.slots.size(), false);
+  std::vector<bool> writtenInB(prog.slots.size(), false);
+  for (size_t t = prog.backwardStart; t < prog.instrs.size(); ++t) {
+    for (int o : prog.instrs[t].operands)
+      if (o >= 0 && t >= boundary)
+        readInW[o] = true;
+    for (int r : prog.instrs[t].results)
+      if (t < boundary)
+        writtenInB[r] = true;
+  }
+  for (size_t i = 0; i < prog.slots.size(); ++i) {
+    SlotKind kind = prog.slots[i].kind;
+    bool crosses = kind == SlotKind::Value && first[i] < boundary && readInW[i];
+    bool fromOutside =
+        (kind == SlotKind::Input || kind == SlotKind::Label ||
+         kind == SlotKind::Activation || kind == SlotKind::ActivationGrad) &&
+        readInW[i];
+    bool gradientOfB = kind == SlotKind::Grad && writtenInB[i];
+    if (crosses || fromOutside || gradientOfB)
+      weightStashed.push_back(static_cast<int>(i));
   }
 }
 
@@ -278,29 +313,53 @@ void Executor::runBackward() {
   stream().synchronize();
 }
 
-size_t Executor::stashBytes() const {
+void Executor::runBackwardInput() {
+  BMRT_CHECK(prog.weightGradStart >= 0,
+             "the step program's backward was not split into B and W");
+  runRange(prog.backwardStart, prog.weightGradStart);
+  stream().synchronize();
+}
+
+void Executor::runBackwardWeight() {
+  BMRT_CHECK(prog.weightGradStart >= 0,
+             "the step program's backward was not split into B and W");
+  runRange(prog.weightGradStart, prog.instrs.size());
+  stream().synchronize();
+}
+
+size_t Executor::bytesOf(const std::vector<int> &slots) const {
   size_t total = 0;
-  for (int slot : stashed)
+  for (int slot : slots)
     total += views[slot].bytes();
   return total;
 }
 
-void Executor::stash(void *out) {
+void Executor::copyOut(const std::vector<int> &slots, void *out) {
   char *at = static_cast<char *>(out);
-  for (int slot : stashed) {
+  for (int slot : slots) {
     dev.copyOnDevice(at, views[slot].data, views[slot].bytes(), stream());
     at += views[slot].bytes();
   }
   stream().synchronize();
 }
 
-void Executor::unstash(const void *in) {
+void Executor::copyIn(const std::vector<int> &slots, const void *in) {
   const char *at = static_cast<const char *>(in);
-  for (int slot : stashed) {
+  for (int slot : slots) {
     dev.copyOnDevice(views[slot].data, at, views[slot].bytes(), stream());
     at += views[slot].bytes();
   }
   stream().synchronize();
+}
+
+size_t Executor::stashBytes() const { return bytesOf(stashed); }
+void Executor::stash(void *out) { copyOut(stashed, out); }
+void Executor::unstash(const void *in) { copyIn(stashed, in); }
+
+size_t Executor::weightStashBytes() const { return bytesOf(weightStashed); }
+void Executor::stashWeightInputs(void *out) { copyOut(weightStashed, out); }
+void Executor::unstashWeightInputs(const void *in) {
+  copyIn(weightStashed, in);
 }
 
 void Executor::run() {

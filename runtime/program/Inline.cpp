@@ -56,6 +56,8 @@ Program inlineCalls(const Program &program) {
     const Instr &instr = program.instrs[i];
     if (static_cast<int>(i) == program.backwardStart)
       flat.backwardStart = static_cast<int>(flat.instrs.size());
+    if (static_cast<int>(i) == program.weightGradStart)
+      flat.weightGradStart = static_cast<int>(flat.instrs.size());
     if (instr.op != "call") {
       flat.instrs.push_back(instr);
       continue;
@@ -65,6 +67,11 @@ Program inlineCalls(const Program &program) {
                "call of '" + instr.getString("callee") + "', which is no function");
     inlineCall(*it->second, instr, flat);
   }
+  // Markers at the end (an empty backward, or an empty W).
+  if (program.backwardStart == static_cast<int>(program.instrs.size()))
+    flat.backwardStart = static_cast<int>(flat.instrs.size());
+  if (program.weightGradStart == static_cast<int>(program.instrs.size()))
+    flat.weightGradStart = static_cast<int>(flat.instrs.size());
   return flat;
 }
 

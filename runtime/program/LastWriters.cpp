@@ -2,6 +2,8 @@
 
 #include "bmrt/Program.h"
 
+#include <algorithm>
+
 namespace bmrt {
 
 std::vector<int> lastWriters(const Program &flat) {
@@ -10,6 +12,10 @@ std::vector<int> lastWriters(const Program &flat) {
     for (int r : flat.instrs[t].results)
       if (r >= 0 && static_cast<size_t>(r) < last.size())
         last[r] = static_cast<int>(t);
+  if (flat.weightGradStart >= 0)
+    for (size_t slot = 0; slot < last.size(); ++slot)
+      if (flat.slots[slot].kind == SlotKind::Grad && last[slot] >= 0)
+        last[slot] = std::max(last[slot], flat.weightGradStart);
   return last;
 }
 

@@ -287,11 +287,16 @@ std::string printProgram(const Program &program) {
   for (size_t i = 0; i < program.instrs.size(); ++i) {
     if (static_cast<int>(i) == program.backwardStart)
       os << "backward\n";
+    if (static_cast<int>(i) == program.weightGradStart)
+      os << "weight_grads\n";
     printInstr(os, program.instrs[i]);
   }
-  // A stage whose backward is empty (it passes gradients on).
+  // A stage whose backward is empty (it passes gradients on), or whose W
+  // is.
   if (program.backwardStart == static_cast<int>(program.instrs.size()))
     os << "backward\n";
+  if (program.weightGradStart == static_cast<int>(program.instrs.size()))
+    os << "weight_grads\n";
   os << '\n';
   for (int slot : program.sends)
     os << "send %" << slot << '\n';
@@ -815,6 +820,12 @@ Program parseProgram(const std::string &text, const std::string &source) {
       if (program.backwardStart >= 0)
         p.fail("a second 'backward' line");
       program.backwardStart = static_cast<int>(program.instrs.size());
+    } else if (keyword == "weight_grads") {
+      if (program.backwardStart < 0)
+        p.fail("a 'weight_grads' line before the 'backward' line");
+      if (program.weightGradStart >= 0)
+        p.fail("a second 'weight_grads' line");
+      program.weightGradStart = static_cast<int>(program.instrs.size());
     } else if (keyword == "send" || keyword == "send_grad") {
       int slot = p.slotRef();
       if (slot >= static_cast<int>(program.slots.size()))

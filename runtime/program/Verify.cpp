@@ -1346,6 +1346,13 @@ void checkEnds(const Program &program, const std::vector<bool> &computed,
              source + ": the backward starts at instruction " +
                  std::to_string(program.backwardStart) + " of " +
                  std::to_string(program.instrs.size()));
+  BMRT_CHECK(
+      program.weightGradStart < 0 ||
+          (program.weightGradStart >= program.backwardStart &&
+           program.backwardStart >= 0 &&
+           program.weightGradStart <= static_cast<int>(program.instrs.size())),
+      source + ": the weight gradients start at instruction " +
+          std::to_string(program.weightGradStart) + ", outside the backward");
 }
 
 /// A training step (one that computes gradients) gives every parameter it

@@ -1,10 +1,11 @@
 //===- Schedule.cpp - per-rank instruction lists of a pipeline schedule ---===//
 //
-// Two steps. First each rank's compute order (forwards and backwards) as
-// the schedule defines it. Then the sends and receives: the compute orders
-// are run once with the given forward and backward times and instant
-// transfers (the "ideal run"), and every entry of every list is sorted by
-// that one clock: a step by when it starts, a transfer by when its data is
+// Two steps. First each rank's compute order (forwards and backwards, or
+// forwards, B's and W's where the backward is split; ZeroBubble.cpp builds
+// those orders) as the schedule defines it. Then the sends and receives: the
+// compute orders are run once with the given forward and backward times and
+// instant transfers (the "ideal run"), and every entry of every list is sorted
+// by that one clock: a step by when it starts, a transfer by when its data is
 // produced. With posted sends the lists then run exactly as fast as the
 // ideal run under those times.
 //
@@ -15,10 +16,13 @@
 // other. One shared order rules that out for any durations; the simulator
 // proves it for every shape the tests sweep.
 //
+// W has no transfer, and neither has a hop between two virtual stages of
+// one rank (the V layout's middle): the consumer reads what its own rank's
+// producer left once that has run.
+//
 //===----------------------------------------------------------------------===//
 
-#include "bmrt/Schedule.h"
-#include "bmrt/Error.h"
+#include "ScheduleOrder.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -26,85 +30,14 @@
 
 namespace bmrt {
 
-const char *toString(ScheduleKind kind) {
-  switch (kind) {
-  case ScheduleKind::None:
-    return "none";
-  case ScheduleKind::GPipe:
-    return "gpipe";
-  case ScheduleKind::OneFOneB:
-    return "1f1b";
-  case ScheduleKind::Interleaved:
-    return "interleaved";
-  }
-  return "?";
-}
-
-std::optional<ScheduleKind> parseScheduleKind(const std::string &text) {
-  for (ScheduleKind kind : {ScheduleKind::None, ScheduleKind::GPipe,
-                            ScheduleKind::OneFOneB, ScheduleKind::Interleaved})
-    if (text == toString(kind))
-      return kind;
-  return std::nullopt;
-}
-
-std::optional<std::string> scheduleProblem(const ScheduleSpec &spec) {
-  const std::string pp = std::to_string(spec.pp), v = std::to_string(spec.v),
-                    m = std::to_string(spec.m);
-  if (spec.pp < 1)
-    return "a pipeline needs at least one stage, got pp=" + pp;
-  if (spec.m < 1)
-    return "a step needs at least one micro-batch, got m=" + m;
-  if (spec.v < 1)
-    return "a rank needs at least one model chunk, got v=" + v;
-  if (spec.kind == ScheduleKind::None && spec.pp != 1)
-    return "schedule none runs no pipeline, got pp=" + pp;
-  if (spec.kind != ScheduleKind::Interleaved) {
-    if (spec.v != 1)
-      return "v=" + v +
-             " model chunks per rank need the interleaved schedule, not " +
-             toString(spec.kind);
-    return std::nullopt;
-  }
-  if (spec.pp < 2)
-    return "the interleaved schedule needs pp >= 2 ranks, got pp=" + pp;
-  if (spec.v < 2)
-    return "the interleaved schedule needs v >= 2 model chunks per rank, got "
-           "v=" +
-           v + " (that is 1f1b)";
-  // Megatron-LM's order sends micro-batches round the ranks in groups of
-  // pp; a partial group would leave a chunk waiting for a micro-batch that
-  // never comes in that order.
-  if (spec.m % spec.pp != 0)
-    return "the interleaved schedule needs the micro-batches (m=" + m +
-           ") to be a multiple of pp=" + pp + ", as Megatron-LM does";
-  return std::nullopt;
-}
-
-void validateSchedule(const ScheduleSpec &spec) {
-  if (std::optional<std::string> problem = scheduleProblem(spec))
-    BMRT_FAIL(*problem);
-}
-
-namespace {
-
-/// A forward or backward of one micro-batch on one chunk of a rank.
-struct Step {
-  bool backward = false;
-  int microBatch = 0;
-  int chunk = 0;
-};
-
-} // namespace
-
 /// GPipe (Huang et al. 2019): every forward, then every backward, so each
 /// rank holds all m micro-batches' activations at the flush.
 static std::vector<Step> gpipeOrder(const ScheduleSpec &spec) {
   std::vector<Step> order;
   for (int i = 0; i < spec.m; ++i)
-    order.push_back({false, i, 0});
+    order.push_back({Phase::Forward, i, 0});
   for (int i = 0; i < spec.m; ++i)
-    order.push_back({true, i, 0});
+    order.push_back({Phase::Backward, i, 0});
   return order;
 }
 
@@ -115,7 +48,8 @@ static std::vector<Step> gpipeOrder(const ScheduleSpec &spec) {
 static Step chunkStep(const ScheduleSpec &spec, int k, bool backward) {
   const int group = k / (spec.pp * spec.v), within = k % (spec.pp * spec.v);
   const int chunk = within / spec.pp;
-  return Step{backward, group * spec.pp + within % spec.pp,
+  return Step{backward ? Phase::Backward : Phase::Forward,
+              group * spec.pp + within % spec.pp,
               backward ? spec.v - 1 - chunk : chunk};
 }
 
@@ -148,8 +82,12 @@ static std::vector<Step> oneForwardOneBackward(const ScheduleSpec &spec,
   return order;
 }
 
-static std::vector<std::vector<Step>> computeOrders(const ScheduleSpec &spec) {
-  std::vector<std::vector<Step>> orders;
+static ComputeOrders computeOrders(const ScheduleSpec &spec) {
+  if (spec.kind == ScheduleKind::DualPipeV)
+    return dualPipeVOrders(spec);
+  if (splitsBackward(spec.kind))
+    return zeroBubbleOrders(spec);
+  ComputeOrders orders;
   for (int rank = 0; rank < spec.pp; ++rank)
     orders.push_back(spec.kind == ScheduleKind::GPipe
                          ? gpipeOrder(spec)
@@ -160,18 +98,17 @@ static std::vector<std::vector<Step>> computeOrders(const ScheduleSpec &spec) {
 namespace {
 
 /// The compute orders run with the given forward and backward times, free
-/// transfers and sends that never wait: when each step starts and ends,
-/// and where each (micro-batch, virtual stage) step sits in its rank's
-/// order. These times place the transfers.
+/// transfers and sends that never wait: when each step starts and ends.
+/// These times place the transfers. Where the backward is split, "backward"
+/// below is B, the part that produces the gradient sent on.
 struct IdealRun {
   const ScheduleSpec &spec;
   const std::vector<std::vector<Step>> &orders;
   std::vector<std::vector<double>> start, end;
   // Indexed by micro-batch * virtualStages + virtualStage.
   std::vector<double> forwardEnd, backwardEnd;
-  std::vector<int> forwardPos, backwardPos;
   // Per virtual stage, as the ideal run takes them (see stepTimes).
-  std::vector<double> forwardTime, backwardTime;
+  std::vector<double> forwardTime, backwardTime, weightTime;
 
   IdealRun(const ScheduleSpec &spec, const ActionCosts &costs,
            const std::vector<std::vector<Step>> &orders);
@@ -191,8 +128,18 @@ struct IdealRun {
     return backwardEnd[index(microBatch, consumer + 1)];
   }
 
+  /// Whether the transfer between two adjacent virtual stages stays on one
+  /// rank (the V layout's middle): then there is none.
+  bool sameRank(int stage, int other) const {
+    return spec.rankOf(stage) == spec.rankOf(other);
+  }
+
 private:
   void stepTimes(const ActionCosts &costs);
+  double duration(int stage, Phase phase) const;
+  std::vector<double> &endsOf(Phase phase) {
+    return phase == Phase::Forward ? forwardEnd : backwardEnd;
+  }
   /// The step's input is ready at the returned time, or not yet (< 0).
   double inputReady(int rank, const Step &step) const;
 };
@@ -207,18 +154,11 @@ IdealRun::IdealRun(const ScheduleSpec &spec, const ActionCosts &costs,
   const size_t cells = static_cast<size_t>(spec.m) * stages;
   forwardEnd.assign(cells, -1);
   backwardEnd.assign(cells, -1);
-  forwardPos.assign(cells, -1);
-  backwardPos.assign(cells, -1);
   start.resize(pp);
   end.resize(pp);
   for (int r = 0; r < pp; ++r) {
     start[r].assign(orders[r].size(), 0);
     end[r].assign(orders[r].size(), 0);
-    for (size_t i = 0; i < orders[r].size(); ++i) {
-      const Step &s = orders[r][i];
-      int at = index(s.microBatch, stageOf(r, s));
-      (s.backward ? backwardPos : forwardPos)[at] = static_cast<int>(i);
-    }
   }
   // Sweep the ranks until every step has run; a sweep without progress
   // means the compute orders themselves wait in a circle, a bug here.
@@ -235,10 +175,9 @@ IdealRun::IdealRun(const ScheduleSpec &spec, const ActionCosts &costs,
         double &begin = start[r][next[r]];
         begin = std::max(clock[r], ready);
         const int stage = stageOf(r, s);
-        clock[r] = end[r][next[r]] =
-            begin + (s.backward ? backwardTime[stage] : forwardTime[stage]);
-        int at = index(s.microBatch, stage);
-        (s.backward ? backwardEnd : forwardEnd)[at] = clock[r];
+        clock[r] = end[r][next[r]] = begin + duration(stage, s.phase);
+        if (s.phase != Phase::Weight)
+          endsOf(s.phase)[index(s.microBatch, stage)] = clock[r];
         progress = true;
       }
     }
@@ -255,19 +194,38 @@ void IdealRun::stepTimes(const ActionCosts &costs) {
   double longest = 0;
   for (int stage = 0; stage < spec.virtualStages(); ++stage) {
     forwardTime.push_back(costs.forwardTime(stage));
-    backwardTime.push_back(costs.backwardTime(stage));
-    longest = std::max({longest, forwardTime.back(), backwardTime.back()});
+    const bool split = spec.splitsBackward();
+    backwardTime.push_back(split ? costs.backwardInputTime(stage)
+                                 : costs.backwardTime(stage));
+    weightTime.push_back(split ? costs.backwardWeightTime(stage) : 0);
+    longest = std::max(
+        {longest, forwardTime.back(), backwardTime.back(), weightTime.back()});
   }
   const double sliver = (longest > 0 ? longest : 1) * 1e-9;
-  for (std::vector<double> *times : {&forwardTime, &backwardTime})
+  for (std::vector<double> *times : {&forwardTime, &backwardTime, &weightTime})
     for (double &d : *times)
       d = std::max(d, sliver);
 }
 
+double IdealRun::duration(int stage, Phase phase) const {
+  switch (phase) {
+  case Phase::Forward:
+    return forwardTime[stage];
+  case Phase::Backward:
+    return backwardTime[stage];
+  case Phase::Weight:
+    return weightTime[stage];
+  }
+  return 0;
+}
+
 double IdealRun::inputReady(int rank, const Step &step) const {
   const int stage = stageOf(rank, step), last = spec.virtualStages() - 1;
-  if (!step.backward)
+  if (step.phase == Phase::Forward)
     return stage == 0 ? 0 : forwardEnd[index(step.microBatch, stage - 1)];
+  // W reads what its own B left.
+  if (step.phase == Phase::Weight)
+    return backwardEnd[index(step.microBatch, stage)];
   // The last stage's backward starts from its own forward's loss.
   return stage == last ? forwardEnd[index(step.microBatch, stage)]
                        : backwardEnd[index(step.microBatch, stage + 1)];
@@ -309,11 +267,12 @@ static std::optional<Keyed> receiveBefore(const IdealRun &run, int rank,
                                           const Step &s) {
   const ScheduleSpec &spec = run.spec;
   const int stage = run.stageOf(rank, s), last = spec.virtualStages() - 1;
-  if (!s.backward && stage > 0)
+  if (s.phase == Phase::Forward && stage > 0 && !run.sameRank(stage, stage - 1))
     return Keyed{
         Action::recvActivation(s.microBatch, s.chunk, spec.rankOf(stage - 1)),
         run.activationTime(s.microBatch, stage), false, 0, stage - 1};
-  if (s.backward && stage < last)
+  if (s.phase == Phase::Backward && stage < last &&
+      !run.sameRank(stage, stage + 1))
     return Keyed{
         Action::recvGradient(s.microBatch, s.chunk, spec.rankOf(stage + 1)),
         run.gradientTime(s.microBatch, stage), false, 1, stage};
@@ -325,39 +284,56 @@ static std::optional<Keyed> sendAfter(const IdealRun &run, int rank,
                                       const Step &s) {
   const ScheduleSpec &spec = run.spec;
   const int stage = run.stageOf(rank, s), last = spec.virtualStages() - 1;
-  if (!s.backward && stage < last)
+  if (s.phase == Phase::Forward && stage < last &&
+      !run.sameRank(stage, stage + 1))
     return Keyed{
         Action::sendActivation(s.microBatch, s.chunk, spec.rankOf(stage + 1)),
         run.activationTime(s.microBatch, stage + 1), false, 0, stage};
-  if (s.backward && stage > 0)
+  if (s.phase == Phase::Backward && stage > 0 &&
+      !run.sameRank(stage, stage - 1))
     return Keyed{
         Action::sendGradient(s.microBatch, s.chunk, spec.rankOf(stage - 1)),
         run.gradientTime(s.microBatch, stage - 1), false, 1, stage - 1};
   return std::nullopt;
 }
 
-/// Per chunk, the position of the rank's last backward of it: the chunk's
-/// gradients are then complete and can be reduced over dp.
+/// Per chunk, the position of the rank's last backward of it (its last W
+/// where the backward is split): the chunk's gradients are then complete
+/// and can be reduced over dp.
 static std::vector<int> lastBackwards(const std::vector<Step> &order,
-                                      int chunks) {
-  std::vector<int> last(chunks, -1);
+                                      int chunks, bool split) {
+  const Phase last = split ? Phase::Weight : Phase::Backward;
+  std::vector<int> at(chunks, -1);
   for (size_t pos = 0; pos < order.size(); ++pos)
-    if (order[pos].backward)
-      last[order[pos].chunk] = static_cast<int>(pos);
-  return last;
+    if (order[pos].phase == last)
+      at[order[pos].chunk] = static_cast<int>(pos);
+  return at;
+}
+
+/// The action that runs step `s`.
+static Action actionOf(const Step &s, bool split) {
+  switch (s.phase) {
+  case Phase::Forward:
+    return Action::forward(s.microBatch, s.chunk);
+  case Phase::Backward:
+    return split ? Action::backwardInput(s.microBatch, s.chunk)
+                 : Action::backward(s.microBatch, s.chunk);
+  case Phase::Weight:
+    break;
+  }
+  return Action::backwardWeight(s.microBatch, s.chunk);
 }
 
 static RankActions rankList(const IdealRun &run, int rank) {
   const std::vector<Step> &order = run.orders[rank];
-  const std::vector<int> last = lastBackwards(order, run.spec.v);
+  const bool split = run.spec.splitsBackward();
+  const std::vector<int> last = lastBackwards(order, run.spec.v, split);
   std::vector<Keyed> entries;
   for (size_t pos = 0; pos < order.size(); ++pos) {
     const Step &s = order[pos];
     if (auto recv = receiveBefore(run, rank, s))
       entries.push_back(*recv);
-    entries.push_back({s.backward ? Action::backward(s.microBatch, s.chunk)
-                                  : Action::forward(s.microBatch, s.chunk),
-                       run.start[rank][pos], true});
+    entries.push_back({actionOf(s, split), run.start[rank][pos], true});
     std::optional<Keyed> send = sendAfter(run, rank, s);
     if (send)
       entries.push_back(*send);
@@ -381,7 +357,7 @@ std::vector<RankActions> generateSchedule(const ScheduleSpec &spec,
                                           const ActionCosts &costs) {
   validateSchedule(spec);
   validateCosts(costs, spec.virtualStages());
-  std::vector<std::vector<Step>> orders = computeOrders(spec);
+  ComputeOrders orders = computeOrders(spec);
   IdealRun run(spec, costs, orders);
   std::vector<RankActions> lists;
   for (int rank = 0; rank < spec.pp; ++rank)

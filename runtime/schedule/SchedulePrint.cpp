@@ -20,7 +20,10 @@ std::string formatAction(const Action &a, bool showChunk) {
   case ActionKind::Forward:
     return "F" + id();
   case ActionKind::Backward:
+  case ActionKind::BackwardInput:
     return "B" + id();
+  case ActionKind::BackwardWeight:
+    return "W" + id();
   case ActionKind::SendActivation:
     return "sendA" + id() + ">" + peer;
   case ActionKind::RecvActivation:
@@ -127,31 +130,50 @@ std::string formatTimelineGrid(const SimulationResult &result, bool showChunk,
   return text;
 }
 
+/// The header's bubble line. The closed form (p-1)/(v m) is GPipe's, 1F1B's
+/// and interleaving's; the split kinds have none that holds for every
+/// shape, so their simulated bubble stands alone, named by the schedule.
+static std::string bubbleSummary(const ScheduleSpec &spec,
+                                 const SimulationResult &result) {
+  char text[200];
+  if (spec.splitsBackward())
+    std::snprintf(text, sizeof(text),
+                  "step %g, bubble %.3f of the compute (simulated %s, "
+                  "B and W apart)",
+                  result.stepTime, result.bubbleFraction, toString(spec.kind));
+  else
+    std::snprintf(text, sizeof(text),
+                  "step %g, bubble %.3f of the compute ((p-1)/(v m) = %.3f)",
+                  result.stepTime, result.bubbleFraction,
+                  static_cast<double>(spec.pp - 1) / (spec.m * spec.v));
+  return text;
+}
+
 std::string printSchedule(const ScheduleSpec &spec, const ActionCosts &costs) {
   std::vector<RankActions> lists = generateSchedule(spec, costs);
-  SimulationResult result = simulate(lists, costs);
+  SimulationResult result = simulate(lists, costs, spec.layout());
   // One column per shortest forward: with the default costs a forward is
-  // one column and a backward two.
+  // one column and a backward two (B and W one each where they are apart).
   double slot = costs.forwardTime(0);
   for (int stage = 1; stage < spec.virtualStages(); ++stage)
     slot = std::min(slot, costs.forwardTime(stage));
   const bool showChunk = spec.v > 1;
-  char summary[200];
-  std::snprintf(summary, sizeof(summary),
-                "step %g, bubble %.3f of the compute ((p-1)/(v m) = %.3f); "
-                "peak activations per rank:",
-                result.stepTime, result.bubbleFraction,
-                static_cast<double>(spec.pp - 1) / (spec.m * spec.v));
   std::string text = std::string("schedule ") + toString(spec.kind) +
                      ": pp=" + std::to_string(spec.pp) +
                      " v=" + std::to_string(spec.v) +
                      " m=" + std::to_string(spec.m) + " (" +
                      (result.ok() ? "no deadlock" : result.describe()) + ")\n";
   text += formatTimelineGrid(result, showChunk, slot);
-  text += summary;
+  text += bubbleSummary(spec, result) + "; peak activations per rank:";
   for (int peak : result.peakActivations)
     text += " " + std::to_string(peak);
   text += showChunk ? " chunks\n" : "\n";
+  if (spec.splitsBackward()) {
+    text += "peak W inputs per rank:";
+    for (int peak : result.peakWeightInputs)
+      text += " " + std::to_string(peak);
+    text += showChunk ? " chunks\n" : "\n";
+  }
   text += "instructions:\n" + formatActionLists(lists, showChunk);
   return text;
 }

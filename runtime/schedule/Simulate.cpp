@@ -1,8 +1,11 @@
 //===- Simulate.cpp - running every rank's pipeline list together ---------===//
 //
 // Each rank runs its list in order on its own clock. A local action
-// (forward, backward, reduction, optimizer step) runs as soon as its rank
-// reaches it. Transfers are simulated twice:
+// (forward, backward or its B and W, reduction, optimizer step) runs as
+// soon as its rank reaches it; a step whose input comes from another
+// virtual stage of the same rank (the V layout's middle) finds it there
+// once the producer has run, without a transfer. Transfers are simulated
+// twice:
 //
 // - Blocking rendezvous (MPI_Ssend): a send and its receive run together
 //   once both ranks have reached them. This is the stricter semantics; lists
@@ -45,6 +48,14 @@ double ActionCosts::backwardTime(int virtualStage) const {
   return 2 * forwardTime(virtualStage);
 }
 
+double ActionCosts::backwardWeightTime(int virtualStage) const {
+  if (!stageBackwardWeight.empty())
+    return stageBackwardWeight[virtualStage];
+  if (backwardWeight)
+    return *backwardWeight;
+  return backwardTime(virtualStage) / 2;
+}
+
 void validateCosts(const ActionCosts &costs, int virtualStages) {
   auto check = [&](const std::vector<double> &times, const char *what) {
     BMRT_CHECK(times.empty() || static_cast<int>(times.size()) == virtualStages,
@@ -57,9 +68,18 @@ void validateCosts(const ActionCosts &costs, int virtualStages) {
   };
   check(costs.stageForward, "forward times");
   check(costs.stageBackward, "backward times");
-  for (double t : {costs.forward, costs.backward.value_or(0), costs.transfer,
-                   costs.reduce, costs.optimizer})
+  check(costs.stageBackwardWeight, "backward weight times");
+  for (double t :
+       {costs.forward, costs.backward.value_or(0), costs.transfer, costs.reduce,
+        costs.optimizer, costs.backwardWeight.value_or(0)})
     BMRT_CHECK(t >= 0, "the schedule costs give a negative duration");
+  // B takes the backward less W, so W cannot be the longer.
+  if (costs.backwardWeight || !costs.stageBackwardWeight.empty())
+    for (int stage = 0; stage < virtualStages; ++stage)
+      BMRT_CHECK(costs.backwardWeightTime(stage) <= costs.backwardTime(stage),
+                 "the schedule costs give virtual stage " +
+                     std::to_string(stage) +
+                     " a W longer than its whole backward");
 }
 
 std::string SimulationResult::describe() const {
@@ -99,11 +119,19 @@ enum class Sends { Blocking, Posted };
 class Simulator {
 public:
   Simulator(const std::vector<RankActions> &lists, const ActionCosts &costs,
-            Sends sends);
+            StageLayout layout, Sends sends);
   SimulationResult run();
 
 private:
-  int stageOf(int rank, const Action &a) const { return a.chunk * pp + rank; }
+  int stageOf(int rank, const Action &a) const {
+    return virtualStageOf(layout, pp, rank, a.chunk);
+  }
+  int rankOf(int stage) const { return rankOfStage(layout, pp, stage); }
+  /// A hop between adjacent stages of one rank (the V's middle) has no
+  /// transfer: the consumer reads what the producer left.
+  bool sameRank(int stage, int other) const {
+    return rankOf(stage) == rankOf(other);
+  }
   size_t cell(int microBatch, int stage) const {
     return static_cast<size_t>(microBatch) * stages + stage;
   }
@@ -125,12 +153,17 @@ private:
   size_t messageOf(int rank, const Action &a) const;
   void record(int rank, const Action &a, double start, double end, double busy);
   void checkBeforeLocal(int rank, const Action &a);
+  void checkForward(const std::string &who, int rank, const Action &a);
+  void checkBackward(const std::string &who, int rank, const Action &a);
+  void checkWeight(const std::string &who, int rank, const Action &a);
+  bool inputArrived(const Action &a, int stage, int from);
   void checkSend(int rank, const Action &a);
   void checkComplete();
   void summarise();
 
   const std::vector<RankActions> &lists;
   const ActionCosts &costs;
+  const StageLayout layout;
   const Sends sends;
   int pp = 0, chunks = 1, microBatches = 0, stages = 0;
   SimulationResult result;
@@ -138,10 +171,12 @@ private:
   std::vector<double> clock;
   // Per (micro-batch, virtual stage): runs so far, and inputs received but
   // not yet read.
-  std::vector<int> forwards, backwards, activationsIn, gradientsIn;
-  std::vector<int> live;     // per rank: activations held
-  std::vector<bool> reduced; // per virtual stage
-  std::vector<bool> stepped; // per rank
+  // Weights counts W's, and whole backwards, which include theirs.
+  std::vector<int> forwards, backwards, weights, activationsIn, gradientsIn;
+  std::vector<int> live;        // per rank: activations held
+  std::vector<int> liveWeights; // per rank: W inputs held (B run, W not)
+  std::vector<bool> reduced;    // per virtual stage
+  std::vector<bool> stepped;    // per rank
   // Posted sends, by messageOf: when posted (< 0: not yet), and where the
   // send sits in its rank's timeline (its times are known on receipt).
   std::vector<double> postedAt;
@@ -151,8 +186,8 @@ private:
 } // namespace
 
 Simulator::Simulator(const std::vector<RankActions> &lists,
-                     const ActionCosts &costs, Sends sends)
-    : lists(lists), costs(costs), sends(sends),
+                     const ActionCosts &costs, StageLayout layout, Sends sends)
+    : lists(lists), costs(costs), layout(layout), sends(sends),
       pp(static_cast<int>(lists.size())) {
   for (const RankActions &list : lists)
     for (const Action &a : list) {
@@ -188,9 +223,13 @@ std::string Simulator::shapeError(int rank, const Action &a) const {
   const int other = towardsLast ? stage + 1 : stage - 1;
   if (other < 0 || other >= stages)
     return "has no neighbouring stage on that side";
-  if (a.peer != other % pp)
+  if (sameRank(stage, other))
+    return "crosses to virtual stage " + std::to_string(other) +
+           ", which is on the same rank";
+  if (a.peer != rankOf(other))
     return "names rank " + std::to_string(a.peer) + ", but virtual stage " +
-           std::to_string(other) + " is on rank " + std::to_string(other % pp);
+           std::to_string(other) + " is on rank " +
+           std::to_string(rankOf(other));
   return "";
 }
 
@@ -242,7 +281,7 @@ void Simulator::checkBeforeLocal(int rank, const Action &a) {
     violation(who + name(a) + " after the optimizer step");
   if (a.kind == ActionKind::OptimizerStep) {
     for (int c = 0; c < chunks; ++c)
-      if (!reduced[c * pp + rank])
+      if (!reduced[virtualStageOf(layout, pp, rank, c)])
         violation(who + "the optimizer step before reducing chunk " +
                   std::to_string(c));
     stepped[rank] = true;
@@ -251,7 +290,7 @@ void Simulator::checkBeforeLocal(int rank, const Action &a) {
   const int stage = stageOf(rank, a);
   if (a.kind == ActionKind::ReduceGradients) {
     for (int mb = 0; mb < microBatches; ++mb)
-      if (backwards[cell(mb, stage)] == 0) {
+      if (weights[cell(mb, stage)] == 0) {
         violation(who + name(a) + " before " +
                   name(Action::backward(mb, a.chunk)));
         break;
@@ -261,17 +300,44 @@ void Simulator::checkBeforeLocal(int rank, const Action &a) {
     reduced[stage] = true;
     return;
   }
-  const size_t at = cell(a.microBatch, stage);
-  if (a.kind == ActionKind::Forward) {
-    if (forwards[at]++ > 0)
-      violation(who + name(a) + " twice");
-    // Stage 0 reads the data; every other stage reads what it received.
-    if (stage > 0 && activationsIn[at]-- <= 0)
-      violation(who + name(a) + " before receiving its input");
-    result.peakActivations[rank] =
-        std::max(result.peakActivations[rank], ++live[rank]);
-    return;
+  if (a.kind == ActionKind::Forward)
+    checkForward(who, rank, a);
+  else if (a.kind == ActionKind::BackwardWeight)
+    checkWeight(who, rank, a);
+  else
+    checkBackward(who, rank, a);
+}
+
+/// Whether the input of `a` on `stage` from the adjacent stage `from` is
+/// there: received from another rank, or computed by this one.
+bool Simulator::inputArrived(const Action &a, int stage, int from) {
+  const bool forward = a.kind == ActionKind::Forward;
+  if (sameRank(stage, from)) {
+    const std::vector<int> &produced = forward ? forwards : backwards;
+    return produced[cell(a.microBatch, from)] > 0;
   }
+  std::vector<int> &received = forward ? activationsIn : gradientsIn;
+  return received[cell(a.microBatch, stage)]-- > 0;
+}
+
+void Simulator::checkForward(const std::string &who, int rank,
+                             const Action &a) {
+  const int stage = stageOf(rank, a);
+  if (forwards[cell(a.microBatch, stage)]++ > 0)
+    violation(who + name(a) + " twice");
+  // Stage 0 reads the data; every other stage reads what it received.
+  if (stage > 0 && !inputArrived(a, stage, stage - 1))
+    violation(who + name(a) + " before receiving its input");
+  result.peakActivations[rank] =
+      std::max(result.peakActivations[rank], ++live[rank]);
+}
+
+/// A whole backward, or its B: it frees the forward's activations; a B
+/// leaves W's inputs until W.
+void Simulator::checkBackward(const std::string &who, int rank,
+                              const Action &a) {
+  const int stage = stageOf(rank, a);
+  const size_t at = cell(a.microBatch, stage);
   if (forwards[at] == 0)
     violation(who + name(a) + " before its forward");
   else
@@ -280,8 +346,27 @@ void Simulator::checkBeforeLocal(int rank, const Action &a) {
     violation(who + name(a) + " twice");
   if (reduced[stage])
     violation(who + name(a) + " after reducing its chunk's gradients");
-  if (stage < stages - 1 && gradientsIn[at]-- <= 0)
+  if (stage < stages - 1 && !inputArrived(a, stage, stage + 1))
     violation(who + name(a) + " before receiving its output's gradient");
+  if (a.kind == ActionKind::Backward) {
+    ++weights[at];
+    return;
+  }
+  result.peakWeightInputs[rank] =
+      std::max(result.peakWeightInputs[rank], ++liveWeights[rank]);
+}
+
+void Simulator::checkWeight(const std::string &who, int rank, const Action &a) {
+  const int stage = stageOf(rank, a);
+  const size_t at = cell(a.microBatch, stage);
+  if (backwards[at] == 0)
+    violation(who + name(a) + " before its B");
+  else
+    --liveWeights[rank];
+  if (weights[at]++ > 0)
+    violation(who + name(a) + " twice");
+  if (reduced[stage])
+    violation(who + name(a) + " after reducing its chunk's gradients");
 }
 
 /// A send carries a result its rank has computed.
@@ -303,6 +388,12 @@ void Simulator::runLocal(int rank, const Action &a) {
     break;
   case ActionKind::Backward:
     duration = costs.backwardTime(stageOf(rank, a));
+    break;
+  case ActionKind::BackwardInput:
+    duration = costs.backwardInputTime(stageOf(rank, a));
+    break;
+  case ActionKind::BackwardWeight:
+    duration = costs.backwardWeightTime(stageOf(rank, a));
     break;
   case ActionKind::ReduceGradients:
     duration = costs.reduce;
@@ -408,19 +499,21 @@ void Simulator::advance(int rank, std::deque<int> &woken) {
 void Simulator::checkComplete() {
   for (int mb = 0; mb < microBatches; ++mb)
     for (int s = 0; s < stages; ++s) {
-      const std::string where = " of micro-batch " + std::to_string(mb) +
-                                " on virtual stage " + std::to_string(s) +
-                                " (rank " + std::to_string(s % pp) +
-                                ", chunk " + std::to_string(s / pp) + ")";
+      const std::string where =
+          " of micro-batch " + std::to_string(mb) + " on virtual stage " +
+          std::to_string(s) + " (rank " + std::to_string(rankOf(s)) +
+          ", chunk " + std::to_string(chunkOfStage(layout, pp, s)) + ")";
       if (forwards[cell(mb, s)] == 0)
         violation("no forward" + where);
       if (backwards[cell(mb, s)] == 0)
         violation("no backward" + where);
+      else if (weights[cell(mb, s)] == 0)
+        violation("no W" + where);
     }
   for (int s = 0; s < stages; ++s)
     if (!reduced[s])
-      violation("rank " + std::to_string(s % pp) + " never reduces chunk " +
-                std::to_string(s / pp));
+      violation("rank " + std::to_string(rankOf(s)) + " never reduces chunk " +
+                std::to_string(chunkOfStage(layout, pp, s)));
   for (int r = 0; r < pp; ++r)
     if (!stepped[r])
       violation("rank " + std::to_string(r) + " never steps the optimizer");
@@ -447,14 +540,17 @@ SimulationResult Simulator::run() {
   result.busy.assign(pp, 0);
   result.compute.assign(pp, 0);
   result.peakActivations.assign(pp, 0);
+  result.peakWeightInputs.assign(pp, 0);
   if (!checkShape())
     return result;
   const size_t cells = static_cast<size_t>(microBatches) * stages;
   forwards.assign(cells, 0);
   backwards.assign(cells, 0);
+  weights.assign(cells, 0);
   activationsIn.assign(cells, 0);
   gradientsIn.assign(cells, 0);
   live.assign(pp, 0);
+  liveWeights.assign(pp, 0);
   reduced.assign(stages, false);
   stepped.assign(pp, false);
   postedAt.assign(2 * cells, -1);
@@ -480,11 +576,12 @@ SimulationResult Simulator::run() {
 }
 
 SimulationResult simulate(const std::vector<RankActions> &lists,
-                          const ActionCosts &costs) {
-  SimulationResult proof = Simulator(lists, costs, Sends::Blocking).run();
+                          const ActionCosts &costs, StageLayout layout) {
+  SimulationResult proof =
+      Simulator(lists, costs, layout, Sends::Blocking).run();
   if (!proof.ok() || costs.blockingSends)
     return proof;
-  SimulationResult timed = Simulator(lists, costs, Sends::Posted).run();
+  SimulationResult timed = Simulator(lists, costs, layout, Sends::Posted).run();
   proof.timeline = std::move(timed.timeline);
   proof.busy = std::move(timed.busy);
   proof.compute = std::move(timed.compute);

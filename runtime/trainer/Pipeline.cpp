@@ -24,6 +24,9 @@ void read(Executor &e, const std::vector<int> &slots, Transfer &out) {
 
 /// A stash's allocation (never empty).
 size_t stashSize(const Executor &e) { return std::max<size_t>(e.stashBytes(), 1); }
+size_t weightStashSize(const Executor &e) {
+  return std::max<size_t>(e.weightStashBytes(), 1);
+}
 
 double secondsSince(std::chrono::steady_clock::time_point begin) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
@@ -55,10 +58,10 @@ std::vector<int> receivingSlots(const Program &program, ActionKind kind) {
 
 Pipeline::Pipeline(const ScheduleSpec &spec, int ppRank,
                    std::vector<Stage> &stages, Collectives &collectives)
-    : spec(spec), stages(stages), pp(collectives.group({"pp"})),
+    : spec(spec), ppRank(ppRank), stages(stages), pp(collectives.group({"pp"})),
       collectives(collectives) {
   std::vector<RankActions> lists = generateSchedule(spec);
-  SimulationResult check = simulate(lists);
+  SimulationResult check = simulate(lists, {}, spec.layout());
   BMRT_CHECK(check.deadlock.empty() && check.violations.empty(),
              "the " + std::string(toString(spec.kind)) +
                  " schedule does not run to its end: " + check.describe());
@@ -69,6 +72,10 @@ Pipeline::~Pipeline() {
   for (auto &[key, data] : stashes) {
     Executor &e = *stages.at(key.first).executor;
     e.device().deallocate(data, stashSize(e), MemoryKind::Activations);
+  }
+  for (auto &[key, data] : weightStashes) {
+    Executor &e = *stages.at(key.first).executor;
+    e.device().deallocate(data, weightStashSize(e), MemoryKind::Activations);
   }
 }
 
@@ -86,11 +93,19 @@ double Pipeline::runStep(const std::function<void(int, int)> &beforeBackward,
       i = transferRun(i);
       continue;
     }
-    if (a.kind == ActionKind::Forward)
+    // The gradient hooks go round what writes the gradients: the whole
+    // backward, or W where it is apart.
+    if (a.kind == ActionKind::Forward) {
       forward(a);
-    else if (a.kind == ActionKind::Backward) {
+    } else if (a.kind == ActionKind::Backward) {
       beforeBackward(a.chunk, a.microBatch);
       backward(a);
+      afterBackward(a.chunk, a.microBatch);
+    } else if (a.kind == ActionKind::BackwardInput) {
+      backward(a);
+    } else if (a.kind == ActionKind::BackwardWeight) {
+      beforeBackward(a.chunk, a.microBatch);
+      backwardWeight(a);
       afterBackward(a.chunk, a.microBatch);
     }
     // ReduceGradients and OptimizerStep: the trainer's, after the list.
@@ -150,9 +165,11 @@ void Pipeline::forward(const Action &a) {
     e.stream().synchronize();
     loss += value;
   }
-  if (!stage.program.sends.empty())
+  if (!stage.program.sends.empty()) {
     read(e, stage.program.sends,
          buffer(ActionKind::SendActivation, a.microBatch, a.chunk));
+    handOverLocally(ActionKind::SendActivation, a, stage.virtualStage + 1);
+  }
   void *stash = e.device().allocate(stashSize(e), MemoryKind::Activations);
   stashes[{a.chunk, a.microBatch}] = stash;
   e.stash(stash);
@@ -174,10 +191,47 @@ void Pipeline::backward(const Action &a) {
     write(e, in, buffer(ActionKind::RecvGradient, a.microBatch, a.chunk));
     inFlight.erase({int(ActionKind::RecvGradient), a.microBatch, a.chunk});
   }
-  e.runBackward();
-  if (!stage.program.sendGrads.empty())
+  if (a.kind == ActionKind::Backward) {
+    e.runBackward();
+  } else {
+    e.runBackwardInput();
+    void *weightStash =
+        e.device().allocate(weightStashSize(e), MemoryKind::Activations);
+    weightStashes[{a.chunk, a.microBatch}] = weightStash;
+    e.stashWeightInputs(weightStash);
+  }
+  if (!stage.program.sendGrads.empty()) {
     read(e, stage.program.sendGrads,
          buffer(ActionKind::SendGradient, a.microBatch, a.chunk));
+    handOverLocally(ActionKind::SendGradient, a, stage.virtualStage - 1);
+  }
+}
+
+void Pipeline::backwardWeight(const Action &a) {
+  Executor &e = *stages.at(a.chunk).executor;
+  auto stashed = weightStashes.find({a.chunk, a.microBatch});
+  BMRT_CHECK(stashed != weightStashes.end(),
+             "the schedule runs W of micro-batch " +
+                 std::to_string(a.microBatch) + " before its B");
+  e.unstashWeightInputs(stashed->second);
+  e.device().deallocate(stashed->second, weightStashSize(e),
+                        MemoryKind::Activations);
+  weightStashes.erase(stashed);
+  e.runBackwardWeight();
+}
+
+/// Where the neighbouring virtual stage `to` is this rank's own (the V
+/// layout's middle), the schedule has no transfer for the hop: what was
+/// read off for sending becomes that chunk's received buffer.
+void Pipeline::handOverLocally(ActionKind sent, const Action &a, int to) {
+  if (to < 0 || to >= spec.virtualStages() || spec.rankOf(to) != ppRank)
+    return;
+  ActionKind received = sent == ActionKind::SendActivation
+                            ? ActionKind::RecvActivation
+                            : ActionKind::RecvGradient;
+  buffer(received, a.microBatch, spec.chunkOf(to)) =
+      std::move(buffer(sent, a.microBatch, a.chunk));
+  inFlight.erase({int(sent), a.microBatch, a.chunk});
 }
 
 /// One message per value of the transfer, in position order on both

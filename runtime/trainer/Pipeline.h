@@ -52,9 +52,10 @@ public:
            Collectives &collectives);
   ~Pipeline();
 
-  /// Runs one step's list; before each backward calls
-  /// `beforeBackward(chunk, microBatch)` (arming the gradient buckets),
-  /// after it `afterBackward(chunk, microBatch)` (gradient accumulation).
+  /// Runs one step's list; before each backward (W, where the schedule
+  /// splits it) calls `beforeBackward(chunk, microBatch)` (arming the
+  /// gradient buckets), after it `afterBackward(chunk, microBatch)`
+  /// (gradient accumulation).
   /// Returns the sum of the last stage's losses over the micro-batches (0
   /// on other ranks).
   double runStep(const std::function<void(int, int)> &beforeBackward,
@@ -65,7 +66,10 @@ public:
 
 private:
   void forward(const Action &a);
+  /// A whole backward, or B of a split one (its W inputs then stashed).
   void backward(const Action &a);
+  void backwardWeight(const Action &a);
+  void handOverLocally(ActionKind sent, const Action &a, int to);
   /// Posts the run of transfers starting at action `first` as one group;
   /// returns the index after it.
   size_t transferRun(size_t first);
@@ -74,6 +78,7 @@ private:
   Transfer &buffer(ActionKind kind, int microBatch, int chunk);
 
   ScheduleSpec spec;
+  int ppRank;
   std::vector<Stage> &stages;
   Communicator *pp;
   Collectives &collectives;
@@ -85,6 +90,8 @@ private:
   /// device memory counted as activations, so that the peak shows the
   /// schedule's micro-batches in flight.
   std::map<std::pair<int, int>, void *> stashes;
+  /// The same between B and W of a split backward (what W reads).
+  std::map<std::pair<int, int>, void *> weightStashes;
 };
 
 } // namespace bmrt

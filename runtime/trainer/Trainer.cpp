@@ -37,8 +37,8 @@ loadPipelineStages(const std::vector<std::string> &files) {
   return all;
 }
 
-/// This rank's programs: the step, or its chunks of the pipeline (virtual
-/// stages c * pp + its pp coordinate).
+/// This rank's programs: the step, or its chunks of the pipeline (the
+/// virtual stages the schedule's layout puts on its pp coordinate).
 void Trainer::loadStages() {
   if (config.stages.empty() && first.meshAxisSize("pp") > 1)
     failOnRankZero(world, "the step program's mesh has pp=" +
@@ -62,11 +62,16 @@ void Trainer::loadStages() {
                               " x chunks " + std::to_string(config.chunks) +
                               " needs " + std::to_string(pp * config.chunks));
   int ppRank = parallel.mesh().coordinate(world.rank(), "pp");
+  try {
+    spec = pipelineSpec(config, pp);
+  } catch (const Error &e) {
+    failOnRankZero(world, e.what()); // a schedule every rank refuses alike
+  }
   std::vector<Program> all = loadPipelineStages(config.stages);
   // Placed only once all are loaded: feeders keep references to them.
   stages.resize(config.chunks);
   for (int c = 0; c < config.chunks; ++c) {
-    stages[c].virtualStage = c * pp + ppRank;
+    stages[c].virtualStage = spec.virtualStage(ppRank, c);
     stages[c].program = all[stages[c].virtualStage];
   }
   // Every stage draws the same batches: those without the loss learn its
@@ -82,8 +87,10 @@ void Trainer::loadStages() {
 }
 
 void Trainer::placeStage(Stage &stage, const std::string &source) {
-  stage.executor = std::make_unique<Executor>(stage.program, *device, source,
-                                              &parallel.collectives());
+  stage.executor = std::make_unique<Executor>(
+      stage.program, *device, source, &parallel.collectives(),
+      !config.stages.empty() && spec.splitsBackward() ? BackwardParts::Split
+                                                      : BackwardParts::Whole);
   if (!stage.program.slotsOf(SlotKind::Input).empty() ||
       !stage.program.slotsOf(SlotKind::Label).empty())
     stage.feeder = std::make_unique<Feeder>(
@@ -92,23 +99,9 @@ void Trainer::placeStage(Stage &stage, const std::string &source) {
 }
 
 void Trainer::startPipeline() {
-  std::optional<ScheduleKind> kind = parseScheduleKind(config.schedule);
-  if (!kind || *kind == ScheduleKind::None)
-    failOnRankZero(world, "trainer.json lists pipeline stages but its "
-                          "schedule is '" + config.schedule +
-                              "'; expected gpipe, 1f1b or interleaved");
-  ScheduleSpec spec;
-  spec.kind = *kind;
-  spec.pp = first.meshAxisSize("pp");
-  spec.v = config.chunks;
-  spec.m = static_cast<int>(config.microBatches);
-  try {
-    pipeline = std::make_unique<Pipeline>(
-        spec, parallel.mesh().coordinate(world.rank(), "pp"), stages,
-        parallel.collectives());
-  } catch (const Error &e) {
-    failOnRankZero(world, e.what()); // a schedule every rank refuses alike
-  }
+  pipeline = std::make_unique<Pipeline>(
+      spec, parallel.mesh().coordinate(world.rank(), "pp"), stages,
+      parallel.collectives());
 }
 
 Feeder *Trainer::dataFeeder() const {
@@ -121,7 +114,6 @@ Feeder *Trainer::dataFeeder() const {
 /// Every parameter of every program in `files` (all stages, on every
 /// rank), for the checkpoint's manifest.
 void Trainer::describeEveryParameter(const std::vector<std::string> &files) {
-  int pp = first.meshAxisSize("pp");
   for (size_t s = 0; s < files.size(); ++s) {
     Program program = files.size() == 1 ? first : loadProgram(files[s]);
     for (int slot : program.slotsOf(SlotKind::Param)) {
@@ -130,7 +122,7 @@ void Trainer::describeEveryParameter(const std::vector<std::string> &files) {
       p.slot = slot;
       p.value.dtype = program.slots[slot].dtype;
       p.value.shape = program.slots[slot].shape;
-      p.ppRank = static_cast<int>(s) % pp;
+      p.ppRank = files.size() == 1 ? 0 : spec.rankOf(static_cast<int>(s));
       parallel.describe(p, program);
       // A copy on every stage (tied embeddings) is listed once.
       if (std::any_of(everyParam.begin(), everyParam.end(),
@@ -185,7 +177,7 @@ void Trainer::bindParameter(int st, int slot,
   p.name = program.slots[slot].name;
   p.slot = slot;
   p.stage = st;
-  p.ppRank = stages[st].virtualStage % first.meshAxisSize("pp");
+  p.ppRank = config.stages.empty() ? 0 : spec.rankOf(stages[st].virtualStage);
   p.value = executor.view(slot);
   parallel.describe(p, program);
   // params.safetensors holds the global tensor (init.json describes it);

@@ -63,16 +63,26 @@ void printPipeline(const CompiledConfig &config, std::FILE *out) {
                  config.microBatches == 1 ? "" : "es");
     return;
   }
+  std::fputs(printSchedule(pipelineSpec(config, config.pp)).c_str(), out);
+}
+
+ScheduleSpec pipelineSpec(const CompiledConfig &config, int pp) {
   std::optional<ScheduleKind> kind = parseScheduleKind(config.schedule);
-  BMRT_CHECK(kind, "trainer.json's schedule is '" + config.schedule +
-                       "'; expected none, gpipe, 1f1b or interleaved");
+  if (!kind || *kind == ScheduleKind::None) {
+    std::string expected;
+    for (ScheduleKind k : allScheduleKinds())
+      if (k != ScheduleKind::None)
+        expected += std::string(expected.empty() ? "" : ", ") + toString(k);
+    BMRT_FAIL("trainer.json lists pipeline stages but its schedule is '" +
+              config.schedule + "'; expected one of " + expected);
+  }
   ScheduleSpec spec;
   spec.kind = *kind;
-  spec.pp = config.pp;
+  spec.pp = pp;
   spec.v = config.chunks;
   spec.m = static_cast<int>(config.microBatches);
   validateSchedule(spec);
-  std::fputs(printSchedule(spec).c_str(), out);
+  return spec;
 }
 
 } // namespace bmrt

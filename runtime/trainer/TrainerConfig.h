@@ -13,6 +13,7 @@
 
 #include "bmrt/Comm.h"
 #include "bmrt/Program.h"
+#include "bmrt/Schedule.h"
 
 #include <cstdio>
 #include <string>
@@ -30,6 +31,9 @@ Program loadProgramFor(const CompiledConfig &config, World &world,
 
 /// `--print-schedule`: the plan's pipeline schedule as a grid.
 void printPipeline(const CompiledConfig &config, std::FILE *out);
+/// The pipeline trainer.json asks for over `pp` ranks; throws bmrt::Error
+/// with one line for a schedule bmrt does not have or one that cannot run.
+ScheduleSpec pipelineSpec(const CompiledConfig &config, int pp);
 
 } // namespace bmrt
 

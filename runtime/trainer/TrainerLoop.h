@@ -139,6 +139,8 @@ private:
   Parallel parallel;
   /// This rank's step programs: the whole step, or its pipeline chunks.
   std::vector<Stage> stages;
+  /// The pipeline's schedule (a pipeline only).
+  ScheduleSpec spec;
   std::unique_ptr<Pipeline> pipeline;
   /// The axes the reported loss is summed over.
   std::vector<std::string> lossAxes;

@@ -39,7 +39,8 @@ MESHES = ["", "dp=4", "tp=2", "pp=2", "dp=2,tp=2", "dp=2,pp=2", "tp=2,pp=2"]
 ZERO = ["zero=0", "zero=1", "zero=2", "zero=3"]
 RECOMPUTE = ["recompute=none", "recompute=selective", "recompute=full"]
 SCHEDULES = ["", "schedule=gpipe", "schedule=1f1b", "schedule=interleaved,v=2",
-             "schedule=interleaved"]
+             "schedule=interleaved", "schedule=zb-h1", "schedule=zb-v",
+             "schedule=dualpipe-v"]
 STREAMS = ["", "stream=replicated", "stream=sequence", "stream=hidden"]
 MICRO_BATCHES = ["", "mb=1", "mb=2"]
 
@@ -122,7 +123,7 @@ def one_line(result):
 # Refusals that are bmc's own word that the model cannot take these
 # choices (the configuration does not exist), as opposed to a planner bug.
 CANNOT_TAKE = ("--fix", "no configuration", "no plan fits in memory", "needs pp > 1",
-               "needs schedule=interleaved", "must divide", "has no expert",
+               "needs schedule=interleaved", "must divide", "needs the model's", "has no expert",
                "needs dp > 1", "no stream", "cannot")
 
 

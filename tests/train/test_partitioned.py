@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import sys
 
@@ -53,14 +54,15 @@ STEPS = 10
 def model_path(tmp_path_factory, model):
     """The zoo's file, or for "NAME-4l" the zoo's NAME with four layers
     (an interleaved schedule needs pp x v chunks of layers), built here."""
-    if not model.endswith("-4l"):
+    deeper = re.fullmatch(r"(.*)-(\d+)l", model)
+    if not deeper:
         return os.path.join(MODELS, f"{model}.onnx")
     path = os.path.join(str(tmp_path_factory.getbasetemp()), f"{model}.onnx")
     if not os.path.exists(path):
         sys.path.insert(0, os.path.join(ROOT, "models"))
         import zoo
-        config = dataclasses.replace(zoo.BY_NAME[model[:-len("-4l")]], name=model,
-                                     layers=4)
+        config = dataclasses.replace(zoo.BY_NAME[deeper.group(1)], name=model,
+                                     layers=int(deeper.group(2)))
         zoo.save(zoo.build(config), path)
     return path
 
@@ -85,7 +87,7 @@ def compile_for(tmp_path_factory, model, gpus, fix=None):
 # rounding then stays a rounding), high enough that they visibly train.
 LR = {"bert-tiny": "0.3", "gpt3-tiny": "0.3", "gpt3-tiny-4l": "0.3", "vit-tiny-4l": "0.3",
       "hf-gpt2-tiny": "0.3",
-      "moe-tiny": "0.3", "t5-tiny": "30", "vit-tiny": "0.3",
+      "moe-tiny": "0.3", "moe-tiny-4l": "0.3", "moe-tiny-8l": "0.3", "t5-tiny": "30", "vit-tiny": "0.3",
       "wresnet-tiny": "0.02"}
 
 
@@ -189,6 +191,28 @@ PLANS = [
     ("wresnet-tiny", 2, "dp=2,tp=1,pp=1"),
 ]
 
+
+# The zero-bubble schedules (B and W of each backward apart; ZB-V and
+# DualPipe-V with two chunks per rank in a V, the hop between the middle
+# stages on one rank), on 2 and 4 ranks. DualPipe-V needs 2 pp
+# micro-batches a step.
+ZERO_BUBBLE = [
+    ("gpt3-tiny-4l", 2, "dp=1,tp=1,pp=2,mb=2,schedule=zb-h1"),
+    ("gpt3-tiny-4l", 2, "dp=1,tp=1,pp=2,v=2,mb=2,schedule=zb-v"),
+    ("gpt3-tiny-4l", 2, "dp=1,tp=1,pp=2,v=2,mb=1,schedule=dualpipe-v"),
+    ("gpt3-tiny-4l", 4, "dp=1,tp=1,pp=4,mb=1,schedule=zb-h1"),
+    ("gpt3-tiny-4l", 4, "dp=2,tp=1,pp=2,v=2,mb=1,schedule=zb-v,zero=1"),
+    ("gpt3-tiny-4l", 4, "dp=1,tp=2,pp=2,v=2,mb=1,schedule=dualpipe-v"),
+    ("t5-tiny", 2, "dp=1,tp=1,pp=2,mb=2,schedule=zb-h1"),
+    ("t5-tiny", 2, "dp=1,tp=1,pp=2,v=2,mb=2,schedule=zb-v"),
+    ("t5-tiny", 4, "dp=2,tp=1,pp=2,v=2,mb=1,schedule=dualpipe-v"),
+    # moe-tiny folds its layers in pairs (a dense and an expert layer).
+    ("moe-tiny-4l", 2, "dp=1,tp=1,pp=2,mb=2,schedule=zb-h1"),
+    ("moe-tiny-8l", 2, "dp=1,tp=1,pp=2,v=2,mb=2,schedule=zb-v"),
+    ("moe-tiny-8l", 4, "dp=2,ep=2,tp=1,pp=2,v=2,mb=1,schedule=dualpipe-v"),
+    ("gpt3-tiny-4l", 4, "dp=2,tp=1,pp=2,mb=1,schedule=zb-h1,zero=3"),
+]
+PLANS += ZERO_BUBBLE
 
 # Plans taken straight from the planner (bmc compile --gpus 4, no --fix):
 # dp2 x tp2 with ZeRO 1 for most, tp4 for the ViT, dp4 with ep2 for the MoE.
@@ -324,12 +348,18 @@ def test_a_tied_parameter_resumes(tmp_path_factory, tmp_path, model, gpus, fix):
 SCHEDULED = ["gpt3-tiny", "t5-tiny"]
 
 
+# ZB-H1 runs 1F1B's stage programs with each backward reordered into B
+# and W (the same instructions, so the same values) and W later, after
+# other micro-batches: what W reads kept from B (the forward's values, the
+# received gradient, a weight gradient B wrote) must be this micro-batch's,
+# and the gradients are summed over micro-batches in the same order.
 @pytest.mark.skipif(MPIRUN is None, reason="needs mpirun")
-@pytest.mark.parametrize("model", SCHEDULED)
-def test_schedules_agree_bit_for_bit(tmp_path_factory, model):
+@pytest.mark.parametrize("model,schedule", [(m, "gpipe") for m in SCHEDULED]
+                         + [(m, "zb-h1") for m in SCHEDULED])
+def test_schedules_agree_bit_for_bit(tmp_path_factory, model, schedule):
     runs = [parallel_run(tmp_path_factory, model, 2,
-                         f"dp=1,tp=1,pp=2,mb=2,schedule={schedule}")
-            for schedule in ("1f1b", "gpipe")]
+                         f"dp=1,tp=1,pp=2,mb=2,schedule={kind}")
+            for kind in (schedule, "1f1b")]
     (_, losses, weights), (_, want_losses, want_weights) = runs
     np.testing.assert_array_equal(losses, want_losses)
     assert weights.keys() == want_weights.keys()

@@ -89,9 +89,14 @@ TEST(FixedChoicesTest, OneLineErrors) {
   EXPECT_EQ(errorOf("recompute=some"),
             "--fix: recompute must be none, selective or full, got 'some'");
   EXPECT_EQ(errorOf("schedule=zb"),
-            "--fix: schedule must be gpipe, 1f1b or interleaved, got 'zb'");
+            "--fix: schedule must be gpipe, 1f1b, interleaved, zb-h1, zb-v or "
+            "dualpipe-v, got 'zb'");
   EXPECT_EQ(errorOf("schedule=1f1b,v=2"),
-            "--fix: v=2 needs schedule=interleaved");
+            "--fix: v=2 needs schedule=interleaved, zb-v or dualpipe-v");
+  EXPECT_EQ(errorOf("schedule=zb-h1,v=2"),
+            "--fix: v=2 needs schedule=interleaved, zb-v or dualpipe-v");
+  EXPECT_EQ(errorOf("schedule=dualpipe-v,v=4"),
+            "--fix: schedule=dualpipe-v runs v=2 chunks per device, got v=4");
   EXPECT_EQ(errorOf(""), "--fix: expected key=value[,key=value...], got ''");
 }
 

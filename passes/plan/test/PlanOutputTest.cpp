@@ -251,7 +251,7 @@ TEST(MegatronExportTest, PaperStyleArguments) {
 }
 
 TEST(MegatronExportTest, Fp16AndFp32) {
-  Plan plan = makePlan("dp=2,tp=4,pp=2,mb=2,zero=1,stream=replicated");
+  Plan plan = makePlan("dp=2,tp=4,pp=2,mb=2,zero=1,stream=replicated,schedule=1f1b");
   plan.precision = Precision::Fp16Mixed;
   std::string args = llvm::cantFail(exportMegatronArguments(plan));
   EXPECT_NE(args.find("--fp16"), std::string::npos) << args;
@@ -282,7 +282,7 @@ TEST(MegatronExportTest, SequenceParallelStream) {
 }
 
 TEST(MegatronExportTest, FirstAndLastStagesOfTheirOwn) {
-  Plan plan = makePlan("dp=4,tp=1,pp=4,mb=1,zero=1,stream=replicated");
+  Plan plan = makePlan("dp=4,tp=1,pp=4,mb=1,zero=1,stream=replicated,schedule=1f1b");
   plan.layersPerStage = {1, 3, 3, 1};
   std::string args = llvm::cantFail(exportMegatronArguments(plan));
   EXPECT_NE(args.find("--pipeline-model-parallel-size 4 "

@@ -38,6 +38,10 @@ public:
   virtual void release(Executor &executor, int slot) = 0;
 };
 
+/// How a pipeline stage's backward runs: as one, or as B then W apart
+/// (splitBackward; the zero-bubble schedules).
+enum class BackwardParts { Whole, Split };
+
 class Executor {
 public:
   /// Inlines the program's calls, verifies that every kernel can run it
@@ -46,9 +50,12 @@ public:
   /// indices of `program` keep their meaning.
   /// `collectives`, needed by a program with collectives, must outlive the
   /// executor.
+  /// With BackwardParts::Split the inlined program's backward is reordered
+  /// into B and W (splitBackward) before anything is placed.
   Executor(const Program &program, Device &device,
            const std::string &source = "step program",
-           Collectives *collectives = nullptr);
+           Collectives *collectives = nullptr,
+           BackwardParts backward = BackwardParts::Whole);
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;
@@ -61,6 +68,10 @@ public:
   /// each then waiting for the device.
   void runForward();
   void runBackward();
+  /// The two parts of a split backward (BackwardParts::Split): B, then,
+  /// possibly after other micro-batches, W.
+  void runBackwardInput();
+  void runBackwardWeight();
   /// The values a stage's backward reads from its forward (the values live
   /// across Program::backwardStart, and the slots filled from outside that
   /// the backward reads: inputs, labels, the received activation; a value
@@ -71,6 +82,12 @@ public:
   size_t stashBytes() const;
   void stash(void *out);
   void unstash(const void *in);
+  /// The same for W of a split backward: what W reads that was there
+  /// before it (values of the forward and of B, the received gradient,
+  /// inputs), and the parameters' gradients B wrote, kept from B to W.
+  size_t weightStashBytes() const;
+  void stashWeightInputs(void *out);
+  void unstashWeightInputs(const void *in);
 
   const Program &program() const { return prog; }
   Device &device() { return dev; }
@@ -112,6 +129,11 @@ private:
   /// Fills `stashed` from each slot's first and last instruction.
   void findStashed(const std::vector<size_t> &first,
                    const std::vector<size_t> &last);
+  /// Fills `weightStashed` (split backwards only).
+  void findWeightStashed(const std::vector<size_t> &first);
+  size_t bytesOf(const std::vector<int> &slots) const;
+  void copyOut(const std::vector<int> &slots, void *out);
+  void copyIn(const std::vector<int> &slots, const void *in);
 
   /// The program with its calls inlined: each layer's instance of a block
   /// function gets its own slots, placed by liveness like any other.
@@ -120,8 +142,8 @@ private:
   std::vector<TensorView> views;
   void *arena = nullptr;
   size_t arenaSize = 0;
-  /// The slots stash() copies, in slot order.
-  std::vector<int> stashed;
+  /// The slots stash() and stashWeightInputs() copy, in slot order.
+  std::vector<int> stashed, weightStashed;
   Collectives *comms;
   void *scratchData = nullptr;
   size_t scratchSize = 0;

@@ -222,6 +222,11 @@ struct Program {
   /// A pipeline stage's program: where its backward starts (the `backward`
   /// line, an index into `instrs`; -1: the step runs as one).
   int backwardStart = -1;
+  /// Where the backward's weight-gradient part (W) starts, when it is run
+  /// apart from the rest (B, the gradients sent back and what they need):
+  /// the `weight_grads` line, an index into `instrs` at or after
+  /// backwardStart; -1: the backward runs as one. splitBackward sets it.
+  int weightGradStart = -1;
   /// The values it sends to the next stage (`send %N` lines) and the
   /// gradients it sends back to the previous one (`send_grad %N`), in
   /// order; empty where there are none.
@@ -243,8 +248,22 @@ Program inlineCalls(const Program &program);
 
 /// Per slot of `flat` (a program without calls), the index of the last
 /// instruction that writes it, or -1: from there on its value is final (a
-/// gradient can be reduced while the rest of the backward runs).
+/// gradient can be reduced while the rest of the backward runs). Where the
+/// backward is split, a parameter's gradient written in B is final only
+/// where W starts: W runs later, after other micro-batches, and the
+/// gradients are taken together after it.
 std::vector<int> lastWriters(const Program &flat);
+
+/// `flat` (a pipeline stage's program without calls) with its backward
+/// reordered into two parts for the zero-bubble schedules (Qi et al.
+/// 2023): first B, the instructions the gradients sent back to the
+/// previous stage depend on (`send_grad` slots), then W, the rest (the
+/// weights' gradients); weightGradStart marks W. Each part keeps the
+/// original relative order, and B is closed under the instructions it
+/// reads from, so the order stays a valid one and every value is the same.
+/// A first stage sends no gradient: its B is empty. Throws bmrt::Error
+/// naming `source` when `flat` has no backward line.
+Program splitBackward(const Program &flat, const std::string &source);
 
 /// Checks that every kernel can run `flat` (a program without calls)
 /// safely, since kernels trust shapes: each instruction names a kernel of

@@ -22,6 +22,7 @@
 // Virtual stages: chunk c of rank r is virtual stage c * pp + r, so with one
 // chunk per rank virtual stage k is rank k, and under interleaving a
 // micro-batch goes round the ranks v times (Narayanan et al. 2021, 2.2.2).
+// ZB-V and DualPipe-V place their two chunks in a V instead (StageLayout).
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,41 +37,96 @@
 namespace bmrt {
 
 /// The pipeline schedule, as the planner chooses it and the trainer runs
-/// it: None (pp = 1, no pipeline), GPipe, 1F1B (PipeDream-Flush) and
-/// interleaved 1F1B (Narayanan et al. 2021, 2.2).
-enum class ScheduleKind { None, GPipe, OneFOneB, Interleaved };
+/// it: None (pp = 1, no pipeline), GPipe, 1F1B (PipeDream-Flush),
+/// interleaved 1F1B (Narayanan et al. 2021, 2.2), and the zero-bubble
+/// schedules that split each backward into B (the gradient of the stage's
+/// input, on the critical path) and W (the weights' gradient, which may wait
+/// and fill the bubble; Qi et al. 2023, "Zero Bubble Pipeline
+/// Parallelism"): ZB-H1 (1F1B's memory), ZB-V (two chunks per rank in a V)
+/// and DualPipe-V (DeepSeek-V3's DualPipe folded into a V, as PyTorch's
+/// ScheduleDualPipeV runs it).
+enum class ScheduleKind {
+  None,
+  GPipe,
+  OneFOneB,
+  Interleaved,
+  ZeroBubbleH1,
+  ZeroBubbleV,
+  DualPipeV,
+};
 
-/// "none", "gpipe", "1f1b" or "interleaved", the spelling of the planner's
-/// --fix, the plan file and trainer.json.
+/// "none", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v" or
+/// "dualpipe-v", the spelling of the planner's --fix, the plan file and
+/// trainer.json.
 const char *toString(ScheduleKind kind);
 /// The kind spelled as toString spells it; nullopt for anything else.
 std::optional<ScheduleKind> parseScheduleKind(const std::string &text);
+
+/// Every schedule kind, in the order above.
+const std::vector<ScheduleKind> &allScheduleKinds();
+
+/// Whether the schedule runs each backward as B then W (BackwardInput and
+/// BackwardWeight actions) instead of one Backward action.
+bool splitsBackward(ScheduleKind kind);
+
+/// How virtual stages sit on the ranks. Loop: chunk c of rank r is virtual
+/// stage c * pp + r, so a micro-batch goes round the ranks v times
+/// (Narayanan et al. 2021, 2.2.2). V (ZB-V, DualPipe-V; two chunks): chunk
+/// 0 of rank r is stage r and chunk 1 is stage 2 pp - 1 - r, so the last
+/// rank holds the two middle stages (the hop between them stays on the
+/// rank) and the first rank the first stage and the last, which computes
+/// the loss.
+enum class StageLayout { Loop, V };
+
+StageLayout layoutOf(ScheduleKind kind);
+/// The virtual stage of `chunk` on `rank` under `layout` with `pp` ranks,
+/// and back.
+int virtualStageOf(StageLayout layout, int pp, int rank, int chunk);
+int rankOfStage(StageLayout layout, int pp, int virtualStage);
+int chunkOfStage(StageLayout layout, int pp, int virtualStage);
 
 /// One step's pipeline: which schedule, over how many ranks, with how many
 /// model chunks per rank and micro-batches per step.
 struct ScheduleSpec {
   ScheduleKind kind = ScheduleKind::OneFOneB;
   int pp = 1; // pipeline ranks
-  int v = 1;  // model chunks per rank (interleaved only), else 1
+  int v = 1;  // model chunks per rank (interleaved: >= 2; zb-v and
+              // dualpipe-v: 2), else 1
   int m = 1;  // micro-batches per step
 
+  StageLayout layout() const { return layoutOf(kind); }
+  bool splitsBackward() const { return bmrt::splitsBackward(kind); }
   int virtualStages() const { return pp * v; }
-  int virtualStage(int rank, int chunk) const { return chunk * pp + rank; }
-  int rankOf(int virtualStage) const { return virtualStage % pp; }
-  int chunkOf(int virtualStage) const { return virtualStage / pp; }
+  int virtualStage(int rank, int chunk) const {
+    return virtualStageOf(layout(), pp, rank, chunk);
+  }
+  int rankOf(int virtualStage) const {
+    return rankOfStage(layout(), pp, virtualStage);
+  }
+  int chunkOf(int virtualStage) const {
+    return chunkOfStage(layout(), pp, virtualStage);
+  }
 };
 
 /// One line saying why no schedule of `spec` exists, or nullopt: a zero
-/// size, v > 1 without interleaving, interleaving with v < 2 or pp < 2, or
-/// interleaving with m not a multiple of pp (Megatron-LM's condition:
-/// micro-batches go round the ranks in groups of pp).
+/// size, v > 1 without interleaving (or a V), interleaving with v < 2 or
+/// pp < 2, interleaving with m not a multiple of pp (Megatron-LM's
+/// condition: micro-batches go round the ranks in groups of pp), a
+/// zero-bubble kind with pp < 2, a V (zb-v, dualpipe-v) with v != 2, or
+/// dualpipe-v with m < 2 pp (DualPipe's phase counts need it).
 std::optional<std::string> scheduleProblem(const ScheduleSpec &spec);
 /// Throws bmrt::Error with scheduleProblem's line, if there is one.
 void validateSchedule(const ScheduleSpec &spec);
 
+/// Backward is the whole backward of a micro-batch on a chunk. A schedule
+/// that splits it (splitsBackward) runs BackwardInput (B: the gradient sent
+/// to the previous stage, and everything it depends on) and later
+/// BackwardWeight (W: the rest, the weights' gradients) instead.
 enum class ActionKind {
   Forward,
   Backward,
+  BackwardInput,
+  BackwardWeight,
   SendActivation,
   RecvActivation,
   SendGradient,
@@ -84,7 +140,10 @@ enum class ActionKind {
 /// next virtual stage, RecvActivation(m, c) receives the input of
 /// Forward(m, c) from the previous one; the gradient pair mirrors that
 /// backwards. The data-parallel reduction is per chunk, after the chunk's
-/// last backward, so it can overlap the other chunks' backward.
+/// last backward (its last W where the backward is split), so it can
+/// overlap the other chunks' backward. A hop between two virtual stages of
+/// one rank (the V layout's middle) has no send or receive: the rank's
+/// next step reads what its own step produced.
 struct Action {
   ActionKind kind = ActionKind::Forward;
   int microBatch = -1; // -1 for ReduceGradients and OptimizerStep
@@ -93,6 +152,12 @@ struct Action {
 
   static Action forward(int m, int c) { return {ActionKind::Forward, m, c}; }
   static Action backward(int m, int c) { return {ActionKind::Backward, m, c}; }
+  static Action backwardInput(int m, int c) {
+    return {ActionKind::BackwardInput, m, c};
+  }
+  static Action backwardWeight(int m, int c) {
+    return {ActionKind::BackwardWeight, m, c};
+  }
   static Action sendActivation(int m, int c, int to) {
     return {ActionKind::SendActivation, m, c, to};
   }
@@ -111,7 +176,9 @@ struct Action {
   static Action optimizerStep() { return {ActionKind::OptimizerStep}; }
 
   bool isCompute() const {
-    return kind == ActionKind::Forward || kind == ActionKind::Backward;
+    return kind == ActionKind::Forward || kind == ActionKind::Backward ||
+           kind == ActionKind::BackwardInput ||
+           kind == ActionKind::BackwardWeight;
   }
   bool isSend() const {
     return kind == ActionKind::SendActivation ||
@@ -152,18 +219,34 @@ struct ActionCosts {
   /// `backward` everywhere; otherwise one entry per virtual stage.
   std::vector<double> stageForward;
   std::vector<double> stageBackward;
+  /// The W part of each backward (the weights' gradients), where a schedule
+  /// splits it; B takes the rest. Unset and empty: half the backward (of a
+  /// linear layer's two backward GEMMs, one is the weights').
+  std::optional<double> backwardWeight;
+  std::vector<double> stageBackwardWeight;
 
   double forwardTime(int virtualStage) const;
+  /// The whole backward, B and W together.
   double backwardTime(int virtualStage) const;
+  double backwardWeightTime(int virtualStage) const;
+  double backwardInputTime(int virtualStage) const {
+    return backwardTime(virtualStage) - backwardWeightTime(virtualStage);
+  }
 };
 
 /// Validates `spec` and `costs` (throws bmrt::Error) and returns one
 /// ordered list per pipeline rank. The compute order is the schedule's
 /// (GPipe: all forwards then all backwards; 1F1B: pp - rank - 1 warm-up
 /// forwards, then one forward one backward; interleaved: Megatron-LM's
-/// order over model chunks). Sends and receives are placed by a run of that
-/// order under `costs`' forward and backward times (each send right after
-/// its producer, each receive where its data exists), in one order shared
+/// order over model chunks; ZB-H1: the paper's handcrafted order; ZB-V: a
+/// greedy list schedule run under unit times within 1F1B's activation
+/// memory; DualPipe-V: the phases of DeepSeek's dualpipev.py, each
+/// overlapped F&B pair two consecutive steps). No compute order depends on
+/// `costs`, so the planner and the trainer run the same steps in the same
+/// order whatever times each passes. Sends and receives are placed by a
+/// run of that order under `costs`' forward and backward (B and W) times
+/// (each send right after its producer, each receive where its data
+/// exists; none for W, nor between two stages of one rank), in one order shared
 /// by all ranks, so that the lists finish under rendezvous sends for any
 /// durations (simulate() checks it) and, with posted sends, take exactly
 /// the compute order's ideal time under `costs`. The planner, the report
@@ -213,8 +296,12 @@ struct SimulationResult {
   /// Per rank: time inside forwards and backwards.
   std::vector<double> compute;
   /// Per rank: the most forward activations held at once (forwards whose
-  /// backward has not run), counted in chunks.
+  /// backward, or B where it is split, has not run), counted in chunks.
   std::vector<int> peakActivations;
+  /// Per rank: the most W inputs held at once (B run, W not yet), counted
+  /// in chunks; zero where no backward is split. What W reads (the
+  /// weights' inputs and the output gradients) is kept from B to W.
+  std::vector<int> peakWeightInputs;
   /// The busiest rank's idle time (stepTime minus its busy time): what the
   /// planner's step time calls the bubble.
   double bubble = 0;
@@ -232,8 +319,8 @@ struct SimulationResult {
 };
 
 /// Runs all ranks' lists together (rank r is pipeline rank r; chunk c of
-/// rank r is virtual stage c * pp + r with pp = lists.size()), each rank
-/// its actions in order. The deadlock proof and the invariants: a send and
+/// rank r is virtualStageOf(layout, pp, r, c) with pp = lists.size()), each
+/// rank its actions in order. The deadlock proof and the invariants: a send and
 /// the peer's matching receive run together once both ranks have reached
 /// them (rendezvous). The times: a send is posted and its rank goes on, the
 /// transfer (`costs.transfer`) starts once the receiver has reached its
@@ -243,9 +330,11 @@ struct SimulationResult {
 /// reported in the result. Throws bmrt::Error only for costs that do not
 /// fit (a per-stage vector of the wrong length, a negative duration).
 SimulationResult simulate(const std::vector<RankActions> &lists,
-                          const ActionCosts &costs = {});
+                          const ActionCosts &costs = {},
+                          StageLayout layout = StageLayout::Loop);
 
-/// "F3", "B3" (with the chunk: "F3.1"), "sendA3>1", "recvA3<0", "sendG3>0",
+/// "F3", "B3", "W3" (with the chunk: "F3.1"; B is the whole backward, or
+/// its input part where W is apart), "sendA3>1", "recvA3<0", "sendG3>0",
 /// "recvG3<1", "reduce" ("reduce.1"), "step".
 std::string formatAction(const Action &action, bool showChunk);
 /// Each rank's list on one line: "rank 0: F0 sendA0>1 F1 ...".

@@ -19,6 +19,8 @@ using namespace bmrt;
 
 namespace {
 
+/// The kinds with one whole backward; the split kinds (zero bubble) have a
+/// sweep of their own, splitSpecs below.
 constexpr ScheduleKind kKinds[] = {ScheduleKind::None, ScheduleKind::GPipe,
                                    ScheduleKind::OneFOneB,
                                    ScheduleKind::Interleaved};
@@ -63,6 +65,10 @@ int expectedPeak(const ScheduleSpec &s, int rank) {
     return std::min(s.m, s.pp - rank);
   case ScheduleKind::Interleaved:
     return std::min(s.m * s.v, 2 * (s.pp - rank - 1) + (s.v - 1) * s.pp + 1);
+  case ScheduleKind::ZeroBubbleH1: // the split kinds' peaks have own tests
+  case ScheduleKind::ZeroBubbleV:
+  case ScheduleKind::DualPipeV:
+    break;
   }
   return 0;
 }
@@ -93,9 +99,14 @@ std::string errorOf(const ScheduleSpec &spec) {
 } // namespace
 
 TEST(Schedule, KindNamesRoundTrip) {
-  for (ScheduleKind kind : kKinds)
+  ASSERT_EQ(allScheduleKinds().size(), 7u);
+  for (ScheduleKind kind : allScheduleKinds())
     EXPECT_EQ(parseScheduleKind(toString(kind)), kind);
+  EXPECT_EQ(parseScheduleKind("zb-h1"), ScheduleKind::ZeroBubbleH1);
+  EXPECT_EQ(parseScheduleKind("zb-v"), ScheduleKind::ZeroBubbleV);
+  EXPECT_EQ(parseScheduleKind("dualpipe-v"), ScheduleKind::DualPipeV);
   EXPECT_FALSE(parseScheduleKind("zero-bubble"));
+  EXPECT_FALSE(parseScheduleKind("ZB-H1"));
 }
 
 TEST(Schedule, ImpossibleSpecsAreOneLineErrors) {
@@ -115,6 +126,20 @@ TEST(Schedule, ImpossibleSpecsAreOneLineErrors) {
       {{K::Interleaved, 1, 2, 4}, "needs pp >= 2 ranks, got pp=1"},
       {{K::Interleaved, 4, 2, 6},
        "the micro-batches (m=6) to be a multiple of pp=4"},
+      {{K::ZeroBubbleH1, 1, 1, 4},
+       "the zb-h1 schedule needs pp >= 2 ranks, got pp=1"},
+      {{K::ZeroBubbleH1, 4, 2, 8},
+       "v=2 model chunks per rank need the interleaved schedule, not zb-h1"},
+      {{K::ZeroBubbleV, 1, 2, 4},
+       "the zb-v schedule needs pp >= 2 ranks, got pp=1"},
+      {{K::ZeroBubbleV, 4, 1, 8},
+       "the zb-v schedule needs v=2 model chunks per rank (a V), got v=1"},
+      {{K::DualPipeV, 4, 3, 8},
+       "the dualpipe-v schedule needs v=2 model chunks per rank (a V), got "
+       "v=3"},
+      {{K::DualPipeV, 4, 2, 7},
+       "the dualpipe-v schedule needs m >= 2 pp micro-batches, got m=7 with "
+       "pp=4"},
   };
   for (const auto &[spec, expected] : cases) {
     std::string error = errorOf(spec);
@@ -598,4 +623,458 @@ TEST(Schedule, PrintScheduleNamesTheShape) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("instructions:\nrank 0: F0 sendA0>1"), std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
+// The zero-bubble schedules: ZB-H1, ZB-V and DualPipe-V, which split each
+// backward into B and W.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Every split-kind shape the tests sweep: pp in {2, 3, 4, 8}, m up to
+/// 3 pp where the kind allows it.
+std::vector<ScheduleSpec> splitSpecs() {
+  std::vector<ScheduleSpec> specs;
+  for (ScheduleKind kind : allScheduleKinds()) {
+    if (!splitsBackward(kind))
+      continue;
+    const int v = layoutOf(kind) == StageLayout::V ? 2 : 1;
+    for (int pp : {2, 3, 4, 8})
+      for (int m = 1; m <= 3 * pp; ++m) {
+        ScheduleSpec spec{kind, pp, v, m};
+        if (!scheduleProblem(spec))
+          specs.push_back(spec);
+      }
+  }
+  return specs;
+}
+
+SimulationResult simulateSpec(const ScheduleSpec &s,
+                              const ActionCosts &c = {}) {
+  return simulate(generateSchedule(s, c), c, s.layout());
+}
+
+/// Random per-stage times with W a random part of each backward, transfers,
+/// reductions and an optimizer step that cost time.
+ActionCosts randomCosts(const ScheduleSpec &s, std::mt19937 &random) {
+  std::uniform_real_distribution<double> duration(0.1, 3), part(0.2, 0.8);
+  ActionCosts c;
+  for (int st = 0; st < s.virtualStages(); ++st) {
+    c.stageForward.push_back(duration(random));
+    c.stageBackward.push_back(duration(random));
+    c.stageBackwardWeight.push_back(part(random) * c.stageBackward.back());
+  }
+  c.transfer = duration(random);
+  c.reduce = duration(random);
+  c.optimizer = duration(random);
+  return c;
+}
+
+/// Each rank's forwards, B's and W's, in list order.
+std::vector<RankActions> computeOnly(const std::vector<RankActions> &lists) {
+  std::vector<RankActions> steps(lists.size());
+  for (size_t r = 0; r < lists.size(); ++r)
+    for (const Action &a : lists[r])
+      if (a.isCompute())
+        steps[r].push_back(a);
+  return steps;
+}
+
+/// The most chunk steps `list` holds between a forward and its W.
+int peakInFlight(const RankActions &list) {
+  int live = 0, peak = 0;
+  for (const Action &a : list) {
+    if (a.kind == ActionKind::Forward)
+      peak = std::max(peak, ++live);
+    if (a.kind == ActionKind::BackwardWeight)
+      --live;
+  }
+  return peak;
+}
+
+/// Start and end of each compute action by (kind, micro-batch, virtual
+/// stage), through the spec's stage layout.
+using SplitTimes =
+    std::map<std::tuple<ActionKind, int, int>, std::pair<double, double>>;
+
+SplitTimes splitTimes(const SimulationResult &r, const ScheduleSpec &s) {
+  SplitTimes times;
+  for (int rank = 0; rank < s.pp; ++rank)
+    for (const TimedAction &t : r.timeline[rank])
+      if (t.action.isCompute())
+        times[{t.action.kind, t.action.microBatch,
+               s.virtualStage(rank, t.action.chunk)}] = {t.start, t.end};
+  return times;
+}
+
+/// computeOrderTime for the split kinds: every step as soon as its rank is
+/// free and its input computed, on the spec's stage layout.
+double splitComputeOrderTime(const std::vector<RankActions> &lists,
+                             const ActionCosts &c, const ScheduleSpec &s) {
+  const int last = s.virtualStages() - 1;
+  std::map<std::tuple<ActionKind, int, int>, double> ends;
+  auto ended = [&](ActionKind kind, int mb, int st) {
+    auto it = ends.find({kind, mb, st});
+    return it == ends.end() ? -1.0 : it->second;
+  };
+  std::vector<double> clock(s.pp, 0);
+  std::vector<size_t> next(s.pp, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < s.pp; ++r)
+      for (; next[r] < lists[r].size(); ++next[r]) {
+        const Action &a = lists[r][next[r]];
+        if (!a.isCompute())
+          continue;
+        const int st = s.virtualStage(r, a.chunk), mb = a.microBatch;
+        double ready = 0, time = c.forwardTime(st);
+        if (a.kind == ActionKind::Forward) {
+          ready = st == 0 ? 0 : ended(ActionKind::Forward, mb, st - 1);
+        } else if (a.kind == ActionKind::BackwardInput) {
+          ready = st == last ? ended(ActionKind::Forward, mb, st)
+                             : ended(ActionKind::BackwardInput, mb, st + 1);
+          time = c.backwardInputTime(st);
+        } else {
+          ready = ended(ActionKind::BackwardInput, mb, st);
+          time = c.backwardWeightTime(st);
+        }
+        if (ready < 0)
+          break;
+        clock[r] = std::max(clock[r], ready) + time;
+        ends[{a.kind, mb, st}] = clock[r];
+        progress = true;
+      }
+  }
+  return *std::max_element(clock.begin(), clock.end());
+}
+
+} // namespace
+
+TEST(ZeroBubble, SweepCoversEveryKind) {
+  std::map<ScheduleKind, int> count;
+  for (const ScheduleSpec &s : splitSpecs())
+    ++count[s.kind];
+  EXPECT_EQ(count[ScheduleKind::ZeroBubbleH1], 3 * (2 + 3 + 4 + 8));
+  EXPECT_EQ(count[ScheduleKind::ZeroBubbleV], 3 * (2 + 3 + 4 + 8));
+  // m = 2 pp .. 3 pp.
+  EXPECT_EQ(count[ScheduleKind::DualPipeV], 3 + 4 + 5 + 9);
+}
+
+// Chunk 0 of rank r is stage r; chunk 1 is stage 2 pp - 1 - r.
+TEST(ZeroBubble, StageLayoutsRoundTrip) {
+  for (int pp = 1; pp <= 8; ++pp) {
+    for (int st = 0; st < 2 * pp; ++st) {
+      const int rank = rankOfStage(StageLayout::V, pp, st);
+      const int chunk = chunkOfStage(StageLayout::V, pp, st);
+      EXPECT_EQ(virtualStageOf(StageLayout::V, pp, rank, chunk), st);
+      EXPECT_EQ(chunk, st < pp ? 0 : 1);
+    }
+    for (int st = 0; st < 4 * pp; ++st)
+      EXPECT_EQ(virtualStageOf(StageLayout::Loop, pp,
+                               rankOfStage(StageLayout::Loop, pp, st),
+                               chunkOfStage(StageLayout::Loop, pp, st)),
+                st);
+  }
+  EXPECT_EQ(virtualStageOf(StageLayout::V, 4, 0, 1), 7);
+  EXPECT_EQ(virtualStageOf(StageLayout::V, 4, 3, 1), 4);
+  EXPECT_EQ(virtualStageOf(StageLayout::Loop, 4, 3, 1), 7);
+  ScheduleSpec s{ScheduleKind::ZeroBubbleV, 4, 2, 8};
+  EXPECT_EQ(s.virtualStage(3, 1), 4);
+  EXPECT_EQ(s.rankOf(5), 2);
+  EXPECT_EQ(s.chunkOf(5), 1);
+  EXPECT_EQ(layoutOf(ScheduleKind::DualPipeV), StageLayout::V);
+  EXPECT_EQ(layoutOf(ScheduleKind::ZeroBubbleH1), StageLayout::Loop);
+  EXPECT_TRUE(splitsBackward(ScheduleKind::ZeroBubbleH1));
+  EXPECT_FALSE(splitsBackward(ScheduleKind::Interleaved));
+}
+
+// Each (micro-batch, virtual stage) has one F, one B and one W, on the
+// stage's rank; each chunk is reduced once, after its last W.
+TEST(ZeroBubble, ListsHoldEveryStepOnce) {
+  for (const ScheduleSpec &s : splitSpecs()) {
+    std::vector<RankActions> lists = generateSchedule(s);
+    ASSERT_EQ(lists.size(), static_cast<size_t>(s.pp)) << nameOf(s);
+    std::map<std::tuple<ActionKind, int, int>, int> steps;
+    for (int rank = 0; rank < s.pp; ++rank) {
+      const RankActions &list = lists[rank];
+      std::vector<size_t> lastWeight(s.v, 0), reduce(s.v, 0);
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Action &a = list[i];
+        EXPECT_NE(a.kind, ActionKind::Backward) << nameOf(s);
+        if (a.isCompute())
+          ++steps[{a.kind, a.microBatch, s.virtualStage(rank, a.chunk)}];
+        if (a.kind == ActionKind::BackwardWeight)
+          lastWeight[a.chunk] = i;
+        if (a.kind == ActionKind::ReduceGradients)
+          reduce[a.chunk] = i;
+      }
+      for (int c = 0; c < s.v; ++c)
+        EXPECT_EQ(reduce[c], lastWeight[c] + 1) << nameOf(s);
+      EXPECT_EQ(list.back(), Action::optimizerStep()) << nameOf(s);
+    }
+    EXPECT_EQ(steps.size(), static_cast<size_t>(3 * s.m * s.virtualStages()))
+        << nameOf(s);
+    for (const auto &[step, count] : steps)
+      EXPECT_EQ(count, 1) << nameOf(s);
+  }
+}
+
+TEST(ZeroBubble, EveryShapeRunsWithoutDeadlock) {
+  std::mt19937 random(5);
+  ActionCosts blocking;
+  blocking.blockingSends = true;
+  for (const ScheduleSpec &s : splitSpecs()) {
+    for (const ActionCosts &c :
+         {ActionCosts{}, blocking, randomCosts(s, random)}) {
+      SimulationResult r = simulateSpec(s, c);
+      ASSERT_TRUE(r.ok()) << nameOf(s) << ": " << r.describe();
+      EXPECT_GE(r.stepTime, *std::max_element(r.busy.begin(), r.busy.end()));
+    }
+  }
+}
+
+// From the timeline: forwards visit the stages in order, B's in reverse,
+// each B after its forward and each W after its B.
+TEST(ZeroBubble, TimelineKeepsDataDependences) {
+  using K = ActionKind;
+  std::mt19937 random(3);
+  for (const ScheduleSpec &s : splitSpecs()) {
+    SimulationResult r = simulateSpec(s, randomCosts(s, random));
+    SplitTimes t = splitTimes(r, s);
+    const int stages = s.virtualStages();
+    ASSERT_EQ(t.size(), static_cast<size_t>(3 * s.m * stages)) << nameOf(s);
+    for (int mb = 0; mb < s.m; ++mb)
+      for (int st = 0; st < stages; ++st) {
+        auto f = t[{K::Forward, mb, st}], b = t[{K::BackwardInput, mb, st}];
+        EXPECT_GE(b.first, f.second) << nameOf(s);
+        EXPECT_GE((t[{K::BackwardWeight, mb, st}].first), b.second)
+            << nameOf(s);
+        if (st > 0) {
+          EXPECT_GE(f.first, (t[{K::Forward, mb, st - 1}].second)) << nameOf(s);
+        }
+        if (st + 1 < stages) {
+          EXPECT_GE(b.first, (t[{K::BackwardInput, mb, st + 1}].second))
+              << nameOf(s);
+        }
+      }
+  }
+}
+
+// A gradient is received before the B that reads it and sent after that B,
+// before its W: W never delays the neighbour. The V's middle hop (rank
+// pp - 1, stage pp - 1 to pp and back) has no transfer at all.
+TEST(ZeroBubble, GradientsLeaveAfterBNotW) {
+  for (const ScheduleSpec &s : splitSpecs()) {
+    std::vector<RankActions> lists = generateSchedule(s);
+    for (int rank = 0; rank < s.pp; ++rank) {
+      const RankActions &list = lists[rank];
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Action &a = list[i];
+        EXPECT_NE(a.peer, rank) << nameOf(s) << " " << formatAction(a, true);
+        const Action b = Action::backwardInput(a.microBatch, a.chunk);
+        const Action w = Action::backwardWeight(a.microBatch, a.chunk);
+        if (a.kind == ActionKind::SendGradient) {
+          EXPECT_LT(find(list, b), i) << nameOf(s);
+          EXPECT_GT(find(list, w), i) << nameOf(s);
+        }
+        if (a.kind == ActionKind::RecvGradient) {
+          EXPECT_GT(find(list, b), i) << nameOf(s);
+        }
+      }
+    }
+    if (s.layout() == StageLayout::V) {
+      const RankActions &middle = lists[s.pp - 1];
+      EXPECT_EQ(std::count(middle.begin(), middle.end(),
+                           Action::sendActivation(0, 0, s.pp - 1)),
+                0);
+    }
+  }
+}
+
+// The planner and the trainer pass different costs and must run the same
+// steps in the same order.
+TEST(ZeroBubble, ComputeOrdersDoNotDependOnCosts) {
+  std::mt19937 random(13);
+  for (const ScheduleSpec &s : splitSpecs()) {
+    ActionCosts c = randomCosts(s, random);
+    EXPECT_EQ(computeOnly(generateSchedule(s)),
+              computeOnly(generateSchedule(s, c)))
+        << nameOf(s);
+  }
+}
+
+// Lists generated for given costs run, with posted sends, exactly as fast
+// as their compute order allows.
+TEST(ZeroBubble, ListsForGivenCostsLoseNothing) {
+  std::mt19937 random(17);
+  std::uniform_real_distribution<double> spread(0.7, 1.3), part(0.3, 0.7);
+  for (double ratio : {1.0, 2.0, 3.0})
+    for (const ScheduleSpec &s : splitSpecs()) {
+      ActionCosts c;
+      for (int st = 0; st < s.virtualStages(); ++st) {
+        c.stageForward.push_back(spread(random));
+        c.stageBackward.push_back(ratio * c.stageForward.back() *
+                                  spread(random));
+        c.stageBackwardWeight.push_back(part(random) * c.stageBackward.back());
+      }
+      std::vector<RankActions> lists = generateSchedule(s, c);
+      SimulationResult r = simulate(lists, c, s.layout());
+      ASSERT_TRUE(r.ok()) << nameOf(s) << ": " << r.describe();
+      EXPECT_NEAR(r.stepTime, splitComputeOrderTime(lists, c, s), 1e-9)
+          << nameOf(s) << " ratio " << ratio;
+    }
+}
+
+// ZB-H1 holds 1F1B's activations on every rank (F to B: pp - rank), and no
+// rank more than pp micro-batches between F and W (the paper's steady
+// state: W lags pp - 1 micro-batches behind F).
+TEST(ZeroBubble, H1KeepsOneFOneBsMemory) {
+  for (const ScheduleSpec &s : splitSpecs()) {
+    if (s.kind != ScheduleKind::ZeroBubbleH1)
+      continue;
+    std::vector<RankActions> lists = generateSchedule(s);
+    SimulationResult zb = simulate(lists);
+    SimulationResult oneF =
+        simulate(generateSchedule({ScheduleKind::OneFOneB, s.pp, 1, s.m}));
+    for (int rank = 0; rank < s.pp; ++rank) {
+      EXPECT_LE(zb.peakActivations[rank], oneF.peakActivations[rank])
+          << nameOf(s) << " rank " << rank;
+      EXPECT_LE(peakInFlight(lists[rank]), std::min(s.m, s.pp)) << nameOf(s);
+    }
+  }
+}
+
+// ZB-V holds at most 1F1B's first-rank peak, pp micro-batches of a whole
+// stage, 2 pp chunks, from F to B on every rank, and at most 3 pp chunks
+// from F to W. DualPipe-V holds one chunk more on every rank: the F of an
+// F&B pair starts before the B of the pair frees its activations.
+TEST(ZeroBubble, VKeepsOneFOneBsPeak) {
+  for (const ScheduleSpec &s : splitSpecs()) {
+    if (s.layout() != StageLayout::V)
+      continue;
+    std::vector<RankActions> lists = generateSchedule(s);
+    SimulationResult r = simulate(lists, {}, StageLayout::V);
+    const bool dualPipe = s.kind == ScheduleKind::DualPipeV;
+    for (int rank = 0; rank < s.pp; ++rank) {
+      EXPECT_LE(r.peakActivations[rank], 2 * s.pp + (dualPipe ? 1 : 0))
+          << nameOf(s);
+      if (!dualPipe) {
+        EXPECT_LE(peakInFlight(lists[rank]), 3 * s.pp) << nameOf(s);
+      }
+    }
+  }
+}
+
+// F = B = W = 1, free transfers. 1F1B's bubble is (p-1)(F+B+W) = 3 (p-1);
+// ZB-H1's is the paper's (p-1)(F+B-W) = p-1 exactly once m >= p, a third.
+TEST(ZeroBubble, H1BubbleIsAThirdOfOneFOneBs) {
+  for (int pp = 2; pp <= 8; ++pp)
+    for (int m = pp; m <= 3 * pp; ++m) {
+      ScheduleSpec s{ScheduleKind::ZeroBubbleH1, pp, 1, m};
+      SimulationResult zb = simulateSpec(s);
+      SimulationResult oneF =
+          simulate(generateSchedule({ScheduleKind::OneFOneB, pp, 1, m}));
+      ASSERT_TRUE(zb.ok()) << nameOf(s);
+      EXPECT_NEAR(zb.bubble, (pp - 1) * (1 + 1 - 1), 1e-9) << nameOf(s);
+      EXPECT_NEAR(oneF.bubble, 3 * (pp - 1), 1e-9) << nameOf(s);
+      EXPECT_NEAR(zb.stepTime, 3 * m + pp - 1, 1e-9) << nameOf(s);
+    }
+}
+
+// The V schedules reach the lower bound once m >= 2 pp: the last rank
+// cannot start before pp - 1 chunk forwards, and every rank has the same
+// work, so the bubble is at least pp - 1 units. That is half ZB-H1's
+// fraction and a sixth of 1F1B's at pp=4, m=8.
+TEST(ZeroBubble, VBubbleIsTheLastRanksStart) {
+  for (ScheduleKind kind : {ScheduleKind::ZeroBubbleV, ScheduleKind::DualPipeV})
+    for (int pp = 2; pp <= 8; ++pp)
+      for (int m = 2 * pp; m <= 3 * pp; ++m) {
+        ScheduleSpec s{kind, pp, 2, m};
+        SimulationResult r = simulateSpec(s);
+        ASSERT_TRUE(r.ok()) << nameOf(s);
+        EXPECT_NEAR(r.bubble, pp - 1, 1e-9) << nameOf(s);
+      }
+  auto fraction = [](ScheduleKind kind, int v) {
+    return simulateSpec({kind, 4, v, 8}).bubbleFraction;
+  };
+  EXPECT_NEAR(fraction(ScheduleKind::OneFOneB, 1), 3.0 / 8, 1e-9);
+  EXPECT_NEAR(fraction(ScheduleKind::Interleaved, 2), 3.0 / 16, 1e-9);
+  EXPECT_NEAR(fraction(ScheduleKind::ZeroBubbleH1, 1), 3.0 / 24, 1e-9);
+  EXPECT_NEAR(fraction(ScheduleKind::ZeroBubbleV, 2), 3.0 / 48, 1e-9);
+  EXPECT_NEAR(fraction(ScheduleKind::DualPipeV, 2), 3.0 / 48, 1e-9);
+}
+
+// DualPipe-V's phases on the first rank of pp=2, m=4: two warm-up F0's,
+// F0 F1, B1 W1 F1, the main phase's F&B pairs (each B a whole backward,
+// B then W), B1 and an F1 B0 pair, then the cool-down with a deferred W.
+TEST(ZeroBubble, DualPipeVPhases) {
+  std::vector<RankActions> lists =
+      computeOnly(generateSchedule({ScheduleKind::DualPipeV, 2, 2, 4}));
+  std::string order;
+  for (const Action &a : lists[0])
+    order += formatAction(a, true) + " ";
+  EXPECT_EQ(order, "F0.0 F1.0 F2.0 F0.1 B0.1 W0.1 F1.1 F3.0 B1.1 W1.1 F2.1 "
+                   "B0.0 W0.0 B2.1 W2.1 F3.1 B1.0 W1.0 B3.1 W3.1 B2.0 W2.0 "
+                   "B3.0 W3.0 ");
+}
+
+TEST(ZeroBubble, WeightBeforeItsBIsAViolation) {
+  std::vector<RankActions> lists =
+      generateSchedule({ScheduleKind::ZeroBubbleH1, 2, 1, 2});
+  std::swap(lists[0][find(lists[0], Action::backwardInput(0, 0))],
+            lists[0][find(lists[0], Action::backwardWeight(0, 0))]);
+  SimulationResult r = simulate(lists);
+  ASSERT_FALSE(r.violations.empty()) << r.describe();
+  EXPECT_EQ(r.violations[0], "rank 0 runs W0 before its B");
+}
+
+// Rank 1 of a pp=2 V holds stages 1 and 2: a transfer between them is
+// reported, not run.
+TEST(ZeroBubble, TransferWithinARankIsReported) {
+  std::vector<RankActions> lists =
+      generateSchedule({ScheduleKind::ZeroBubbleV, 2, 2, 2});
+  lists[1].insert(lists[1].begin() + 1, Action::sendActivation(0, 0, 1));
+  SimulationResult r = simulate(lists, {}, StageLayout::V);
+  ASSERT_EQ(r.violations.size(), 1u) << r.describe();
+  EXPECT_EQ(r.violations[0], "rank 1 action #1 sendA0.0>1 crosses to virtual "
+                             "stage 2, which is on the same rank");
+}
+
+TEST(ZeroBubble, WeightMustFitItsBackward) {
+  ActionCosts c;
+  c.backwardWeight = 3;
+  EXPECT_THROW(generateSchedule({ScheduleKind::ZeroBubbleH1, 2, 1, 2}, c),
+               Error);
+  c.backwardWeight = 0.5;
+  EXPECT_DOUBLE_EQ(c.backwardInputTime(0), 1.5);
+  ActionCosts d;
+  EXPECT_DOUBLE_EQ(d.backwardWeightTime(0), 1);
+  EXPECT_DOUBLE_EQ(d.backwardInputTime(0), 1);
+}
+
+TEST(ZeroBubble, ActionNames) {
+  EXPECT_EQ(formatAction(Action::backwardInput(3, 0), false), "B3");
+  EXPECT_EQ(formatAction(Action::backwardWeight(3, 0), false), "W3");
+  EXPECT_EQ(formatAction(Action::backwardWeight(3, 1), true), "W3.1");
+}
+
+// ZB-H1 at pp=2, m=2: the grid shows W's with their own letter, and the
+// header gives the simulated bubble with the schedule's name.
+TEST(ZeroBubble, PrintsSplitSchedules) {
+  std::string text = printSchedule({ScheduleKind::ZeroBubbleH1, 2, 1, 2});
+  EXPECT_EQ(text.substr(0, text.find('\n')),
+            "schedule zb-h1: pp=2 v=1 m=2 (no deadlock)");
+  EXPECT_NE(text.find("rank 0 | F0 F1 .  B0 W0 B1 W1\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rank 1 | .  F0 B0 F1 B1 W0 W1\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("step 7, bubble 0.167 of the compute (simulated zb-h1, "
+                      "B and W apart); peak activations per rank: 2 1\n"
+                      "peak W inputs per rank: 1 2\n"),
+            std::string::npos)
+      << text;
+  for (ScheduleKind kind : {ScheduleKind::ZeroBubbleV, ScheduleKind::DualPipeV})
+    EXPECT_NE(printSchedule({kind, 4, 2, 8}).find("no deadlock"),
+              std::string::npos);
 }

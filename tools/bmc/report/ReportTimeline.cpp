@@ -33,6 +33,8 @@ const char *colourOf(TimelineBar::Kind kind) {
     return "#4e79a7";
   case TimelineBar::Kind::Backward:
     return "#f28e2b";
+  case TimelineBar::Kind::WeightGrad:
+    return "#edc948";
   case TimelineBar::Kind::Sync:
     return "#b07aa1";
   case TimelineBar::Kind::Optimizer:
@@ -66,9 +68,12 @@ std::vector<double> communicationShare(const Plan &plan) {
 std::string barLabel(const TimelineBar &bar, bool chunks) {
   switch (bar.kind) {
   case TimelineBar::Kind::Forward:
-  case TimelineBar::Kind::Backward: {
-    std::string text = (bar.kind == TimelineBar::Kind::Forward ? "F" : "B") +
-                       std::to_string(bar.microBatch);
+  case TimelineBar::Kind::Backward:
+  case TimelineBar::Kind::WeightGrad: {
+    const char *letter = bar.kind == TimelineBar::Kind::Forward    ? "F"
+                         : bar.kind == TimelineBar::Kind::Backward ? "B"
+                                                                   : "W";
+    std::string text = letter + std::to_string(bar.microBatch);
     return chunks ? text + "." + std::to_string(bar.chunk) : text;
   }
   case TimelineBar::Kind::Sync:
@@ -83,8 +88,11 @@ void legend(llvm::raw_ostream &os) {
   os << "<div class=\"legend\">";
   for (auto [kind, name] :
        {std::pair{TimelineBar::Kind::Forward, "forward"},
-        std::pair{TimelineBar::Kind::Backward, "backward"},
-        std::pair{TimelineBar::Kind::Sync, "gradient sync (after the pipeline)"},
+        std::pair{TimelineBar::Kind::Backward, "backward (B: the input's "
+                                               "gradient, where W is apart)"},
+        std::pair{TimelineBar::Kind::WeightGrad, "W: the weights' gradient"},
+        std::pair{TimelineBar::Kind::Sync,
+                  "gradient sync (after the pipeline)"},
         std::pair{TimelineBar::Kind::Optimizer, "optimizer step"}})
     os << "<span><i style=\"background:" << colourOf(kind) << "\"></i>" << name
        << "</span>";
