@@ -395,3 +395,23 @@ double bm::cost::inFlightMicroBatches(ScheduleKind schedule, int stages,
   }
   return 1;
 }
+
+// Per chunk of a V, the peaks of the generated lists (runtime/schedule/test
+// and CostModelTest check the bounds): ZB-V holds p micro-batches of chunk
+// 0 from F to B and at most 1.5 p from B to W, and i + 1 and p + 1 of
+// chunk 1; DualPipe-V 2 p - i and min(i + 1, ceil(p / 2)) of chunk 0, i + 1 and
+// i / 2 + 1 of chunk 1.
+double bm::cost::inFlightChunkMicroBatches(ScheduleKind schedule, int stages,
+                                           int microBatches, int stage,
+                                           int chunk) {
+  const double m = microBatches, p = stages, i = stage;
+  auto held = [&](double fromFToB, double fromBToW) {
+    return std::min(m, fromFToB) + kWeightInputShare * std::min(m, fromBToW);
+  };
+  if (schedule == ScheduleKind::ZeroBubbleV)
+    return chunk == 0 ? held(p, 1.5 * p) : held(i + 1, p + 1);
+  if (schedule == ScheduleKind::DualPipeV)
+    return chunk == 0 ? held(2 * p - i, std::min(i + 1, std::ceil(p / 2)))
+                      : held(i + 1, i / 2 + 1);
+  return inFlightMicroBatches(schedule, stages, microBatches, 1, stage);
+}

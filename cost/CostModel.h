@@ -189,15 +189,25 @@ double pipelineBubbleFraction(ScheduleKind schedule, int stages,
                               int microBatches, int chunks,
                               PassTimes times = {});
 /// What W of a split backward reads (the weights' GEMM inputs and output
-/// gradients), as a share of what the backward reads from the forward: an
-/// estimate (a transformer layer's linear inputs are about half of what
-/// it saves; bench/schedule_bench.py prints bmrt's measured peaks).
+/// gradients, and weight gradients B wrote), as a share of what the
+/// backward reads from the forward: an estimate. bmrt's stashes
+/// (Executor::weightStashBytes / stashBytes) measure 0.80 for
+/// gpt3-small-cpu's fp32 layers, 0.34 for the stage with the LM head and
+/// 1.05 for the embedding's; with 0.8 for all, the planner overpredicts
+/// ZB-H1's activations on 2 CPU ranks 1.7x, with 0.5 it underpredicts them
+/// as it does 1F1B's (bench/README.md). One share per stage would follow
+/// the graph.
 inline constexpr double kWeightInputShare = 0.5;
 /// Micro-batches whose activations stage `stage` holds at its peak, in units
 /// of the stage's whole share of layers (W's inputs counted as
 /// kWeightInputShare of a micro-batch).
 double inFlightMicroBatches(ScheduleKind schedule, int stages, int microBatches,
                             int chunks, int stage);
+/// The same per chunk for the V layouts (zb-v, dualpipe-v), in units of
+/// the chunk's own layers: the chunk that computes the loss (chunk 1 of
+/// rank 0) runs each B right after its F, the chunk before it holds most.
+double inFlightChunkMicroBatches(ScheduleKind schedule, int stages,
+                                 int microBatches, int stage, int chunk);
 
 } // namespace bm::cost
 

@@ -31,9 +31,9 @@ TEST(CostModelTest, PrecisionsByName) {
   // gradients, fp32 master weights and moments (ZeRO's 16 bytes).
   EXPECT_DOUBLE_EQ(CostModel(v100, Precision::Fp16Mixed).peakFlops(), 125e12);
   EXPECT_EQ(CostModel(v100, Precision::Fp16Mixed).activationBytes(), 2);
-  EXPECT_EQ(modelStateBytesPerParam(Precision::Fp16Mixed, Optimizer::Adam)
-                .total(),
-            16);
+  EXPECT_EQ(
+      modelStateBytesPerParam(Precision::Fp16Mixed, Optimizer::Adam).total(),
+      16);
 }
 
 TEST(CostModelTest, CollectiveBusFactors) {
@@ -90,12 +90,12 @@ TEST(CostModelTest, Bf16AdamKeepsFp32GradientsAsMegatron) {
       modelStateBytesPerParam(Precision::Bf16Mixed, Optimizer::Adam);
   EXPECT_EQ(perParam.grads, 4);
   EXPECT_EQ(perParam.total(), 18);
-  ModelStateBytes z1 = modelStateMemory(1e9, Precision::Bf16Mixed,
-                                        Optimizer::Adam, 1, 8);
+  ModelStateBytes z1 =
+      modelStateMemory(1e9, Precision::Bf16Mixed, Optimizer::Adam, 1, 8);
   EXPECT_DOUBLE_EQ(z1.total(), 6e9 + 12e9 / 8);
   EXPECT_DOUBLE_EQ(z1.grads, 4e9);
-  ModelStateBytes z3 = modelStateMemory(1e9, Precision::Bf16Mixed,
-                                        Optimizer::Adam, 3, 8);
+  ModelStateBytes z3 =
+      modelStateMemory(1e9, Precision::Bf16Mixed, Optimizer::Adam, 3, 8);
   EXPECT_DOUBLE_EQ(z3.total(), 18e9 / 8);
   // The update reads the fp32 gradient: 4 + 2 x 12 + 2.
   EXPECT_EQ(optimizerStepBytesPerParam(Precision::Bf16Mixed, Optimizer::Adam),
@@ -135,8 +135,8 @@ TEST(CostModelTest, ZeroBubbleClosedFormsFollowTheGeneratedLists) {
         spec.m = m;
         if (bmrt::scheduleProblem(spec))
           continue; // dualpipe-v below 2 pp micro-batches
-        bmrt::SimulationResult run = bmrt::simulate(
-            bmrt::generateSchedule(spec), {}, spec.layout());
+        bmrt::SimulationResult run =
+            bmrt::simulate(bmrt::generateSchedule(spec), {}, spec.layout());
         ASSERT_TRUE(run.ok()) << run.describe();
         const std::string where = std::string(bmrt::toString(kind)) +
                                   " pp=" + std::to_string(pp) +
@@ -156,6 +156,45 @@ TEST(CostModelTest, ZeroBubbleClosedFormsFollowTheGeneratedLists) {
           EXPECT_LE(held, bound + 1e-9) << where << " rank " << rank;
           if (steady)
             EXPECT_GE(held, bound - 1) << where << " rank " << rank;
+        }
+      }
+}
+
+// Per chunk of a V: each chunk's peak from F to B and from B to W, read
+// off every rank's generated list, from above, and within one micro-batch
+// plus pp / 2 W inputs: ZB-V's greedy holds about 1.4 pp of chunk 0's W
+// inputs on its first ranks and pp + 1 on its last; the bound takes the
+// first's.
+TEST(CostModelTest, VChunksHoldWhatTheGeneratedListsHold) {
+  for (ScheduleKind kind : {ScheduleKind::ZeroBubbleV, ScheduleKind::DualPipeV})
+    for (int pp = 2; pp <= 8; ++pp)
+      for (int m = 2 * pp; m <= 3 * pp; ++m) {
+        bmrt::ScheduleSpec spec{kind, pp, 2, m};
+        std::vector<bmrt::RankActions> lists = bmrt::generateSchedule(spec);
+        for (int rank = 0; rank < pp; ++rank) {
+          int held[2] = {0, 0}, waiting[2] = {0, 0};
+          double peak[2] = {0, 0}, peakWaiting[2] = {0, 0};
+          for (const bmrt::Action &a : lists[rank]) {
+            int c = a.chunk;
+            if (a.kind == bmrt::ActionKind::Forward)
+              peak[c] = std::max<double>(peak[c], ++held[c]);
+            if (a.kind == bmrt::ActionKind::BackwardInput) {
+              --held[c];
+              peakWaiting[c] = std::max<double>(peakWaiting[c], ++waiting[c]);
+            }
+            if (a.kind == bmrt::ActionKind::BackwardWeight)
+              --waiting[c];
+          }
+          for (int c = 0; c < 2; ++c) {
+            double listed = peak[c] + kWeightInputShare * peakWaiting[c];
+            double bound = inFlightChunkMicroBatches(kind, pp, m, rank, c);
+            const std::string where =
+                std::string(bmrt::toString(kind)) +
+                " pp=" + std::to_string(pp) + " m=" + std::to_string(m) +
+                " rank " + std::to_string(rank) + " chunk " + std::to_string(c);
+            EXPECT_LE(listed, bound + 1e-9) << where;
+            EXPECT_GE(listed, bound - 1 - kWeightInputShare * pp / 2) << where;
+          }
         }
       }
 }

@@ -394,6 +394,41 @@ double StepCoster::gradientOutputBytes(const StageStats &stats,
   return config.chunks > 1 ? config.chunks * shared : 0;
 }
 
+// A received side input is kept like a saved value: the trainer stashes it
+// for each micro-batch in flight (the backward reads it), beside the slot
+// it arrives in. In a V each chunk holds its own count (the loss's chunk
+// few, the one before it many), so the group's first and last devices,
+// where the counts are extreme, are both priced.
+double StepCoster::heldActivationBytes(const DeviceGroup &group,
+                                       const ParallelConfig &config,
+                                       const PartitionEntry &entry) const {
+  if (bmrt::layoutOf(config.schedule) != bmrt::StageLayout::V) {
+    double inFlight = cost::inFlightMicroBatches(
+        config.schedule, config.pp, config.numMicroBatches, config.chunks,
+        group.firstDevice);
+    return storedCopies(config, inFlight) *
+           (group.stats.stored + group.stats.receivedSideBytes);
+  }
+  const std::vector<StageStats> stages = expandStages(entry.stages);
+  double worst = 0;
+  for (int device :
+       {group.firstDevice, group.firstDevice + group.numDevices - 1}) {
+    double bytes = 0;
+    for (int chunk = 0; chunk < config.chunks; ++chunk) {
+      const size_t s = static_cast<size_t>(config.virtualStage(device, chunk));
+      if (s >= stages.size())
+        continue;
+      const StageStats held = stages[s].onDevice();
+      double inFlight = cost::inFlightChunkMicroBatches(
+          config.schedule, config.pp, config.numMicroBatches, device, chunk);
+      bytes += storedCopies(config, inFlight) *
+               (held.stored + held.receivedSideBytes);
+    }
+    worst = std::max(worst, bytes);
+  }
+  return worst;
+}
+
 MemoryBreakdown StepCoster::deviceMemory(const DeviceGroup &group,
                                          const ParallelConfig &config,
                                          const PartitionEntry &entry) const {
@@ -411,16 +446,10 @@ MemoryBreakdown StepCoster::deviceMemory(const DeviceGroup &group,
   if (config.zeroStage >= 3)
     (bmrt ? mem.params : mem.buffers) +=
         gatheredParameterBytes(config, entry.layerParams);
-  double inFlight = cost::inFlightMicroBatches(
-      config.schedule, config.pp, config.numMicroBatches, config.chunks,
-      group.firstDevice);
   // The activations and gradients that cross stages wait in buffers of
-  // their own, sent and received. A received side input is kept like a
-  // saved value: the trainer stashes it for each micro-batch in flight
-  // (the backward reads it), beside the slot it arrives in.
-  mem.activations = storedCopies(config, inFlight) *
-                        (group.stats.stored + group.stats.receivedSideBytes) +
-                    group.stats.workingSet;
+  // their own, sent and received.
+  mem.activations =
+      heldActivationBytes(group, config, entry) + group.stats.workingSet;
   if (config.pp > 1)
     (bmrt ? mem.activations : mem.buffers) += 2 * entry.boundaryBytes;
   if (bmrt)

@@ -56,6 +56,10 @@ public:
   /// Copies of a stage's saved values that the trainer holds with
   /// `inFlight` micro-batches in flight.
   double storedCopies(const ParallelConfig &config, double inFlight) const;
+  /// The saved values a device of `group` holds at its peak.
+  double heldActivationBytes(const DeviceGroup &group,
+                             const ParallelConfig &config,
+                             const PartitionEntry &entry) const;
   /// Bytes of the step program's own gradient outputs beside the sums in
   /// modelState.
   double gradientOutputBytes(const StageStats &stats,
