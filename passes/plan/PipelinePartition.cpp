@@ -271,6 +271,26 @@ static std::optional<double> foldedBottleneck(const std::vector<ItemRun> &runs,
   return best;
 }
 
+/// Stages left over go before the last one that holds anything, not after
+/// it: the compiled program puts what follows the last layer (the
+/// epilogue: final norm, LM head, loss) on the last virtual stage
+/// (annotate's stagesOf), so the stage priced with it must be the last.
+/// Empty stages in between pass values on.
+static void insertEmptyStages(std::vector<StageGroup> &groups, int count) {
+  StageGroup last =
+      groups.empty() ? StageGroup{0, StageStats()} : groups.back();
+  if (last.numStages > 1) {
+    // The last group's other stages stay where they are.
+    groups.back().numStages -= 1;
+    last.numStages = 1;
+  } else if (!groups.empty()) {
+    groups.pop_back();
+  }
+  groups.push_back({count, StageStats()});
+  if (last.numStages > 0)
+    groups.push_back(last);
+}
+
 std::vector<StageGroup> bm::plan::partitionStages(
     const std::vector<ItemRun> &runs, int numStages) {
   auto noEmit = [](const StageStats &, int64_t) {};
@@ -285,7 +305,7 @@ std::vector<StageGroup> bm::plan::partitionStages(
                          groups.push_back({static_cast<int>(count), stats});
                        });
     if (used < numStages)
-      groups.push_back({static_cast<int>(numStages - used), StageStats()});
+      insertEmptyStages(groups, static_cast<int>(numStages - used));
     return std::make_pair(groups, used);
   };
   if (std::optional<double> bottleneck = foldedBottleneck(runs, numStages)) {

@@ -104,8 +104,10 @@ struct StageGroup {
   StageStats stats;
 };
 
-/// The balanced partition into exactly `numStages` stages (trailing stages
-/// may be empty when there are fewer items than stages).
+/// The balanced partition into exactly `numStages` stages. Stages left
+/// over (fewer items than stages, or a heavy last item) are empty and come
+/// just before the last stage, which keeps what follows the last layer, as
+/// the compiled program does.
 std::vector<StageGroup> partitionStages(const std::vector<ItemRun> &runs,
                                         int numStages);
 

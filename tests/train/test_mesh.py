@@ -194,6 +194,23 @@ def test_print_schedule_shows_each_ranks_instructions(tmp_path):
     assert result.stderr.splitlines() == [
         "trainer: error: the interleaved schedule needs the micro-batches (m=3) to be a "
         "multiple of pp=2, as Megatron-LM does"]
+    # A schedule bmrt does not have, and a V with one chunk per rank.
+    for name, schedule, chunks, line in [
+            ("unknown", "zb-h2", 1, "trainer: error: trainer.json lists pipeline stages "
+             "but its schedule is 'zb-h2'; expected one of gpipe, 1f1b, interleaved, zb-h1, "
+             "zb-v, dualpipe-v"),
+            ("onechunk", "zb-v", 1, "trainer: error: the zb-v schedule needs v=2 model "
+             "chunks per rank (a V), got v=1")]:
+        wrong = trainer_folder(str(tmp_path / name), megatron_mlp(1, 1), 1, micro_batches=4,
+                               pp=2, schedule=schedule, chunks=chunks)
+        result = run([tool("bmrt-trainer"), "--dir", wrong, "--print-schedule"], check=False)
+        assert result.returncode != 0
+        assert result.stderr.splitlines() == [line]
+    zb = trainer_folder(str(tmp_path / "zb"), megatron_mlp(1, 1), 1, micro_batches=4, pp=2,
+                        schedule="zb-h1")
+    out = run([tool("bmrt-trainer"), "--dir", zb, "--print-schedule"]).stdout
+    assert out.startswith("schedule zb-h1: pp=2 v=1 m=4 (no deadlock)\n")
+    assert "rank 0 | F0 F1 .  B0 W0" in out
 
 
 def test_an_error_on_one_rank_ends_the_job(tmp_path):
@@ -363,7 +380,10 @@ def run_pipeline(tmp_path, name, stages, pp, schedule, chunks=1, *flags, dp=1, *
 
 
 @pytest.mark.parametrize("schedule,stages,pp,chunks", [
-    ("gpipe", 2, 2, 1), ("1f1b", 2, 2, 1), ("interleaved", 4, 2, 2), ("1f1b", 4, 4, 1)])
+    ("gpipe", 2, 2, 1), ("1f1b", 2, 2, 1), ("interleaved", 4, 2, 2), ("1f1b", 4, 4, 1),
+    # B and W of each backward apart (the stage programs' backward split by
+    # their dataflow when loaded), and two chunks per rank in a V.
+    ("zb-h1", 2, 2, 1), ("zb-h1", 4, 4, 1), ("zb-v", 4, 2, 2), ("dualpipe-v", 4, 2, 2)])
 def test_pipeline_matches_one_rank(one_rank_four_micro_batches, tmp_path, schedule, stages,
                                    pp, chunks):
     # The step cut into stages run in the schedule's order over four

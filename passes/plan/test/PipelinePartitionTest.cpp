@@ -55,6 +55,24 @@ TEST(PipelinePartitionTest, UniformLayersSplitEvenly) {
   EXPECT_LE(groups.size(), 3u);
 }
 
+TEST(PipelinePartitionTest, StagesLeftOverComeBeforeTheLast) {
+  // Eight layers and an LM head as long as two of them over 8 stages: the
+  // bottleneck of two layers leaves stages over. The compiled program puts
+  // the head on the last stage, so the partition must too, with the empty
+  // stages in between.
+  std::vector<ItemRun> runs = {{item(1), 8}, {item(2, 0), 1}};
+  std::vector<StageStats> stages = expandStages(partitionStages(runs, 8));
+  ASSERT_EQ(stages.size(), 8u);
+  EXPECT_DOUBLE_EQ(stages.back().time(), 2);
+  EXPECT_EQ(stages.back().layers, 0);
+  std::vector<int64_t> layers;
+  for (const StageStats &s : stages)
+    layers.push_back(s.layers);
+  EXPECT_EQ(layers, (std::vector<int64_t>{2, 2, 2, 2, 0, 0, 0, 0}));
+  EXPECT_DOUBLE_EQ(stages[4].time(), 0);
+  EXPECT_DOUBLE_EQ(stages[6].time(), 0);
+}
+
 TEST(PipelinePartitionTest, PrologueAndEpilogueTakeLayersAway) {
   // Embedding (cost 2 layers) first, LM head (cost 3 layers) last.
   std::vector<ItemRun> runs = {{item(2, 0), 1}, {item(1), 30}, {item(3, 0), 1}};
