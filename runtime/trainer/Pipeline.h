@@ -1,11 +1,14 @@
 //===- Pipeline.h - one step of a pipeline schedule on this rank -*- C++ -*-===//
 //
 // Runs this rank's instruction list of the plan's schedule (Schedule.h:
-// forward and backward of micro-batch m on chunk c, sends and receives of
-// activations and gradients between neighbouring stages) over this rank's
-// stage programs. Each forward reads the values it sends off the device at
-// once and keeps those its backward reads per micro-batch (Executor::stash)
-// until its backward;
+// forward and backward of micro-batch m on chunk c, or its B and W apart,
+// sends and receives of activations and gradients between neighbouring
+// stages) over this rank's stage programs. Each forward reads the values it
+// sends off the device at once and keeps those its backward reads per
+// micro-batch (Executor::stash) until its backward; a split backward's B
+// keeps what its W reads (Executor::stashWeightInputs) until W. A hop
+// between two stages of this rank (the V layout's middle) moves the
+// buffers without a transfer;
 // each received transfer (all the values crossing a boundary, or all their
 // gradients) waits in its own buffers until the compute that reads it. The
 // lists finish under blocking sends (generateSchedule's guarantee, checked
