@@ -245,6 +245,19 @@ struct Plan {
   double hardwareTflopsPerGpu = 0; // with recompute, as Megatron counts
   double tokensPerSecond = 0;
   double modelFlopsPerStep = 0;
+  /// How many ways tensor parallelism divides the compute: a micro-batch's
+  /// compute on one GPU over its compute on each GPU of a tp group (tp for
+  /// a perfect split; 1 where every op is replicated over tp). The GPUs
+  /// with distinct work are gpus x tpComputeSplit / tp.
+  double tpComputeSplit = 1;
+  double distinctWorkGpus() const {
+    return config.tp > 0 ? gpus * tpComputeSplit / config.tp : gpus;
+  }
+  /// Whether most of a tp group's GPUs repeat each other's work: tp
+  /// divides the compute fewer than tp / 2 ways.
+  bool tpMostlyRepeats() const {
+    return config.tp > 1 && tpComputeSplit < config.tp / 2.0;
+  }
 
   /// How much searching it took, for --explain.
   int64_t configurationsEvaluated = 0;

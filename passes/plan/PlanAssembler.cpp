@@ -147,6 +147,26 @@ void PlanAssembler::describeThroughput(Plan &plan,
       (plan.modelFlopsPerStep + recomputeFlops) / gpuSeconds / 1e12;
   plan.tokensPerSecond =
       samples * static_cast<double>(plan.sequenceLength) / chosen.step;
+  plan.tpComputeSplit = tpComputeSplit(config);
+}
+
+/// A micro-batch's compute (no communication) on one GPU over its compute
+/// on each GPU of the tp group: how many ways tp divides the work. A model
+/// too small to split (or whose ops the search left replicated over tp)
+/// gives about 1, and the tp axis then repeats the work on every GPU of
+/// the group: the step is no faster, and the plan says so.
+double PlanAssembler::tpComputeSplit(const ParallelConfig &config) const {
+  if (config.tp <= 1)
+    return 1;
+  auto compute = [&](int tp, int stream) {
+    double seconds = 0;
+    for (const ItemRun &run :
+         segments_.itemRuns(tp, config.microBatch, stream, config.recompute))
+      seconds += static_cast<double>(run.count) * run.each.compute;
+    return seconds;
+  };
+  const double split = compute(config.tp, config.streamDim);
+  return split > 0 ? compute(1, -1) / split : 1;
 }
 
 // The best plan of each other mesh, and the fastest plan that did not fit

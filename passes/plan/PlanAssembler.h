@@ -36,6 +36,7 @@ private:
   void describeStep(Plan &plan, const Evaluation &chosen);
   /// Model FLOPs, MFU, hardware TFLOPs and tokens per second of `chosen`.
   void describeThroughput(Plan &plan, const Evaluation &chosen) const;
+  double tpComputeSplit(const ParallelConfig &config) const;
   void describeAlternatives(Plan &plan, const Evaluation &chosen,
                             const BestPlans &best) const;
 

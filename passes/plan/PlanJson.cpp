@@ -255,6 +255,8 @@ static void writeThroughputAndSearch(OStream &j, const Plan &plan) {
     j.attribute("hardware_tflops_per_gpu", plan.hardwareTflopsPerGpu);
     j.attribute("tokens_per_second", plan.tokensPerSecond);
     j.attribute("model_flops_per_step", plan.modelFlopsPerStep);
+    j.attribute("tp_compute_split", plan.tpComputeSplit);
+    j.attribute("distinct_work_gpus", plan.distinctWorkGpus());
   });
   j.attributeObject("search", [&] {
     j.attribute("configurations_evaluated", plan.configurationsEvaluated);
@@ -733,6 +735,9 @@ static void readStepTotals(Reader &r, const llvm::json::Object &root,
   throughput.number("hardware_tflops_per_gpu", plan.hardwareTflopsPerGpu);
   throughput.number("tokens_per_second", plan.tokensPerSecond);
   throughput.number("model_flops_per_step", plan.modelFlopsPerStep);
+  // Plans written before it: tp taken to divide the work fully.
+  plan.tpComputeSplit = plan.config.tp;
+  throughput.optionalNumber("tp_compute_split", plan.tpComputeSplit);
   Reader search = r.object("search");
   search.integer("configurations_evaluated", plan.configurationsEvaluated);
   search.integer("block_searches", plan.blockSearches);

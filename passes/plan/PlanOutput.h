@@ -24,6 +24,10 @@ using bmrt::formatBytes;
 
 /// "[{dp}, {}, {tp}] partial{tp}": a tensor's sharding as plans print it.
 std::string formatTensorSharding(const TensorSharding &t);
+/// Where most GPUs of a tp group repeat each other's work
+/// (Plan::tpMostlyRepeats): one line saying how many GPUs do distinct
+/// work and why, for the plan's text and the report.
+std::string repeatedWorkLine(const Plan &plan);
 
 /// The items that make the step time: the critical stage's work on the
 /// micro-batches, the bubble, and the tail stage's work after the pipeline.

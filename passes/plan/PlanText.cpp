@@ -135,10 +135,26 @@ static void printStepTime(const Plan &plan, llvm::raw_ostream &os) {
   os << "  pipeline bubble     " << formatSeconds(t.bubble) << "  "
      << share(t.bubble, total) << "\n";
   os << llvm::formatv("throughput  {0:F0} {1}/s, MFU {2:F1}%, {3:F1} "
-                      "TFLOP/s per GPU (with recompute)\n\n",
+                      "TFLOP/s per GPU (with recompute)\n",
                       plan.tokensPerSecond,
                       countsTokens(plan) ? "tokens" : "samples", 100 * plan.mfu,
                       plan.hardwareTflopsPerGpu);
+  if (plan.tpMostlyRepeats())
+    os << repeatedWorkLine(plan) << "\n";
+  os << "\n";
+}
+
+std::string bm::plan::repeatedWorkLine(const Plan &plan) {
+  const int tp = plan.config.tp;
+  return llvm::formatv(
+             "GPUs        about {0:F0} of the {1} GPUs do distinct work: "
+             "tp={2} "
+             "divides the compute {3:F1} ways (its ops are too small to "
+             "split, or split ones cost more than they save), so the other "
+             "GPUs of each tp group repeat it; a step is no faster on the "
+             "extra GPUs",
+             plan.distinctWorkGpus(), plan.gpus, tp, plan.tpComputeSplit)
+      .str();
 }
 
 /// Memory per GPU on the worst stage.

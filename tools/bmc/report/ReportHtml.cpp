@@ -100,6 +100,13 @@ void bmc::report::summarySection(const ReportInput &input,
   fact(os, tokens ? "tokens per second" : "samples per second",
        llvm::formatv("{0:F0}", plan.tokensPerSecond).str());
   fact(os, "MFU", llvm::formatv("{0:F1}%", 100 * plan.mfu).str());
+  if (plan.tpMostlyRepeats())
+    fact(os, "GPUs with distinct work",
+         llvm::formatv("about {0:F0} of {1}: tp={2} divides the compute "
+                       "{3:F1} ways",
+                       plan.distinctWorkGpus(), plan.gpus, plan.config.tp,
+                       plan.tpComputeSplit)
+             .str());
   fact(os, "memory per GPU (worst stage)",
        formatBytes(plan.memory.total()) + " of " +
            formatBytes(plan.deviceMemoryBytes));
