@@ -34,6 +34,10 @@ using ComputeOrders = std::vector<std::vector<Step>>;
 /// ZB-H1 (the paper's closed form) and ZB-V (a greedy list schedule run
 /// under unit times).
 ComputeOrders zeroBubbleOrders(const ScheduleSpec &spec);
+/// ZB-V's greedy run under equal F, B and W, and under `costs`: the
+/// generator keeps whichever is faster under `costs`.
+std::vector<ComputeOrders> zeroBubbleVCandidates(const ScheduleSpec &spec,
+                                                 const ActionCosts &costs);
 /// DualPipe-V's phases.
 ComputeOrders dualPipeVOrders(const ScheduleSpec &spec);
 

@@ -26,6 +26,7 @@
 
 #include <deque>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 namespace bmrt {
@@ -49,35 +50,45 @@ struct GreedyRank {
 
 class Greedy {
 public:
-  explicit Greedy(const ScheduleSpec &spec);
+  Greedy(const ScheduleSpec &spec, const ActionCosts &costs);
   ComputeOrders run();
 
 private:
   size_t cell(int microBatch, int stage) const {
     return static_cast<size_t>(microBatch) * spec.virtualStages() + stage;
   }
-  static bool endedBy(int end, int t) { return end >= 0 && end <= t; }
   int activationLimit() const;
   int inFlightLimit() const;
-  bool forwardReady(int rank, int chunk, int t) const;
+  /// When the input of `stage`'s next step arrives from `from`'s result
+  /// ending at `end` (< 0: not yet run): a transfer later between ranks.
+  double arrival(double end, int from, int stage) const;
+  bool forwardReady(int rank, int chunk, double t) const;
   bool forwardFits(int rank, int chunk) const;
-  bool backwardReady(int rank, int chunk, int t) const;
-  std::optional<Step> pick(int rank, int t) const;
-  void runStep(int rank, const Step &s, int t);
+  bool backwardReady(int rank, int chunk, double t) const;
+  std::optional<Step> pick(int rank, double t) const;
+  double duration(int rank, const Step &s) const;
+  void runStep(int rank, const Step &s, double t);
   bool finished(int rank) const;
+  /// The next time after `t` at which a waiting rank may find work.
+  std::optional<double> nextEvent(double t) const;
 
   const ScheduleSpec &spec;
-  std::vector<int> forwardEnd, backwardEnd; // per cell; -1: not yet run
+  const ActionCosts &costs;
+  std::vector<double> forwardEnd, backwardEnd; // per cell; -1: not yet run
+  std::vector<double> clock;                   // per rank: free from then
+  std::set<double> arrivals; // when results end and transfers arrive
   std::vector<GreedyRank> ranks;
   ComputeOrders orders;
 };
 
 } // namespace
 
-Greedy::Greedy(const ScheduleSpec &spec) : spec(spec) {
+Greedy::Greedy(const ScheduleSpec &spec, const ActionCosts &costs)
+    : spec(spec), costs(costs) {
   const size_t cells = static_cast<size_t>(spec.m) * spec.virtualStages();
   forwardEnd.assign(cells, -1);
   backwardEnd.assign(cells, -1);
+  clock.assign(spec.pp, 0);
   ranks.resize(spec.pp);
   for (GreedyRank &r : ranks) {
     r.nextForward.assign(spec.v, 0);
@@ -92,19 +103,29 @@ Greedy::Greedy(const ScheduleSpec &spec) : spec(spec) {
 /// holds at most 1F1B's peak, pp micro-batches of a whole stage, which is
 /// 2 pp chunks. W inputs are bounded too: at most 3 pp chunks between F and
 /// W. 2 pp there would be the strict "memory until W" reading, but it
-/// starves the greedy (bubbles up to 11 instead of 7 at pp=8); 3 pp is the
-/// smallest multiple of pp that reaches the lower bound, pp - 1 chunk
-/// forwards (the last rank cannot start earlier), for every m >= 2 pp the
-/// tests sweep.
+/// starves the greedy (bubbles up to 11 instead of 7 at pp=8 under equal
+/// times); 3 pp is the smallest multiple of pp that reaches the lower
+/// bound, pp - 1 chunk forwards (the last rank cannot start earlier), for
+/// every m >= 2 pp the tests sweep.
 int Greedy::activationLimit() const { return 2 * spec.pp; }
 
 int Greedy::inFlightLimit() const { return 3 * spec.pp; }
 
-bool Greedy::forwardReady(int rank, int chunk, int t) const {
+double Greedy::arrival(double end, int from, int stage) const {
+  if (end < 0)
+    return -1;
+  return spec.rankOf(from) == spec.rankOf(stage) ? end : end + costs.transfer;
+}
+
+bool Greedy::forwardReady(int rank, int chunk, double t) const {
   const int mb = ranks[rank].nextForward[chunk];
   const int stage = spec.virtualStage(rank, chunk);
-  return mb < spec.m &&
-         (stage == 0 || endedBy(forwardEnd[cell(mb, stage - 1)], t));
+  if (mb >= spec.m)
+    return false;
+  if (stage == 0)
+    return true;
+  double ready = arrival(forwardEnd[cell(mb, stage - 1)], stage - 1, stage);
+  return ready >= 0 && ready <= t;
 }
 
 bool Greedy::forwardFits(int rank, int chunk) const {
@@ -114,20 +135,22 @@ bool Greedy::forwardFits(int rank, int chunk) const {
                         r.inFlight + r.reserved + 2 <= inFlightLimit());
 }
 
-bool Greedy::backwardReady(int rank, int chunk, int t) const {
+bool Greedy::backwardReady(int rank, int chunk, double t) const {
   const int mb = ranks[rank].nextBackward[chunk];
   const int stage = spec.virtualStage(rank, chunk);
   if (mb >= spec.m)
     return false;
-  if (stage == spec.virtualStages() - 1)
-    return endedBy(forwardEnd[cell(mb, stage)], t);
-  return endedBy(backwardEnd[cell(mb, stage + 1)], t);
+  double ready =
+      stage == spec.virtualStages() - 1
+          ? forwardEnd[cell(mb, stage)]
+          : arrival(backwardEnd[cell(mb, stage + 1)], stage + 1, stage);
+  return ready >= 0 && ready <= t;
 }
 
 /// B first (it is on the critical path), the deepest chunk first; then F,
 /// the deepest chunk first (it brings a micro-batch nearer its loss and
 /// its memory nearer release); then the oldest W.
-std::optional<Step> Greedy::pick(int rank, int t) const {
+std::optional<Step> Greedy::pick(int rank, double t) const {
   const GreedyRank &r = ranks[rank];
   for (int c = spec.v - 1; c >= 0; --c)
     if (backwardReady(rank, c, t))
@@ -140,19 +163,33 @@ std::optional<Step> Greedy::pick(int rank, int t) const {
   return std::nullopt;
 }
 
-void Greedy::runStep(int rank, const Step &s, int t) {
-  GreedyRank &r = ranks[rank];
-  const size_t at = cell(s.microBatch, spec.virtualStage(rank, s.chunk));
+double Greedy::duration(int rank, const Step &s) const {
+  const int stage = spec.virtualStage(rank, s.chunk);
   switch (s.phase) {
   case Phase::Forward:
-    forwardEnd[at] = t + 1;
+    return costs.forwardTime(stage);
+  case Phase::Backward:
+    return costs.backwardInputTime(stage);
+  case Phase::Weight:
+    return costs.backwardWeightTime(stage);
+  }
+  return 0;
+}
+
+void Greedy::runStep(int rank, const Step &s, double t) {
+  GreedyRank &r = ranks[rank];
+  const size_t at = cell(s.microBatch, spec.virtualStage(rank, s.chunk));
+  const double end = t + duration(rank, s);
+  switch (s.phase) {
+  case Phase::Forward:
+    forwardEnd[at] = end;
     ++r.nextForward[s.chunk];
     ++r.activations;
     ++r.inFlight;
     r.reserved += s.chunk == 0 ? 1 : -1;
     break;
   case Phase::Backward:
-    backwardEnd[at] = t + 1;
+    backwardEnd[at] = end;
     ++r.nextBackward[s.chunk];
     --r.activations;
     r.weights.push_back({Phase::Weight, s.microBatch, s.chunk});
@@ -162,6 +199,9 @@ void Greedy::runStep(int rank, const Step &s, int t) {
     --r.inFlight;
     break;
   }
+  clock[rank] = end;
+  arrivals.insert(end);
+  arrivals.insert(end + costs.transfer);
   orders[rank].push_back(s);
 }
 
@@ -173,26 +213,44 @@ bool Greedy::finished(int rank) const {
   return r.weights.empty();
 }
 
-/// Time unit by time unit; a step run at t ends at t + 1, and every choice
-/// at t reads only ends <= t, so the order the ranks are visited in does
-/// not matter.
+std::optional<double> Greedy::nextEvent(double t) const {
+  std::optional<double> next;
+  auto after = arrivals.upper_bound(t);
+  if (after != arrivals.end())
+    next = *after;
+  for (int rank = 0; rank < spec.pp; ++rank)
+    if (!finished(rank) && clock[rank] > t && (!next || clock[rank] < *next))
+      next = clock[rank];
+  return next;
+}
+
+/// Event by event: at time t every free rank (its clock at t or before)
+/// runs its pick, in rank order, until none can start (a step of no
+/// duration may let another start at t); then time moves to the next
+/// result that ends or arrives, or rank that comes free. A choice at t
+/// reads only results that end by t, so no later one changes it. Under
+/// unit times this is a time-stepped run, unit by unit.
 ComputeOrders Greedy::run() {
-  for (int t = 0;; ++t) {
-    bool ran = false, done = true;
-    for (int rank = 0; rank < spec.pp; ++rank) {
-      if (finished(rank))
-        continue;
-      done = false;
-      if (std::optional<Step> s = pick(rank, t)) {
-        runStep(rank, *s, t);
-        ran = true;
-      }
+  for (double t = 0;;) {
+    for (bool ran = true; ran;) {
+      ran = false;
+      for (int rank = 0; rank < spec.pp; ++rank)
+        if (!finished(rank) && clock[rank] <= t)
+          if (std::optional<Step> s = pick(rank, t)) {
+            runStep(rank, *s, t);
+            ran = true;
+          }
     }
+    bool done = true;
+    for (int rank = 0; rank < spec.pp; ++rank)
+      done = done && finished(rank);
     if (done)
       return std::move(orders);
-    // Nothing ran, so nothing ends later that could unblock a rank.
-    if (!ran)
+    std::optional<double> next = nextEvent(t);
+    // Nothing ends later that could unblock a rank.
+    if (!next)
       throw std::logic_error("zero-bubble greedy schedule is stuck");
+    t = *next;
   }
 }
 
@@ -217,9 +275,24 @@ static std::vector<Step> zeroBubbleH1Order(const ScheduleSpec &spec, int rank) {
   return order;
 }
 
+/// Equal F, B and W (and free transfers): the order the paper's ZB-V
+/// approaches.
+static ActionCosts unitCosts() {
+  ActionCosts unit;
+  unit.forward = 1;
+  unit.backward = 2;
+  unit.backwardWeight = 1;
+  return unit;
+}
+
+std::vector<ComputeOrders> zeroBubbleVCandidates(const ScheduleSpec &spec,
+                                                 const ActionCosts &costs) {
+  return {Greedy(spec, unitCosts()).run(), Greedy(spec, costs).run()};
+}
+
 ComputeOrders zeroBubbleOrders(const ScheduleSpec &spec) {
   if (spec.kind == ScheduleKind::ZeroBubbleV)
-    return Greedy(spec).run();
+    return Greedy(spec, unitCosts()).run();
   ComputeOrders orders;
   for (int rank = 0; rank < spec.pp; ++rank)
     orders.push_back(zeroBubbleH1Order(spec, rank));
