@@ -23,10 +23,18 @@ using llvm::Twine;
 // Alphabetical.
 static const char *const kCalibrationKeys[] = {
     "calibration", "collectives", "gemm_tflops", "memory_kernel_gbps"};
-static const char *const kProvenanceKeys[] = {"date", "machine", "ranks",
-                                              "threads_per_rank", "versions"};
-static const char *const kCollectiveKeys[] = {"busbw_gbps", "bytes", "link",
-                                              "op",         "ranks", "time_us"};
+static const char *const kProvenanceKeys[] = {
+    "date",        "load_average", "machine",          "ranks",
+    "single_rank", "spread",       "threads_per_rank", "versions"};
+static const char *const kCollectiveKeys[] = {
+    "busbw_gbps", "bytes", "link", "op", "ranks", "spread", "time_us"};
+/// The keys every collective entry has; `spread` is newer (issue 24) and
+/// optional.
+static const char *const kRequiredCollectiveKeys[] = {
+    "busbw_gbps", "bytes", "link", "op", "ranks", "time_us"};
+static const char *const kSpreadKeys[] = {"collectives", "gemm", "largest",
+                                          "median", "memory"};
+static const char *const kLoadAverageKeys[] = {"after", "before", "cores"};
 
 llvm::ArrayRef<const char *> bm::cost::calibrationKeys() {
   return kCalibrationKeys;
@@ -55,6 +63,26 @@ static llvm::Error readVersions(const Node &node, const FieldReader &reader,
   return llvm::Error::success();
 }
 
+/// A mapping of numbers >= 0 whose keys are in `known`, or, with `known`
+/// empty, any keys (single_rank names kernel classes).
+static llvm::Error readNumberMap(const Node &node, const std::string &key,
+                                 llvm::ArrayRef<const char *> known,
+                                 const FieldReader &reader,
+                                 std::map<std::string, double> &out) {
+  if (known.empty() && node.kind != Node::Kind::Mapping)
+    return reader.error(key, "must be a mapping, got " + node.describe());
+  if (!known.empty())
+    if (llvm::Error error = reader.mapping(node, key, known))
+      return error;
+  for (const auto &[name, value] : node.fields) {
+    Expected<double> number = reader.number(value, key + "." + name);
+    if (!number)
+      return number.takeError();
+    out[name] = *number;
+  }
+  return llvm::Error::success();
+}
+
 static llvm::Error readProvenance(const Node &node, const FieldReader &reader,
                                   Calibration &out) {
   if (llvm::Error error = reader.mapping(node, "calibration", kProvenanceKeys))
@@ -64,6 +92,13 @@ static llvm::Error readProvenance(const Node &node, const FieldReader &reader,
     llvm::Error problem = llvm::Error::success();
     if (name == "versions") {
       problem = readVersions(value, reader, out);
+    } else if (name == "spread") {
+      problem = readNumberMap(value, key, kSpreadKeys, reader, out.spread);
+    } else if (name == "load_average") {
+      problem =
+          readNumberMap(value, key, kLoadAverageKeys, reader, out.loadAverage);
+    } else if (name == "single_rank") {
+      problem = readNumberMap(value, key, {}, reader, out.singleRank);
     } else if (name == "ranks" || name == "threads_per_rank") {
       Expected<int> count = reader.count(value, key);
       if (count)
@@ -88,8 +123,11 @@ static llvm::Error readProvenance(const Node &node, const FieldReader &reader,
 static Expected<GemmPoint> readGemmPoint(const Node &node, size_t index,
                                          const FieldReader &reader) {
   std::string key = "gemm_tflops[" + std::to_string(index) + "]";
-  if (node.kind != Node::Kind::Sequence || node.items.size() != 4)
-    return reader.error(key, "must be a list [m, n, k, tflops], got " +
+  // The fifth item, the spread, is newer (issue 24): older files lack it.
+  size_t items = node.items.size();
+  if (node.kind != Node::Kind::Sequence || items < 4 || items > 5)
+    return reader.error(key, "must be a list [m, n, k, tflops] or [m, n, k, "
+                             "tflops, spread], got " +
                                  node.describe());
   double values[4];
   for (int i = 0; i < 4; ++i) {
@@ -98,7 +136,14 @@ static Expected<GemmPoint> readGemmPoint(const Node &node, size_t index,
       return value.takeError();
     values[i] = *value;
   }
-  return GemmPoint{values[0], values[1], values[2], values[3] * kTera};
+  GemmPoint point{values[0], values[1], values[2], values[3] * kTera, {}};
+  if (items == 5) {
+    Expected<double> spread = reader.number(node.items[4], key);
+    if (!spread)
+      return spread.takeError();
+    point.spread = *spread;
+  }
+  return point;
 }
 
 static std::string shapeText(double m, double n, double k) {
@@ -203,7 +248,7 @@ static llvm::Error readCollectiveFields(const Node &node,
                                         const std::string &key,
                                         const FieldReader &reader,
                                         CollectivePoint &point) {
-  for (const char *name : kCollectiveKeys)
+  for (const char *name : kRequiredCollectiveKeys)
     if (!node.field(name))
       return reader.error(key, "lacks '" + Twine(name) + "'");
   auto at = [&](const char *name) { return key + "." + name; };
@@ -231,7 +276,13 @@ static llvm::Error readCollectiveFields(const Node &node,
   if (*ranks < 2)
     return reader.error(at("ranks"),
                         "must be at least 2, got " + node.field("ranks")->text);
-  point = {*kind, *link, *ranks, *bytes, *time * kMicro, *busbw * kGB};
+  point = {*kind, *link, *ranks, *bytes, *time * kMicro, *busbw * kGB, {}};
+  if (const Node *spread = node.field("spread")) {
+    Expected<double> value = reader.number(*spread, at("spread"));
+    if (!value)
+      return value.takeError();
+    point.spread = *value;
+  }
   return llvm::Error::success();
 }
 

@@ -6,6 +6,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <algorithm>
 #include <tuple>
 
 using namespace bm::cost;
@@ -152,25 +153,55 @@ bm::cost::parseMemoryKernelClass(StringRef text) {
 bool Calibration::present() const {
   return !machine.empty() || !date.empty() || ranks || threadsPerRank ||
          !versions.empty() || !gemm.empty() || !collectives.empty() ||
+         !spread.empty() || !loadAverage.empty() || !singleRank.empty() ||
          llvm::any_of(memoryKernelBandwidth, [](double r) { return r > 0; });
 }
 
+std::map<std::string, double>
+bm::cost::summarizeSpread(const std::vector<GemmPoint> &gemm,
+                          const std::vector<double> &memory,
+                          const std::vector<CollectivePoint> &collectives) {
+  std::map<std::string, double> out;
+  std::vector<double> all;
+  auto add = [&](const char *curve, double spread) {
+    out[curve] = std::max(out[curve], spread);
+    all.push_back(spread);
+  };
+  for (const GemmPoint &p : gemm)
+    if (p.spread)
+      add("gemm", *p.spread);
+  for (double spread : memory)
+    add("memory", spread);
+  for (const CollectivePoint &p : collectives)
+    if (p.spread)
+      add("collectives", *p.spread);
+  if (all.empty())
+    return out;
+  llvm::sort(all);
+  size_t half = all.size() / 2;
+  out["largest"] = all.back();
+  out["median"] = all.size() % 2 ? all[half] : (all[half - 1] + all[half]) / 2;
+  return out;
+}
+
 bool bm::cost::operator==(const GemmPoint &a, const GemmPoint &b) {
-  return std::tie(a.m, a.n, a.k, a.flopsPerSecond) ==
-         std::tie(b.m, b.n, b.k, b.flopsPerSecond);
+  return std::tie(a.m, a.n, a.k, a.flopsPerSecond, a.spread) ==
+         std::tie(b.m, b.n, b.k, b.flopsPerSecond, b.spread);
 }
 
 bool bm::cost::operator==(const CollectivePoint &a, const CollectivePoint &b) {
-  return std::tie(a.kind, a.link, a.ranks, a.bytes, a.seconds,
-                  a.busBandwidth) == std::tie(b.kind, b.link, b.ranks, b.bytes,
-                                              b.seconds, b.busBandwidth);
+  return std::tie(a.kind, a.link, a.ranks, a.bytes, a.seconds, a.busBandwidth,
+                  a.spread) == std::tie(b.kind, b.link, b.ranks, b.bytes,
+                                        b.seconds, b.busBandwidth, b.spread);
 }
 
 bool bm::cost::operator==(const Calibration &a, const Calibration &b) {
   return std::tie(a.machine, a.date, a.ranks, a.threadsPerRank, a.versions,
-                  a.gemm, a.memoryKernelBandwidth, a.collectives) ==
+                  a.gemm, a.memoryKernelBandwidth, a.collectives, a.spread,
+                  a.loadAverage, a.singleRank) ==
          std::tie(b.machine, b.date, b.ranks, b.threadsPerRank, b.versions,
-                  b.gemm, b.memoryKernelBandwidth, b.collectives);
+                  b.gemm, b.memoryKernelBandwidth, b.collectives, b.spread,
+                  b.loadAverage, b.singleRank);
 }
 
 bool bm::cost::operator==(const LinkSpec &a, const LinkSpec &b) {

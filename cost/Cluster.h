@@ -80,6 +80,9 @@ std::optional<MemoryKernelClass> parseMemoryKernelClass(llvm::StringRef text);
 struct GemmPoint {
   double m = 0, n = 0, k = 0;
   double flopsPerSecond = 0;
+  /// The relative interquartile range of the repeated samples, where the
+  /// file gives it (files older than issue 24 do not).
+  std::optional<double> spread;
 };
 
 /// One measured collective call (nccl-tests' definitions: `bytes` is the
@@ -93,6 +96,8 @@ struct CollectivePoint {
   double seconds = 0;
   /// Bus bandwidth at this size, bytes/s.
   double busBandwidth = 0;
+  /// As GemmPoint::spread.
+  std::optional<double> spread;
 };
 
 /// What `bmc calibrate` measured on a machine: where and when, and the
@@ -111,10 +116,31 @@ struct Calibration {
   std::array<double, kNumMemoryKernelClasses> memoryKernelBandwidth{};
   /// Sorted by (kind, link, ranks, bytes).
   std::vector<CollectivePoint> collectives;
+  /// How steady the measurements were (issue 24), by the names the file
+  /// uses: the largest relative interquartile range of each curve ("gemm",
+  /// "memory", "collectives"), and over every point the "largest" and the
+  /// "median". Empty for files older than the spread.
+  std::map<std::string, double> spread;
+  /// The 1-minute load average `bmc calibrate` saw "before" and "after"
+  /// measuring, and the "cores" it could use; empty where not recorded.
+  std::map<std::string, double> loadAverage;
+  /// The compute rates measured again with one rank alone, where the curves
+  /// above were measured with every rank busy: "peak_tflops_fp32",
+  /// "hbm_gbps" and "<class>_gbps" per memory-kernel class, in the units
+  /// the names give. Empty for one rank.
+  std::map<std::string, double> singleRank;
 
   /// Whether the file had any calibration key at all.
   bool present() const;
 };
+
+/// The measured relative spreads' summary for Calibration::spread: each
+/// curve's largest point spread, the largest and the median over all.
+/// Empty when no point has a spread.
+std::map<std::string, double>
+summarizeSpread(const std::vector<GemmPoint> &gemm,
+                const std::vector<double> &memory,
+                const std::vector<CollectivePoint> &collectives);
 
 /// "bmrt" or "megatron".
 const char *toString(RuntimeModel runtime);

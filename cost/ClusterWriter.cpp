@@ -108,6 +108,20 @@ static void writeTrainingKeys(const Cluster &c, llvm::raw_ostream &os) {
         "behind backward, in [0, 1]\n";
 }
 
+/// `  name: {key: number, ...}  # comment`, nothing for an empty map.
+static void writeNumberMap(StringRef name,
+                           const std::map<std::string, double> &values,
+                           StringRef comment, llvm::raw_ostream &os) {
+  if (values.empty())
+    return;
+  os << "  " << name << ": {";
+  llvm::interleave(
+      values, os,
+      [&](const auto &v) { os << v.first << ": " << decimalText(v.second); },
+      ", ");
+  os << "}  # " << comment << "\n";
+}
+
 static void writeProvenance(const Calibration &cal, llvm::raw_ostream &os) {
   os << "calibration:  # where and when the curves below were measured\n"
      << "  machine: " << quoted(cal.machine) << "\n"
@@ -120,15 +134,30 @@ static void writeProvenance(const Calibration &cal, llvm::raw_ostream &os) {
       [&](const auto &v) { os << quoted(v.first) << ": " << quoted(v.second); },
       ", ");
   os << "}\n";
+  writeNumberMap("spread", cal.spread,
+                 "relative interquartile range of the repeated samples: "
+                 "the largest per curve, the largest and median of all",
+                 os);
+  writeNumberMap("load_average", cal.loadAverage,
+                 "1-minute load average before and after measuring, and "
+                 "the cores available",
+                 os);
+  writeNumberMap("single_rank", cal.singleRank,
+                 "the compute rates with one rank alone (the curves below: "
+                 "every rank busy), TFLOP/s and GB/s",
+                 os);
 }
 
 static void writeGemm(const Calibration &cal, llvm::raw_ostream &os) {
   os << "gemm_tflops:  # measured GEMM rate over a full grid: [m, n, k, "
-        "TFLOP/s]\n";
-  for (const GemmPoint &p : cal.gemm)
+        "TFLOP/s(, spread)]\n";
+  for (const GemmPoint &p : cal.gemm) {
     os << "  - [" << decimalText(p.m, 1) << ", " << decimalText(p.n, 1) << ", "
-       << decimalText(p.k, 1) << ", " << decimalText(p.flopsPerSecond, kTera)
-       << "]\n";
+       << decimalText(p.k, 1) << ", " << decimalText(p.flopsPerSecond, kTera);
+    if (p.spread)
+      os << ", " << decimalText(*p.spread);
+    os << "]\n";
+  }
 }
 
 static void writeKernelRates(const Calibration &cal, llvm::raw_ostream &os) {
@@ -143,11 +172,15 @@ static void writeKernelRates(const Calibration &cal, llvm::raw_ostream &os) {
 static void writeCollectives(const Calibration &cal, llvm::raw_ostream &os) {
   os << "collectives:  # one call: bytes as nccl-tests' size, time in us, "
         "bus bandwidth in GB/s\n";
-  for (const CollectivePoint &p : cal.collectives)
+  for (const CollectivePoint &p : cal.collectives) {
     os << "  - {op: " << toString(p.kind) << ", link: " << linkKeyName(p.link)
        << ", ranks: " << p.ranks << ", bytes: " << decimalText(p.bytes, 1)
        << ", time_us: " << decimalText(p.seconds, kMicro)
-       << ", busbw_gbps: " << decimalText(p.busBandwidth, kGB) << "}\n";
+       << ", busbw_gbps: " << decimalText(p.busBandwidth, kGB);
+    if (p.spread)
+      os << ", spread: " << decimalText(*p.spread);
+    os << "}\n";
+  }
 }
 
 std::string bm::cost::writeClusterYaml(const Cluster &cluster) {
@@ -158,7 +191,9 @@ std::string bm::cost::writeClusterYaml(const Cluster &cluster) {
   writeTrainingKeys(cluster, os);
   const Calibration &cal = cluster.calibration;
   bool hasProvenance = !cal.machine.empty() || !cal.date.empty() || cal.ranks ||
-                       cal.threadsPerRank || !cal.versions.empty();
+                       cal.threadsPerRank || !cal.versions.empty() ||
+                       !cal.spread.empty() || !cal.loadAverage.empty() ||
+                       !cal.singleRank.empty();
   if (hasProvenance)
     writeProvenance(cal, os);
   if (!cal.gemm.empty())

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 using namespace bm::cost;
 using llvm::Expected;
@@ -100,6 +102,21 @@ private:
 
 } // namespace
 
+/// `spread` to 3 significant digits: it says roughly how steady a rate
+/// was, and 17 digits of it would only crowd the cluster file.
+static double roundSpread(double spread) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", spread);
+  return std::strtod(text, nullptr);
+}
+
+/// The point's "spread", where bmrt-calibrate wrote one (since issue 24).
+static std::optional<double> optionalSpread(Fields &point) {
+  if (!point.has("spread"))
+    return std::nullopt;
+  return roundSpread(point.number("spread"));
+}
+
 static void readGemm(Fields &root, Calibration &calibration,
                      double &fastest) {
   for (Fields &point : root.objects("gemm")) {
@@ -108,6 +125,7 @@ static void readGemm(Fields &root, Calibration &calibration,
     p.n = point.positive("n");
     p.k = point.positive("k");
     p.flopsPerSecond = point.positive("flops_per_second");
+    p.spread = optionalSpread(point);
     fastest = std::max(fastest, p.flopsPerSecond);
     calibration.gemm.push_back(p);
   }
@@ -118,7 +136,9 @@ static void readGemm(Fields &root, Calibration &calibration,
     root.fail("'gemm' has no measurements");
 }
 
-static void readKernels(Fields &root, Calibration &calibration) {
+/// `spreads` gets each kernel class's spread, where given.
+static void readKernels(Fields &root, Calibration &calibration,
+                        std::vector<double> &spreads) {
   for (Fields &kernel : root.objects("kernels")) {
     std::string name = kernel.string("class");
     std::optional<MemoryKernelClass> kernelClass =
@@ -126,6 +146,8 @@ static void readKernels(Fields &root, Calibration &calibration) {
     if (kernel.ok() && !kernelClass)
       kernel.fail("unknown kernel class '" + name + "'");
     double rate = kernel.positive("bytes_per_second");
+    if (std::optional<double> spread = optionalSpread(kernel))
+      spreads.push_back(*spread);
     if (kernel.ok())
       calibration.memoryKernelBandwidth[static_cast<int>(*kernelClass)] = rate;
   }
@@ -147,6 +169,7 @@ static void readCollectives(Fields &root, Calibration &calibration,
     p.bytes = entry.positive("bytes");
     p.seconds = entry.positive("seconds");
     p.busBandwidth = entry.positive("busbw_bytes_per_second");
+    p.spread = optionalSpread(entry);
     calibration.collectives.push_back(p);
   }
   llvm::sort(calibration.collectives,
@@ -218,10 +241,16 @@ Expected<Cluster> bm::cost::clusterFromMeasurements(StringRef text,
   readProvenance(root, c, hosts);
   double fastest = 0;
   readGemm(root, c.calibration, fastest);
-  readKernels(root, c.calibration);
+  std::vector<double> memorySpreads;
+  readKernels(root, c.calibration, memorySpreads);
   LinkClass link = hosts > 1 ? LinkClass::InterNode : LinkClass::IntraNode;
   readCollectives(root, c.calibration, link);
-  double copy = root.object("memory").positive("stream_copy_bytes_per_second");
+  Fields memory = root.object("memory");
+  double copy = memory.positive("stream_copy_bytes_per_second");
+  if (memory.has("stream_copy_spread"))
+    memorySpreads.push_back(roundSpread(memory.number("stream_copy_spread")));
+  c.calibration.spread = summarizeSpread(c.calibration.gemm, memorySpreads,
+                                         c.calibration.collectives);
   if (root.ok() && root.has("overlap"))
     c.gradReduceOverlap =
         std::min(root.object("overlap").number("grad_reduce"), 1.0);

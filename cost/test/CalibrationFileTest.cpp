@@ -158,7 +158,8 @@ TEST(CalibrationFileTest, TrainingKeysOutOfRange) {
 TEST(CalibrationFileTest, ProvenanceChecks) {
   EXPECT_EQ(errorOfYaml("calibration:\n  host: box\n"),
             "lab.yaml: key 'calibration.host' is unknown (known keys: date, "
-            "machine, ranks, threads_per_rank, versions)");
+            "load_average, machine, ranks, single_rank, spread, "
+            "threads_per_rank, versions)");
   EXPECT_EQ(errorOfYaml("calibration:\n  ranks: two\n"),
             "lab.yaml: key 'calibration.ranks' must be a number, got 'two'");
   EXPECT_EQ(errorOfYaml("calibration:\n  versions: [1, 2]\n"),
@@ -180,8 +181,8 @@ TEST(CalibrationFileTest, GemmGridChecks) {
             "g.yaml: key 'gemm_tflops' gives (m, n, k) = (16, 16, 16) twice");
   EXPECT_EQ(errorOf(parseCluster(replaced(full, last, "  - [256, 256, 256]\n"),
                                  true, "g.yaml")),
-            "g.yaml: key 'gemm_tflops[7]' must be a list [m, n, k, tflops], "
-            "got a list");
+            "g.yaml: key 'gemm_tflops[7]' must be a list [m, n, k, tflops] or "
+            "[m, n, k, tflops, spread], got a list");
   EXPECT_EQ(
       errorOf(parseCluster(replaced(full, last, "  - [256, 256, 256, -1]\n"),
                            true, "g.yaml")),
@@ -230,7 +231,7 @@ TEST(CalibrationFileTest, CollectiveChecks) {
             "got -10");
   EXPECT_EQ(withEntry("bytes: 1024", "size: 1024"),
             "lab.yaml: key 'collectives[0].size' is unknown (known keys: "
-            "busbw_gbps, bytes, link, op, ranks, time_us)");
+            "busbw_gbps, bytes, link, op, ranks, spread, time_us)");
   EXPECT_EQ(withEntry("bytes: 1024, ", ""),
             "lab.yaml: key 'collectives[0]' lacks 'bytes'");
   EXPECT_EQ(errorOfYaml("collectives:\n  - " + entry + "\n  - " + entry + "\n"),
@@ -265,3 +266,67 @@ TEST(CalibrationFileTest, HundredsOfEntriesAreAFile) {
 }
 
 } // namespace
+
+TEST(CalibrationFileTest, SpreadLoadAndSingleRankRoundTrip) {
+  Cluster c = cantFail(parseCluster(syntheticCalibratedYaml(), true, "l.yaml"));
+  Calibration &cal = c.calibration;
+  cal.gemm[0].spread = 0.015;
+  cal.collectives[1].spread = 0.25;
+  cal.spread = {{"gemm", 0.015},
+                {"collectives", 0.25},
+                {"largest", 0.25},
+                {"median", 0.1325}};
+  cal.loadAverage = {{"before", 0.07}, {"after", 1.93}, {"cores", 2}};
+  cal.singleRank = {{"peak_tflops_fp32", 0.06},
+                    {"hbm_gbps", 12.5},
+                    {"elementwise_gbps", 5.5}};
+  std::string text = writeClusterYaml(c);
+  EXPECT_NE(text.find("  - [16, 16, 16, "), std::string::npos) << text;
+  EXPECT_NE(text.find(", 0.015]\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(", spread: 0.25}"), std::string::npos) << text;
+  EXPECT_NE(text.find("  load_average: {after: 1.93, before: 0.07, cores: 2}"),
+            std::string::npos)
+      << text;
+  llvm::Expected<Cluster> back = parseCluster(text, true, "written.yaml");
+  ASSERT_TRUE(!!back) << llvm::toString(back.takeError()) << "\n" << text;
+  EXPECT_TRUE(*back == c) << text;
+  EXPECT_EQ(writeClusterYaml(*back), text);
+  // A point without a spread stays without one beside points with one.
+  EXPECT_FALSE(back->calibration.gemm[1].spread.has_value());
+}
+
+TEST(CalibrationFileTest, FilesWithoutSpreadStillRead) {
+  // The file as `bmc calibrate` wrote it before issue 24: no spread, no
+  // load average, 4-item GEMM rows.
+  Cluster c = cantFail(parseCluster(syntheticCalibratedYaml(), true, "l.yaml"));
+  const Calibration &cal = c.calibration;
+  EXPECT_TRUE(cal.spread.empty());
+  EXPECT_TRUE(cal.loadAverage.empty());
+  EXPECT_TRUE(cal.singleRank.empty());
+  for (const GemmPoint &p : cal.gemm)
+    EXPECT_FALSE(p.spread.has_value());
+  for (const CollectivePoint &p : cal.collectives)
+    EXPECT_FALSE(p.spread.has_value());
+}
+
+TEST(CalibrationFileTest, SpreadChecks) {
+  EXPECT_EQ(errorOfYaml("calibration:\n  spread: {typical: 0.1}\n"),
+            "lab.yaml: key 'calibration.spread.typical' is unknown (known "
+            "keys: collectives, gemm, largest, median, memory)");
+  EXPECT_EQ(errorOfYaml("calibration:\n  load_average: {before: -1}\n"),
+            "lab.yaml: key 'calibration.load_average.before' must not be "
+            "negative, got -1");
+  EXPECT_EQ(errorOfYaml("calibration:\n  single_rank: 3\n"),
+            "lab.yaml: key 'calibration.single_rank' must be a mapping, got "
+            "'3'");
+  std::string full = syntheticCalibratedYaml();
+  std::string last = "  - [256, 256, 256, 0.056000]\n";
+  EXPECT_EQ(errorOf(parseCluster(
+                replaced(full, last, "  - [256, 256, 256, 0.056, -0.1]\n"),
+                true, "g.yaml")),
+            "g.yaml: key 'gemm_tflops[7]' must not be negative, got -0.1");
+  EXPECT_EQ(errorOf(parseCluster(replaced(full, "busbw_gbps: 0.2048}",
+                                          "busbw_gbps: 0.2048, spread: x}"),
+                                 true, "g.yaml")),
+            "g.yaml: key 'collectives[2].spread' must be a number, got 'x'");
+}

@@ -109,3 +109,68 @@ TEST(MeasurementsTest, BadMeasurementsAreOneLine) {
   EXPECT_EQ(errorOf(negative),
             "m.json: 'collectives[1].seconds' must be a non-negative number");
 }
+
+namespace {
+
+/// measurements() with a spread on each GEMM point, kernel class, the copy
+/// and each collective, as bmrt-calibrate writes them since issue 24.
+std::string measurementsWithSpread() {
+  std::string text = measurements();
+  auto addAfter = [&](const std::string &key, const std::string &spread) {
+    for (size_t at = text.find(key); at != std::string::npos;
+         at = text.find(key, at + 1)) {
+      size_t end = text.find_first_of(",}", at + key.size());
+      text.insert(end, ", \"spread\": " + spread);
+    }
+  };
+  addAfter("\"flops_per_second\":", "0.02");
+  addAfter("\"bytes_per_second\": 1e9", "0.04");
+  addAfter("\"busbw_bytes_per_second\":", "0.3");
+  size_t copy = text.find("8e9");
+  text.insert(copy + 3, ", \"stream_copy_spread\": 0.01");
+  return text;
+}
+
+} // namespace
+
+TEST(MeasurementsTest, KeepsTheSpreadOfEveryPointAndSummarizesIt) {
+  Cluster c = llvm::cantFail(
+      clusterFromMeasurements(measurementsWithSpread(), "m.json"));
+  const Calibration &cal = c.calibration;
+  ASSERT_TRUE(cal.gemm.front().spread.has_value());
+  EXPECT_DOUBLE_EQ(*cal.gemm.front().spread, 0.02);
+  ASSERT_TRUE(cal.collectives.front().spread.has_value());
+  EXPECT_DOUBLE_EQ(*cal.collectives.front().spread, 0.3);
+  EXPECT_DOUBLE_EQ(cal.spread.at("gemm"), 0.02);
+  EXPECT_DOUBLE_EQ(cal.spread.at("memory"), 0.04);
+  EXPECT_DOUBLE_EQ(cal.spread.at("collectives"), 0.3);
+  EXPECT_DOUBLE_EQ(cal.spread.at("largest"), 0.3);
+  // The copy (0.01), 8 GEMM points (0.02), 6 kernel classes (0.04), 2
+  // collectives (0.3): the 9th of the 17 is a GEMM point's.
+  EXPECT_DOUBLE_EQ(cal.spread.at("median"), 0.02);
+  Cluster again = llvm::cantFail(
+      parseCluster(writeClusterYaml(c), /*isYaml=*/true, "again.yaml"));
+  EXPECT_TRUE(c == again) << writeClusterYaml(c);
+}
+
+TEST(MeasurementsTest, MeasurementsWithoutSpreadHaveNone) {
+  Cluster c = llvm::cantFail(clusterFromMeasurements(measurements(), "m.json"));
+  EXPECT_TRUE(c.calibration.spread.empty());
+  EXPECT_FALSE(c.calibration.gemm.front().spread.has_value());
+  std::string text = writeClusterYaml(c);
+  EXPECT_EQ(text.find("spread:"), std::string::npos) << text;
+  EXPECT_NE(text.find("  - [16, 16, 16, 0.048]\n"), std::string::npos) << text;
+}
+
+TEST(MeasurementsTest, SummarizeSpreadTakesTheMedianOfAnEvenCount) {
+  std::vector<GemmPoint> gemm(2);
+  gemm[0].spread = 0.1;
+  gemm[1].spread = 0.3;
+  std::map<std::string, double> summary = summarizeSpread(gemm, {0.2, 0.0}, {});
+  EXPECT_DOUBLE_EQ(summary.at("gemm"), 0.3);
+  EXPECT_DOUBLE_EQ(summary.at("memory"), 0.2);
+  EXPECT_EQ(summary.count("collectives"), 0u);
+  EXPECT_DOUBLE_EQ(summary.at("largest"), 0.3);
+  EXPECT_DOUBLE_EQ(summary.at("median"), 0.15);
+  EXPECT_TRUE(summarizeSpread({GemmPoint{}}, {}, {}).empty());
+}

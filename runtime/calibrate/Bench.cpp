@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Calibrate.h"
+#include "Spread.h"
 
 #include <algorithm>
 #include <chrono>
@@ -25,16 +26,6 @@ constexpr double kMinSampleSeconds = 1e-3;
 /// that the largest GEMMs of the grid stay affordable.
 constexpr int64_t kMinSamples = 3;
 constexpr int64_t kMaxSamples = 100;
-
-double median(std::vector<double> values) {
-  size_t half = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + half, values.end());
-  double upper = values[half];
-  if (values.size() % 2)
-    return upper;
-  double lower = *std::max_element(values.begin(), values.begin() + half);
-  return (lower + upper) / 2;
-}
 
 } // namespace
 
@@ -65,7 +56,7 @@ double Bench::sample(const std::function<void()> &run, int64_t calls) {
   return elapsed.count() / static_cast<double>(calls);
 }
 
-double Bench::time(const std::function<void()> &run) {
+Timing Bench::measure(const std::function<void()> &run) {
   // The warm-up (caches, page faults, the BLAS library's buffers) also
   // tells how long a call takes, roughly (it is slower than the rest).
   double first = std::max(maxOverRanks(sample(run, 1)), 1e-9);
@@ -77,7 +68,10 @@ double Bench::time(const std::function<void()> &run) {
   std::vector<double> seconds;
   for (int64_t i = 0; i < samples; ++i)
     seconds.push_back(sample(run, calls));
-  return maxOverRanks(median(seconds));
+  std::sort(seconds.begin(), seconds.end());
+  double median = quantile(seconds, 0.5);
+  double spread = relativeSpread(seconds);
+  return {maxOverRanks(median), maxOverRanks(spread)};
 }
 
 double Bench::maxOverRanks(double value) {

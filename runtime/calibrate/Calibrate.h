@@ -8,6 +8,8 @@
 // Under mpirun every rank measures at once, loading the machine as training
 // does; rank 0 writes. A time is the median over repetitions on each rank,
 // then the maximum over ranks: the slowest rank sets the pace of a step.
+// Each time comes with its spread over the repetitions (Timing::spread), so
+// that a reader can tell a steady measurement from a noisy one (issue 24).
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +59,16 @@ private:
   size_t bytes;
 };
 
+/// A measured time and how much its repetitions disagreed.
+struct Timing {
+  /// Seconds of one call: the median sample on each rank, the maximum over
+  /// ranks.
+  double seconds = 0;
+  /// The relative interquartile range of the samples (relativeSpread in
+  /// Spread.h), the largest over ranks.
+  double spread = 0;
+};
+
 /// What every measurement needs: the ranks, the device, the flags, and a
 /// clock that times a function on every rank at once.
 class Bench {
@@ -70,11 +82,14 @@ public:
   Stream &stream() { return dev.computeStream(); }
   const Options &options() const { return opts; }
 
-  /// Seconds of one call of `run`: a first call (warm-up) times it roughly;
-  /// then samples of enough calls to outlast the clock's noise, each after
-  /// a barrier, until about targetSeconds; the median sample on each rank,
-  /// the maximum over ranks.
-  double time(const std::function<void()> &run);
+  /// The time of one call of `run`, with its spread: a first call (warm-up)
+  /// times it roughly; then samples of enough calls to outlast the clock's
+  /// noise, each after a barrier, until about targetSeconds; the median
+  /// sample on each rank and the samples' spread, each the maximum over
+  /// ranks.
+  Timing measure(const std::function<void()> &run);
+  /// measure(run).seconds, where the spread is not reported.
+  double time(const std::function<void()> &run) { return measure(run).seconds; }
   /// The largest `value` of any rank (every rank gets it).
   double maxOverRanks(double value);
   /// Progress on stderr, from rank 0 only.

@@ -94,10 +94,11 @@ void measureCollective(Bench &bench, const Collective &collective,
     if (count == 0 || size <= previous)
       continue;
     previous = size;
-    double seconds = bench.time([&] {
+    Timing timing = bench.measure([&] {
       call(collective.kind, comm, send.data(), recv.data(), count,
            bench.stream());
     });
+    double seconds = timing.seconds;
     if (collective.kind == Kind::SendRecv)
       seconds /= 2;
     double algbw = double(size) / seconds;
@@ -107,7 +108,8 @@ void measureCollective(Bench &bench, const Collective &collective,
                        {"bytes", size},
                        {"seconds", seconds},
                        {"algbw_bytes_per_second", algbw},
-                       {"busbw_bytes_per_second", busbw}});
+                       {"busbw_bytes_per_second", busbw},
+                       {"spread", timing.spread}});
     bench.progress(std::string(collective.name) + " " + std::to_string(n) +
                    " ranks " +
                    formatBytes(double(size), BytesDigits::Shortest) +

@@ -179,21 +179,26 @@ std::vector<KernelRun> memoryBoundKernels(Bench &bench,
 /// Adds one class's entry: the kernels' bytes and seconds summed. A class
 /// of two kernels gets the rate of running both once: the bytes-weighted
 /// harmonic mean of their rates, the one rate that predicts the time of
-/// both (an arithmetic mean would take a slow kernel for a fast one).
+/// both (an arithmetic mean would take a slow kernel for a fast one), and
+/// the larger spread of the two: the class is as unsteady as its worst
+/// kernel.
 void addClass(nlohmann::ordered_json &kernels, const std::string &kernelClass,
-              std::string kernel, double bytes, double seconds) {
+              std::string kernel, double bytes, Timing timing) {
+  double seconds = timing.seconds, spread = timing.spread;
   if (!kernels.empty() && kernels.back()["class"] == kernelClass) {
     nlohmann::ordered_json &last = kernels.back();
     kernel = last["kernel"].get<std::string>() + ", " + kernel;
     bytes += last["bytes"].get<double>();
     seconds += last["seconds"].get<double>();
+    spread = std::max(spread, last["spread"].get<double>());
     kernels.erase(kernels.size() - 1);
   }
   kernels.push_back({{"class", kernelClass},
                      {"kernel", kernel},
                      {"bytes", bytes},
                      {"seconds", seconds},
-                     {"bytes_per_second", bytes / seconds}});
+                     {"bytes_per_second", bytes / seconds},
+                     {"spread", spread}});
 }
 
 } // namespace
@@ -211,13 +216,15 @@ void measureGemm(Bench &bench, nlohmann::ordered_json &out) {
                          {f32({m, n})}, {}},
                         "calibration gemm");
         fillOperands(bench.device(), matmul, 2);
-        double seconds = bench.time([&] { matmul.enqueue(); });
+        Timing timing = bench.measure([&] { matmul.enqueue(); });
+        double seconds = timing.seconds;
         double flops = 2.0 * double(m) * double(n) * double(k);
         points.push_back({{"m", m},
                           {"n", n},
                           {"k", k},
                           {"seconds", seconds},
-                          {"flops_per_second", flops / seconds}});
+                          {"flops_per_second", flops / seconds},
+                          {"spread", timing.spread}});
         bench.progress("gemm " + std::to_string(points.size()) + "/" +
                        std::to_string(total) + " (m=" + std::to_string(m) +
                        " n=" + std::to_string(n) + " k=" + std::to_string(k) +
@@ -237,9 +244,10 @@ void measureMemory(Bench &bench, nlohmann::ordered_json &out) {
                 {"copy", {}, {f32({floats})}, {f32({floats})}, {}},
                 "calibration copy");
   fillOperands(bench.device(), copy, 1);
-  double seconds = bench.time([&] { copy.enqueue(); });
-  double rate = 2.0 * double(bytes) / seconds;
-  out["memory"] = {{"stream_copy_bytes_per_second", rate}};
+  Timing timing = bench.measure([&] { copy.enqueue(); });
+  double rate = 2.0 * double(bytes) / timing.seconds;
+  out["memory"] = {{"stream_copy_bytes_per_second", rate},
+                   {"stream_copy_spread", timing.spread}};
   bench.progress("memory stream copy " +
                  formatBytes(double(bytes), BytesDigits::Shortest) + ": " +
                  formatRate(rate, "B"));
@@ -256,11 +264,11 @@ void measureKernels(Bench &bench, nlohmann::ordered_json &out) {
   nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
   for (const KernelRun &kernel :
        memoryBoundKernels(bench, buffers, floats)) {
-    double seconds = bench.time(kernel.run);
-    addClass(kernels, kernel.kernelClass, kernel.kernel, kernel.bytes, seconds);
+    Timing timing = bench.measure(kernel.run);
+    addClass(kernels, kernel.kernelClass, kernel.kernel, kernel.bytes, timing);
     bench.progress(std::string("kernel ") + kernel.kernelClass + " (" +
-                   kernel.kernel + "): " +
-                   formatRate(kernel.bytes / seconds, "B"));
+                   kernel.kernel +
+                   "): " + formatRate(kernel.bytes / timing.seconds, "B"));
   }
   out["kernels"] = std::move(kernels);
 }

@@ -20,9 +20,20 @@ MODEL = os.path.join(ROOT, "models", "onnx", "gpt3-tiny.onnx")
 ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
 
-def bmc(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([BMC, *args], capture_output=True, text=True, env=ENV,
-                          timeout=600)
+CORES = len(os.sched_getaffinity(0))
+
+
+def bmc(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([BMC, *args], capture_output=True, text=True,
+                          env=env or ENV, timeout=600)
+
+
+def fake_load(folder, load: float) -> dict:
+    """The environment that makes bmc calibrate read `load` as the 1-minute
+    load average (a file in /proc/loadavg's format)."""
+    path = folder / "loadavg"
+    path.write_text(f"{load:.2f} {load:.2f} {load:.2f} 1/300 4242\n")
+    return dict(ENV, BMC_LOADAVG_FILE=str(path))
 
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["1-rank", "2-ranks"])
@@ -31,8 +42,9 @@ def calibrated(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(f"calibrate{ranks}")
     path = out / "cluster.yaml"
     raw = out / "raw.json"
+    # An idle machine, whatever the real one runs meanwhile.
     result = bmc("calibrate", "--quick", "-np", str(ranks), "-o", str(path),
-                 "--keep-json", str(raw))
+                 "--keep-json", str(raw), env=fake_load(out, 0.0))
     assert result.returncode == 0, result.stderr
     return ranks, path, raw, result
 
@@ -50,6 +62,40 @@ def test_writes_a_cluster_file_with_the_measured_curves(calibrated):
     measured = json.loads(raw.read_text())
     assert measured["format"] == "bmrt-calibration-1"
     assert measured["ranks"] == ranks
+
+
+def test_records_spread_load_and_single_rank_rates(calibrated):
+    ranks, path, raw, result = calibrated
+    text = path.read_text()
+    measured = json.loads(raw.read_text())
+    # Every point carries its spread (the relative interquartile range).
+    assert all(p["spread"] >= 0 for p in measured["gemm"])
+    assert all(k["spread"] >= 0 for k in measured["kernels"])
+    assert "  spread: {" in text and "largest: " in text and "median: " in text
+    assert f"  load_average: {{after: 0, before: 0, cores: {CORES}}}" in text
+    # With several ranks, the compute rates of one rank alone beside them.
+    assert ("  single_rank: {" in text) == (ranks > 1)
+    assert ("calibrate: one rank alone: GEMM peak" in result.stderr) == (ranks > 1)
+    # An idle machine: no busy warning (an unsteady one may still show on a
+    # loaded test machine; it names its own cause).
+    assert "was busy" not in result.stderr
+
+
+def test_a_busy_machine_is_one_warning_line(tmp_path):
+    load = CORES + 1.5  # exact in binary and in one decimal
+    path = tmp_path / "cluster.yaml"
+    result = bmc("calibrate", "--quick", "-o", str(path),
+                 env=fake_load(tmp_path, load))
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines()
+                if "was busy" in line]
+    assert warnings == [
+        f"bmc calibrate: warning: the machine was busy (load average "
+        f"{load:.1f} on {CORES} cores before measuring); predictions from "
+        f"this file may be off"], result.stderr
+    assert f"load_average: {{after: {load:g}, before: {load:g}, " \
+           f"cores: {CORES}}}" in path.read_text()
+    assert str(path) in result.stderr.splitlines()[-1]
 
 
 def test_bmc_plan_reads_the_file(calibrated, tmp_path):
