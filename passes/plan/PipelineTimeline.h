@@ -49,10 +49,11 @@ public:
   Evaluation retime(const Evaluation &e);
   /// The simulated pipeline of a retimed plan and each rank's step tail.
   std::vector<TimelineBar> timeline(const Evaluation &chosen);
+  /// The schedule's per-virtual-stage forward, backward and W times of `e`,
+  /// which its lists are generated and simulated with.
+  bmrt::ActionCosts scheduleCosts(const Evaluation &e);
 
 private:
-  /// The schedule's per-virtual-stage forward and backward times of `e`.
-  bmrt::ActionCosts scheduleCosts(const Evaluation &e);
   /// Per chunk of `device`, its part of the device's `deviceSeconds` of
   /// per-micro-batch transfers (DeviceExtras); the parts add up to them.
   std::vector<double> chunkExtras(int device, double deviceSeconds,

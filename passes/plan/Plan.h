@@ -238,6 +238,12 @@ struct Plan {
   /// The simulated schedule of one step: every pipeline rank's bars; the
   /// last bar ends at the step time.
   std::vector<TimelineBar> timeline;
+  /// Each virtual stage's forward, backward and W seconds per micro-batch
+  /// that the schedule's lists were generated and simulated with (empty
+  /// without a pipeline). `bmc compile` writes them into trainer.json, so
+  /// that the trainer generates the lists the plan priced (ZB-V's order
+  /// follows the costs).
+  std::vector<double> stageForward, stageBackward, stageWeight;
   double deviceMemoryBytes = 0;
 
   double stepSeconds = 0;

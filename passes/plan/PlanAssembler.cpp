@@ -118,6 +118,12 @@ void PlanAssembler::describeStep(Plan &plan, const Evaluation &chosen) {
   for (const DeviceGroup &group : entry.devices)
     plan.stageMemory.push_back(coster_.deviceMemory(group, config, entry));
   plan.timeline = timeline_.timeline(chosen);
+  if (chosen.config.pp > 1) {
+    bmrt::ActionCosts costs = timeline_.scheduleCosts(chosen);
+    plan.stageForward = costs.stageForward;
+    plan.stageBackward = costs.stageBackward;
+    plan.stageWeight = costs.stageBackwardWeight;
+  }
 }
 
 void PlanAssembler::describeThroughput(Plan &plan,

@@ -235,6 +235,16 @@ static void writeStep(OStream &j, const Plan &plan) {
         writeMemoryParts(j, stage);
       });
   });
+  if (!plan.stageForward.empty())
+    j.attributeObject("stage_times", [&] {
+      for (auto [key, times] : {std::pair{"forward", &plan.stageForward},
+                                std::pair{"backward", &plan.stageBackward},
+                                std::pair{"weight", &plan.stageWeight}})
+        j.attributeArray(key, [&] {
+          for (double seconds : *times)
+            j.value(seconds);
+        });
+    });
   j.attributeArray("timeline", [&] {
     for (const TimelineBar &bar : plan.timeline)
       j.object([&] {
@@ -372,6 +382,18 @@ public:
   void optionalBoolean(llvm::StringRef key, bool &out) {
     if (object_ && object_->get(key))
       boolean(key, out);
+  }
+  /// An array of non-negative numbers.
+  void seconds(llvm::StringRef key, std::vector<double> &out) {
+    if (const llvm::json::Array *a = array(key))
+      for (const llvm::json::Value &v : *a) {
+        std::optional<double> d = v.getAsNumber();
+        if (!d || !std::isfinite(*d) || *d < 0) {
+          fail("'" + name(key) + "' must hold non-negative numbers");
+          return;
+        }
+        out.push_back(*d);
+      }
   }
   const llvm::json::Array *array(llvm::StringRef key) {
     const llvm::json::Value *v = field(key);
@@ -580,6 +602,13 @@ static void readItemisation(Reader &r, const llvm::json::Object &root,
       Reader br = r.element((*bars)[i], i);
       plan.timeline.push_back(readBar(br));
     }
+  // Plans written before the stage times: the trainer's default costs.
+  if (root.get("stage_times")) {
+    Reader times = r.object("stage_times");
+    times.seconds("forward", plan.stageForward);
+    times.seconds("backward", plan.stageBackward);
+    times.seconds("weight", plan.stageWeight);
+  }
 }
 
 /// One op of a block: its rule, factor axes and tensor shardings.

@@ -56,12 +56,13 @@ std::vector<int> receivingSlots(const Program &program, ActionKind kind) {
 
 } // namespace
 
-Pipeline::Pipeline(const ScheduleSpec &spec, int ppRank,
-                   std::vector<Stage> &stages, Collectives &collectives)
+Pipeline::Pipeline(const ScheduleSpec &spec, const ActionCosts &costs,
+                   int ppRank, std::vector<Stage> &stages,
+                   Collectives &collectives)
     : spec(spec), ppRank(ppRank), stages(stages), pp(collectives.group({"pp"})),
       collectives(collectives) {
-  std::vector<RankActions> lists = generateSchedule(spec);
-  SimulationResult check = simulate(lists, {}, spec.layout());
+  std::vector<RankActions> lists = generateSchedule(spec, costs);
+  SimulationResult check = simulate(lists, costs, spec.layout());
   BMRT_CHECK(check.deadlock.empty() && check.violations.empty(),
              "the " + std::string(toString(spec.kind)) +
                  " schedule does not run to its end: " + check.describe());

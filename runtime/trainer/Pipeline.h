@@ -51,8 +51,10 @@ class Pipeline {
 public:
   /// `stages[c]` is this rank's chunk c.
   /// Sends are timed as communication over pp in `collectives`.
-  Pipeline(const ScheduleSpec &spec, int ppRank, std::vector<Stage> &stages,
-           Collectives &collectives);
+  /// The lists are generated with `costs` (the plan's stage times), as
+  /// the planner generated the ones it priced.
+  Pipeline(const ScheduleSpec &spec, const ActionCosts &costs, int ppRank,
+           std::vector<Stage> &stages, Collectives &collectives);
   ~Pipeline();
 
   /// Runs one step's list; before each backward (W, where the schedule

@@ -99,8 +99,14 @@ void Trainer::placeStage(Stage &stage, const std::string &source) {
 }
 
 void Trainer::startPipeline() {
+  ActionCosts costs;
+  try {
+    costs = pipelineCosts(config, spec);
+  } catch (const Error &e) {
+    failOnRankZero(world, e.what()); // a file every rank reads alike
+  }
   pipeline = std::make_unique<Pipeline>(
-      spec, parallel.mesh().coordinate(world.rank(), "pp"), stages,
+      spec, costs, parallel.mesh().coordinate(world.rank(), "pp"), stages,
       parallel.collectives());
 }
 

@@ -63,7 +63,26 @@ void printPipeline(const CompiledConfig &config, std::FILE *out) {
                  config.microBatches == 1 ? "" : "es");
     return;
   }
-  std::fputs(printSchedule(pipelineSpec(config, config.pp)).c_str(), out);
+  ScheduleSpec spec = pipelineSpec(config, config.pp);
+  std::fputs(printSchedule(spec, pipelineCosts(config, spec)).c_str(), out);
+}
+
+ActionCosts pipelineCosts(const CompiledConfig &config,
+                          const ScheduleSpec &spec) {
+  ActionCosts costs;
+  costs.stageForward = config.stageForward;
+  costs.stageBackward = config.stageBackward;
+  costs.stageBackwardWeight = config.stageWeight;
+  try {
+    validateCosts(costs, spec.virtualStages());
+  } catch (const Error &e) {
+    BMRT_FAIL(std::string("trainer.json's stage_times: ") + e.what());
+  }
+  for (int stage = 0; stage < spec.virtualStages(); ++stage)
+    BMRT_CHECK(costs.backwardWeightTime(stage) <= costs.backwardTime(stage),
+               "trainer.json's stage_times: stage " + std::to_string(stage) +
+                   "'s weight time exceeds its backward");
+  return costs;
 }
 
 ScheduleSpec pipelineSpec(const CompiledConfig &config, int pp) {

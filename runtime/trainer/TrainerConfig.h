@@ -34,6 +34,11 @@ void printPipeline(const CompiledConfig &config, std::FILE *out);
 /// The pipeline trainer.json asks for over `pp` ranks; throws bmrt::Error
 /// with one line for a schedule bmrt does not have or one that cannot run.
 ScheduleSpec pipelineSpec(const CompiledConfig &config, int pp);
+/// The costs the schedule's lists are generated with: trainer.json's
+/// stage times, or the defaults; throws bmrt::Error with one line when
+/// they do not fit the pipeline.
+ActionCosts pipelineCosts(const CompiledConfig &config,
+                          const ScheduleSpec &spec);
 
 } // namespace bmrt
 

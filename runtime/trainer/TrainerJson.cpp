@@ -57,6 +57,12 @@ CompiledConfig readFields(const json &j, const std::string &dir) {
   c.chunks = j.value("chunks", 1);
   c.schedule = j.value("schedule", std::string("none"));
   c.device = j.value("device", std::string("cpu"));
+  if (j.contains("stage_times")) {
+    const json &times = j.at("stage_times");
+    c.stageForward = times.at("forward").get<std::vector<double>>();
+    c.stageBackward = times.at("backward").get<std::vector<double>>();
+    c.stageWeight = times.at("weight").get<std::vector<double>>();
+  }
   for (const std::string &stage : j.value("stages", std::vector<std::string>()))
     c.stages.push_back(dir + "/" + stage);
   return c;
@@ -111,6 +117,10 @@ std::string printConfig(const CompiledConfig &config) {
   j["forward_program"] = kForwardProgramFile;
   j["plan"] = config.plan;
   j["device"] = config.device;
+  if (!config.stageForward.empty())
+    j["stage_times"] = {{"forward", config.stageForward},
+                        {"backward", config.stageBackward},
+                        {"weight", config.stageWeight}};
   if (!config.parameters.empty())
     j["parameters"] = config.parameters;
   if (!config.init.empty())

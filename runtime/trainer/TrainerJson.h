@@ -61,6 +61,11 @@ struct CompiledConfig {
   /// interleaved.
   int pp = 1, chunks = 1;
   std::string schedule = "none";
+  /// "stage_times" (optional): each virtual stage's forward, backward and
+  /// W seconds per micro-batch as the plan priced them ("forward",
+  /// "backward", "weight"); the schedule's lists are generated with them
+  /// (ZB-V's order follows them). Empty: the schedule's default costs.
+  std::vector<double> stageForward, stageBackward, stageWeight;
   /// "stages" (optional, empty): with a pipeline, each virtual stage's
   /// program, in virtual-stage order.
   std::vector<std::string> stages;

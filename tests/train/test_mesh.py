@@ -206,6 +206,16 @@ def test_print_schedule_shows_each_ranks_instructions(tmp_path):
         result = run([tool("bmrt-trainer"), "--dir", wrong, "--print-schedule"], check=False)
         assert result.returncode != 0
         assert result.stderr.splitlines() == [line]
+    # The plan's stage times must fit the pipeline: one per virtual stage.
+    times = trainer_folder(str(tmp_path / "times"), megatron_mlp(1, 1), 1, micro_batches=4,
+                           pp=2, schedule="zb-v", chunks=2,
+                           stage_times={"forward": [1, 1, 1], "backward": [2, 2, 2],
+                                        "weight": [1, 1, 1]})
+    result = run([tool("bmrt-trainer"), "--dir", times, "--print-schedule"], check=False)
+    assert result.returncode != 0
+    assert result.stderr.splitlines() == [
+        "trainer: error: trainer.json's stage_times: the schedule costs give forward "
+        "times for 3 stages, the pipeline has 4 virtual stages"]
     zb = trainer_folder(str(tmp_path / "zb"), megatron_mlp(1, 1), 1, micro_batches=4, pp=2,
                         schedule="zb-h1")
     out = run([tool("bmrt-trainer"), "--dir", zb, "--print-schedule"]).stdout

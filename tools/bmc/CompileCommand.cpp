@@ -218,6 +218,9 @@ bmrt::CompiledConfig trainerConfig(const bm::CompiledModel &model,
   config.pp = plan.config.pp;
   config.chunks = plan.config.chunks;
   config.schedule = bmrt::toString(plan.config.schedule);
+  config.stageForward = plan.stageForward;
+  config.stageBackward = plan.stageBackward;
+  config.stageWeight = plan.stageWeight;
   config.program = model.stages.empty() ? "step.bmp" : stageFile(0);
   config.stages = stageFiles(model);
   config.plan = "plan.json";
