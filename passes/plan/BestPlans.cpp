@@ -20,6 +20,10 @@ void BestPlans::consider(const Evaluation &e) {
     return;
   }
   Mesh mesh = {e.config.dp, e.config.tp, e.config.pp, e.config.streamDim};
+  auto [kind, added] =
+      bestPerSchedule_.try_emplace({mesh, e.config.schedule}, e);
+  if (!added && better(e, kind->second))
+    kind->second = e;
   auto it = bestPerMesh_.find(mesh);
   if (it == bestPerMesh_.end() || better(e, it->second))
     bestPerMesh_[mesh] = e;
@@ -43,10 +47,17 @@ void BestPlans::retimeFinalists(PipelineTimeline &timeline, size_t shown) {
   bestPerMesh_.clear();
   haveBest_ = false;
   for (auto &[mesh, e] : finalists) {
-    e = timeline.retime(e);
-    bestPerMesh_[mesh] = e;
-    if (!haveBest_ || better(e, best_)) {
-      best_ = e;
+    Evaluation fastest = timeline.retime(e);
+    for (const auto &[key, other] : bestPerSchedule_)
+      if (key.first == mesh && !(other.config == e.config) &&
+          other.step <= e.step * kScheduleSlack) {
+        Evaluation retimed = timeline.retime(other);
+        if (better(retimed, fastest))
+          fastest = retimed;
+      }
+    bestPerMesh_[mesh] = fastest;
+    if (!haveBest_ || better(fastest, best_)) {
+      best_ = fastest;
       haveBest_ = true;
     }
   }

@@ -24,7 +24,11 @@ class BestPlans {
 public:
   void consider(const Evaluation &e);
   /// Retimes the best plans of the `shown` fastest meshes with their
-  /// simulated schedules, keeps only those, and picks the best again.
+  /// simulated schedules, keeps only those, and picks the best again. A
+  /// mesh's best plan under each other schedule whose closed form comes
+  /// within kScheduleSlack of it is simulated too: schedules the closed
+  /// form cannot tell apart (ZB-V and DualPipe-V share one) are told
+  /// apart by their simulated lists.
   void retimeFinalists(PipelineTimeline &timeline, size_t shown);
 
   bool haveBest() const { return haveBest_; }
@@ -48,6 +52,9 @@ private:
   Evaluation fastestOutOfMemory_;
   Evaluation smallestMemory_;
   std::map<Mesh, Evaluation> bestPerMesh_;
+  /// Per mesh, the best plan under each schedule kind.
+  std::map<std::pair<Mesh, ScheduleKind>, Evaluation> bestPerSchedule_;
+  static constexpr double kScheduleSlack = 1.02;
 };
 
 } // namespace bm::plan::detail
