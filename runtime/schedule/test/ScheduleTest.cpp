@@ -923,9 +923,10 @@ TEST(ZeroBubble, ComputeOrdersDoNotDependOnCosts) {
   }
 }
 
-// Where W is half of B, ZB-V's order made for the costs idles less than
-// the equal-time one, and less than 1F1B (pp=8, m=32, transfers 5% of a
-// forward: 21.8 against 53.8 and 23.3 time units).
+// Where W is a third of B, ZB-V's order made for the costs idles less than
+// the equal-time one, and less than 1F1B (per rank's share: forward 1, B
+// 1.5, W 0.5, transfers 0.05; pp=8, m=32: 21.8 against 53.8 and 23.3 time
+// units).
 TEST(ZeroBubble, VOrderFollowsTheCosts) {
   ActionCosts c;
   c.forward = 0.5;
