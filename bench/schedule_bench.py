@@ -23,79 +23,49 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import MODELS, ROOT, WORK, run, tool  # noqa: E402
-from calibration_bench import calibrated_cluster, predicted  # noqa: E402
-from parallel_bench import summarise, train  # noqa: E402
+import calibration_bench  # noqa: E402
+from benchlib import MODELS, tool  # noqa: E402
+from calibration_bench import calibrated_cluster, measure, plan, predicted  # noqa: E402
 
-# (ranks, model, layers): V schedules need the layers in 2 pp chunks.
-CPU_MODELS = {2: ("gpt3-small-cpu", 4), 4: ("gpt3-small-cpu", 8)}
-GLOBAL_BATCH, SEQ = 8, 128
+# Per rank count, the model: V schedules need the layers in 2 pp chunks.
+# calibration_bench plans (batch 8, seq 128) and builds (models/zoo.py)
+# them as it does its own.
+CPU_MODELS = {2: "gpt3-small-cpu-4l", 4: "gpt3-small-cpu-8l"}
+for _layers, _model in ((4, CPU_MODELS[2]), (8, CPU_MODELS[4])):
+    calibration_bench.MODELS_USED[_model] = (8, 128)
+    calibration_bench.GENERATED[_model] = ("gpt3-small-cpu", _layers)
 SCHEDULES = ["schedule=1f1b", "schedule=interleaved,v=2", "schedule=zb-h1",
              "schedule=zb-v", "schedule=dualpipe-v"]
 GPU_MODELS = [("gpt3-175b", 1024), ("llama2-70b", 256)]
 
 
-def cpu_model(ranks: int) -> str:
-    """The zoo's model with the layers a V over `ranks` ranks needs, made
-    here by models/zoo.py."""
-    base, layers = CPU_MODELS[ranks]
-    path = os.path.join(WORK, f"{base}-{layers}l.onnx")
-    if not os.path.exists(path):
-        os.makedirs(WORK, exist_ok=True)
-        run([sys.executable, os.path.join(ROOT, "models", "zoo.py"), base,
-             "--layers", str(layers), "--out", WORK])
-    return path
-
-
-def plan_cpu(path: str, ranks: int, fix: str, cluster: str, out: str) -> dict:
-    command = [tool("bmc"), "plan", path, "--global-batch", str(GLOBAL_BATCH),
-               "--seq", str(SEQ), "--gpus", str(ranks), "--cluster", cluster,
-               "--fix", fix, "--json", "-o", out]
-    run(command)
-    with open(out) as f:
-        return json.load(f)
-
-
 def cpu_rows(args, cluster: str, work: str) -> list[dict]:
     rows = []
     for ranks in args.ranks:
-        path = cpu_model(ranks)
+        model = CPU_MODELS[ranks]
         fixes = [f"dp=1,tp=1,pp={ranks},mb=1,{s}" for s in SCHEDULES]
         runs: dict[str, list[dict]] = {fix: [] for fix in fixes}
         preds = {}
         for _ in range(args.rounds):
             for fix in fixes:
                 plan_file = os.path.join(work, "plan.json")
-                preds[fix] = predicted(plan_cpu(path, ranks, fix, cluster, plan_file))
-                runs[fix].append(measure_file(path, ranks, plan_file, args.steps, work))
+                preds[fix] = predicted(plan(model, ranks, fix, cluster, plan_file))
+                runs[fix].append(measure(model, ranks, plan_file, args.steps, work))
         for fix in fixes:
             meas = {key: statistics.median(r[key] for r in runs[fix])
                     for key in ("step", "bubble")}
             meas["activations"] = statistics.median(
                 r["memory"]["activations"] for r in runs[fix])
-            rows.append({"ranks": ranks, "model": os.path.basename(path), "fix": fix,
+            rows.append({"ranks": ranks, "model": model, "fix": fix,
                          "pred": preds[fix], "meas": meas})
             print_cpu(rows[-1])
     return rows
-
-
-def measure_file(path: str, ranks: int, plan_file: str, steps: int, work: str) -> dict:
-    """calibration_bench.measure for a model file outside the zoo."""
-    out = os.path.join(work, "compiled")
-    shutil.rmtree(out, ignore_errors=True)
-    run([tool("bmc"), "compile", path, "--plan", plan_file, "--init", "random", "-o", out])
-    records = train(out, ranks, steps)
-    summary = summarise(records)
-    summary["memory"] = {"activations": max(
-        r["peak_memory_bytes"].get("activations", 0) for r in records)}
-    return summary
 
 
 def print_cpu(r: dict) -> None:

@@ -366,11 +366,10 @@ double bm::cost::pipelineBubbleFraction(ScheduleKind schedule, int stages,
 // The zero-bubble schedules hold a micro-batch's activations from F to B,
 // and from B to W what W reads (the weights' GEMM inputs and the output
 // gradients), counted as kWeightInputShare of them. The counts are the
-// peaks of bmrt's generated lists, in chunks (two per rank's share in a
-// V), bounded from above over pp and m (runtime/schedule/test checks the
-// bounds): ZB-H1 holds 1F1B's p - i from F to B and i + 1 from B to W;
-// ZB-V p + i + 1 chunks from F to B and at most 2 p + 2 from B to W;
-// DualPipe-V 2 p + 1 chunks from F to B and i + 1 from B to W.
+// peaks of bmrt's generated lists, bounded from above over pp and m
+// (CostModelTest checks the bounds): ZB-H1 holds 1F1B's p - i from F to B
+// and i + 1 from B to W; in a V each chunk (half a rank's share) holds its
+// own count (inFlightChunkMicroBatches).
 double bm::cost::inFlightMicroBatches(ScheduleKind schedule, int stages,
                                       int microBatches, int chunks, int stage) {
   const double m = microBatches, p = stages, i = stage;
@@ -389,18 +388,21 @@ double bm::cost::inFlightMicroBatches(ScheduleKind schedule, int stages,
   case ScheduleKind::ZeroBubbleH1:
     return held(std::min(m, p - i), std::min(m, i + 1));
   case ScheduleKind::ZeroBubbleV:
-    return held(std::min(2 * m, p + i + 1) / 2, std::min(2 * m, 2 * p + 2) / 2);
   case ScheduleKind::DualPipeV:
-    return held(std::min(2 * m, 2 * p + 1) / 2, std::min(2 * m, i + 1) / 2);
+    return (inFlightChunkMicroBatches(schedule, stages, microBatches, stage,
+                                      0) +
+            inFlightChunkMicroBatches(schedule, stages, microBatches, stage,
+                                      1)) /
+           2;
   }
   return 1;
 }
 
-// Per chunk of a V, the peaks of the generated lists (runtime/schedule/test
-// and CostModelTest check the bounds): ZB-V holds p micro-batches of chunk
-// 0 from F to B and at most 1.5 p from B to W, and i + 1 and p + 1 of
-// chunk 1; DualPipe-V 2 p - i and min(i + 1, ceil(p / 2)) of chunk 0, i + 1 and
-// i / 2 + 1 of chunk 1.
+// Per chunk of a V, the peaks of the generated lists (CostModelTest checks
+// the bounds): ZB-V holds p micro-batches of chunk 0 from F to B and at
+// most 1.5 p from B to W, and i + 1 and p + 1 of chunk 1; DualPipe-V
+// 2 p - i and min(i + 1, ceil(p / 2)) of chunk 0, i + 1 and i / 2 + 1 of
+// chunk 1.
 double bm::cost::inFlightChunkMicroBatches(ScheduleKind schedule, int stages,
                                            int microBatches, int stage,
                                            int chunk) {

@@ -121,8 +121,9 @@ TEST(CostModelTest, Bubbles) {
 // with F = B = W (the simulator's default: a backward twice the forward,
 // half of it W): the activations held per rank from above; and, once a V
 // has the 2 pp micro-batches its steady state needs (with fewer, its
-// greedy order idles more and holds less), the bubble exactly and the
-// activations within one micro-batch.
+// greedy order idles more and holds less), the bubble exactly. ZB-H1's
+// activations also within one micro-batch; a V's rank count sums its
+// chunks' peaks, which need not coincide (the next test checks each).
 TEST(CostModelTest, ZeroBubbleClosedFormsFollowTheGeneratedLists) {
   for (ScheduleKind kind : {ScheduleKind::ZeroBubbleH1,
                             ScheduleKind::ZeroBubbleV, ScheduleKind::DualPipeV})
@@ -154,7 +155,7 @@ TEST(CostModelTest, ZeroBubbleClosedFormsFollowTheGeneratedLists) {
                         spec.v;
           double bound = inFlightMicroBatches(kind, pp, m, spec.v, rank);
           EXPECT_LE(held, bound + 1e-9) << where << " rank " << rank;
-          if (steady)
+          if (spec.v == 1)
             EXPECT_GE(held, bound - 1) << where << " rank " << rank;
         }
       }

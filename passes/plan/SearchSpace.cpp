@@ -419,11 +419,16 @@ std::vector<Candidate> SearchSpace::candidates() {
   return all;
 }
 
+/// The model chunks per device a zero-bubble kind runs: two in a V.
+static int zeroBubbleChunks(ScheduleKind kind) {
+  return bmrt::layoutOf(kind) == bmrt::StageLayout::V ? 2 : 1;
+}
+
 bool SearchSpace::zeroBubbleFits(ScheduleKind kind, const Candidate &c) const {
   bmrt::ScheduleSpec spec;
   spec.kind = kind;
   spec.pp = c.pp;
-  spec.v = bmrt::layoutOf(kind) == bmrt::StageLayout::V ? 2 : 1;
+  spec.v = zeroBubbleChunks(kind);
   spec.m = c.m;
   return !bmrt::scheduleProblem(spec) &&
          (spec.v == 1 || ctx_.graph.numLayers() % (c.pp * spec.v) == 0);
@@ -468,7 +473,7 @@ SearchSpace::schedules(const Candidate &c) const {
          {ScheduleKind::ZeroBubbleH1, ScheduleKind::ZeroBubbleV,
           ScheduleKind::DualPipeV})
       if (!ctx_.config.megatronOnly && zeroBubbleFits(kind, c))
-        all.push_back({kind, kind == ScheduleKind::ZeroBubbleH1 ? 1 : 2});
+        all.push_back({kind, zeroBubbleChunks(kind)});
   }
   std::vector<std::pair<ScheduleKind, int>> allowed;
   for (auto [schedule, chunks] : all)

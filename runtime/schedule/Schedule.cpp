@@ -83,11 +83,13 @@ static std::vector<Step> oneForwardOneBackward(const ScheduleSpec &spec,
   return order;
 }
 
+/// Every kind's compute order but ZB-V's, which follows the costs
+/// (zeroBubbleVLists).
 static ComputeOrders computeOrders(const ScheduleSpec &spec) {
   if (spec.kind == ScheduleKind::DualPipeV)
     return dualPipeVOrders(spec);
-  if (splitsBackward(spec.kind))
-    return zeroBubbleOrders(spec);
+  if (spec.kind == ScheduleKind::ZeroBubbleH1)
+    return zeroBubbleH1Orders(spec);
   ComputeOrders orders;
   for (int rank = 0; rank < spec.pp; ++rank)
     orders.push_back(spec.kind == ScheduleKind::GPipe

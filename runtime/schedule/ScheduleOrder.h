@@ -1,5 +1,4 @@
-//===- ScheduleOrder.h - compute orders of the pipeline schedules -*- C++
-//-*-===//
+//===- ScheduleOrder.h - each rank's compute order --------------*- C++ -*-===//
 //
 // Private to the schedule library: one rank's compute order is a list of
 // steps (forward, backward, and where the schedule splits the backward its
@@ -31,9 +30,8 @@ struct Step {
 
 using ComputeOrders = std::vector<std::vector<Step>>;
 
-/// ZB-H1 (the paper's closed form) and ZB-V (a greedy list schedule run
-/// under unit times).
-ComputeOrders zeroBubbleOrders(const ScheduleSpec &spec);
+/// ZB-H1's (the paper's closed form).
+ComputeOrders zeroBubbleH1Orders(const ScheduleSpec &spec);
 /// ZB-V's greedy run under equal F, B and W, and under `costs`: the
 /// generator keeps whichever is faster under `costs`.
 std::vector<ComputeOrders> zeroBubbleVCandidates(const ScheduleSpec &spec,

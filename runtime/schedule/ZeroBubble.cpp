@@ -5,11 +5,12 @@
 // al. 2023, "Zero Bubble Pipeline Parallelism").
 //
 // ZB-H1 is the paper's handcrafted order (its steady state in closed
-// form). ZB-V comes from a deterministic greedy list scheduler run under
-// unit times (F = B = W = 1, free transfers): at each time unit every rank
-// runs the first of: a B whose gradient is there, an F within the rank's
-// memory limits, a deferred W. Neither depends on the costs the lists are
-// later timed with, as the planner and the trainer need.
+// form), whatever the costs. ZB-V comes from a deterministic greedy list
+// scheduler: whenever a rank is free it runs the first of a B whose
+// gradient is there, an F within the rank's memory limits, a deferred W.
+// It runs under equal F, B and W and under the plan's costs, and
+// generateSchedule keeps the faster; the trainer reads the plan's costs
+// from trainer.json, so it runs the order the planner priced.
 //
 // The greedy was tried for ZB-H1 too (B > F > W, each micro-batch counted
 // from F until W against 1F1B's pp - rank): that forces the last rank into
@@ -275,24 +276,14 @@ static std::vector<Step> zeroBubbleH1Order(const ScheduleSpec &spec, int rank) {
   return order;
 }
 
-/// Equal F, B and W (and free transfers): the order the paper's ZB-V
-/// approaches.
-static ActionCosts unitCosts() {
-  ActionCosts unit;
-  unit.forward = 1;
-  unit.backward = 2;
-  unit.backwardWeight = 1;
-  return unit;
-}
-
+// The default costs are equal F, B and W with free transfers: the times
+// the paper's ZB-V is made for.
 std::vector<ComputeOrders> zeroBubbleVCandidates(const ScheduleSpec &spec,
                                                  const ActionCosts &costs) {
-  return {Greedy(spec, unitCosts()).run(), Greedy(spec, costs).run()};
+  return {Greedy(spec, ActionCosts()).run(), Greedy(spec, costs).run()};
 }
 
-ComputeOrders zeroBubbleOrders(const ScheduleSpec &spec) {
-  if (spec.kind == ScheduleKind::ZeroBubbleV)
-    return Greedy(spec, unitCosts()).run();
+ComputeOrders zeroBubbleH1Orders(const ScheduleSpec &spec) {
   ComputeOrders orders;
   for (int rank = 0; rank < spec.pp; ++rank)
     orders.push_back(zeroBubbleH1Order(spec, rank));

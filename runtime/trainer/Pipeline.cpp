@@ -22,12 +22,6 @@ void read(Executor &e, const std::vector<int> &slots, Transfer &out) {
   e.stream().synchronize();
 }
 
-/// A stash's allocation (never empty).
-size_t stashSize(const Executor &e) { return std::max<size_t>(e.stashBytes(), 1); }
-size_t weightStashSize(const Executor &e) {
-  return std::max<size_t>(e.weightStashBytes(), 1);
-}
-
 double secondsSince(std::chrono::steady_clock::time_point begin) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
       .count();
@@ -70,14 +64,10 @@ Pipeline::Pipeline(const ScheduleSpec &spec, const ActionCosts &costs,
 }
 
 Pipeline::~Pipeline() {
-  for (auto &[key, data] : stashes) {
-    Executor &e = *stages.at(key.first).executor;
-    e.device().deallocate(data, stashSize(e), MemoryKind::Activations);
-  }
-  for (auto &[key, data] : weightStashes) {
-    Executor &e = *stages.at(key.first).executor;
-    e.device().deallocate(data, weightStashSize(e), MemoryKind::Activations);
-  }
+  for (auto &[key, held] : kept)
+    stages.at(std::get<1>(key))
+        .executor->device()
+        .deallocate(held.data, held.bytes, MemoryKind::Activations);
 }
 
 Transfer &Pipeline::buffer(ActionKind kind, int microBatch, int chunk) {
@@ -171,22 +161,48 @@ void Pipeline::forward(const Action &a) {
          buffer(ActionKind::SendActivation, a.microBatch, a.chunk));
     handOverLocally(ActionKind::SendActivation, a, stage.virtualStage + 1);
   }
-  void *stash = e.device().allocate(stashSize(e), MemoryKind::Activations);
-  stashes[{a.chunk, a.microBatch}] = stash;
-  e.stash(stash);
+  keep(Kept::ForBackward, a);
+}
+
+/// Copies what `a`'s micro-batch keeps until a later step of its chunk out
+/// of the executor's arena, into device memory of its own (never empty).
+void Pipeline::keep(Kept what, const Action &a) {
+  Executor &e = *stages.at(a.chunk).executor;
+  const bool forBackward = what == Kept::ForBackward;
+  Held held;
+  held.bytes =
+      std::max<size_t>(forBackward ? e.stashBytes() : e.weightStashBytes(), 1);
+  held.data = e.device().allocate(held.bytes, MemoryKind::Activations);
+  if (forBackward)
+    e.stash(held.data);
+  else
+    e.stashWeightInputs(held.data);
+  kept[{static_cast<int>(what), a.chunk, a.microBatch}] = held;
+}
+
+/// Copies it back for the step that reads it, and frees it.
+void Pipeline::restore(Kept what, const Action &a) {
+  Executor &e = *stages.at(a.chunk).executor;
+  const bool forBackward = what == Kept::ForBackward;
+  auto it = kept.find({static_cast<int>(what), a.chunk, a.microBatch});
+  BMRT_CHECK(it != kept.end(),
+             std::string("the schedule runs ") +
+                 (forBackward ? "the backward" : "W") + " of micro-batch " +
+                 std::to_string(a.microBatch) + " before its " +
+                 (forBackward ? "forward" : "B"));
+  if (forBackward)
+    e.unstash(it->second.data);
+  else
+    e.unstashWeightInputs(it->second.data);
+  e.device().deallocate(it->second.data, it->second.bytes,
+                        MemoryKind::Activations);
+  kept.erase(it);
 }
 
 void Pipeline::backward(const Action &a) {
   Stage &stage = stages.at(a.chunk);
   Executor &e = *stage.executor;
-  auto stashed = stashes.find({a.chunk, a.microBatch});
-  BMRT_CHECK(stashed != stashes.end(),
-             "the schedule runs the backward of micro-batch " +
-                 std::to_string(a.microBatch) + " before its forward");
-  e.unstash(stashed->second);
-  e.device().deallocate(stashed->second, stashSize(e),
-                        MemoryKind::Activations);
-  stashes.erase(stashed);
+  restore(Kept::ForBackward, a);
   std::vector<int> in = stage.program.slotsOf(SlotKind::ActivationGrad);
   if (!in.empty()) {
     write(e, in, buffer(ActionKind::RecvGradient, a.microBatch, a.chunk));
@@ -196,10 +212,7 @@ void Pipeline::backward(const Action &a) {
     e.runBackward();
   } else {
     e.runBackwardInput();
-    void *weightStash =
-        e.device().allocate(weightStashSize(e), MemoryKind::Activations);
-    weightStashes[{a.chunk, a.microBatch}] = weightStash;
-    e.stashWeightInputs(weightStash);
+    keep(Kept::ForWeight, a);
   }
   if (!stage.program.sendGrads.empty()) {
     read(e, stage.program.sendGrads,
@@ -209,16 +222,8 @@ void Pipeline::backward(const Action &a) {
 }
 
 void Pipeline::backwardWeight(const Action &a) {
-  Executor &e = *stages.at(a.chunk).executor;
-  auto stashed = weightStashes.find({a.chunk, a.microBatch});
-  BMRT_CHECK(stashed != weightStashes.end(),
-             "the schedule runs W of micro-batch " +
-                 std::to_string(a.microBatch) + " before its B");
-  e.unstashWeightInputs(stashed->second);
-  e.device().deallocate(stashed->second, weightStashSize(e),
-                        MemoryKind::Activations);
-  weightStashes.erase(stashed);
-  e.runBackwardWeight();
+  restore(Kept::ForWeight, a);
+  stages.at(a.chunk).executor->runBackwardWeight();
 }
 
 /// Where the neighbouring virtual stage `to` is this rank's own (the V

@@ -91,12 +91,20 @@ private:
   double waited = 0;
   double loss = 0;
   std::map<std::tuple<int, int, int>, Transfer> inFlight;
-  /// Each micro-batch's stash between its forward and backward, per chunk:
-  /// device memory counted as activations, so that the peak shows the
-  /// schedule's micro-batches in flight.
-  std::map<std::pair<int, int>, void *> stashes;
-  /// The same between B and W of a split backward (what W reads).
-  std::map<std::pair<int, int>, void *> weightStashes;
+  /// What a micro-batch keeps between two steps of a chunk: the values
+  /// its backward reads from the forward (Executor::stash), or those W
+  /// reads from B (Executor::stashWeightInputs).
+  enum class Kept { ForBackward, ForWeight };
+  struct Held {
+    void *data = nullptr;
+    size_t bytes = 0;
+  };
+  void keep(Kept what, const Action &a);
+  void restore(Kept what, const Action &a);
+  /// Keyed by (what, chunk, micro-batch): device memory counted as
+  /// activations, so that the peak shows the schedule's micro-batches in
+  /// flight.
+  std::map<std::tuple<int, int, int>, Held> kept;
 };
 
 } // namespace bmrt

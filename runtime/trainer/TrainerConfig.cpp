@@ -78,10 +78,6 @@ ActionCosts pipelineCosts(const CompiledConfig &config,
   } catch (const Error &e) {
     BMRT_FAIL(std::string("trainer.json's stage_times: ") + e.what());
   }
-  for (int stage = 0; stage < spec.virtualStages(); ++stage)
-    BMRT_CHECK(costs.backwardWeightTime(stage) <= costs.backwardTime(stage),
-               "trainer.json's stage_times: stage " + std::to_string(stage) +
-                   "'s weight time exceeds its backward");
   return costs;
 }
 
