@@ -474,6 +474,16 @@ std::vector<StageGroup> bm::plan::partitionStagesMegatron(
   return build(bestFirst, bestMiddle, n - middles * bestMiddle - bestFirst);
 }
 
+const StageStats *bm::plan::stageAt(const std::vector<StageGroup> &groups,
+                                    int stage) {
+  for (const StageGroup &group : groups) {
+    if (stage < group.numStages)
+      return stage >= 0 ? &group.stats : nullptr;
+    stage -= std::max(group.numStages, 0);
+  }
+  return nullptr;
+}
+
 std::vector<StageStats> bm::plan::expandStages(
     const std::vector<StageGroup> &groups) {
   size_t total = 0;

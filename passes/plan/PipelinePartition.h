@@ -136,6 +136,9 @@ partitionStagesMegatron(const std::vector<ItemRun> &runs, int numStages,
 
 /// Expands groups to one entry per stage.
 std::vector<StageStats> expandStages(const std::vector<StageGroup> &groups);
+/// The stats of virtual stage `stage` of `groups` (expandStages(groups)[stage]
+/// without building the list), or null past the last.
+const StageStats *stageAt(const std::vector<StageGroup> &groups, int stage);
 
 } // namespace bm::plan
 

@@ -409,16 +409,18 @@ double StepCoster::heldActivationBytes(const DeviceGroup &group,
     return storedCopies(config, inFlight) *
            (group.stats.stored + group.stats.receivedSideBytes);
   }
-  const std::vector<StageStats> stages = expandStages(entry.stages);
+  // Scored for every configuration of the search: the stages are looked
+  // up in their groups, not expanded.
   double worst = 0;
   for (int device :
        {group.firstDevice, group.firstDevice + group.numDevices - 1}) {
     double bytes = 0;
     for (int chunk = 0; chunk < config.chunks; ++chunk) {
-      const size_t s = static_cast<size_t>(config.virtualStage(device, chunk));
-      if (s >= stages.size())
+      const StageStats *stage =
+          stageAt(entry.stages, config.virtualStage(device, chunk));
+      if (!stage)
         continue;
-      const StageStats held = stages[s].onDevice();
+      const StageStats held = stage->onDevice();
       double inFlight = cost::inFlightChunkMicroBatches(
           config.schedule, config.pp, config.numMicroBatches, device, chunk);
       bytes += storedCopies(config, inFlight) *

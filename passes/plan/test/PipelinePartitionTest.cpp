@@ -73,6 +73,19 @@ TEST(PipelinePartitionTest, StagesLeftOverComeBeforeTheLast) {
   EXPECT_DOUBLE_EQ(stages[6].time(), 0);
 }
 
+TEST(PipelinePartitionTest, StageAtLooksUpWhatExpandStagesLists) {
+  std::vector<ItemRun> runs = {{item(2, 0), 1}, {item(1), 30}, {item(3, 0), 1}};
+  std::vector<StageGroup> groups = partitionStages(runs, 8);
+  std::vector<StageStats> stages = expandStages(groups);
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const StageStats *found = stageAt(groups, static_cast<int>(s));
+    ASSERT_NE(found, nullptr) << s;
+    EXPECT_EQ(*found, stages[s]) << s;
+  }
+  EXPECT_EQ(stageAt(groups, static_cast<int>(stages.size())), nullptr);
+  EXPECT_EQ(stageAt(groups, -1), nullptr);
+}
+
 TEST(PipelinePartitionTest, PrologueAndEpilogueTakeLayersAway) {
   // Embedding (cost 2 layers) first, LM head (cost 3 layers) last.
   std::vector<ItemRun> runs = {{item(2, 0), 1}, {item(1), 30}, {item(3, 0), 1}};
