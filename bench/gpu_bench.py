@@ -714,7 +714,7 @@ def bench(args, models: list[Model], seq: int, folders: str, device: str) -> lis
     trainer = os.path.join(args.build, "bin", "bmrt-trainer")
     gpu = machine(device)
     peak = args.peak_tflops * 1e12 if args.peak_tflops else peak_bf16(gpu.get("gpu", ""))
-    no_torch = None if args.no_torch else torch_available()
+    no_torch = "not run (--no-torch)" if args.no_torch else torch_available()
     # Shares of the budget: per model bmc, eager, compile, by their guesses.
     budget = Budget(args.budget, [w for m in models for w in m.estimate_s])
     print(f"gpu_bench: {gpu}, bf16 peak {peak / 1e12 if peak else '?'} TFLOP/s, budget "
@@ -724,8 +724,8 @@ def bench(args, models: list[Model], seq: int, folders: str, device: str) -> lis
                "steps": args.steps, "budget_s": args.budget, "folders_commit": manifest.get("commit"),
                "mfu_formula": "(6 N + 12 L h s) x tokens/s / dense bf16 peak; N without the "
                               "position table (PaLM arXiv:2204.02311 Appendix B)",
-               "precision": {"bmc": "as the trainer reports it (the CUDA backend computes in "
-                                    "fp32 today; the plan is bf16)",
+               "precision": {"bmc": "as the trainer reports it (under the plan's bf16 the CUDA "
+                                    "backend's GEMMs take bf16 inputs; the rest is fp32)",
                              "torch": "bf16 autocast, fp32 weights, fused AdamW"},
                "models": []}
     results: list[dict] = []

@@ -2,8 +2,11 @@
 //
 //   bmrt-step-timer DIR [--program forward|step] [--warmup W] [--runs N]
 //                   [--threads T] [--optimizer] [--profile] [--seed S]
+//                   [--device cpu|cuda] [--precision fp32|bf16]
 //
-// Loads DIR/forward.bmp (default) or DIR/step.bmp with DIR/params.safetensors,
+// Loads DIR/forward.bmp (default) or DIR/step.bmp with DIR/params.safetensors
+// (a folder compiled with --weights-at-load has none: its parameters are
+// drawn from N(0, 0.02), which times the same),
 // fills the inputs (integer ids within the tables they index, N(0, 1) floats,
 // labels within the loss's classes), runs the program W times to warm up and
 // N times timed, and prints one JSON object: the median and minimum seconds
@@ -14,9 +17,9 @@
 // the program, the global gradient norm and an AdamW update of every trained
 // parameter, so a run is a whole training step.
 // --profile: runs the instructions one at a time (Executor::runRange, then a
-// synchronize) and adds their times up by op name and by phase (forward up to
-// the loss, backward after it, the optimizer); the slowest single
-// instructions are listed too. The median is then of runs made that way.
+// synchronize of the device's stream) and adds their times up by op name and by
+// phase (forward up to the loss, backward after it, the optimizer); the slowest
+// single instructions are listed too. The median is then of runs made that way.
 //
 // Links bmrt only (no MLIR), like the trainer.
 //
@@ -37,6 +40,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <random>
 
@@ -62,11 +66,14 @@ struct Options {
   bool optimizer = false;
   bool profile = false;
   uint64_t seed = 1;
+  std::string device = "cpu";
+  ContractionPrecision precision = ContractionPrecision::F32;
 };
 
 const char *kUsage =
     "usage: bmrt-step-timer DIR [--program forward|step] [--warmup W] "
-    "[--runs N] [--threads T] [--optimizer] [--profile] [--seed S]\n";
+    "[--runs N] [--threads T] [--optimizer] [--profile] [--seed S] "
+    "[--device cpu|cuda] [--precision fp32|bf16]\n";
 
 int parsePositive(const std::string &flag, const char *value, int least) {
   char *end = nullptr;
@@ -99,7 +106,13 @@ Options parseOptions(int argc, char **argv) {
       o.optimizer = true;
     else if (arg == "--profile")
       o.profile = true;
-    else if (!arg.empty() && arg[0] != '-' && o.dir.empty())
+    else if (arg == "--device")
+      o.device = value();
+    else if (arg == "--precision") {
+      std::string name = value();
+      BMRT_CHECK(parseContractionPrecision(name, o.precision),
+                 "--precision must be fp32, bf16 or fp16, got '" + name + "'");
+    } else if (!arg.empty() && arg[0] != '-' && o.dir.empty())
       o.dir = arg;
     else
       BMRT_FAIL("unknown argument '" + arg + "'");
@@ -113,6 +126,23 @@ Options parseOptions(int argc, char **argv) {
 //===----------------------------------------------------------------------===//
 // Loading and filling
 //===----------------------------------------------------------------------===//
+
+/// Parameters from N(0, 0.02) for a folder without params.safetensors:
+/// kernel times do not depend on the values.
+void drawParameters(Executor &executor, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  const Program &program = executor.program();
+  for (int slot : program.slotsOf(SlotKind::Param)) {
+    const TensorView &view = executor.view(slot);
+    if (view.dtype != DType::F32)
+      continue; // masks and tables: left as allocated (zeros)
+    std::vector<float> host(view.size());
+    std::generate(host.begin(), host.end(), [&] { return normal(rng); });
+    executor.device().copyToDevice(view.data, host.data(), view.bytes(),
+                                   executor.stream());
+  }
+}
 
 void loadParameters(Executor &executor, const std::string &path) {
   SafetensorsFile file = readSafetensors(path);
@@ -190,8 +220,8 @@ public:
       if (grad < 0)
         continue;
       const TensorView &value = executor.view(slot);
-      params.push_back({value, executor.view(grad), stateLike(value),
-                        stateLike(value)});
+      params.push_back(
+          {value, executor.view(grad), stateLike(value), stateLike(value)});
     }
   }
   ~Optimizer() {
@@ -263,6 +293,7 @@ double timeRun(Executor &executor, Optimizer *optimizer) {
   executor.run();
   if (optimizer)
     optimizer->update(optimizer->sumOfSquares());
+  executor.stream().synchronize(); // a GPU's kernels finish after their launch
   return secondsSince(start);
 }
 
@@ -338,9 +369,9 @@ std::string describeInstr(const Program &program, const Instr &instr) {
   std::string text = instr.op;
   for (size_t i = 0; i < instr.operands.size(); ++i) {
     int slot = instr.operands[i];
-    text += (i ? ", " : " ") +
-            (slot < 0 ? std::string("-")
-                      : formatShape(program.slots[slot].shape));
+    text +=
+        (i ? ", " : " ") +
+        (slot < 0 ? std::string("-") : formatShape(program.slots[slot].shape));
   }
   return text + "  # " + instr.comment;
 }
@@ -391,9 +422,16 @@ json run(const Options &options) {
   bool isStep = program.loss >= 0;
   BMRT_CHECK(isStep || !options.optimizer,
              "--optimizer needs a step program; '" + path + "' is forward");
-  std::unique_ptr<Device> device = createDevice("cpu", {options.threads, -1});
+  DeviceOptions deviceOptions;
+  deviceOptions.threads = options.threads;
+  deviceOptions.contractionPrecision = options.precision;
+  std::unique_ptr<Device> device = createDevice(options.device, deviceOptions);
   Executor executor(program, *device);
-  loadParameters(executor, options.dir + "/params.safetensors");
+  std::string params = options.dir + "/params.safetensors";
+  if (std::ifstream(params))
+    loadParameters(executor, params);
+  else
+    drawParameters(executor, options.seed);
   fillInputs(executor, options.seed);
   std::unique_ptr<Optimizer> optimizer;
   if (options.optimizer)
@@ -416,6 +454,8 @@ json run(const Options &options) {
   const Program &inlined = executor.program();
   json result = {{"program", path},
                  {"instructions", inlined.instrs.size()},
+                 {"device", options.device},
+                 {"precision", nameOf(device->contractionPrecision())},
                  {"threads", options.threads},
                  // OpenBLAS picks its kernels by CPU model; an unknown model
                  // falls back to an older core's (OPENBLAS_CORETYPE overrides).

@@ -162,6 +162,9 @@ bmrt::Function makeFunction(const Program &program, const Run &run,
     local[slot] = static_cast<int>(function.slots.size());
     bmrt::Slot s = program.slots[slot];
     s.kind = bmrt::SlotKind::Value;
+    // `frozen` is a parameter's mark; the function's argument is a value
+    // (the text form refuses it on anything else).
+    s.frozen = false;
     s.name.clear();
     s.data.clear();
     // A call binds the caller's slot, sharding and all.

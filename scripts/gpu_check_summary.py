@@ -66,11 +66,15 @@ def error_lines(text: str, limit: int = 20) -> list[str]:
 
 def build(check: str, stages: dict) -> dict:
     configure = read_text(os.path.join(check, "configure.txt"))
+    prebuilt = read_text(os.path.join(check, "prebuilt.txt"))
     text = read_text(os.path.join(check, "build.txt"))
+    built_here = (stages.get("configure", {}).get("status") == "ok"
+                  and stages.get("build", {}).get("status") == "ok")
+    loaded = stages.get("prebuilt", {}).get("status") == "ok"
     return {
-        "ok": stages.get("configure", {}).get("status") == "ok"
-        and stages.get("build", {}).get("status") == "ok",
-        "cuda_backend": "bmrt: CUDA backend built" in configure,
+        "ok": built_here or loaded,
+        "prebuilt": loaded,
+        "cuda_backend": "bmrt: CUDA backend built" in configure + prebuilt,
         "errors": error_lines(configure + "\n" + text),
         "rest": stages.get("build-rest", {}).get("status"),
         "rest_errors": error_lines(read_text(os.path.join(check, "build-rest.txt"))),
@@ -211,7 +215,8 @@ def main() -> int:
 
     conf = summary["conformance"]
     print(f"build: {'ok' if summary['build']['ok'] else 'FAILED'}"
-          f" (cuda backend: {summary['build']['cuda_backend']})")
+          f" (cuda backend: {summary['build']['cuda_backend']}"
+          f"{', prebuilt' if summary['build']['prebuilt'] else ''})")
     print(f"conformance: {conf['passed']} passed, {conf['failed']} failed, {conf['skipped']} skipped"
           + (f" ({conf['error']})" if conf.get("error") else "")
           + (f" ({conf['note']})" if conf.get("note") else ""))

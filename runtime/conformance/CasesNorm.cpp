@@ -113,6 +113,18 @@ std::vector<Case> normCases() {
           .i("axis", 1)
           .f("epsilon", 1e-5)
           .tol(kReduction),
+      // 300 rows: the parameter sums' first pass takes 64 rows per chunk,
+      // so five chunks, the last one short.
+      Build("layer_norm_grad_many_rows", "layer_norm_grad")
+          .in(uniform({3, 100, 16}, 340, -2, 2))
+          .in(uniform({16}, 341))
+          .in(uniform({3, 100, 16}, 342))
+          .out({3, 100, 16})
+          .out({16})
+          .out({16})
+          .i("axis", 2)
+          .f("epsilon", 1e-5)
+          .tol(kReduction),
       Build("layer_norm_no_bias_two_dims", "layer_norm")
           .in(uniform(x, 330, -2, 2))
           .in(uniform({3, 1}, 331))
@@ -135,6 +147,15 @@ std::vector<Case> normCases() {
           .out(x)
           .out({8})
           .i("axis", 2)
+          .f("epsilon", 1e-6)
+          .tol(kReduction),
+      Build("rms_norm_grad_many_rows", "rms_norm_grad")
+          .in(uniform({130, 8}, 343, -2, 2))
+          .in(uniform({8}, 344))
+          .in(uniform({130, 8}, 345))
+          .out({130, 8})
+          .out({8})
+          .i("axis", 1)
           .f("epsilon", 1e-6)
           .tol(kReduction),
       softmax("log_softmax", 2, {3, 4, 6}, 337),

@@ -109,16 +109,20 @@ std::vector<Case> reductionCases() {
           .i("axis", 1)
           .f("on_value", 1)
           .f("off_value", 0),
-      reduce("reduce_max", "f32_axes_0_2", uniform({4, 5, 6}, 505), {0, 2},
-             {5}, kExact),
-      reduce("reduce_max", "i64_keepdims", randomInts(I64, {4, 5}, 506, -99, 99),
-             {1}, {4, 1}, kExact),
+      reduce("reduce_max", "f32_axes_0_2", uniform({4, 5, 6}, 505), {0, 2}, {5},
+             kExact),
+      reduce("reduce_max", "i64_keepdims",
+             randomInts(I64, {4, 5}, 506, -99, 99), {1}, {4, 1}, kExact),
+      // All negative: a max that started from 0, or from a 64-bit minimum
+      // cut to 32 bits, would show.
+      reduce("reduce_max", "i32_negative",
+             randomInts(I32, {3, 6}, 517, -99, -1), {1}, {3}, kExact),
       reduce("reduce_mean", "f32_axes_1_3", uniform({2, 4, 3, 8}, 507), {1, 3},
              {2, 1, 3, 1}, kReduction),
       reduce("reduce_mean", "f32_all", uniform({4, 16}, 508), {0, 1}, {},
              kReduction),
-      reduce("reduce_sum", "f32_axes_0_2", uniform({4, 5, 6}, 509), {0, 2},
-             {5}, kReduction),
+      reduce("reduce_sum", "f32_axes_0_2", uniform({4, 5, 6}, 509), {0, 2}, {5},
+             kReduction),
       reduce("reduce_sum", "f32_last", uniform({6, 32}, 510), {1}, {6},
              kReduction),
       reduce("reduce_sum", "i32_axis0", randomInts(I32, {5, 4}, 511, -99, 99),
@@ -136,6 +140,7 @@ std::vector<Case> reductionCases() {
           .i("k", 1),
       topK("f32_largest_axis1", uniform({3, 7, 4}, 515), 1, 3, 1),
       topK("f32_smallest_last", uniform({4, 9}, 516), 1, 4, 0),
+      topK("i32_largest", randomInts(I32, {3, 8}, 518, -50, 50), 1, 3, 1),
       // Ties resolve to the lower index: the indices must agree too.
       topK("i64_ties", ints(I64, {2, 6}, {3, 1, 3, 2, 3, 1, 0, 0, 5, 5, 0, 1}),
            1, 4, 1)

@@ -71,12 +71,27 @@ int localRank() {
   return 0;
 }
 
+/// StreamBuffer's memory (cudaMallocAsync) comes from the device's default
+/// pool, which by default hands everything back to the driver at each
+/// synchronisation: every GEMM's bf16 packing then paid a real allocation
+/// after each step's loss read (and after every instruction in
+/// bmrt-step-timer --profile). Keeping it pooled makes the temporaries of
+/// one step reused by the next.
+void keepStreamOrderedMemory(int ordinal) {
+  cudaMemPool_t pool = nullptr;
+  BMRT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, ordinal));
+  uint64_t keepAll = UINT64_MAX;
+  BMRT_CUDA_CHECK(
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keepAll));
+}
+
 class CudaDevice final : public Device {
 public:
   CudaDevice(const Backend &backend, int ordinal,
              ContractionPrecision precision)
       : Device(backend), ordinal(ordinal), precision(precision) {
     BMRT_CUDA_CHECK(cudaSetDevice(ordinal));
+    keepStreamOrderedMemory(ordinal);
     // Created after cudaSetDevice, so that it belongs to this GPU.
     stream = std::make_unique<CudaStream>();
   }

@@ -16,6 +16,7 @@
 #include "bmrt/Executor.h"
 
 #include <climits>
+#include <limits>
 #include <type_traits>
 
 namespace bmrt::cuda {
@@ -81,7 +82,7 @@ template <typename T, ReduceKind Kind> struct Fold {
     else if constexpr (std::is_same_v<T, float>)
       return -INFINITY;
     else
-      return LLONG_MIN;
+      return std::numeric_limits<T>::lowest();
   }
   __device__ static Acc merge(Acc a, Acc b) {
     if constexpr (Kind != ReduceKind::Max)
@@ -151,6 +152,8 @@ void reduce(cudaStream_t stream, const TensorView &x, const TensorView &y,
     return reduceTyped<float, Kind>(stream, x, y, axes);
   if (x.dtype == DType::I64)
     return reduceTyped<int64_t, Kind>(stream, x, y, axes);
+  if (x.dtype == DType::I32)
+    return reduceTyped<int32_t, Kind>(stream, x, y, axes);
   BMRT_FAIL(std::string("cuda reduce does not take ") + nameOf(x.dtype));
 }
 
@@ -215,6 +218,8 @@ void launchCumsum(E &e, const Instr &i) {
     return cumsumTyped<float>(stream, x, y, s, exclusive, reverse);
   if (x.dtype == DType::I64)
     return cumsumTyped<int64_t>(stream, x, y, s, exclusive, reverse);
+  if (x.dtype == DType::I32)
+    return cumsumTyped<int32_t>(stream, x, y, s, exclusive, reverse);
   BMRT_FAIL(std::string("cuda cumsum does not take ") + nameOf(x.dtype));
 }
 
@@ -290,6 +295,9 @@ void launchTopK(E &e, const Instr &i) {
                             largest);
   if (x.dtype == DType::I64)
     return topKTyped<int64_t>(stream, x, e.result(i, 0), e.result(i, 1), s, k,
+                              largest);
+  if (x.dtype == DType::I32)
+    return topKTyped<int32_t>(stream, x, e.result(i, 0), e.result(i, 1), s, k,
                               largest);
   BMRT_FAIL(std::string("cuda top_k does not take ") + nameOf(x.dtype));
 }

@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 
 namespace {
 
@@ -44,6 +45,7 @@ struct CompiledStep {
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module;
   bmrt::Program program;
+  bmrt::Program lowered; ///< before folding, outlining and the text form
   std::unique_ptr<bmrt::Device> device = bmrt::createDevice("cpu");
   std::unique_ptr<bmrt::Executor> executor;
 
@@ -71,6 +73,7 @@ struct CompiledStep {
     auto lowered = bm::lowerToProgram(step, c.model);
     ASSERT_TRUE(static_cast<bool>(lowered))
         << llvm::toString(lowered.takeError());
+    this->lowered = *lowered;
     if (fold)
       bm::foldTransposesIntoMatmuls(*lowered);
     if (outline)
@@ -219,6 +222,36 @@ TEST_P(WholeModelGradient, OutliningBlocksKeepsTheStep) {
     const bmrt::TensorView &b = outlined.executor->view(h);
     EXPECT_EQ(0, std::memcmp(a.data, b.data, a.bytes())) << name;
   }
+}
+
+/// A frozen parameter a layer reads (GPT-2's causal-mask buffer, batch
+/// norm's statistics) stays frozen, and the function argument bound to it
+/// is a plain value: the outlined program round-trips through its text.
+TEST(OutlineBlocks, FrozenParametersStayOutsideFunctions) {
+  CompiledStep step;
+  ASSERT_NO_FATAL_FAILURE(
+      step.build({"hf-gpt2-tiny", {{"batch", 2}, {"seq", 16}}}));
+  bmrt::Program program = step.lowered;
+  std::set<int> frozen;
+  for (const bmrt::Instr &instr : program.instrs)
+    for (int o : instr.operands)
+      if (instr.layer >= 0 && o >= 0 &&
+          program.slots[o].kind == bmrt::SlotKind::Param)
+        frozen.insert(o);
+  ASSERT_FALSE(frozen.empty());
+  for (int p : frozen)
+    program.slots[p].frozen = true;
+  bm::outlineBlocks(program);
+  ASSERT_FALSE(program.functions.empty());
+  for (const bmrt::Function &f : program.functions)
+    for (const bmrt::Slot &slot : f.slots)
+      EXPECT_FALSE(slot.frozen) << f.name;
+  bmrt::Program again =
+      bmrt::parseProgram(bmrt::printProgram(program), "outlined.bmp");
+  int stillFrozen = 0;
+  for (const bmrt::Slot &slot : again.slots)
+    stillFrozen += slot.frozen;
+  EXPECT_EQ(stillFrozen, static_cast<int>(frozen.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -123,6 +123,23 @@ def test_summary_of_a_failed_build(tmp_path):
     assert summary["models"]["gpt3-tiny"]["status"] == "error"
 
 
+def test_summary_of_prebuilt_binaries(tmp_path):
+    # The binaries gpu-pack carried loaded: configure and build were skipped,
+    # and the build counts as ok, with the CUDA backend in it.
+    check = tmp_path / "check"
+    write(check / "stages.tsv", "prebuilt\t0\t1.4\t30\nconfigure\tskipped\t0\t0\n"
+          "build\tskipped\t0\t0\nconformance\t0\t1\t60\n"
+          "model.gpt3-tiny.cpu\t0\t0.3\t30\nmodel.gpt3-tiny.cuda\t0\t0.7\t30\n")
+    write(check / "prebuilt.txt", "BMRT_CUDA:BOOL=ON\nbmrt: CUDA backend built (prebuilt)\n")
+    write(check / "conformance.json", gtest_report(["Gemm.cuda"], [], []))
+    write(check / "models" / "gpt3-tiny.cpu.jsonl", losses_log(CPU))
+    write(check / "models" / "gpt3-tiny.cuda.jsonl", losses_log(CPU))
+    result = summarize(check, tmp_path / "s.json", models="gpt3-tiny")
+    assert result.returncode == 0, result.stdout + result.stderr
+    build = json.loads((tmp_path / "s.json").read_text())["build"]
+    assert build["ok"] and build["prebuilt"] and build["cuda_backend"]
+
+
 def test_cpu_only_demands_identical_losses(tmp_path):
     check = tmp_path / "check"
     write(check / "stages.tsv", "configure\t0\t1\t90\nbuild\t0\t1\t240\nconformance\t0\t1\t90\n"
