@@ -235,10 +235,10 @@ public:
 
   /// The global gradient norm's sum of squares (the clipping's input).
   double sumOfSquares() {
-    double sum = 0;
+    std::vector<TensorView> grads;
     for (const Param &p : params)
-      sum += kernels().sumOfSquares(executor.stream(), p.grad);
-    return sum;
+      grads.push_back(p.grad);
+    return kernels().sumOfSquares(executor.stream(), grads);
   }
 
   void update(double sumSquares) {

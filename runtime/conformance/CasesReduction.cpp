@@ -125,6 +125,14 @@ std::vector<Case> reductionCases() {
              kReduction),
       reduce("reduce_sum", "f32_last", uniform({6, 32}, 510), {1}, {6},
              kReduction),
+      // Leading dims reduced over more than 64 rows: the column reduction's
+      // chunks of 64 rows, the last one short.
+      reduce("reduce_sum", "f32_leading_300_rows", uniform({3, 100, 20}, 519),
+             {0, 1}, {20}, kReduction),
+      reduce("reduce_mean", "f32_leading_keepdims", uniform({2, 70, 5}, 520),
+             {0, 1}, {1, 1, 5}, kReduction),
+      reduce("reduce_max", "f32_leading_130_rows", uniform({130, 7}, 521), {0},
+             {7}, kExact),
       reduce("reduce_sum", "i32_axis0", randomInts(I32, {5, 4}, 511, -99, 99),
              {0}, {4}, kExact),
       reduce("reduce_sum", "i64_axes_0_1",

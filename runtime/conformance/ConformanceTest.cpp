@@ -484,11 +484,19 @@ TEST_P(TrainerConformance, Add) {
 TEST_P(TrainerConformance, SumOfSquares) {
   HostTensor a = uniform(kParamShape, 131);
   DeviceTensor x(*device, a);
-  double got = backend->trainer.sumOfSquares(device->computeStream(), x.view);
+  double got = backend->trainer.sumOfSquares(device->computeStream(), {x.view});
   double ref = 0;
   for (int64_t i = 0; i < a.size(); ++i)
     ref += a.at(i) * a.at(i);
   EXPECT_NEAR(got, ref, 1e-12 * ref);
+  // Several tensors, an empty one among them: one sum over all.
+  HostTensor b = uniform({5, 3}, 132);
+  DeviceTensor y(*device, b), none(*device, uniform({0, 4}, 133));
+  double both = backend->trainer.sumOfSquares(device->computeStream(),
+                                              {x.view, none.view, y.view});
+  for (int64_t i = 0; i < b.size(); ++i)
+    ref += b.at(i) * b.at(i);
+  EXPECT_NEAR(both, ref, 1e-12 * ref);
 }
 
 // A few roundings per element (moments, a square root, a division; the

@@ -22,8 +22,12 @@ public:
            const TensorView &out) const override {
     binary(stream, BinaryOp::Add, a, b, out);
   }
-  double sumOfSquares(Stream &stream, const TensorView &x) const override {
-    return cpu::sumOfSquares(stream, x);
+  double sumOfSquares(Stream &stream,
+                      const std::vector<TensorView> &xs) const override {
+    double sum = 0;
+    for (const TensorView &x : xs)
+      sum += cpu::sumOfSquares(stream, x);
+    return sum;
   }
   void adamwUpdate(Stream &stream, const TensorView &param,
                    const TensorView &grad, const TensorView &m,

@@ -3,7 +3,10 @@
 // One cuBLASLt handle and one workspace per (thread, device), made on first
 // use and kept for the thread's life: a handle is not safe to share between
 // threads, and creating one per call costs more than most GEMMs. The
-// algorithm comes from cuBLASLt's heuristic each call (no autotuning).
+// algorithm comes from cuBLASLt's heuristic (no autotuning), asked once per
+// GEMM shape and kept with the handle: a step repeats its shapes every
+// layer and every step, and the heuristic's query costs tens of
+// microseconds of host time per call.
 //
 // Both precisions end in the one `matmul` below, which differs only in the
 // element type of A and B; bf16 first packs the fp32 operands into a
@@ -24,6 +27,7 @@
 #include <climits>
 #include <map>
 #include <string>
+#include <tuple>
 
 namespace bmrt::cuda {
 namespace {
@@ -44,10 +48,33 @@ void checkCudaCall(cudaError_t status, const char *what) {
              std::string(what) + ": " + cudaGetErrorString(status));
 }
 
+/// What the heuristic's choice depends on: the element types and the
+/// layouts (sizes, leading dims, batch strides, transposes).
+using AlgoKey =
+    std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+               int64_t, int64_t, int64_t, int64_t, bool, bool>;
+
 struct Context {
   cublasLtHandle_t handle = nullptr;
   void *workspace = nullptr;
+  std::map<AlgoKey, cublasLtMatmulAlgo_t> algos;
 };
+
+AlgoKey algoKey(const GemmShape &g, cudaDataType_t inputs) {
+  return {static_cast<int>(inputs),
+          g.m,
+          g.n,
+          g.k,
+          g.batch,
+          g.lda,
+          g.ldb,
+          g.ldc,
+          g.strideA,
+          g.strideB,
+          g.strideC,
+          g.transA,
+          g.transB};
+}
 
 /// This thread's handle and workspace for the current device. They are
 /// never freed: they live as long as the thread, and freeing them at exit
@@ -138,23 +165,28 @@ void matmul(cudaStream_t stream, const GemmShape &g, cudaDataType_t inputs,
              g.batch, g.strideA);
   makeLayout(d.c, CUDA_R_32F, g.n, g.m, g.ldc, g.batch, g.strideC);
 
-  BMRT_CUBLAS(cublasLtMatmulPreferenceCreate(&d.preference));
-  size_t workspace = kWorkspaceBytes;
-  BMRT_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
-      d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-      sizeof(workspace)));
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  BMRT_CUBLAS(cublasLtMatmulAlgoGetHeuristic(context.handle, d.op, d.a, d.b,
-                                             d.c, d.c, d.preference, 1,
-                                             &heuristic, &found));
-  BMRT_CHECK(found > 0,
-             std::string("cuBLASLt has no algorithm for a GEMM of ") +
-                 (inputs == CUDA_R_16BF ? "bf16" : "fp32") + " inputs, m " +
-                 std::to_string(g.m) + " n " + std::to_string(g.n) + " k " +
-                 std::to_string(g.k) + " batch " + std::to_string(g.batch));
+  AlgoKey key = algoKey(g, inputs);
+  auto known = context.algos.find(key);
+  if (known == context.algos.end()) {
+    BMRT_CUBLAS(cublasLtMatmulPreferenceCreate(&d.preference));
+    size_t workspace = kWorkspaceBytes;
+    BMRT_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
+        d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+        sizeof(workspace)));
+    cublasLtMatmulHeuristicResult_t heuristic{};
+    int found = 0;
+    BMRT_CUBLAS(cublasLtMatmulAlgoGetHeuristic(context.handle, d.op, d.a, d.b,
+                                               d.c, d.c, d.preference, 1,
+                                               &heuristic, &found));
+    BMRT_CHECK(found > 0,
+               std::string("cuBLASLt has no algorithm for a GEMM of ") +
+                   (inputs == CUDA_R_16BF ? "bf16" : "fp32") + " inputs, m " +
+                   std::to_string(g.m) + " n " + std::to_string(g.n) + " k " +
+                   std::to_string(g.k) + " batch " + std::to_string(g.batch));
+    known = context.algos.emplace(key, heuristic.algo).first;
+  }
   BMRT_CUBLAS(cublasLtMatmul(context.handle, d.op, &alpha, b, d.a, a, d.b,
-                             &beta, c, d.c, c, d.c, &heuristic.algo,
+                             &beta, c, d.c, c, d.c, &known->second,
                              context.workspace, kWorkspaceBytes, stream));
 }
 

@@ -37,10 +37,13 @@ StridedIndex stridedIndex(const char *op, const Ints &dims, const Ints &strides,
   StridedIndex index;
   index.rank = static_cast<int>(dims.size());
   index.base = base;
+  int64_t elements = 1;
   for (int d = 0; d < index.rank; ++d) {
     index.dims[d] = dims[d];
     index.strides[d] = strides[d];
+    elements *= dims[d];
   }
+  index.narrow = elements <= int64_t(UINT32_MAX);
   return index;
 }
 

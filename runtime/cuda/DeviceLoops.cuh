@@ -66,13 +66,33 @@ inline void checkRank(const char *op, int64_t rank) {
 /// operand's element stride along them (0 where it is stretched).
 template <int N> struct Broadcast {
   int rank = 0;
+  /// Whether every output index fits 32 bits: the index arithmetic then
+  /// divides in 32 bits, several times cheaper than 64 (an elementwise op
+  /// on GPT-2's [8,16,1024,1024] scores spent half its time dividing).
+  bool narrow = false;
   int64_t dims[kMaxRank];
   int64_t strides[N][kMaxRank];
 
   /// Each operand's element offset for output element i.
   __device__ void offsets(int64_t i, int64_t (&offset)[N]) const {
+    if (rank == 1) { // same shapes, or a scalar: no division at all
+      for (int k = 0; k < N; ++k)
+        offset[k] = i * strides[k][0];
+      return;
+    }
     for (int k = 0; k < N; ++k)
       offset[k] = 0;
+    if (narrow) {
+      uint32_t rest = static_cast<uint32_t>(i);
+      for (int d = rank - 1; d >= 0; --d) {
+        uint32_t dim = static_cast<uint32_t>(dims[d]);
+        uint32_t index = rest % dim;
+        rest /= dim;
+        for (int k = 0; k < N; ++k)
+          offset[k] += int64_t(index) * strides[k][d];
+      }
+      return;
+    }
     for (int d = rank - 1; d >= 0; --d) {
       int64_t index = i % dims[d];
       i /= dims[d];
@@ -91,11 +111,14 @@ Broadcast<N> planBroadcast(const char *op, const Shape &out,
   checkRank(op, static_cast<int64_t>(merged.dims.size()));
   Broadcast<N> plan;
   plan.rank = static_cast<int>(merged.dims.size());
+  int64_t elements = 1;
   for (int d = 0; d < plan.rank; ++d) {
     plan.dims[d] = merged.dims[d];
+    elements *= merged.dims[d];
     for (int k = 0; k < N; ++k)
       plan.strides[k][d] = merged.strides[k][d];
   }
+  plan.narrow = elements <= int64_t(UINT32_MAX);
   return plan;
 }
 
@@ -103,12 +126,23 @@ Broadcast<N> planBroadcast(const char *op, const Shape &out,
 /// base + sum(index_d * strides[d]) of another buffer (slices, transposes).
 struct StridedIndex {
   int rank = 0;
+  /// Every index fits 32 bits: divide in 32 (Broadcast::narrow).
+  bool narrow = false;
   int64_t base = 0;
   int64_t dims[kMaxRank];
   int64_t strides[kMaxRank];
 
   __device__ int64_t offset(int64_t i) const {
     int64_t offset = base;
+    if (narrow) {
+      uint32_t rest = static_cast<uint32_t>(i);
+      for (int d = rank - 1; d >= 0; --d) {
+        uint32_t dim = static_cast<uint32_t>(dims[d]);
+        offset += int64_t(rest % dim) * strides[d];
+        rest /= dim;
+      }
+      return offset;
+    }
     for (int d = rank - 1; d >= 0; --d) {
       offset += (i % dims[d]) * strides[d];
       i /= dims[d];

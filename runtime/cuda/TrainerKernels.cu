@@ -83,22 +83,35 @@ public:
     addF32(cudaStreamOf(stream), a, b, out);
   }
 
-  double sumOfSquares(Stream &stream, const TensorView &x) const override {
+  /// Each tensor's kSumBlocks partial sums into one buffer, one copy to
+  /// the host, then added tensor by tensor in order.
+  double sumOfSquares(Stream &stream,
+                      const std::vector<TensorView> &xs) const override {
     cudaStream_t s = cudaStreamOf(stream);
-    if (x.size() == 0)
+    size_t count = xs.size() * kSumBlocks;
+    if (count == 0)
       return 0;
-    StreamBuffer partial(kSumBlocks * sizeof(double), s);
+    StreamBuffer partial(count * sizeof(double), s);
     auto *sums = static_cast<double *>(partial.data());
-    sumOfSquaresKernel<<<kSumBlocks, kThreads, 0, s>>>(x.f32(), x.size(), sums);
-    BMRT_CUDA_CHECK_LAUNCH("sumOfSquaresKernel");
-    std::vector<double> host(kSumBlocks);
-    BMRT_CUDA_CHECK(cudaMemcpyAsync(host.data(), sums,
-                                    kSumBlocks * sizeof(double),
+    BMRT_CUDA_CHECK(cudaMemsetAsync(sums, 0, count * sizeof(double), s));
+    for (size_t t = 0; t < xs.size(); ++t) {
+      if (xs[t].size() == 0)
+        continue;
+      sumOfSquaresKernel<<<kSumBlocks, kThreads, 0, s>>>(
+          xs[t].f32(), xs[t].size(), sums + t * kSumBlocks);
+      BMRT_CUDA_CHECK_LAUNCH("sumOfSquaresKernel");
+    }
+    std::vector<double> host(count);
+    BMRT_CUDA_CHECK(cudaMemcpyAsync(host.data(), sums, count * sizeof(double),
                                     cudaMemcpyDeviceToHost, s));
     BMRT_CUDA_CHECK(cudaStreamSynchronize(s));
     double sum = 0;
-    for (double p : host)
-      sum += p;
+    for (size_t t = 0; t < xs.size(); ++t) {
+      double tensor = 0;
+      for (size_t b = 0; b < kSumBlocks; ++b)
+        tensor += host[t * kSumBlocks + b];
+      sum += tensor;
+    }
     return sum;
   }
 

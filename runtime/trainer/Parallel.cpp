@@ -193,15 +193,14 @@ bool Parallel::ownsReplica(int rank,
   return true;
 }
 
-double Parallel::addSumOfSquares(double sum, const ParamSlot &p,
-                                 const TensorView &g, Stream &stream) const {
+std::optional<TensorView> Parallel::countedGradient(const ParamSlot &p,
+                                                    const TensorView &g) const {
   std::vector<std::string> sharded = shardedAxes(p);
   if (zero >= 2)
     sharded.push_back(kDp);
   if (!ownsReplica(comms->rank(), sharded))
-    return sum;
-  return sum + device.backend().trainer.sumOfSquares(
-                   stream, zero >= 2 ? flatRange(g, 0, p.length) : g);
+    return std::nullopt;
+  return zero >= 2 ? flatRange(g, 0, p.length) : g;
 }
 
 std::vector<TensorShard> Parallel::writtenShards(const ParamSlot &p,

@@ -21,6 +21,7 @@
 #include "runtime/checkpoint/ShardedCheckpoint.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -154,8 +155,11 @@ public:
   /// The gradients' squared norm over the whole job, each element counted
   /// once (`g` is the reduced gradient this rank holds: the whole local
   /// tensor, or under ZeRO 2 and 3 its dp shard).
-  double addSumOfSquares(double sum, const ParamSlot &p, const TensorView &g,
-                         Stream &stream) const;
+  /// The part of `g` this rank counts in that norm: all of it, its dp
+  /// shard under ZeRO 2 and 3, or nothing (another rank holds the replica
+  /// that counts).
+  std::optional<TensorView> countedGradient(const ParamSlot &p,
+                                            const TensorView &g) const;
   double finishSumOfSquares(double sum, Stream &stream);
   /// The loss of the job: summed over the program's partial axes, or
   /// without a mesh averaged over the ranks.

@@ -388,12 +388,14 @@ StepReport Trainer::trainStep(int64_t step) {
     stopOnNonFiniteLoss(step, loss);
   // The mean gradient over micro-batches (and, without a mesh, ranks),
   // clipped by its global norm.
-  double sumSquares = 0;
+  std::vector<TensorView> counted;
   for (ParamSlot &p : params)
     if (p.grad.data)
-      sumSquares =
-          parallel.addSumOfSquares(sumSquares, p, gradientOf(p), stream());
-  sumSquares = parallel.finishSumOfSquares(sumSquares, stream());
+      if (std::optional<TensorView> g =
+              parallel.countedGradient(p, gradientOf(p)))
+        counted.push_back(*g);
+  double sumSquares = parallel.finishSumOfSquares(
+      device->backend().trainer.sumOfSquares(stream(), counted), stream());
   double mean = 1.0 / parallel.gradientDivisor(config.microBatches);
   double norm = std::sqrt(sumSquares) * mean;
   float scale = static_cast<float>(mean * clipScale(norm, options.clip));
