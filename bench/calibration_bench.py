@@ -48,8 +48,10 @@ MODELS_USED = {
 # layers per pipeline rank, and GPT's tied embedding cannot interleave yet.
 GENERATED = {"vit-tiny-4l": ("vit-tiny", 4)}
 
-# (model, ranks, --fix): dp, tp, pp with 1F1B and interleaving, ZeRO stages,
-# recomputation, expert parallelism.
+# (model, ranks, --fix[, optimizer]): dp, tp, pp with 1F1B and
+# interleaving, ZeRO stages, recomputation, expert parallelism; the
+# optimizer is adam unless named (LAMB and LARS: their per-tensor norms and
+# second pass, and under ZeRO their norms' sums over dp).
 CONFIGS = [
     ("gpt3-small-cpu", 1, "dp=1,tp=1,pp=1,mb=8"),
     ("gpt3-small-cpu", 1, "dp=1,tp=1,pp=1,mb=8,recompute=full"),
@@ -72,6 +74,9 @@ CONFIGS = [
     ("moe-tiny", 1, "dp=1,tp=1,pp=1,mb=8"),
     ("moe-tiny", 2, "dp=2,tp=1,pp=1,mb=4"),
     ("moe-tiny", 2, "dp=2,tp=1,pp=1,ep=2,mb=4"),
+    ("gpt3-tiny", 1, "dp=1,tp=1,pp=1,mb=8", "lamb"),
+    ("gpt3-tiny", 2, "dp=2,tp=1,pp=1,mb=4,zero=1", "lamb"),
+    ("gpt3-tiny", 2, "dp=1,tp=2,pp=1,mb=8", "lars"),
 ]
 
 # The plan's memory kinds and the trainer's names for them.
@@ -98,9 +103,10 @@ def model_args(model: str) -> list[str]:
     return args + (["--seq", str(seq)] if seq else [])
 
 
-def plan(model: str, ranks: int, fix: str | None, cluster: str, out: str) -> dict:
+def plan(model: str, ranks: int, fix: str | None, cluster: str, out: str,
+         optimizer: str = "adam") -> dict:
     command = [tool("bmc"), "plan", *model_args(model), "--gpus", str(ranks),
-               "--cluster", cluster, "--json", "-o", out]
+               "--cluster", cluster, "--optimizer", optimizer, "--json", "-o", out]
     run(command + (["--fix", fix] if fix else []))
     with open(out) as f:
         return json.load(f)
@@ -219,9 +225,12 @@ def print_goals(rows: list[dict], picks: dict) -> None:
         ok = [abs(p - m) <= max(0.10 * m, 64 * 1024) for p, m in pairs]
         print(f"memory {kind:16} within 10% (or 64 KiB): {sum(ok)}/{len(rows)} "
               f"{mark(all(ok))}")
+    # Rankings compare one optimizer's configurations (the planner's picks
+    # are Adam's): another optimizer computes another step.
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        groups.setdefault((r["model"], r["ranks"]), []).append(r)
+        if r.get("optimizer", "adam") == "adam":
+            groups.setdefault((r["model"], r["ranks"]), []).append(r)
     for (model, ranks), group in sorted(groups.items()):
         rho = spearman([r["pred"]["step"] for r in group],
                        [r["meas"]["step"] for r in group])
@@ -252,11 +261,13 @@ def main() -> None:
     rows, picks = [], {}
     with tempfile.TemporaryDirectory() as work:
         plan_file = os.path.join(work, "plan.json")
-        for model, ranks, fix in configs:
-            pred = predicted(plan(model, ranks, fix, cluster, plan_file))
+        for model, ranks, fix, *optimizer in configs:
+            optimizer = optimizer[0] if optimizer else "adam"
+            pred = predicted(plan(model, ranks, fix, cluster, plan_file, optimizer))
             meas = measure(model, ranks, plan_file, args.steps, work)
-            rows.append({"model": model, "ranks": ranks, "fix": fix, "pred": pred,
-                         "meas": meas})
+            shown = fix if optimizer == "adam" else f"{fix} {optimizer}"
+            rows.append({"model": model, "ranks": ranks, "fix": shown,
+                         "optimizer": optimizer, "pred": pred, "meas": meas})
             print_rows(rows[-1:])
         for model, ranks in sorted({(c[0], c[1]) for c in configs if c[1] > 1}):
             chosen = plan(model, ranks, None, cluster, plan_file)

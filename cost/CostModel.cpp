@@ -37,7 +37,34 @@ Precision bm::cost::defaultPrecision(const Cluster &cluster) {
 }
 
 const char *bm::cost::toString(Optimizer optimizer) {
-  return optimizer == Optimizer::Sgd ? "sgd" : "adam";
+  switch (optimizer) {
+  case Optimizer::Adam:
+    return "adam";
+  case Optimizer::Sgd:
+    return "sgd";
+  case Optimizer::Lamb:
+    return "lamb";
+  case Optimizer::Lars:
+    return "lars";
+  }
+  return "?";
+}
+
+std::optional<Optimizer> bm::cost::parseOptimizer(llvm::StringRef text) {
+  for (Optimizer o :
+       {Optimizer::Adam, Optimizer::Sgd, Optimizer::Lamb, Optimizer::Lars})
+    if (text == toString(o))
+      return o;
+  return std::nullopt;
+}
+
+const char *bm::cost::trainerName(Optimizer optimizer) {
+  return optimizer == Optimizer::Adam ? "adamw" : toString(optimizer);
+}
+
+/// Whether the optimizer keeps two moments per parameter (else one buffer).
+static bool twoMoments(Optimizer optimizer) {
+  return optimizer == Optimizer::Adam || optimizer == Optimizer::Lamb;
 }
 
 const char *bm::cost::toString(CollectiveKind kind) {
@@ -276,11 +303,11 @@ ModelStateBytes bm::cost::modelStateBytesPerParam(Precision precision,
   if (precision != Precision::Fp32) {
     bytes.params = 2;
     bytes.grads = precision == Precision::Bf16Mixed ? 4 : 2;
-    bytes.optimizer = optimizer == Optimizer::Adam ? 12 : 8;
+    bytes.optimizer = twoMoments(optimizer) ? 12 : 8;
   } else {
     bytes.params = 4;
     bytes.grads = 4;
-    bytes.optimizer = optimizer == Optimizer::Adam ? 8 : 4;
+    bytes.optimizer = twoMoments(optimizer) ? 8 : 4;
   }
   return bytes;
 }
@@ -303,12 +330,19 @@ ModelStateBytes bm::cost::modelStateMemory(double params, Precision precision,
 // back and writes the low-precision weights; in fp32 the weights are the
 // master copy, read and written (AdamW: p, g, m, v read, p, m, v written: 28
 // bytes, what bmrt's kernel moves).
+// LAMB and LARS also read every tensor for its norms, and LAMB writes its
+// direction and reads it back (bmrt's two phases): LAMB reads p and u for
+// the norms, writes u and reads u and p for the step (+20 bytes); LARS
+// reads p and g for the norms (+8).
 double bm::cost::optimizerStepBytesPerParam(Precision precision,
                                             Optimizer optimizer) {
   ModelStateBytes state = modelStateBytesPerParam(precision, optimizer);
   double weights = precision == Precision::Fp32 ? 2 * state.params
                                                 : state.params;
-  return state.grads + 2 * state.optimizer + weights;
+  double norms = optimizer == Optimizer::Lamb   ? 20
+                 : optimizer == Optimizer::Lars ? 8
+                                                : 0;
+  return state.grads + 2 * state.optimizer + weights + norms;
 }
 
 // GPipe (Huang et al. 2019) and 1F1B (Narayanan et al. 2021, section 2.2.1)

@@ -22,7 +22,9 @@ namespace bm::cost {
 /// Mixed precision keeps fp32 master weights and computes in 16 bits: bf16
 /// where the GPU has it (Ampere on), else fp16 with loss scaling (V100).
 enum class Precision { Bf16Mixed, Fp16Mixed, Fp32 };
-enum class Optimizer { Adam, Sgd };
+/// Adam(W) and LAMB keep two fp32 moments per parameter, SGD and LARS one
+/// momentum buffer.
+enum class Optimizer { Adam, Sgd, Lamb, Lars };
 /// The pipeline schedule: one type for the planner and the trainer that
 /// runs it (bmrt/Schedule.h), spelled by bmrt::toString.
 using bmrt::ScheduleKind;
@@ -33,7 +35,12 @@ std::optional<Precision> parsePrecision(llvm::StringRef text);
 /// The cluster's `precision` where it names one, else bf16 where the
 /// cluster's GPUs have it, else fp16.
 Precision defaultPrecision(const Cluster &cluster);
+/// "adam", "sgd", "lamb", "lars" (bmc's --optimizer and plan.json).
 const char *toString(Optimizer optimizer);
+std::optional<Optimizer> parseOptimizer(llvm::StringRef text);
+/// The trainer's name (trainer.json): "adamw" for Adam (decoupled weight
+/// decay), else as toString.
+const char *trainerName(Optimizer optimizer);
 
 /// One communicator group of a mesh axis, as placed on the nodes.
 struct CommGroup {

@@ -50,6 +50,16 @@ bm::plan::megatronMismatch(std::optional<int> zeroStage,
   return std::nullopt;
 }
 
+std::optional<MegatronMismatch>
+bm::plan::megatronOptimizerMismatch(Optimizer optimizer) {
+  if (optimizer == Optimizer::Adam || optimizer == Optimizer::Sgd)
+    return std::nullopt;
+  return MegatronMismatch{std::string("Megatron-LM's --optimizer is adam or "
+                                      "sgd, not ") +
+                              bm::cost::toString(optimizer),
+                          "--optimizer adam"};
+}
+
 std::optional<std::string>
 bm::plan::megatronModelMismatch(int numLayers, int numBlockClasses,
                                 int attentionsPerBlock) {
@@ -135,6 +145,9 @@ bm::plan::exportMegatronArguments(const Plan &plan) {
   if (std::optional<std::string> why = megatronModelMismatch(
           plan.numLayers, plan.numBlockClasses, plan.attentionsPerBlock))
     return exportError(*why);
+  if (std::optional<MegatronMismatch> mismatch =
+          megatronOptimizerMismatch(plan.optimizer))
+    return exportError(mismatch->reason + "; re-plan with " + mismatch->fix);
   // Megatron counts attention layers; a block may hold several.
   const int perBlock = plan.attentionsPerBlock;
   std::vector<std::string> args;
@@ -187,6 +200,6 @@ bm::plan::exportMegatronArguments(const Plan &plan) {
     args.push_back("--bf16");
   else if (plan.precision == Precision::Fp16Mixed)
     args.push_back("--fp16");
-  add("--optimizer", plan.optimizer == Optimizer::Sgd ? "sgd" : "adam");
+  add("--optimizer", bm::cost::toString(plan.optimizer));
   return llvm::join(args, " ");
 }

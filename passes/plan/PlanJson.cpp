@@ -674,12 +674,10 @@ static void readRequest(Reader &r, const llvm::json::Object &root, Plan &plan) {
       plan.precision = *parsed;
     else
       r.fail("'precision' must be bf16, fp16 or fp32");
-    if (optimizer == "adam")
-      plan.optimizer = Optimizer::Adam;
-    else if (optimizer == "sgd")
-      plan.optimizer = Optimizer::Sgd;
+    if (std::optional<Optimizer> parsed = bm::cost::parseOptimizer(optimizer))
+      plan.optimizer = *parsed;
     else
-      r.fail("'optimizer' must be adam or sgd");
+      r.fail("'optimizer' must be adam, sgd, lamb or lars");
   }
 }
 

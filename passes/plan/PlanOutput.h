@@ -85,6 +85,8 @@ std::optional<MegatronMismatch> megatronMismatch(
     std::optional<int> zeroStage, std::optional<ScheduleKind> schedule,
     std::optional<StreamLayout> stream, std::optional<int> ep = std::nullopt,
     std::optional<int> tp = std::nullopt);
+/// Megatron-LM's --optimizer is adam or sgd: LAMB and LARS do not map.
+std::optional<MegatronMismatch> megatronOptimizerMismatch(Optimizer optimizer);
 
 /// Why Megatron-LM's arguments cannot describe the model: no repeated
 /// layers, layers of several kinds, or a block without attention; nullopt

@@ -183,6 +183,10 @@ llvm::Error SearchSpace::validateMegatron() const {
           fixed.zeroStage, fixed.schedule, fixed.stream, fixed.ep, fixed.tp))
     return planError("--export megatron: " + mismatch->reason + "; use " +
                      mismatch->fix);
+  if (std::optional<MegatronMismatch> mismatch =
+          megatronOptimizerMismatch(ctx_.config.optimizer))
+    return planError("--export megatron: " + mismatch->reason + "; use " +
+                     mismatch->fix);
   if (std::optional<std::string> why =
           megatronModelMismatch(ctx_.graph.numLayers(), ctx_.numBlockClasses(),
                                 ctx_.attentionsPerBlock()))

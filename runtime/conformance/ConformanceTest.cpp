@@ -447,6 +447,31 @@ std::vector<HostTensor> sgdSteps(const Backend &backend, Device &device) {
   return {param.read(), buffer.read()};
 }
 
+/// LAMB's direction on steps 1 and 2, written over the gradient.
+std::vector<HostTensor> lambDirections(const Backend &backend, Device &device) {
+  DeviceTensor param(device, uniform(kParamShape, 161));
+  DeviceTensor grad(device, awayFromZero(kParamShape, 162, 0.01f, 1));
+  DeviceTensor m(device, uniform(kParamShape, 163, -0.1f, 0.1f));
+  DeviceTensor v(device, uniform(kParamShape, 164, 0.0f, 0.01f));
+  LambConfig config;
+  for (int64_t step = 1; step <= 2; ++step)
+    backend.trainer.lambDirection(device.computeStream(), param.view, grad.view,
+                                  m.view, v.view, grad.view, config, step,
+                                  0.5f);
+  return {grad.read(), m.read(), v.read()};
+}
+
+std::vector<HostTensor> larsSteps(const Backend &backend, Device &device) {
+  DeviceTensor param(device, uniform(kParamShape, 171));
+  DeviceTensor grad(device, uniform(kParamShape, 172));
+  DeviceTensor buffer(device, uniform(kParamShape, 173));
+  LarsConfig config;
+  for (int64_t step = 1; step <= 2; ++step)
+    backend.trainer.larsUpdate(device.computeStream(), param.view, grad.view,
+                               buffer.view, config, 0.25f, 0.5f);
+  return {param.read(), buffer.read()};
+}
+
 class TrainerConformance : public testing::TestWithParam<std::string> {
 protected:
   void SetUp() override {
@@ -553,6 +578,78 @@ TEST_P(TrainerConformance, SgdUpdate) {
   for (int64_t i = 0; i < p0.size(); ++i) {
     EXPECT_FLOAT_EQ(b1.at(i), 2 * g.at(i)) << "element " << i;
     EXPECT_NEAR(p1.at(i), p0.at(i) - g.at(i), 2e-7) << "element " << i;
+  }
+}
+
+// AdamW's roundings and one more multiply-add (the decay): within
+// kTranscendental. On the CPU, step 1 of a fresh state against the paper's
+// u = m^ / (sqrt(v^) + eps) + wd p in double.
+TEST_P(TrainerConformance, LambDirection) {
+  std::vector<HostTensor> got = lambDirections(*backend, *device);
+  if (!isCpu()) {
+    std::vector<HostTensor> ref = lambDirections(cpuBackend(), cpu());
+    for (size_t t = 0; t < got.size(); ++t)
+      expectClose(GetParam() + " lamb tensor " + std::to_string(t), got[t],
+                  ref[t], kTranscendental);
+    return;
+  }
+  HostTensor p0 = uniform(kParamShape, 181);
+  HostTensor g = awayFromZero(kParamShape, 182, 0.01f, 1);
+  HostTensor zeros = uniform(kParamShape, 0, 0, 0);
+  DeviceTensor param(*device, p0), grad(*device, g), m(*device, zeros),
+      v(*device, zeros), u(*device, zeros);
+  LambConfig config;
+  backend->trainer.lambDirection(device->computeStream(), param.view, grad.view,
+                                 m.view, v.view, u.view, config, 1, 2.0f);
+  HostTensor direction = u.read();
+  for (int64_t i = 0; i < p0.size(); ++i) {
+    double gi = 2.0 * g.at(i);
+    double mHat = (1 - double(config.beta1)) * gi / (1 - double(config.beta1));
+    double vHat =
+        (1 - double(config.beta2)) * gi * gi / (1 - double(config.beta2));
+    double want = mHat / (std::sqrt(vHat) + config.epsilon) +
+                  double(config.weightDecay) * p0.at(i);
+    EXPECT_NEAR(direction.at(i), want, 1e-6 * std::fabs(want) + 1e-7)
+        << "element " << i;
+  }
+}
+
+// One rounding of the product and one of the sum (the CPU may fuse them):
+// kArithmetic twice.
+TEST_P(TrainerConformance, Axpy) {
+  HostTensor x = uniform(kParamShape, 191), y = uniform(kParamShape, 192);
+  DeviceTensor dx(*device, x), dy(*device, y);
+  backend->trainer.axpy(device->computeStream(), -0.375f, dx.view, dy.view);
+  HostTensor got = dy.read();
+  for (int64_t i = 0; i < x.size(); ++i)
+    EXPECT_NEAR(got.at(i), y.at(i) - 0.375 * x.at(i), 2.4e-7)
+        << "element " << i;
+}
+
+// Two multiply-adds and a subtraction per element: within
+// kTranscendental. On the CPU, step 1 against the paper in double.
+TEST_P(TrainerConformance, LarsUpdate) {
+  std::vector<HostTensor> got = larsSteps(*backend, *device);
+  if (!isCpu()) {
+    std::vector<HostTensor> ref = larsSteps(cpuBackend(), cpu());
+    for (size_t t = 0; t < got.size(); ++t)
+      expectClose(GetParam() + " lars tensor " + std::to_string(t), got[t],
+                  ref[t], kTranscendental);
+    return;
+  }
+  HostTensor p0 = uniform(kParamShape, 195), g = uniform(kParamShape, 196);
+  HostTensor b0 = uniform(kParamShape, 197);
+  DeviceTensor param(*device, p0), grad(*device, g), buffer(*device, b0);
+  LarsConfig config;
+  config.weightDecay = 0.01f;
+  backend->trainer.larsUpdate(device->computeStream(), param.view, grad.view,
+                              buffer.view, config, 0.5f, 2.0f);
+  HostTensor p1 = param.read(), b1 = buffer.read();
+  for (int64_t i = 0; i < p0.size(); ++i) {
+    double want = double(config.momentum) * b0.at(i) +
+                  0.5 * (2.0 * g.at(i) + double(config.weightDecay) * p0.at(i));
+    EXPECT_NEAR(b1.at(i), want, 4e-7) << "element " << i;
+    EXPECT_NEAR(p1.at(i), p0.at(i) - want, 6e-7) << "element " << i;
   }
 }
 

@@ -32,6 +32,14 @@ std::vector<std::string> KernelTable::names() const {
 
 TrainerKernels::~TrainerKernels() = default;
 
+double TrainerKernels::sumOfSquares(Stream &stream,
+                                    const std::vector<TensorView> &xs) const {
+  double sum = 0;
+  for (double tensor : sumsOfSquares(stream, xs))
+    sum += tensor;
+  return sum;
+}
+
 const std::vector<const Backend *> &builtinBackends() {
   static const std::vector<const Backend *> all = {
 #define BMRT_BACKEND(name) &name##Backend(),

@@ -22,12 +22,13 @@ public:
            const TensorView &out) const override {
     binary(stream, BinaryOp::Add, a, b, out);
   }
-  double sumOfSquares(Stream &stream,
-                      const std::vector<TensorView> &xs) const override {
-    double sum = 0;
+  std::vector<double>
+  sumsOfSquares(Stream &stream,
+                const std::vector<TensorView> &xs) const override {
+    std::vector<double> sums;
     for (const TensorView &x : xs)
-      sum += cpu::sumOfSquares(stream, x);
-    return sum;
+      sums.push_back(cpu::sumOfSquares(stream, x));
+    return sums;
   }
   void adamwUpdate(Stream &stream, const TensorView &param,
                    const TensorView &grad, const TensorView &m,
@@ -40,6 +41,24 @@ public:
                  const SgdConfig &config, float lr, int64_t step,
                  float gradScale) const override {
     cpu::sgdUpdate(stream, param, grad, buffer, config, lr, step, gradScale);
+  }
+  void lambDirection(Stream &stream, const TensorView &param,
+                     const TensorView &grad, const TensorView &m,
+                     const TensorView &v, const TensorView &direction,
+                     const LambConfig &config, int64_t step,
+                     float gradScale) const override {
+    cpu::lambDirection(stream, param, grad, m, v, direction, config, step,
+                       gradScale);
+  }
+  void axpy(Stream &stream, float alpha, const TensorView &x,
+            const TensorView &y) const override {
+    cpu::axpy(stream, alpha, x, y);
+  }
+  void larsUpdate(Stream &stream, const TensorView &param,
+                  const TensorView &grad, const TensorView &buffer,
+                  const LarsConfig &config, float scaledLr,
+                  float gradScale) const override {
+    cpu::larsUpdate(stream, param, grad, buffer, config, scaledLr, gradScale);
   }
 };
 

@@ -278,6 +278,18 @@ void sgdUpdate(Stream &stream, const TensorView &param, const TensorView &grad,
                const TensorView &buffer, const SgdConfig &config, float lr,
                int64_t step, float gradScale);
 
+/// LAMB's first phase, y += alpha x and LARS's step (bmrt/Backend.h:
+/// TrainerKernels).
+void lambDirection(Stream &stream, const TensorView &param,
+                   const TensorView &grad, const TensorView &m,
+                   const TensorView &v, const TensorView &direction,
+                   const LambConfig &config, int64_t step, float gradScale);
+void axpy(Stream &stream, float alpha, const TensorView &x,
+          const TensorView &y);
+void larsUpdate(Stream &stream, const TensorView &param, const TensorView &grad,
+                const TensorView &buffer, const LarsConfig &config,
+                float scaledLr, float gradScale);
+
 /// Sets the threads the kernels use (OpenMP and OpenBLAS).
 void setThreads(int threads);
 

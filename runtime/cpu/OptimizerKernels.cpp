@@ -46,6 +46,29 @@ double chunkSumOfSquares(const float *x, int64_t n) {
   return (a0 + a1) + (a2 + a3);
 }
 
+/// Adam's bias-corrected moments and step direction m^ / (sqrt(v^) + eps)
+/// for one element, with the scalars of the step. AdamW and LAMB share it.
+struct AdamMoments {
+  float b1, b2, eps, correction1, correction2;
+
+  AdamMoments(float beta1, float beta2, float epsilon, int64_t step)
+      : b1(beta1), b2(beta2), eps(epsilon) {
+    // 1 - beta^t in double: beta2^t is 0.999^t, whose float power loses
+    // digits the bias correction of early steps depends on.
+    const double t = double(step);
+    correction1 = float(1.0 / (1.0 - std::pow(double(b1), t)));
+    correction2 = float(1.0 / (1.0 - std::pow(double(b2), t)));
+  }
+  /// Updates m and v with g; returns the direction.
+  float step(float gi, float &m, float &v) const {
+    float mi = b1 * m + (1.0f - b1) * gi;
+    float vi = b2 * v + (1.0f - b2) * gi * gi;
+    m = mi;
+    v = vi;
+    return (mi * correction1) / (std::sqrt(vi * correction2) + eps);
+  }
+};
+
 } // namespace
 
 double sumOfSquares(Stream &stream, const TensorView &x) {
@@ -72,21 +95,11 @@ void adamwUpdate(Stream &, const TensorView &param, const TensorView &grad,
   float *p = param.f32(), *mm = m.f32(), *vv = v.f32();
   const float *g = grad.f32();
   int64_t n = param.size();
-  const float b1 = config.beta1, b2 = config.beta2, eps = config.epsilon;
   const float decay = lr * config.weightDecay;
-  // 1 - beta^t in double: beta2^t is 0.999^t, whose float power loses
-  // digits the bias correction of early steps depends on.
-  const double t = double(step);
-  const float correction1 = float(1.0 / (1.0 - std::pow(double(b1), t)));
-  const float correction2 = float(1.0 / (1.0 - std::pow(double(b2), t)));
+  const AdamMoments adam(config.beta1, config.beta2, config.epsilon, step);
 #pragma omp parallel for simd if (n >= kParallelElements) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    float gi = g[i] * gradScale;
-    float mi = b1 * mm[i] + (1.0f - b1) * gi;
-    float vi = b2 * vv[i] + (1.0f - b2) * gi * gi;
-    mm[i] = mi;
-    vv[i] = vi;
-    float update = (mi * correction1) / (std::sqrt(vi * correction2) + eps);
+    float update = adam.step(g[i] * gradScale, mm[i], vv[i]);
     p[i] -= lr * update + decay * p[i];
   }
 }
@@ -108,6 +121,47 @@ void sgdUpdate(Stream &, const TensorView &param, const TensorView &grad,
     float bi = first ? gi : momentum * buf[i] + gi;
     buf[i] = bi;
     p[i] -= lr * bi;
+  }
+}
+
+// LAMB's moments and direction round as AdamW's do (the same expressions);
+// the norms and the step come after, once the trainer has every shard's
+// sums.
+void lambDirection(Stream &, const TensorView &param, const TensorView &grad,
+                   const TensorView &m, const TensorView &v,
+                   const TensorView &direction, const LambConfig &config,
+                   int64_t step, float gradScale) {
+  const float *p = param.f32(), *g = grad.f32();
+  float *mm = m.f32(), *vv = v.f32(), *u = direction.f32();
+  int64_t n = param.size();
+  const float wd = config.weightDecay;
+  const AdamMoments adam(config.beta1, config.beta2, config.epsilon, step);
+#pragma omp parallel for simd if (n >= kParallelElements) schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    u[i] = adam.step(g[i] * gradScale, mm[i], vv[i]) + wd * p[i];
+}
+
+void axpy(Stream &, float alpha, const TensorView &x, const TensorView &y) {
+  const float *xx = x.f32();
+  float *yy = y.f32();
+  int64_t n = y.size();
+#pragma omp parallel for simd if (n >= kParallelElements) schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    yy[i] += alpha * xx[i];
+}
+
+void larsUpdate(Stream &, const TensorView &param, const TensorView &grad,
+                const TensorView &buffer, const LarsConfig &config,
+                float scaledLr, float gradScale) {
+  float *p = param.f32(), *buf = buffer.f32();
+  const float *g = grad.f32();
+  int64_t n = param.size();
+  const float wd = config.weightDecay, momentum = config.momentum;
+#pragma omp parallel for simd if (n >= kParallelElements) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    float bi = momentum * buf[i] + scaledLr * (g[i] * gradScale + wd * p[i]);
+    buf[i] = bi;
+    p[i] -= bi;
   }
 }
 

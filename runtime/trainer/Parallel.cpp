@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
 
 namespace bmrt {
 
@@ -281,6 +282,38 @@ double Parallel::finishSumOfSquares(double sum, Stream &stream) {
   float value = static_cast<float>(sum);
   world->allReduce(&value, &value, 1, DType::F32, stream);
   return value;
+}
+
+void Parallel::sumOverShards(const std::vector<const ParamSlot *> &params,
+                             std::vector<float> &sums, int width,
+                             Stream &stream) {
+  // The parameters by the axes their parts lie along; std::map keeps the
+  // groups in one order on every rank.
+  std::map<std::vector<std::string>, std::vector<size_t>> byAxes;
+  for (size_t k = 0; k < params.size(); ++k) {
+    std::vector<std::string> axes;
+    for (const auto &dim : params[k]->sharding)
+      axes.insert(axes.end(), dim.begin(), dim.end());
+    if (zero)
+      axes.push_back(kDp);
+    std::sort(axes.begin(), axes.end());
+    axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+    byAxes[axes].push_back(k);
+  }
+  for (const auto &[axes, members] : byAxes) {
+    Communicator *c = axes.empty() ? nullptr : comms->group(axes);
+    if (!c)
+      continue;
+    std::vector<float> packed;
+    for (size_t k : members)
+      packed.insert(packed.end(), sums.begin() + k * width,
+                    sums.begin() + (k + 1) * width);
+    c->allReduce(packed.data(), packed.data(), packed.size(), DType::F32,
+                 stream);
+    for (size_t i = 0; i < members.size(); ++i)
+      std::copy(packed.begin() + i * width, packed.begin() + (i + 1) * width,
+                sums.begin() + members[i] * width);
+  }
 }
 
 double Parallel::reduceLoss(double loss, const std::vector<std::string> &partial,

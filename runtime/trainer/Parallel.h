@@ -161,6 +161,13 @@ public:
   std::optional<TensorView> countedGradient(const ParamSlot &p,
                                             const TensorView &g) const;
   double finishSumOfSquares(double sum, Stream &stream);
+  /// `sums` holds `width` numbers per parameter of `params` (this rank's
+  /// part of each tensor); each becomes its sum over the ranks holding the
+  /// tensor's other parts: the axes its sharding splits it over, and dp
+  /// under ZeRO. Tensors split alike share one collective. (LAMB's and
+  /// LARS's norms of whole tensors.)
+  void sumOverShards(const std::vector<const ParamSlot *> &params,
+                     std::vector<float> &sums, int width, Stream &stream);
   /// The loss of the job: summed over the program's partial axes, or
   /// without a mesh averaged over the ranks.
   double reduceLoss(double loss, const std::vector<std::string> &partial,

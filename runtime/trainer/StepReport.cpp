@@ -59,10 +59,17 @@ std::string StepReport::json() const {
 Hyperparameters Hyperparameters::from(const TrainerOptions &options,
                                       const std::string &optimizer) {
   Hyperparameters h;
-  bool adamw = optimizer == "adamw";
+  OptimizerKind kind = OptimizerKind::AdamW;
+  parseOptimizer(optimizer, kind);
   // Defaults: AdamW as Megatron-LM's GPT recipes (3e-4 peak after warm-up,
-  // weight decay 0.01); SGD at the usual 0.1 with momentum 0.9.
-  float lr = options.lr.value_or(adamw ? 3e-4f : 0.1f);
+  // weight decay 0.01); SGD at the usual 0.1 with momentum 0.9; LAMB at
+  // NVIDIA apex's FusedLAMB defaults (1e-3, 0.01); LARS at 1 with the
+  // paper's trust coefficient 0.001, so that a tensor moves by about 0.1%
+  // of its norm per step.
+  float lr = options.lr.value_or(kind == OptimizerKind::AdamW  ? 3e-4f
+                                 : kind == OptimizerKind::Sgd  ? 0.1f
+                                 : kind == OptimizerKind::Lamb ? 1e-3f
+                                                               : 1.0f);
   int64_t warmup = options.warmup.value_or(options.steps / 10);
   BMRT_CHECK(warmup <= options.steps,
              "--warmup " + std::to_string(warmup) + " is longer than --steps " +
@@ -71,21 +78,39 @@ Hyperparameters Hyperparameters::from(const TrainerOptions &options,
   h.adamw.weightDecay = options.weightDecay.value_or(0.01f);
   h.sgd.weightDecay = options.weightDecay.value_or(0.0f);
   h.sgd.momentum = options.momentum;
+  h.lamb.weightDecay = options.weightDecay.value_or(0.01f);
+  h.lars.weightDecay = options.weightDecay.value_or(1e-4f);
+  h.lars.momentum = options.momentum;
+  h.lars.trustCoefficient = options.trustCoefficient;
   h.clip = options.clip;
   return h;
 }
 
 std::string Hyperparameters::describe(const std::string &optimizer) const {
   char text[256];
-  bool adamw = optimizer == "adamw";
+  OptimizerKind kind = OptimizerKind::AdamW;
+  parseOptimizer(optimizer, kind);
+  float decay = this->adamw.weightDecay;
+  std::string extra;
+  char number[64];
+  if (kind == OptimizerKind::Sgd) {
+    decay = sgd.weightDecay;
+    std::snprintf(number, sizeof number, ", momentum %g", sgd.momentum);
+    extra = number;
+  } else if (kind == OptimizerKind::Lamb) {
+    decay = lamb.weightDecay;
+  } else if (kind == OptimizerKind::Lars) {
+    decay = lars.weightDecay;
+    std::snprintf(number, sizeof number, ", momentum %g, trust coefficient %g",
+                  lars.momentum, lars.trustCoefficient);
+    extra = number;
+  }
   std::snprintf(text, sizeof text,
                 "%s (lr %.1e, warm-up %lld, cosine to %.1e, weight decay %g%s, "
                 "clip %g)",
                 optimizer.c_str(), schedule.peak(),
                 static_cast<long long>(schedule.warmup()), schedule.minimum(),
-                adamw ? this->adamw.weightDecay : sgd.weightDecay,
-                adamw ? "" : (", momentum " + std::to_string(sgd.momentum)).c_str(),
-                clip);
+                decay, extra.c_str(), clip);
   return text;
 }
 

@@ -74,6 +74,8 @@ private:
 struct Hyperparameters {
   AdamWConfig adamw;
   SgdConfig sgd;
+  LambConfig lamb;
+  LarsConfig lars;
   LrSchedule schedule;
 
   static Hyperparameters from(const TrainerOptions &options,

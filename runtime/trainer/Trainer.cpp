@@ -235,7 +235,7 @@ void Trainer::allocateOptimizerState(ParamSlot &p) {
   p.first = buffer(MemoryKind::OptimizerState, stateShape);
   if (config.zero >= 3)
     p.shard = buffer(MemoryKind::Parameters, stateShape);
-  if (config.optimizer == "adamw")
+  if (hasSecondMoment(config.optimizerKind))
     p.second = buffer(MemoryKind::OptimizerState, stateShape);
   // Several gradients a step (micro-batches, chunks' copies) need a sum.
   bool sums = config.microBatches > 1 || !p.copies.empty();
@@ -428,32 +428,70 @@ StepReport Trainer::trainStep(int64_t step) {
   return report;
 }
 
+/// This rank's range of a trained parameter and of its gradient and
+/// optimizer state (under ZeRO its dp shard, flat).
+Trainer::UpdateRange Trainer::updateRange(ParamSlot &p) {
+  UpdateRange r{&p, p.value, gradientOf(p), p.first, p.second};
+  if (config.zero) {
+    r.value = p.shard.data ? Parallel::flatRange(p.shard, 0, p.length)
+                           : Parallel::flatRange(p.value, p.begin, p.length);
+    r.grad = config.zero >= 2 ? Parallel::flatRange(r.grad, 0, p.length)
+                              : Parallel::flatRange(r.grad, p.begin, p.length);
+    r.first = Parallel::flatRange(p.first, 0, p.length);
+    if (r.second.data)
+      r.second = Parallel::flatRange(p.second, 0, p.length);
+  }
+  return r;
+}
+
+std::vector<TensorUpdate>
+Trainer::tensorUpdates(const std::vector<UpdateRange> &ranges) {
+  std::vector<TensorUpdate> tensors;
+  for (const UpdateRange &r : ranges)
+    tensors.push_back({r.value, r.grad, r.first, r.second});
+  return tensors;
+}
+
+/// Sums over the ranks holding the ranges' other parts (LAMB, LARS).
+WholeSums Trainer::wholeSums(const std::vector<UpdateRange> &ranges) {
+  std::vector<const ParamSlot *> slots;
+  for (const UpdateRange &r : ranges)
+    slots.push_back(r.param);
+  return [this, slots](std::vector<float> &sums) {
+    parallel.sumOverShards(slots, sums, /*width=*/2, stream());
+  };
+}
+
 /// Updates this rank's range of every parameter (under ZeRO its dp shard,
 /// then gathered back over dp).
 void Trainer::update(int64_t step, float lr, float gradScale) {
-  for (ParamSlot &p : params) {
-    if (!p.grad.data)
-      continue;
-    TensorView value = p.value, grad = gradientOf(p), first = p.first,
-               second = p.second;
-    if (config.zero) {
-      value = p.shard.data ? Parallel::flatRange(p.shard, 0, p.length)
-                           : Parallel::flatRange(p.value, p.begin, p.length);
-      grad = config.zero >= 2 ? Parallel::flatRange(grad, 0, p.length)
-                              : Parallel::flatRange(grad, p.begin, p.length);
-      first = Parallel::flatRange(p.first, 0, p.length);
-      if (second.data)
-        second = Parallel::flatRange(p.second, 0, p.length);
-    }
-    if (config.optimizer == "adamw")
-      kernels().adamwUpdate(stream(), value, grad, first, second, hyper.adamw,
-                            lr, step, gradScale);
-    else
-      kernels().sgdUpdate(stream(), value, grad, first, hyper.sgd, lr, step,
-                          gradScale);
-    if (config.zero && !p.shard.data)
-      parallel.gatherOverDp(p, p.value, {}, stream());
+  std::vector<UpdateRange> ranges;
+  for (ParamSlot &p : params)
+    if (p.grad.data)
+      ranges.push_back(updateRange(p));
+  switch (config.optimizerKind) {
+  case OptimizerKind::AdamW:
+    for (const UpdateRange &r : ranges)
+      kernels().adamwUpdate(stream(), r.value, r.grad, r.first, r.second,
+                            hyper.adamw, lr, step, gradScale);
+    break;
+  case OptimizerKind::Sgd:
+    for (const UpdateRange &r : ranges)
+      kernels().sgdUpdate(stream(), r.value, r.grad, r.first, hyper.sgd, lr,
+                          step, gradScale);
+    break;
+  case OptimizerKind::Lamb:
+    lambStep(kernels(), stream(), tensorUpdates(ranges), hyper.lamb, lr, step,
+             gradScale, wholeSums(ranges));
+    break;
+  case OptimizerKind::Lars:
+    larsStep(kernels(), stream(), tensorUpdates(ranges), hyper.lars, lr,
+             gradScale, wholeSums(ranges));
+    break;
   }
+  for (const UpdateRange &r : ranges)
+    if (config.zero && !r.param->shard.data)
+      parallel.gatherOverDp(*r.param, r.param->value, {}, stream());
 }
 
 ContractionPrecision askedPrecision(const TrainerOptions &options,

@@ -192,7 +192,7 @@ void Trainer::saveShards(int64_t step) {
 std::vector<TensorRole> Trainer::rolesOf(const ParamSlot &p) const {
   if (!p.trained)
     return {TensorRole::Parameter};
-  if (config.optimizer == "adamw")
+  if (hasSecondMoment(config.optimizerKind))
     return {TensorRole::Parameter, TensorRole::FirstMoment,
             TensorRole::SecondMoment};
   return {TensorRole::Parameter, TensorRole::FirstMoment};

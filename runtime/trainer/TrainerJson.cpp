@@ -39,6 +39,7 @@ CompiledConfig readFields(const json &j, const std::string &dir) {
   c.modelPath = j.value("model_path", std::string());
   c.task = j.at("task");
   c.optimizer = j.at("optimizer");
+  parseOptimizer(c.optimizer, c.optimizerKind); // checkFields refuses others
   c.precision = j.at("precision");
   c.recompute = j.value("recompute", "none");
   c.program = dir + "/" + j.at("program").get<std::string>();
@@ -74,9 +75,10 @@ void checkFields(const CompiledConfig &c, const std::string &path) {
              "'" + path +
                  "' must name either \"parameters\" (a "
                  "safetensors file) or \"init\" (specs to generate them from)");
-  BMRT_CHECK(c.optimizer == "adamw" || c.optimizer == "sgd",
+  OptimizerKind kind;
+  BMRT_CHECK(parseOptimizer(c.optimizer, kind),
              "'" + path + "': optimizer is '" + c.optimizer +
-                 "'; this trainer runs adamw or sgd");
+                 "'; this trainer runs adamw, sgd, lamb or lars");
   BMRT_CHECK(c.microBatches >= 1, "'" + path + "': micro_batches must be >= 1");
   BMRT_CHECK(c.microBatch >= 1, "'" + path + "': micro_batch must be >= 1");
   BMRT_CHECK(c.globalBatch >= 0, "'" + path + "': global_batch must be >= 1");

@@ -11,6 +11,7 @@
 #ifndef BMRT_TRAINER_TRAINERJSON_H
 #define BMRT_TRAINER_TRAINERJSON_H
 
+#include "bmrt/Optimizer.h"
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,9 +33,11 @@ struct CompiledConfig {
   std::string model, modelHash, modelPath;
   /// "task": language-model, classifier or own-loss.
   std::string task;
-  /// "optimizer": adamw or sgd; "precision": fp32, bf16 or fp16;
-  /// "recompute" (optional, none): none, selective or full.
+  /// "optimizer": adamw, sgd, lamb or lars; "precision": fp32, bf16 or
+  /// fp16; "recompute" (optional, none): none, selective or full.
   std::string optimizer, precision, recompute = "none";
+  /// `optimizer`, parsed.
+  OptimizerKind optimizerKind = OptimizerKind::AdamW;
   /// "program": the step program (with a pipeline, stage 0's); "plan": the
   /// plan bmc made (plan.json).
   std::string program, plan;

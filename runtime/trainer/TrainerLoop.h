@@ -12,6 +12,7 @@
 #include "Feeder.h"
 #include "GradientBuckets.h"
 #include "InitialParameters.h"
+#include "LayerwiseUpdate.h"
 #include "Parallel.h"
 #include "Pipeline.h"
 #include "StepReport.h"
@@ -108,7 +109,16 @@ private:
   void sumOverStages();
   void allocateOptimizerState(ParamSlot &p);
   StepReport trainStep(int64_t step);
+  /// This rank's part of a trained parameter and what updates it.
+  struct UpdateRange {
+    ParamSlot *param;
+    TensorView value, grad, first, second;
+  };
+  UpdateRange updateRange(ParamSlot &p);
   void update(int64_t step, float lr, float gradScale);
+  static std::vector<TensorUpdate>
+  tensorUpdates(const std::vector<UpdateRange> &ranges);
+  WholeSums wholeSums(const std::vector<UpdateRange> &ranges);
   void printStart(int64_t start) const;
   void printPrecision() const;
   std::unique_ptr<StepLog> openLog() const;

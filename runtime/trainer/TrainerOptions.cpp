@@ -31,12 +31,17 @@ OPTIONS:
   --data-type T      uint16 or int32: the token ids of --data, or the labels
                      of --labels (default: the dtype Megatron's .idx beside
                      a .bin names, else uint16)
-  --lr X             peak learning rate (default 3e-4 for AdamW, 0.1 for SGD)
+  --lr X             peak learning rate (default 3e-4 AdamW, 0.1 SGD, 1e-3
+                     LAMB, 1 LARS: its steps are scaled by the trust
+                     coefficient)
   --min-lr X         learning rate at the last step (default lr / 10)
   --warmup N         linear warm-up steps, then cosine decay (default
                      steps / 10)
-  --weight-decay X   decoupled weight decay (default 0.01 AdamW, 0 SGD)
-  --momentum X       SGD momentum (default 0.9)
+  --weight-decay X   weight decay (default 0.01 AdamW and LAMB, 0 SGD,
+                     1e-4 LARS)
+  --momentum X       SGD's and LARS's momentum (default 0.9)
+  --trust-coefficient X
+                     LARS's trust coefficient eta (default 0.001)
   --clip X           global gradient-norm clipping (default 1.0; 0: off)
   --seed N           seed of the synthetic data (default 1)
   --log FILE         append one JSON line per step
@@ -157,6 +162,10 @@ parseTrainerOptions(const std::vector<std::string> &args,
       {"--min-lr", [&](auto &v) { o.minLr = parseFloat("--min-lr", v); }},
       {"--momentum",
        [&](auto &v) { o.momentum = parseFloat("--momentum", v); }},
+      {"--trust-coefficient",
+       [&](auto &v) {
+         o.trustCoefficient = parseFloat("--trust-coefficient", v);
+       }},
       {"--precision",
        [&](auto &v) {
          ContractionPrecision p;
@@ -169,16 +178,22 @@ parseTrainerOptions(const std::vector<std::string> &args,
       {"--save-every",
        [&](auto &v) { o.saveEvery = parseIntegerFlag("--save-every", v, 1); }},
       {"--seed",
-       [&](auto &v) { o.seed = static_cast<uint64_t>(parseIntegerFlag("--seed", v, 0)); }},
-      {"--steps", [&](auto &v) { o.steps = parseIntegerFlag("--steps", v, 0); }},
-      {"--stop-at", [&](auto &v) { o.stopAt = parseIntegerFlag("--stop-at", v, 1); }},
+       [&](auto &v) {
+         o.seed = static_cast<uint64_t>(parseIntegerFlag("--seed", v, 0));
+       }},
+      {"--steps",
+       [&](auto &v) { o.steps = parseIntegerFlag("--steps", v, 0); }},
+      {"--stop-at",
+       [&](auto &v) { o.stopAt = parseIntegerFlag("--stop-at", v, 1); }},
       {"--threads",
-       [&](auto &v) { o.threads = static_cast<int>(
-             parseIntegerFlag("--threads", v, 1, kMaxThreads));
+       [&](auto &v) {
+         o.threads =
+             static_cast<int>(parseIntegerFlag("--threads", v, 1, kMaxThreads));
        }},
       {"--timeout",
        [&](auto &v) { o.timeoutSeconds = parseFloat("--timeout", v); }},
-      {"--warmup", [&](auto &v) { o.warmup = parseIntegerFlag("--warmup", v, 0); }},
+      {"--warmup",
+       [&](auto &v) { o.warmup = parseIntegerFlag("--warmup", v, 0); }},
       {"--weight-decay",
        [&](auto &v) { o.weightDecay = parseFloat("--weight-decay", v); }},
   };

@@ -29,6 +29,8 @@ struct TrainerOptions {
   std::optional<int64_t> warmup;
   float clip = 1.0f;
   float momentum = 0.9f;
+  /// LARS's trust coefficient (--trust-coefficient).
+  float trustCoefficient = 1e-3f;
   uint64_t seed = 1;
   std::string log;
   std::string checkpoint;

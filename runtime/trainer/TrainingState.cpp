@@ -7,6 +7,7 @@
 #include "runtime/checkpoint/ShardedCheckpoint.h"
 
 #include "bmrt/Error.h"
+#include "bmrt/Optimizer.h"
 
 namespace bmrt {
 namespace {
@@ -38,7 +39,10 @@ std::string stateName(const std::string &optimizer, TensorRole role,
                       const std::string &param) {
   if (role == TensorRole::SecondMoment)
     return "exp_avg_sq." + param;
-  return (optimizer == "sgd" ? "momentum_buffer." : "exp_avg.") + param;
+  // SGD and LARS keep a momentum buffer; AdamW and LAMB two moments.
+  OptimizerKind kind = OptimizerKind::AdamW;
+  parseOptimizer(optimizer, kind);
+  return (hasSecondMoment(kind) ? "exp_avg." : "momentum_buffer.") + param;
 }
 
 void TrainingState::addTensor(Device &device, const std::string &name,

@@ -3,12 +3,18 @@
 build/bin/bmrt-optimizer-check (runtime/trainer/test/OptimizerCheck.cpp)
 runs a few optimizer steps exactly as the trainer takes them: the global
 gradient norm (cpu::sumOfSquares), the clipping factor, the warm-up + cosine
-learning rate (LrSchedule) and the AdamW or SGD-momentum kernels. This file
+learning rate (LrSchedule) and the AdamW, SGD-momentum, LAMB or LARS
+kernels (the last two through LayerwiseUpdate, as the trainer). This file
 feeds it parameters and per-step gradients and compares what comes back
 with the same algorithm written here from the papers' formulas in float64:
 AdamW (Loshchilov & Hutter 2019, decoupled weight decay, PyTorch's
 torch.optim.AdamW), SGD with momentum as torch.optim.SGD, clipping as
-torch.nn.utils.clip_grad_norm_, the schedule as Megatron-LM's cosine decay.
+torch.nn.utils.clip_grad_norm_, the schedule as Megatron-LM's cosine decay,
+LAMB as Algorithm 2 of You et al. 2020 ("Large Batch Optimization for Deep
+Learning: Training BERT in 76 minutes", phi the identity) and LARS as
+Algorithm 1 of You, Gitman & Ginsburg 2017 ("Large Batch Training of
+Convolutional Networks"), each tensor a layer; a ratio whose norms include
+a zero is 1.
 
 Inputs and outputs are safetensors files written and read by the code
 below (from the format's description, not the C++ code), so the C++ reader
@@ -65,7 +71,8 @@ def clip_factor(norm: float, max_norm: float) -> float:
 # LrSchedule). They are rounded the same way here: beta2 = 0.999 is really
 # 0.99900001287 in float32, so 1 - beta2 differs from 0.001 by 1.3e-5
 # relative, more than the rounding this test bounds.
-FLOAT32_SETTINGS = ("lr", "min_lr", "beta1", "beta2", "epsilon", "weight_decay", "momentum")
+FLOAT32_SETTINGS = ("lr", "min_lr", "beta1", "beta2", "epsilon", "weight_decay", "momentum",
+                    "trust_coefficient")
 
 
 def as_float32(c: dict) -> dict:
@@ -97,13 +104,28 @@ def reference(c: dict, params: dict, grads: list[dict], coupled_decay: bool = Fa
                 v_hat = second[k] / (1 - c["beta2"] ** t)
                 decay = 0.0 if coupled_decay else c["weight_decay"] * p[k]
                 p[k] = p[k] - lr * (m_hat / (np.sqrt(v_hat) + c["epsilon"]) + decay)
+            elif c["optimizer"] == "lamb":
+                first[k] = c["beta1"] * first[k] + (1 - c["beta1"]) * g
+                second[k] = c["beta2"] * second[k] + (1 - c["beta2"]) * g * g
+                m_hat = first[k] / (1 - c["beta1"] ** t)
+                v_hat = second[k] / (1 - c["beta2"] ** t)
+                u = m_hat / (np.sqrt(v_hat) + c["epsilon"]) + c["weight_decay"] * p[k]
+                w_norm, u_norm = np.linalg.norm(p[k]), np.linalg.norm(u)
+                ratio = w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0
+                p[k] = p[k] - lr * ratio * u
+            elif c["optimizer"] == "lars":
+                w_norm, g_norm = np.linalg.norm(p[k]), np.linalg.norm(g)
+                local = (c["trust_coefficient"] * w_norm / (g_norm + c["weight_decay"] * w_norm)
+                         if w_norm > 0 and g_norm > 0 else 1.0)
+                first[k] = c["momentum"] * first[k] + lr * local * (g + c["weight_decay"] * p[k])
+                p[k] = p[k] - first[k]
             else:
                 g = g + c["weight_decay"] * p[k]
                 first[k] = g if t == 1 else c["momentum"] * first[k] + g
                 p[k] = p[k] - lr * first[k]
     state = {}
     for k in p:
-        if c["optimizer"] == "adamw":
+        if c["optimizer"] in ("adamw", "lamb"):
             state[f"exp_avg.{k}"] = first[k]
             state[f"exp_avg_sq.{k}"] = second[k]
         else:
@@ -131,6 +153,14 @@ CASES = {
     "adamw-no-clip": dict(BASE, optimizer="adamw", weight_decay=0.0, clip=0.0),
     "sgd": dict(BASE, optimizer="sgd", weight_decay=0.01, clip=1.0, lr=0.1, min_lr=0.01),
     "sgd-no-momentum": dict(BASE, optimizer="sgd", weight_decay=0.05, clip=2.0, momentum=0.0),
+    "lamb": dict(BASE, optimizer="lamb", weight_decay=0.01, clip=1.0, epsilon=1e-6),
+    "lamb-no-decay": dict(BASE, optimizer="lamb", weight_decay=0.0, clip=0.0, epsilon=1e-6),
+    # lr 1 with the paper's trust coefficient: each tensor moves by about
+    # 0.1% of its norm per step, far more than the tolerance.
+    "lars": dict(BASE, optimizer="lars", weight_decay=5e-4, clip=1.0, lr=1.0, min_lr=0.1,
+                 trust_coefficient=0.001),
+    "lars-high-trust": dict(BASE, optimizer="lars", weight_decay=1e-4, clip=2.0, lr=1.0,
+                            min_lr=0.1, trust_coefficient=0.02),
 }
 
 # Per-step gradient scales: the global norm crosses the clipping threshold
@@ -198,6 +228,31 @@ def test_optimizer_matches_numpy(tmp_path, case):
         assert_close(got[k], v, f"optimizer state {k}")
     expected_names = {f"param.{k}" for k in params} | set(want_state) | {"lr", "grad_norm"}
     assert set(got) == expected_names
+
+
+def test_layerwise_ratio_of_a_zero_tensor_is_one(tmp_path):
+    # A bias that starts at zero: LAMB's |p| / |u| and LARS's local rate
+    # would be 0 (the tensor never moves); both fall back to 1.
+    for case in ("lamb", "lars"):
+        c = dict(CASES[case], steps=1, warmup=1)
+        params, grads = make_inputs(seed=3)
+        params["fc.bias"] = np.zeros(3, dtype=np.float32)
+        got = run_checker(tmp_path, c, params, grads[:1])
+        want_p, _, _, _ = reference(c, params, grads[:1])
+        assert np.any(got["param.fc.bias"] != 0), case
+        assert_close(got["param.fc.bias"], want_p["fc.bias"], f"{case} bias")
+
+
+def test_layerwise_ratio_matters(tmp_path):
+    # Per-tensor ratios, not one global one: LAMB without them is Adam with
+    # L2-free decay, which the tolerance must tell apart.
+    c = CASES["lamb"]
+    params, grads = make_inputs(seed=1)
+    got = run_checker(tmp_path, c, params, grads)
+    adamw, _, _, _ = reference(dict(c, optimizer="adamw"), params, grads)
+    with pytest.raises(AssertionError):
+        for k, v in adamw.items():
+            assert_close(got[f"param.{k}"], v, f"parameter {k}")
 
 
 def test_tolerance_separates_formulas(tmp_path):

@@ -46,7 +46,7 @@ def test_unknown_optimizer_is_refused(compiled, tmp_path):
     folder = copy_of(compiled, tmp_path, "lion")
     edit_config(folder, optimizer="lion")
     line = error_line(train(folder, "--steps", "1", check=False))
-    assert "optimizer is 'lion'; this trainer runs adamw or sgd" in line
+    assert "optimizer is 'lion'; this trainer runs adamw, sgd, lamb or lars" in line
 
 
 def test_micro_batches_must_make_the_batch(compiled, tmp_path):

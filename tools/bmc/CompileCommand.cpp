@@ -50,7 +50,8 @@ OPTIONS:
   --seq N               sequence length (binds the model's 'seq' dimension)
   --dim NAME=VALUE      bind a symbolic dimension (repeatable)
   --cluster NAME|FILE   the cluster the plan is made for (as bmc plan)
-  --optimizer O         adam (AdamW, default) or sgd (with momentum)
+  --optimizer O         adam (AdamW, default), sgd (with momentum), lamb or
+                        lars (layer-wise trust ratios, for large batches)
   --precision P         bf16, fp16 or fp32: recorded in the plan; the CPU
                         runtime computes in fp32, the CUDA runtime's GEMMs
                         take bf16 inputs under bf16 (tensors stay fp32);
@@ -208,8 +209,7 @@ bmrt::CompiledConfig trainerConfig(const bm::CompiledModel &model,
   config.microBatch = plan.config.microBatch;
   config.microBatches = plan.config.numMicroBatches;
   config.ranks = plan.gpus;
-  config.optimizer =
-      plan.optimizer == bm::plan::Optimizer::Sgd ? "sgd" : "adamw";
+  config.optimizer = bm::cost::trainerName(plan.optimizer);
   config.precision = bm::cost::toString(plan.precision);
   config.recompute = bm::plan::toString(plan.config.recompute);
   config.zero = plan.config.zeroStage;

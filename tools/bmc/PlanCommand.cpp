@@ -42,7 +42,8 @@ OPTIONS:
   --dim NAME=VALUE      bind a symbolic dimension (repeatable)
   --precision P         bf16 or fp16 (mixed precision; default bf16, or
                         fp16 on GPUs without bf16) or fp32
-  --optimizer O         adam (default) or sgd
+  --optimizer O         adam (default), sgd, lamb or lars (lamb keeps two
+                        moments as adam, lars one buffer as sgd)
   --fix K=V,...         pin choices and evaluate them with the same cost
                         model: dp, tp, pp, mb, zero (0-3), recompute
                         (none|selective|full), schedule (gpipe|1f1b|

@@ -61,12 +61,12 @@ std::optional<std::string> bmc::applyPlanningFlag(StringRef flag,
       return "--precision must be bf16, fp16 or fp32, got '" + value.str() +
              "'";
   } else if (flag == "--optimizer") {
-    if (value == "adam")
-      request.training.optimizer = bm::plan::Optimizer::Adam;
-    else if (value == "sgd")
-      request.training.optimizer = bm::plan::Optimizer::Sgd;
-    else
-      return "--optimizer must be adam or sgd, got '" + value.str() + "'";
+    std::optional<bm::plan::Optimizer> optimizer =
+        bm::cost::parseOptimizer(value);
+    if (!optimizer)
+      return "--optimizer must be adam, sgd, lamb or lars, got '" +
+             value.str() + "'";
+    request.training.optimizer = *optimizer;
   } else if (flag == "--fix") {
     llvm::Expected<bm::plan::FixedChoices> fixed =
         bm::plan::parseFixedChoices(value);

@@ -65,12 +65,14 @@ public:
   /// out = a + b, element by element (one shape, F32); out may be a or b.
   virtual void add(Stream &stream, const TensorView &a, const TensorView &b,
                    const TensorView &out) const = 0;
-  /// sum(x^2) over F32 tensors, accumulated in double, on the host: global
-  /// norm clipping needs it there. Synchronises the stream once for all of
-  /// them (a GPU paid one synchronisation per tensor, 7.8 ms of GPT-2
-  /// medium's step, before). Each tensor's sum is added in the order given.
-  virtual double sumOfSquares(Stream &stream,
-                              const std::vector<TensorView> &xs) const = 0;
+  /// sum(x^2) of each F32 tensor, accumulated in double, on the host:
+  /// global norm clipping and LAMB / LARS need them there. Synchronises the
+  /// stream once for all of them (a GPU paid one synchronisation per
+  /// tensor, 7.8 ms of GPT-2 medium's step, before).
+  virtual std::vector<double>
+  sumsOfSquares(Stream &stream, const std::vector<TensorView> &xs) const = 0;
+  /// Their total, each tensor's sum added in the order given.
+  double sumOfSquares(Stream &stream, const std::vector<TensorView> &xs) const;
   /// One AdamW / SGD step on one fp32 tensor (bmrt/Optimizer.h).
   virtual void adamwUpdate(Stream &stream, const TensorView &param,
                            const TensorView &grad, const TensorView &m,
@@ -80,6 +82,22 @@ public:
                          const TensorView &grad, const TensorView &buffer,
                          const SgdConfig &config, float lr, int64_t step,
                          float gradScale) const = 0;
+  /// LAMB's first phase on one tensor (bmrt/Optimizer.h): updates m and v
+  /// and writes the direction u into `direction` (which may be `grad`).
+  virtual void lambDirection(Stream &stream, const TensorView &param,
+                             const TensorView &grad, const TensorView &m,
+                             const TensorView &v, const TensorView &direction,
+                             const LambConfig &config, int64_t step,
+                             float gradScale) const = 0;
+  /// y += alpha x (one shape, F32).
+  virtual void axpy(Stream &stream, float alpha, const TensorView &x,
+                    const TensorView &y) const = 0;
+  /// LARS's step on one tensor (bmrt/Optimizer.h), `scaledLr` being the
+  /// learning rate times the tensor's local rate.
+  virtual void larsUpdate(Stream &stream, const TensorView &param,
+                          const TensorView &grad, const TensorView &buffer,
+                          const LarsConfig &config, float scaledLr,
+                          float gradScale) const = 0;
 };
 
 /// How a device is set up.

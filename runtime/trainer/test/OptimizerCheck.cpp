@@ -4,18 +4,21 @@
 // compares with its numpy reference. IN is a safetensors file holding
 // "param.<name>" (the initial parameters) and "grad.<step>.<name>" for
 // steps 1..N, with the hyperparameters as "__metadata__" strings
-// (optimizer adamw|sgd, lr, min_lr, warmup, steps, clip, beta1, beta2,
-// epsilon, weight_decay, momentum). It runs N steps exactly as the trainer
-// does (global norm, clipping factor, scheduled learning rate, the update
-// kernels) and writes OUT: "param.<name>", the optimizer state
-// ("exp_avg.<name>", "exp_avg_sq.<name>" or "momentum_buffer.<name>") and,
-// per step, "lr" and "grad_norm" as F32 [N] tensors.
+// (optimizer adamw|sgd|lamb|lars, lr, min_lr, warmup, steps, clip, beta1,
+// beta2, epsilon, weight_decay, momentum, trust_coefficient). It runs N
+// steps exactly as the trainer does on one device (global norm, clipping
+// factor, scheduled learning rate, the update kernels; LAMB and LARS
+// through LayerwiseUpdate, as the trainer) and writes OUT: "param.<name>",
+// the optimizer state ("exp_avg.<name>", "exp_avg_sq.<name>" or
+// "momentum_buffer.<name>") and, per step, "lr" and "grad_norm" as F32 [N]
+// tensors.
 //
 // Both files go through the Python side's own safetensors code, so the
 // test also checks the format against an independent reader and writer.
 //
 //===----------------------------------------------------------------------===//
 
+#include "LayerwiseUpdate.h"
 #include "LrSchedule.h"
 
 #include "runtime/checkpoint/Safetensors.h"
@@ -36,9 +39,11 @@ using namespace bmrt;
 namespace {
 
 struct Options {
-  std::string optimizer;
+  OptimizerKind optimizer = OptimizerKind::AdamW;
   AdamWConfig adamw;
   SgdConfig sgd;
+  LambConfig lamb;
+  LarsConfig lars;
   LrSchedule schedule;
   double clip = 0;
   int64_t steps = 0;
@@ -53,9 +58,9 @@ double number(const SafetensorsMetadata &m, const std::string &key) {
 Options readOptions(const SafetensorsMetadata &m) {
   Options o;
   auto it = m.find("optimizer");
-  BMRT_CHECK(it != m.end() && (it->second == "adamw" || it->second == "sgd"),
-             "the input's metadata 'optimizer' must be adamw or sgd");
-  o.optimizer = it->second;
+  BMRT_CHECK(it != m.end() && parseOptimizer(it->second, o.optimizer),
+             "the input's metadata 'optimizer' must be adamw, sgd, lamb or "
+             "lars");
   o.steps = int64_t(number(m, "steps"));
   o.clip = number(m, "clip");
   o.schedule = LrSchedule(float(number(m, "lr")), int64_t(number(m, "warmup")),
@@ -66,6 +71,11 @@ Options readOptions(const SafetensorsMetadata &m) {
   o.adamw.weightDecay = float(number(m, "weight_decay"));
   o.sgd.momentum = float(number(m, "momentum"));
   o.sgd.weightDecay = float(number(m, "weight_decay"));
+  o.lamb = {o.adamw.beta1, o.adamw.beta2, o.adamw.epsilon, o.adamw.weightDecay};
+  o.lars.momentum = o.sgd.momentum;
+  o.lars.weightDecay = o.sgd.weightDecay;
+  if (o.optimizer == OptimizerKind::Lars)
+    o.lars.trustCoefficient = float(number(m, "trust_coefficient"));
   return o;
 }
 
@@ -85,7 +95,7 @@ HostTensor zerosLike(const HostTensor &t, const std::string &name) {
 }
 
 std::vector<Slot> readParams(const SafetensorsFile &in,
-                             const std::string &optimizer) {
+                             OptimizerKind optimizer) {
   std::vector<Slot> slots;
   for (const HostTensor &t : in.tensors) {
     if (t.name.rfind("param.", 0) != 0)
@@ -95,7 +105,8 @@ std::vector<Slot> readParams(const SafetensorsFile &in,
     s.name = t.name.substr(6);
     s.value = t;
     s.first = zerosLike(
-        t, (optimizer == "adamw" ? "exp_avg." : "momentum_buffer.") + s.name);
+        t, (hasSecondMoment(optimizer) ? "exp_avg." : "momentum_buffer.") +
+               s.name);
     s.second = zerosLike(t, "exp_avg_sq." + s.name);
     slots.push_back(std::move(s));
   }
@@ -123,15 +134,27 @@ double step(Stream &stream, const Options &o, const SafetensorsFile &in,
   }
   float scale = float(clipScaleFromSumOfSquares(sumSquares, o.clip));
   lr = o.schedule.learningRate(t);
-  for (size_t k = 0; k < slots.size(); ++k) {
-    Slot &s = slots[k];
-    if (o.optimizer == "adamw")
-      cpu::adamwUpdate(stream, viewOf(s.value), viewOf(grads[k]),
-                       viewOf(s.first), viewOf(s.second), o.adamw, lr, t,
-                       scale);
-    else
-      cpu::sgdUpdate(stream, viewOf(s.value), viewOf(grads[k]), viewOf(s.first),
-                     o.sgd, lr, t, scale);
+  std::vector<TensorUpdate> tensors;
+  for (size_t k = 0; k < slots.size(); ++k)
+    tensors.push_back({viewOf(slots[k].value), viewOf(grads[k]),
+                       viewOf(slots[k].first), viewOf(slots[k].second)});
+  const TrainerKernels &kernels = findBackend("cpu")->trainer;
+  switch (o.optimizer) {
+  case OptimizerKind::AdamW:
+    for (const TensorUpdate &u : tensors)
+      cpu::adamwUpdate(stream, u.value, u.grad, u.first, u.second, o.adamw, lr,
+                       t, scale);
+    break;
+  case OptimizerKind::Sgd:
+    for (const TensorUpdate &u : tensors)
+      cpu::sgdUpdate(stream, u.value, u.grad, u.first, o.sgd, lr, t, scale);
+    break;
+  case OptimizerKind::Lamb: // one device: every tensor is whole here
+    lambStep(kernels, stream, tensors, o.lamb, lr, t, scale, nullptr);
+    break;
+  case OptimizerKind::Lars:
+    larsStep(kernels, stream, tensors, o.lars, lr, scale, nullptr);
+    break;
   }
   return std::sqrt(sumSquares);
 }
@@ -152,7 +175,7 @@ void run(const std::string &inPath, const std::string &outPath) {
     out.push_back(
         {"param." + s.name, DType::F32, s.value.shape, s.value.data.data()});
     out.push_back(s.first.ref());
-    if (o.optimizer == "adamw")
+    if (hasSecondMoment(o.optimizer))
       out.push_back(s.second.ref());
   }
   out.push_back({"lr", DType::F32, {o.steps}, lrs.data()});
