@@ -70,7 +70,9 @@ std::unique_ptr<Device> createDevice(const std::string &name,
                           builtinBackendNames() + ")");
   BMRT_CHECK(backend->available(),
              "the " + name + " backend has no device on this machine");
-  return backend->createDevice(options);
+  std::unique_ptr<Device> device = backend->createDevice(options);
+  device->setMemoryLimit(options.memoryLimit);
+  return device;
 }
 
 } // namespace bmrt

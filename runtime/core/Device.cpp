@@ -57,13 +57,17 @@ static std::string mebibytes(size_t bytes) {
 }
 
 void *Device::allocate(size_t bytes, MemoryKind kind) {
-  void *pointer = rawAllocate(bytes);
+  bool capped = limit && total + bytes > limit;
+  void *pointer = capped ? nullptr : rawAllocate(bytes);
   if (!pointer && bytes) {
-    size_t free = freeBytes();
-    BMRT_FAIL("out of memory on " + name() + ": cannot allocate " +
-              std::to_string(bytes) + " bytes of " + nameOf(kind) +
-              " with " + mebibytes(total) + " held by this process" +
-              (free ? " and " + mebibytes(free) + " free on the device" : ""));
+    size_t free = capped ? limit - total : freeBytes();
+    throw OutOfMemory(
+        "out of memory on " + name() + ": cannot allocate " +
+            std::to_string(bytes) + " bytes of " + nameOf(kind) + " with " +
+            mebibytes(total) + " held by this process" +
+            (free ? " and " + mebibytes(free) + " free on the device" : "") +
+            (limit ? " (limited to " + mebibytes(limit) + ")" : ""),
+        __FILE__, __LINE__, nameOf(kind));
   }
   size_t k = static_cast<size_t>(kind);
   inUse[k] += bytes;

@@ -12,11 +12,15 @@
 #include "bmrt/Schedule.h"
 #include "bmrt/Sharding.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -581,14 +585,47 @@ std::unique_ptr<StepLog> Trainer::openLog() const {
   return std::make_unique<StepLog>(logPathOf(options.log, world.rank()));
 }
 
+/// What the plan beside the program predicted for a device's memory at
+/// its fullest stage, of `kind` and in all, as a clause for the
+/// out-of-memory line; empty where the plan cannot be read.
+std::string predictedPeak(const TrainerOptions &options,
+                          const std::string &kind) {
+  // The trainer's memory kinds (bmrt::nameOf) by plan.json's names.
+  static const std::map<std::string, std::string> planKey = {
+      {"parameters", "params"},
+      {"gradients", "grads"},
+      {"optimizer state", "optimizer"},
+      {"activations", "activations"},
+      {"workspace", "buffers"}};
+  try {
+    CompiledConfig config = readConfig(options.dir);
+    std::ifstream in(config.plan);
+    const nlohmann::json memory = nlohmann::json::parse(in).at("memory");
+    double mib = double(1 << 20);
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  "; the plan predicted %.1f MiB of %s and %.1f MiB in all "
+                  "per device at its fullest stage",
+                  memory.at(planKey.at(kind)).get<double>() / mib, kind.c_str(),
+                  memory.at("total").get<double>() / mib);
+    return text;
+  } catch (const std::exception &) {
+    return "";
+  }
+}
+
 void runTrainer(const TrainerOptions &options, World &world) {
   if (options.printSchedule) {
     if (world.rank() == 0)
       printPipeline(readConfig(options.dir), stdout);
     return;
   }
-  Trainer trainer(options, world);
-  trainer.run();
+  try {
+    Trainer trainer(options, world);
+    trainer.run();
+  } catch (const OutOfMemory &e) {
+    throw Error(e.what() + predictedPeak(options, e.kind), e.file, e.line);
+  }
 }
 
 } // namespace bmrt

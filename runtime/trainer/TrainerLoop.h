@@ -41,11 +41,12 @@ public:
   Trainer(const TrainerOptions &options, World &world)
       : options(options), config(readConfig(options.dir)), world(world),
         first(loadProgramFor(config, world, options.dir)),
-        device(createDevice(options.device.empty() ? config.device
-                                                   : options.device,
-                            {options.threads, -1,
-                             askedPrecision(options, config)})),
-        parallel(first, world, config.zero, *device), gathered(parallel, *device) {
+        device(createDevice(
+            options.device.empty() ? config.device : options.device,
+            {options.threads, -1, askedPrecision(options, config),
+             options.deviceMemory})),
+        parallel(first, world, config.zero, *device),
+        gathered(parallel, *device) {
     loadStages();
     bindParameters();
     startOverlap();

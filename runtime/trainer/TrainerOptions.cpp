@@ -63,6 +63,9 @@ OPTIONS:
                      too: keep S above the longest save
   --device NAME      the backend to run on: cpu, or cuda where built in
                      (default: trainer.json's device, else cpu)
+  --device-memory G  hold at most G GiB on the device, as a smaller one
+                     would (default: all it has); past it the run ends with
+                     the out-of-memory line
   --precision P      fp32 or bf16: what GEMMs read their operands in (default:
                      trainer.json's precision). bf16 rounds the inputs of
                      every GEMM to bf16 and accumulates in fp32; weights,
@@ -153,6 +156,13 @@ parseTrainerOptions(const std::vector<std::string> &args,
                                     "build (" + builtinBackendNames() +
                                         "), got '" + v + "'");
          o.device = v;
+       }},
+      {"--device-memory",
+       [&](auto &v) {
+         float gib = parseFloat("--device-memory", v);
+         BMRT_CHECK(gib > 0,
+                    "--device-memory must be above 0 GiB, got '" + v + "'");
+         o.deviceMemory = static_cast<size_t>(double(gib) * (1ull << 30));
        }},
       {"--dir", [&](auto &v) { o.dir = v; }},
       {"--keep", [&](auto &v) { o.keep = parseIntegerFlag("--keep", v, 1); }},

@@ -49,6 +49,9 @@ struct TrainerOptions {
   double timeoutSeconds = 600;
   /// The backend (--device); empty: trainer.json's.
   std::string device;
+  /// Bytes the device may hold (--device-memory, given in GiB); 0: all of
+  /// it.
+  size_t deviceMemory = 0;
   /// What GEMMs read their operands in (--precision fp32|bf16); unset:
   /// trainer.json's precision. Tensors stay fp32 in memory either way.
   std::optional<ContractionPrecision> precision;

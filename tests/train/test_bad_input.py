@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -171,3 +172,23 @@ def test_two_trainers_on_one_checkpoint(compiled, tmp_path):
         first.wait()
     # The kernel dropped the lock with its holder: the folder is free again.
     train(out, "--steps", "2", "--checkpoint", ckpt)
+
+
+def test_out_of_device_memory_is_one_line(compiled):
+    # A device too small for the step (--device-memory caps it, as a smaller
+    # GPU would): one line naming the kind that did not fit, what the
+    # process held, what was free, and the plan's predicted peak.
+    line = error_line(train(compiled("gpt3-tiny"), "--steps", "1",
+                            "--device-memory", "0.002", check=False))
+    assert re.fullmatch(
+        r"trainer: error: out of memory on cpu: cannot allocate \d+ bytes of "
+        r"(parameters|gradients|optimizer state|activations|workspace) with \d+ MiB held "
+        r"by this process and \d+ MiB free on the device \(limited to 2 MiB\); the plan "
+        r"predicted [\d.]+ MiB of \1 and [\d.]+ MiB in all per device at its fullest stage",
+        line), line
+
+
+def test_device_memory_must_be_positive(compiled):
+    line = error_line(train(compiled("gpt3-tiny"), "--steps", "1", "--device-memory", "0",
+                            check=False))
+    assert line == "trainer: error: --device-memory must be above 0 GiB, got '0'"

@@ -112,6 +112,9 @@ struct DeviceOptions {
   /// or the trainer's --precision. The CPU backend ignores it (the fp32
   /// reference); the CUDA backend computes in fp32 or bf16 and refuses fp16.
   ContractionPrecision contractionPrecision = ContractionPrecision::F32;
+  /// Bytes the device may hold in all (0: its own size):
+  /// Device::setMemoryLimit.
+  size_t memoryLimit = 0;
 };
 
 struct Backend {

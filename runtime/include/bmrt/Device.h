@@ -154,6 +154,9 @@ public:
   /// steps, not the set-up before them (ZeRO 3 loads whole parameters once
   /// before it keeps their shards).
   void resetPeaks();
+  /// Refuses allocations past `bytes` in all (0: only the device's own
+  /// size), as a device of that size would: the trainer's --device-memory.
+  void setMemoryLimit(size_t bytes) { limit = bytes; }
 
 protected:
   /// Null when the device has no room.
@@ -166,6 +169,7 @@ private:
   std::array<size_t, kNumMemoryKinds> peak{};
   size_t total = 0;
   size_t peakTotal = 0;
+  size_t limit = 0;
 };
 
 } // namespace bmrt

@@ -14,6 +14,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace bmrt {
 
@@ -25,6 +26,17 @@ public:
   std::string where() const;
   const char *file;
   int line;
+};
+
+/// A device that could not hold an allocation (Device::allocate): the
+/// trainer adds what the plan predicted to the line.
+class OutOfMemory : public Error {
+public:
+  OutOfMemory(const std::string &message, const char *file, int line,
+              std::string kind)
+      : Error(message, file, line), kind(std::move(kind)) {}
+  /// The memory kind that did not fit ("activations", bmrt::nameOf).
+  std::string kind;
 };
 
 } // namespace bmrt
