@@ -34,7 +34,8 @@ static const char *const kRequiredCollectiveKeys[] = {
     "busbw_gbps", "bytes", "link", "op", "ranks", "time_us"};
 static const char *const kSpreadKeys[] = {"collectives", "gemm", "largest",
                                           "median", "memory"};
-static const char *const kLoadAverageKeys[] = {"after", "before", "cores"};
+static const char *const kLoadAverageKeys[] = {"after", "before",
+                                               "busy_cores_before", "cores"};
 
 llvm::ArrayRef<const char *> bm::cost::calibrationKeys() {
   return kCalibrationKeys;

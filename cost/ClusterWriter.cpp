@@ -139,8 +139,8 @@ static void writeProvenance(const Calibration &cal, llvm::raw_ostream &os) {
                  "the largest per curve, the largest and median of all",
                  os);
   writeNumberMap("load_average", cal.loadAverage,
-                 "1-minute load average before and after measuring, and "
-                 "the cores available",
+                 "1-minute load average before and after measuring, the "
+                 "cores busy in the second before, and the cores available",
                  os);
   writeNumberMap("single_rank", cal.singleRank,
                  "the compute rates with one rank alone (the curves below: "

@@ -373,8 +373,19 @@ static bool greedyWithLimits(const std::vector<ItemRun> &runs,
   if (stage >= maxLayers.size())
     return false;
   close();
-  while (out && out->size() < maxLayers.size())
-    out->push_back({1, StageStats()});
+  if (out && out->size() < maxLayers.size()) {
+    // Stages left over go before the last one, as insertEmptyStages puts
+    // them (the epilogue must stay on the last stage), where the last
+    // stage's layers fit that stage's limit; else after it.
+    StageGroup last = out->back();
+    bool moves = last.stats.layers <= maxLayers.back();
+    if (moves)
+      out->pop_back();
+    while (out->size() + (moves ? 1 : 0) < maxLayers.size())
+      out->push_back({1, StageStats()});
+    if (moves)
+      out->push_back(last);
+  }
   return true;
 }
 

@@ -28,12 +28,22 @@ def bmc(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           env=env or ENV, timeout=600)
 
 
-def fake_load(folder, load: float) -> dict:
+def fake_load(folder, load: float, busy: float | None = None) -> dict:
     """The environment that makes bmc calibrate read `load` as the 1-minute
-    load average (a file in /proc/loadavg's format)."""
+    load average (a file in /proc/loadavg's format) and, by two samples of
+    /proc/stat one second apart, `busy` cores busy just before measuring
+    (default: as many as the load average says)."""
+    busy = load if busy is None else busy
     path = folder / "loadavg"
     path.write_text(f"{load:.2f} {load:.2f} {load:.2f} 1/300 4242\n")
-    return dict(ENV, BMC_LOADAVG_FILE=str(path))
+    # 100 ticks per CPU between the samples, `busy` CPUs' worth of them in
+    # user time (fields: user nice system idle iowait irq softirq steal).
+    cpus = os.cpu_count()
+    user, idle = 100 * min(busy, cpus), 100 * (cpus - min(busy, cpus))
+    stat = folder / "stat"
+    stat.write_text("cpu  1000 0 0 5000 0 0 0 0 0 0\n"
+                    f"cpu  {1000 + user:.0f} 0 0 {5000 + idle:.0f} 0 0 0 0 0 0\n")
+    return dict(ENV, BMC_LOADAVG_FILE=str(path), BMC_PROC_STAT_FILE=str(stat))
 
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["1-rank", "2-ranks"])
@@ -72,7 +82,8 @@ def test_records_spread_load_and_single_rank_rates(calibrated):
     assert all(p["spread"] >= 0 for p in measured["gemm"])
     assert all(k["spread"] >= 0 for k in measured["kernels"])
     assert "  spread: {" in text and "largest: " in text and "median: " in text
-    assert f"  load_average: {{after: 0, before: 0, cores: {CORES}}}" in text
+    assert f"  load_average: {{after: 0, before: 0, busy_cores_before: 0, cores: {CORES}}}" \
+        in text
     # With several ranks, the compute rates of one rank alone beside them.
     assert ("  single_rank: {" in text) == (ranks > 1)
     assert ("calibrate: one rank alone: GEMM peak" in result.stderr) == (ranks > 1)
@@ -89,13 +100,31 @@ def test_a_busy_machine_is_one_warning_line(tmp_path):
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines()
                 if "was busy" in line]
+    busy = min(load, os.cpu_count())
     assert warnings == [
-        f"bmc calibrate: warning: the machine was busy (load average "
-        f"{load:.1f} on {CORES} cores before measuring); predictions from "
-        f"this file may be off"], result.stderr
+        f"bmc calibrate: warning: the machine was busy ({busy:.1f} of {CORES} "
+        f"cores busy before measuring); predictions from this file may be "
+        f"off"], result.stderr
     assert f"load_average: {{after: {load:g}, before: {load:g}, " \
-           f"cores: {CORES}}}" in path.read_text()
+           f"busy_cores_before: {busy:g}, cores: {CORES}}}" in path.read_text()
     assert str(path) in result.stderr.splitlines()[-1]
+
+
+def test_a_lingering_load_average_is_not_busy(tmp_path):
+    # Work that just finished keeps the 1-minute average up for minutes;
+    # the machine is idle now (no CPU busy in the second before): no
+    # warning. (The load average after measuring is faked idle too.)
+    result = bmc("calibrate", "--quick", "-o", str(tmp_path / "cluster.yaml"),
+                 env=fake_load(tmp_path, CORES + 1.5, busy=0.0))
+    assert result.returncode == 0, result.stderr
+    # The fake serves one load average for before and after: "after" then
+    # still reads busy beyond what the ranks add, and says so itself.
+    load = CORES + 1.5
+    busy_lines = [line for line in result.stderr.splitlines() if "was busy" in line]
+    assert busy_lines == [
+        f"bmc calibrate: warning: the machine was busy (load average {load:.1f} "
+        f"on {CORES} cores after measuring); predictions from this file may be "
+        f"off"], result.stderr
 
 
 def test_bmc_plan_reads_the_file(calibrated, tmp_path):

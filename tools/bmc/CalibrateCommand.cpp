@@ -7,7 +7,10 @@
 //
 // A calibration is only as good as the machine was quiet (issue 24): the
 // 1-minute load average is read before and after measuring and recorded in
-// the file, and one warning line on stderr names a busy machine or
+// the file, with the cores busy in the second before measuring (sampled
+// from /proc/stat: the load average lingers for minutes after finished
+// work, and alone it called an idle machine busy), and one warning line on
+// stderr names a busy machine or
 // measurements whose repetitions disagreed too much. With -np N > 1 the
 // compute rates are measured a second time with one rank alone, so that
 // the file shows what sharing the machine costs.
@@ -29,12 +32,15 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sched.h>
+#include <sstream>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 using namespace bmc;
 using llvm::StringRef;
@@ -54,7 +60,9 @@ measured curves, the machine, the date and the library versions, each
 rate's spread over its repetitions and the load average seen; with N > 1
 the compute rates of one rank alone as well. Takes a minute or two;
 progress goes to stderr, and one warning line when the machine was busy
-(BMC_LOADAVG_FILE replaces /proc/loadavg) or the measurements unsteady.
+(BMC_LOADAVG_FILE replaces /proc/loadavg; BMC_PROC_STAT_FILE, two 'cpu'
+lines, replaces the two samples of /proc/stat) or the measurements
+unsteady.
 
 OPTIONS:
   -o FILE           the cluster file to write (YAML; required)
@@ -168,6 +176,62 @@ std::optional<double> readLoadAverage() {
   return load;
 }
 
+/// The first line of /proc/stat ("cpu  user nice system idle iowait ..."):
+/// all CPUs' time, busy and idle, in clock ticks.
+struct CpuTimes {
+  double busy = 0, total = 0;
+};
+
+std::optional<CpuTimes> parseCpuTimes(const std::string &line) {
+  std::istringstream in(line);
+  std::string label;
+  in >> label;
+  if (label != "cpu")
+    return std::nullopt;
+  CpuTimes times;
+  double value = 0;
+  for (int field = 0; in >> value; ++field) {
+    // guest and guest_nice (fields 8, 9) are counted in user and nice.
+    if (field >= 8)
+      break;
+    times.total += value;
+    if (field != 3 && field != 4) // idle, iowait
+      times.busy += value;
+  }
+  if (times.total <= 0)
+    return std::nullopt;
+  return times;
+}
+
+/// How many of the machine's CPUs were busy over one second, from two
+/// samples of /proc/stat (or the two 'cpu' lines of BMC_PROC_STAT_FILE,
+/// for tests); none when they cannot be read or did not move.
+std::optional<double> busyCoresNow() {
+  std::vector<CpuTimes> samples;
+  const char *fake = std::getenv("BMC_PROC_STAT_FILE");
+  if (fake && *fake) {
+    std::ifstream file(fake);
+    for (std::string line; std::getline(file, line);)
+      if (std::optional<CpuTimes> t = parseCpuTimes(line))
+        samples.push_back(*t);
+  } else {
+    for (int i = 0; i < 2; ++i) {
+      if (i)
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+      std::ifstream file("/proc/stat");
+      std::string line;
+      std::getline(file, line);
+      if (std::optional<CpuTimes> t = parseCpuTimes(line))
+        samples.push_back(*t);
+    }
+  }
+  if (samples.size() < 2 || samples[1].total <= samples[0].total)
+    return std::nullopt;
+  double share = (samples[1].busy - samples[0].busy) /
+                 (samples[1].total - samples[0].total);
+  return std::max(share, 0.0) * double(sysconf(_SC_NPROCESSORS_ONLN));
+}
+
 /// The cores this process may run on (its affinity mask, which a
 /// container or taskset narrows), else the machine's.
 int availableCores() {
@@ -242,15 +306,24 @@ void warn(const llvm::Twine &cause) {
                << "; predictions from this file may be off\n";
 }
 
-/// One warning line when other work shared the machine: the load before
-/// measuring beyond the cores the ranks leave free, or after measuring
-/// beyond what the ranks themselves add (at most one task per thread).
+/// One warning line when other work shared the machine: before measuring,
+/// more cores busy than the ranks leave free (the /proc/stat sample where
+/// there is one, else the load average, which lingers); after measuring,
+/// a load average beyond what the ranks themselves add (at most one task
+/// per thread).
 void warnIfBusy(const std::map<std::string, double> &load, int busyCores) {
   double cores = load.at("cores");
   double free = std::max(cores - busyCores, 0.0) + kLoadSlack;
+  auto sampled = load.find("busy_cores_before");
+  if (sampled != load.end() && sampled->second > free) {
+    warn(llvm::formatv("the machine was busy ({0:F1} of {1} cores busy "
+                       "before measuring)",
+                       sampled->second, static_cast<int>(cores)));
+    return;
+  }
   for (const char *when : {"before", "after"}) {
     auto it = load.find(when);
-    if (it == load.end())
+    if (it == load.end() || (it->first == "before" && sampled != load.end()))
       continue;
     double others = it->second - (it->first == "after" ? busyCores : 0);
     if (others <= free)
@@ -290,6 +363,8 @@ llvm::Expected<bm::cost::Cluster> calibrate(const CalibrateArgs &args) {
   std::map<std::string, double> load = {{"cores", availableCores()}};
   if (std::optional<double> before = readLoadAverage())
     load["before"] = *before;
+  if (std::optional<double> busy = busyCoresNow())
+    load["busy_cores_before"] = *busy;
   llvm::Expected<std::string> json = measure(args);
   if (json && !args.keepJson.empty())
     if (llvm::Error error = keepJson(args.keepJson, *json))

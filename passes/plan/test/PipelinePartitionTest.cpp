@@ -163,6 +163,23 @@ TEST(PipelinePartitionTest, LayerLimitsHoldForFoldedAndUnfoldedRuns) {
   }
 }
 
+TEST(PipelinePartitionTest, LayerLimitsKeepTheEpilogueOnTheLastStage) {
+  // Two layers and a head on four stages: two stages stay empty, and they
+  // lie before the stage with the head (the compiled program runs the
+  // epilogue on the last stage), as without limits.
+  std::vector<ItemRun> runs = {{item(1), 2}, {item(3, 0), 1}};
+  std::vector<StageStats> stages =
+      expandStages(partitionStagesWithLimits(runs, {4, 4, 4, 4}));
+  ASSERT_EQ(stages.size(), 4u);
+  EXPECT_GT(stages.back().time(), 0);
+  EXPECT_GT(stages.front().time(), 0);
+  int empty = 0;
+  for (const StageStats &s : stages)
+    empty += s.time() == 0;
+  EXPECT_EQ(empty, 2);
+  EXPECT_EQ(totalLayers(partitionStagesWithLimits(runs, {4, 4, 4, 4})), 2);
+}
+
 /// The best bottleneck among Megatron-LM's layouts (first F, middle k
 /// each, last La; every stage at least one layer), by enumeration.
 double bestMegatronBottleneck(double prologue, double epilogue, int64_t n,
