@@ -125,6 +125,34 @@ def measure(model: str, ranks: int, plan_file: str, steps: int, work: str) -> di
     return summary
 
 
+def combine(runs: list[dict]) -> dict:
+    """One configuration's rounds: the median of each part, the best step
+    of any round, and the spread of the rounds' steps ((max - min) /
+    median; 0 for one round)."""
+    steps = [r["step"] for r in runs]
+    middle = statistics.median(steps)
+    keys = {k for r in runs for k in r["comm"]}
+    return {
+        "step": middle,
+        "best": min(r["best"] for r in runs),
+        "spread": (max(steps) - min(steps)) / middle if len(runs) > 1 else 0.0,
+        "compute": statistics.median(r["compute"] for r in runs),
+        "bubble": statistics.median(r["bubble"] for r in runs),
+        "comm": {k: statistics.median(r["comm"].get(k, 0.0) for r in runs) for k in keys},
+        "memory": {kind: statistics.median(r["memory"][kind] for r in runs)
+                   for _, kind in MEMORY_KINDS},
+        "rounds": len(runs),
+    }
+
+
+def failure_text(exit: SystemExit) -> str:
+    """The line that says why a command failed (benchlib.run exits with the
+    command, then its output)."""
+    lines = [line for line in str(exit.code).splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line]
+    return (errors or lines or ["failed"])[-1][:200]
+
+
 def predicted(p: dict) -> dict:
     time = p["time"]
     return {"step": time["step_seconds"], "compute": time["compute"],
@@ -201,22 +229,31 @@ def subprocess_run(command: list[str]) -> None:
 
 def print_rows(rows: list[dict]) -> None:
     print(f"{'model':15} {'n':>1} {'configuration':42} {'pred ms':>8} {'meas ms':>8} "
-          f"{'ratio':>6}  {'compute p/m':>13} {'comm p/m':>11} {'bubble p/m':>11}  "
-          f"memory p/m by kind (params grads optimizer activations buffers)")
+          f"{'best':>6} {'spread':>6} {'ratio':>6}  {'compute p/m':>13} {'comm p/m':>11} "
+          f"{'bubble p/m':>11}  memory p/m by kind (params grads optimizer activations "
+          f"buffers)")
     for r in rows:
+        if "error" in r:
+            print(f"{r['model']:15} {r['ranks']:>1} {r['fix']:42} failed: {r['error']}")
+            continue
         p, m = r["pred"], r["meas"]
         comm = sum(m["comm"].values())
         mem = " ".join(f"{p['memory'][k] / max(m['memory'][k], 1):.2f}"
                        if m["memory"][k] else
                        f"{p['memory'][k] / 2**20:.1f}M/0" for _, k in MEMORY_KINDS)
         print(f"{r['model']:15} {r['ranks']:>1} {r['fix']:42} {p['step'] * 1e3:8.1f} "
-              f"{m['step'] * 1e3:8.1f} {p['step'] / m['step']:6.2f}  "
+              f"{m['step'] * 1e3:8.1f} {m['best'] * 1e3:6.1f} {m['spread']:6.1%} "
+              f"{p['step'] / m['step']:6.2f}  "
               f"{p['compute'] * 1e3:6.1f}/{m['compute'] * 1e3:6.1f} "
               f"{p['comm'] * 1e3:5.1f}/{comm * 1e3:5.1f} "
               f"{p['bubble'] * 1e3:5.1f}/{m['bubble'] * 1e3:5.1f}  {mem}")
 
 
 def print_goals(rows: list[dict], picks: dict) -> None:
+    failed = [r for r in rows if "error" in r]
+    if failed:
+        print(f"\nfailed: {len(failed)}/{len(rows)} configurations MISSED")
+    rows = [r for r in rows if "error" not in r]
     time_ok = [abs(r["pred"]["step"] / r["meas"]["step"] - 1) <= 0.15 for r in rows]
     print(f"\nstep time within 15%: {sum(time_ok)}/{len(rows)} {mark(all(time_ok))}")
     for _, kind in MEMORY_KINDS:
@@ -252,30 +289,57 @@ def main() -> None:
     parser.add_argument("--cluster", help="a calibrated cluster file")
     parser.add_argument("--recalibrate", action="store_true")
     parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="runs of every configuration, interleaved: round 1 runs "
+                             "each once, then round 2, so that load hits all alike")
     parser.add_argument("--only", help="one model")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
     cluster = calibrated_cluster(args)
     print(f"cluster {cluster}; {args.steps} steps per run, one thread per rank")
     configs = [c for c in CONFIGS if not args.only or c[0] == args.only]
-    rows, picks = [], {}
+    preds: dict[int, dict] = {}
+    runs: dict[int, list[dict]] = {i: [] for i in range(len(configs))}
+    errors: dict[int, str] = {}
+    picks = {}
     with tempfile.TemporaryDirectory() as work:
         plan_file = os.path.join(work, "plan.json")
-        for model, ranks, fix, *optimizer in configs:
-            optimizer = optimizer[0] if optimizer else "adam"
-            pred = predicted(plan(model, ranks, fix, cluster, plan_file, optimizer))
-            meas = measure(model, ranks, plan_file, args.steps, work)
-            shown = fix if optimizer == "adam" else f"{fix} {optimizer}"
-            rows.append({"model": model, "ranks": ranks, "fix": shown,
-                         "optimizer": optimizer, "pred": pred, "meas": meas})
-            print_rows(rows[-1:])
+        for round_ in range(1, args.rounds + 1):
+            for i, (model, ranks, fix, *optimizer) in enumerate(configs):
+                if i in errors:
+                    continue
+                try:
+                    preds[i] = predicted(plan(model, ranks, fix, cluster, plan_file,
+                                              optimizer[0] if optimizer else "adam"))
+                    runs[i].append(measure(model, ranks, plan_file, args.steps, work))
+                except SystemExit as failure:
+                    errors[i] = failure_text(failure)
+            print(f"round {round_}/{args.rounds}: {len(configs) - len(errors)} "
+                  f"configurations measured, {len(errors)} failed", flush=True)
         for model, ranks in sorted({(c[0], c[1]) for c in configs if c[1] > 1}):
-            chosen = plan(model, ranks, None, cluster, plan_file)
-            pick = {"model": model, "ranks": ranks, "fix": fix_of(chosen["config"]),
-                    "pred": predicted(chosen),
-                    "meas": measure(model, ranks, plan_file, args.steps, work)}
+            try:
+                chosen = plan(model, ranks, None, cluster, plan_file)
+                pick = {"model": model, "ranks": ranks, "fix": fix_of(chosen["config"]),
+                        "pred": predicted(chosen),
+                        "meas": combine([measure(model, ranks, plan_file, args.steps, work)
+                                         for _ in range(args.rounds)])}
+            except SystemExit as failure:
+                print(f"planner's pick for {model} on {ranks} ranks failed: "
+                      f"{failure_text(failure)}")
+                continue
             picks[(model, ranks)] = pick
             print(f"planner's pick for {model} on {ranks} ranks: {pick['fix']}")
+    rows = []
+    for i, (model, ranks, fix, *optimizer) in enumerate(configs):
+        optimizer = optimizer[0] if optimizer else "adam"
+        row = {"model": model, "ranks": ranks,
+               "fix": fix if optimizer == "adam" else f"{fix} {optimizer}",
+               "optimizer": optimizer}
+        if i in errors:
+            row["error"] = errors[i]
+        else:
+            row.update(pred=preds[i], meas=combine(runs[i]))
+        rows.append(row)
     print()
     print_rows(rows)
     print_goals(rows, picks)
