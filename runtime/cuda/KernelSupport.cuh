@@ -46,6 +46,31 @@ inline unsigned gridFor(int64_t n) {
       std::clamp<int64_t>(ceilDiv(n, kBlock), 1, int64_t(1) << 20));
 }
 
+/// A reduction over the rows of a row-major [rows, cols] in two passes:
+/// a thread per column and chunk of rows folds the chunk's rows in order,
+/// then a thread per column folds the chunks in order (the same bits every
+/// run, no atomics). 64 rows per chunk give rows / 64 times the columns'
+/// threads; more where the chunks would pass the grid's 65535 in y.
+struct ColumnChunks {
+  int64_t rowsPerChunk = 64, chunks = 0;
+
+  explicit ColumnChunks(int64_t rows) {
+    rowsPerChunk = std::max<int64_t>(rowsPerChunk, ceilDiv(rows, 65535));
+    chunks = ceilDiv(rows, rowsPerChunk);
+  }
+  /// The grid of the first pass: columns in x, chunks in y.
+  dim3 grid(int64_t cols) const {
+    return dim3(static_cast<unsigned>(ceilDiv(cols, kBlock)),
+                static_cast<unsigned>(chunks));
+  }
+  /// The rows [first, last) of the calling block's chunk.
+  __device__ void rowsOfBlock(int64_t rows, int64_t &first,
+                              int64_t &last) const {
+    first = blockIdx.y * rowsPerChunk;
+    last = first + rowsPerChunk < rows ? first + rowsPerChunk : rows;
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Block reductions
 //===----------------------------------------------------------------------===//

@@ -131,22 +131,20 @@ __global__ void reduceKernel(const T *x, T *y, ReducePlan p) {
   }
 }
 
-/// Rows one thread folds in the first pass of a column reduction.
-constexpr int64_t kRowsPerChunk = 64;
-
 /// x as [rows, cols] reduced over its rows (a bias gradient: [b, s, h]
 /// over b and s): partial[chunk][j] folds column j over the chunk's rows,
 /// in order; threads of a warp read neighbouring columns.
 template <typename T, ReduceKind Kind>
 __global__ void columnPartialsKernel(const T *x,
                                      typename Fold<T, Kind>::Acc *partial,
-                                     int64_t rows, int64_t cols) {
+                                     int64_t rows, int64_t cols,
+                                     ColumnChunks plan) {
   using F = Fold<T, Kind>;
   int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (j >= cols)
     return;
-  int64_t first = blockIdx.y * kRowsPerChunk;
-  int64_t last = first + kRowsPerChunk < rows ? first + kRowsPerChunk : rows;
+  int64_t first, last;
+  plan.rowsOfBlock(rows, first, last);
   typename F::Acc acc = F::identity();
   for (int64_t r = first; r < last; ++r)
     acc = F::merge(acc, typename F::Acc(x[r * cols + j]));
@@ -172,8 +170,7 @@ __global__ void columnFinishKernel(const typename Fold<T, Kind>::Acc *partial,
 /// kept dims innermost): a warp per output would then read a column with
 /// a stride of `cols`, 20 times slower on GPT-2's bias gradients.
 bool reducesLeadingRows(const ReducePlan &p) {
-  return p.keptRank == 1 && p.reducedRank == 1 && p.keptStrides[0] == 1 &&
-         p.count / kRowsPerChunk < 65535;
+  return p.keptRank == 1 && p.reducedRank == 1 && p.keptStrides[0] == 1;
 }
 
 template <typename T, ReduceKind Kind>
@@ -188,15 +185,16 @@ void reduceTyped(E &e, cudaStream_t stream, const TensorView &x,
   if (reducesLeadingRows(p)) {
     using Acc = typename Fold<T, Kind>::Acc;
     int64_t rows = p.count, cols = p.outputs;
-    int64_t chunks = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
-    auto *partial = static_cast<Acc *>(e.scratch(chunks * cols * sizeof(Acc)));
-    dim3 grid(static_cast<unsigned>((cols + kBlock - 1) / kBlock),
-              static_cast<unsigned>(chunks));
-    columnPartialsKernel<T, Kind><<<grid, kBlock, 0, stream>>>(
-        static_cast<const T *>(x.data), partial, rows, cols);
-    BMRT_CUDA_CHECK_LAUNCH("reduce (column partials)");
+    ColumnChunks plan(rows);
+    auto *partial =
+        static_cast<Acc *>(e.scratch(plan.chunks * cols * sizeof(Acc)));
+    if (plan.chunks > 0) { // no rows: the finish writes the identity's
+      columnPartialsKernel<T, Kind><<<plan.grid(cols), kBlock, 0, stream>>>(
+          static_cast<const T *>(x.data), partial, rows, cols, plan);
+      BMRT_CUDA_CHECK_LAUNCH("reduce (column partials)");
+    }
     columnFinishKernel<T, Kind><<<gridFor(cols), kBlock, 0, stream>>>(
-        partial, static_cast<T *>(y.data), chunks, cols, p.count);
+        partial, static_cast<T *>(y.data), plan.chunks, cols, p.count);
     BMRT_CUDA_CHECK_LAUNCH("reduce (columns)");
     return;
   }
