@@ -34,10 +34,6 @@ bool hasSecondMoment(OptimizerKind kind) {
   return kind == OptimizerKind::AdamW || kind == OptimizerKind::Lamb;
 }
 
-bool isLayerwise(OptimizerKind kind) {
-  return kind == OptimizerKind::Lamb || kind == OptimizerKind::Lars;
-}
-
 // A zero norm (a tensor initialised to zeros, such as a bias, or a step
 // with no gradient) would make the ratio 0 or infinite: both papers'
 // implementations fall back to 1 there, the plain optimizer's step.

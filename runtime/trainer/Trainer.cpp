@@ -434,8 +434,8 @@ StepReport Trainer::trainStep(int64_t step) {
 
 /// This rank's range of a trained parameter and of its gradient and
 /// optimizer state (under ZeRO its dp shard, flat).
-Trainer::UpdateRange Trainer::updateRange(ParamSlot &p) {
-  UpdateRange r{&p, p.value, gradientOf(p), p.first, p.second};
+TensorUpdate Trainer::updateRange(const ParamSlot &p) const {
+  TensorUpdate r{p.value, gradientOf(p), p.first, p.second};
   if (config.zero) {
     r.value = p.shard.data ? Parallel::flatRange(p.shard, 0, p.length)
                            : Parallel::flatRange(p.value, p.begin, p.length);
@@ -448,54 +448,43 @@ Trainer::UpdateRange Trainer::updateRange(ParamSlot &p) {
   return r;
 }
 
-std::vector<TensorUpdate>
-Trainer::tensorUpdates(const std::vector<UpdateRange> &ranges) {
-  std::vector<TensorUpdate> tensors;
-  for (const UpdateRange &r : ranges)
-    tensors.push_back({r.value, r.grad, r.first, r.second});
-  return tensors;
-}
-
-/// Sums over the ranks holding the ranges' other parts (LAMB, LARS).
-WholeSums Trainer::wholeSums(const std::vector<UpdateRange> &ranges) {
-  std::vector<const ParamSlot *> slots;
-  for (const UpdateRange &r : ranges)
-    slots.push_back(r.param);
-  return [this, slots](std::vector<float> &sums) {
-    parallel.sumOverShards(slots, sums, /*width=*/2, stream());
-  };
-}
-
 /// Updates this rank's range of every parameter (under ZeRO its dp shard,
 /// then gathered back over dp).
 void Trainer::update(int64_t step, float lr, float gradScale) {
-  std::vector<UpdateRange> ranges;
-  for (ParamSlot &p : params)
-    if (p.grad.data)
-      ranges.push_back(updateRange(p));
+  std::vector<TensorUpdate> tensors;
+  std::vector<const ParamSlot *> trained;
+  for (const ParamSlot &p : params)
+    if (p.grad.data) {
+      tensors.push_back(updateRange(p));
+      trained.push_back(&p);
+    }
+  // LAMB's and LARS's norms: sums over the ranks holding the other parts.
+  WholeSums wholeSums = [&](std::vector<float> &sums) {
+    parallel.sumOverShards(trained, sums, /*width=*/2, stream());
+  };
   switch (config.optimizerKind) {
   case OptimizerKind::AdamW:
-    for (const UpdateRange &r : ranges)
-      kernels().adamwUpdate(stream(), r.value, r.grad, r.first, r.second,
+    for (const TensorUpdate &t : tensors)
+      kernels().adamwUpdate(stream(), t.value, t.grad, t.first, t.second,
                             hyper.adamw, lr, step, gradScale);
     break;
   case OptimizerKind::Sgd:
-    for (const UpdateRange &r : ranges)
-      kernels().sgdUpdate(stream(), r.value, r.grad, r.first, hyper.sgd, lr,
+    for (const TensorUpdate &t : tensors)
+      kernels().sgdUpdate(stream(), t.value, t.grad, t.first, hyper.sgd, lr,
                           step, gradScale);
     break;
   case OptimizerKind::Lamb:
-    lambStep(kernels(), stream(), tensorUpdates(ranges), hyper.lamb, lr, step,
-             gradScale, wholeSums(ranges));
+    lambStep(kernels(), stream(), tensors, hyper.lamb, lr, step, gradScale,
+             wholeSums);
     break;
   case OptimizerKind::Lars:
-    larsStep(kernels(), stream(), tensorUpdates(ranges), hyper.lars, lr,
-             gradScale, wholeSums(ranges));
+    larsStep(kernels(), stream(), tensors, hyper.lars, lr, gradScale,
+             wholeSums);
     break;
   }
-  for (const UpdateRange &r : ranges)
-    if (config.zero && !r.param->shard.data)
-      parallel.gatherOverDp(*r.param, r.param->value, {}, stream());
+  for (const ParamSlot *p : trained)
+    if (config.zero && !p->shard.data)
+      parallel.gatherOverDp(*p, p->value, {}, stream());
 }
 
 ContractionPrecision askedPrecision(const TrainerOptions &options,

@@ -110,16 +110,8 @@ private:
   void sumOverStages();
   void allocateOptimizerState(ParamSlot &p);
   StepReport trainStep(int64_t step);
-  /// This rank's part of a trained parameter and what updates it.
-  struct UpdateRange {
-    ParamSlot *param;
-    TensorView value, grad, first, second;
-  };
-  UpdateRange updateRange(ParamSlot &p);
+  TensorUpdate updateRange(const ParamSlot &p) const;
   void update(int64_t step, float lr, float gradScale);
-  static std::vector<TensorUpdate>
-  tensorUpdates(const std::vector<UpdateRange> &ranges);
-  WholeSums wholeSums(const std::vector<UpdateRange> &ranges);
   void printStart(int64_t start) const;
   void printPrecision() const;
   std::unique_ptr<StepLog> openLog() const;

@@ -19,9 +19,6 @@ bool parseOptimizer(const std::string &name, OptimizerKind &kind);
 const char *nameOf(OptimizerKind kind);
 /// AdamW and LAMB keep two moments per element, SGD and LARS one buffer.
 bool hasSecondMoment(OptimizerKind kind);
-/// LAMB and LARS scale each tensor's step by a ratio of norms of the whole
-/// tensor (over every shard), so the update runs in two phases.
-bool isLayerwise(OptimizerKind kind);
 
 /// AdamW (Loshchilov & Hutter 2019, decoupled weight decay), one step on
 /// one fp32 tensor; g = grad * gradScale (the clipping factor):
