@@ -435,37 +435,6 @@ LogicalResult importFlatten(NodeContext &nc) {
       nc, nc.build<FlattenOp>({*x}, {nc.named("axis", i64(nc, axis))}));
 }
 
-LogicalResult importGather(NodeContext &nc) {
-  FailureOr<Value> data = nc.value(0);
-  if (failed(data))
-    return failure();
-  RankedTensorType type = typeOf(*data);
-  FailureOr<int64_t> axis = nc.axis(nc.getInt("axis", 0), type.getRank());
-  if (failed(axis))
-    return failure();
-  FailureOr<Value> indices;
-  if (const HostTensor *host = nc.host(1)) {
-    // Constant indices: normalise negatives now, as for axes.
-    HostTensor normalised = host->cast(onnx::TensorProto::INT64);
-    int64_t dim = type.getDimSize(*axis);
-    for (int64_t i = 0, n = normalised.splat ? 1 : normalised.numElements();
-         i < n; ++i) {
-      int64_t index = normalised.ints[i];
-      if (index < -dim || index >= dim)
-        return nc.gatherIndexError(index, *axis, dim);
-      if (index < 0)
-        normalised.ints[i] = index + dim;
-    }
-    indices = nc.constant(normalised);
-  } else {
-    indices = nc.value(1);
-  }
-  if (failed(indices))
-    return failure();
-  return setResult(nc, nc.build<GatherOp>({*data, *indices},
-                                          {nc.named("axis", i64(nc, *axis))}));
-}
-
 LogicalResult importGelu(NodeContext &nc) {
   FailureOr<Value> x = nc.value(0);
   if (failed(x))
@@ -912,6 +881,8 @@ const OpImporter kImporters[] = {
     {"Flatten", 1, importFlatten},
     {"Floor", 1, importFoldedOnly},
     {"Gather", 2, importGather},
+    {"GatherElements", 2, importGatherElements},
+    {"GatherND", 2, importGatherND},
     {"Gelu", 1, importGelu},
     {"Gemm", 2, importGemm},
     {"GlobalAveragePool", 1, importGlobalAveragePool},
@@ -960,7 +931,9 @@ const OpImporter kImporters[] = {
     {"Relu", 1, importRelu},
     {"Reshape", 1, importReshape},
     {"Round", 1, importFoldedOnly},
-    {"ScatterND", 3, importFoldedOnly},
+    {"Scatter", 3, importScatterElements},
+    {"ScatterElements", 3, importScatterElements},
+    {"ScatterND", 3, importScatterND},
     {"Selu", 1, importSelu},
     {"Shape", 1, importShape},
     {"Sigmoid", 1, importSigmoid},

@@ -42,6 +42,18 @@ mlir::FailureOr<mlir::Value> padAxis(NodeContext &nc, mlir::Value x,
                                      int64_t axis, int64_t before,
                                      int64_t after, double value);
 
+// IndexingOps.cpp: gathers and scatters by index tensors.
+mlir::LogicalResult importGather(NodeContext &nc);
+mlir::LogicalResult importGatherElements(NodeContext &nc);
+mlir::LogicalResult importGatherND(NodeContext &nc);
+mlir::LogicalResult importScatterElements(NodeContext &nc);
+mlir::LogicalResult importScatterND(NodeContext &nc);
+/// Input `input` as indices into a data dim `axis` of size `dim`: constants
+/// are checked and made non-negative (the node's error names the index),
+/// run-time indices stay as they are for the kernel to wrap and check.
+mlir::FailureOr<mlir::Value> axisIndices(NodeContext &nc, unsigned input,
+                                         int64_t axis, int64_t dim);
+
 // NeuralNetOps.cpp: convolution, pooling, normalisation, softmax.
 mlir::LogicalResult importAveragePool(NodeContext &nc);
 mlir::LogicalResult importBatchNormalization(NodeContext &nc);

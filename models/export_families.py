@@ -135,6 +135,13 @@ def hf_configs():
         "qwen2": (t.Qwen2ForCausalLM, t.Qwen2Config(**TINY, num_key_value_heads=2)),
         "gemma": (t.GemmaForCausalLM, t.GemmaConfig(**TINY, num_key_value_heads=2, head_dim=8)),
         "phi": (t.PhiForCausalLM, t.PhiConfig(**TINY)),
+        "phi3": (t.Phi3ForCausalLM, t.Phi3Config(**TINY, num_key_value_heads=2,
+                                                 pad_token_id=0)),
+        "qwen3": (t.Qwen3ForCausalLM, t.Qwen3Config(**TINY, num_key_value_heads=2, head_dim=8)),
+        "gemma2": (t.Gemma2ForCausalLM, t.Gemma2Config(**TINY, num_key_value_heads=2,
+                                                       head_dim=8)),
+        "gptj": (t.GPTJForCausalLM, t.GPTJConfig(vocab_size=128, n_embd=32, n_layer=2,
+                                                 n_head=4, rotary_dim=4, n_positions=64)),
         "mixtral": (t.MixtralForCausalLM, t.MixtralConfig(**TINY, num_key_value_heads=2, **moe)),
         "qwen2_moe": (t.Qwen2MoeForCausalLM, t.Qwen2MoeConfig(
             **TINY, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
@@ -150,6 +157,13 @@ def hf_configs():
         "vit_hf": (t.ViTForImageClassification, t.ViTConfig(
             hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
             image_size=32, patch_size=8, num_labels=10)),
+        # CLIP's vision tower with the image-classification head (mean of the
+        # patch tokens): the projected CLS embedding of CLIPVisionModel-
+        # WithProjection barely depends on the image at random weights.
+        "clip_vision": (t.CLIPForImageClassification, t.CLIPConfig(
+            vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                               num_attention_heads=4, image_size=32, patch_size=8),
+            num_labels=10)),
         "whisper": (t.WhisperForConditionalGeneration, t.WhisperConfig(
             vocab_size=128, d_model=32, encoder_layers=2, decoder_layers=2,
             encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
@@ -203,7 +217,7 @@ def hf(name):
         elif name == "whisper":
             kind, args, names = "audio", (torch.randn(2, 16, 32), ids[:, :5]), (
                 "input_features", "decoder_input_ids")
-        elif name == "vit_hf":
+        elif name in ("vit_hf", "clip_vision"):
             kind, args, names = "image", (torch.randn(2, 3, 32, 32),), ("pixels",)
         elif name in ("bert", "roberta"):
             kind, args, names = "encoder", (ids,), ("input_ids",)
@@ -218,7 +232,8 @@ def hf(name):
 
 
 HF = ["gpt2", "gpt_neox", "opt", "bloom", "falcon", "llama", "mistral", "qwen2", "gemma", "phi",
-      "mixtral", "qwen2_moe", "bert", "roberta", "t5", "bart", "vit_hf", "whisper"]
+      "phi3", "qwen3", "gemma2", "gptj", "mixtral", "qwen2_moe", "bert", "roberta", "t5", "bart",
+      "vit_hf", "clip_vision", "whisper"]
 
 
 # --- export and check ---------------------------------------------------------

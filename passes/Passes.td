@@ -32,7 +32,11 @@ def BmFoldPass : Pass<"bm-fold", "::mlir::func::FuncOp"> {
     `bm.block_class`; ops outside any repeated block (embedding, head) get
     neither. Folding changes no computation: it only adds these attributes,
     after moving operand-free constants to the top of the function (exporters
-    share constants between layers, which would make the first layer differ).
+    share constants between layers, which would make the first layer differ),
+    and after them what all layers read but the first computes: values made
+    from inputs alone or parameters alone, computed once and read twice or
+    more (rotary tables, masks, position ids, which exporters put inside the
+    first layer), with the ops they are made from.
   }];
   let dependentDialects = ["::mlir::bm::BmDialect"];
   let options = [

@@ -12,8 +12,11 @@
 #include "passes/fold/SemanticAttrs.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/Hashing.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::bm {
 #define GEN_PASS_DEF_BMFOLDPASS
@@ -235,6 +238,16 @@ static std::optional<Run> findRun(const OpSequence &seq,
   return best;
 }
 
+/// Moves `op` just after `insertionPoint` (the top of `body` when null),
+/// which then becomes `op`: ops moved in turn keep their order.
+static void moveToTop(Block &body, Operation &op, Operation *&insertionPoint) {
+  if (insertionPoint)
+    op.moveAfter(insertionPoint);
+  else
+    op.moveBefore(&body, body.begin());
+  insertionPoint = &op;
+}
+
 /// Moves operand-free constants to the top of the function, in order, and
 /// merges equal ones. Exporters share small constants (0.5 in GELU, the
 /// mask fill value) between layers, so the first layer would otherwise hold
@@ -259,12 +272,96 @@ static void hoistConstants(Block &body) {
         continue;
       }
     }
-    if (insertionPoint)
-      op.moveAfter(insertionPoint);
-    else
-      op.moveBefore(&body, body.begin());
-    insertionPoint = &op;
+    moveToTop(body, op, insertionPoint);
   }
+}
+
+/// What a value is computed from: data inputs, parameters, both (the
+/// residual stream starts where the embedding reads ids and a table) or
+/// neither (constants).
+enum Sources : unsigned {
+  kNoSource = 0,
+  kFromInput = 1,
+  kFromParameter = 2,
+  kFromBoth = 3
+};
+
+static unsigned sourcesOfArgument(BlockArgument arg) {
+  auto func = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+  auto kind = func ? func.getArgAttrOfType<StringAttr>(
+                         arg.getArgNumber(), BmDialect::kParamKindAttrName)
+                   : StringAttr();
+  // An argument of no known kind may be either.
+  if (!kind)
+    return kFromBoth;
+  if (kind.getValue() == BmDialect::kKindParameter)
+    return kFromParameter;
+  return kind.getValue() == BmDialect::kKindInput ? kFromInput : kFromBoth;
+}
+
+/// The ops that compute from inputs alone or from parameters alone (and
+/// constants): the same value whichever layer computes it.
+static DenseSet<Operation *> layerInvariantOps(Block &body) {
+  DenseMap<Value, unsigned> sources;
+  auto sourcesOf = [&](Value v) -> unsigned {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      return sourcesOfArgument(arg);
+    auto it = sources.find(v);
+    return it == sources.end() ? kFromBoth : it->second;
+  };
+  DenseSet<Operation *> invariant;
+  for (Operation &op : body.without_terminator()) {
+    unsigned from = kNoSource;
+    for (Value operand : op.getOperands())
+      from |= sourcesOf(operand);
+    if (op.getNumRegions() != 0 || !isPure(&op))
+      from = kFromBoth;
+    for (Value result : op.getResults())
+      sources[result] = from;
+    if (from != kFromBoth && !op.hasTrait<OpTrait::ConstantLike>())
+      invariant.insert(&op);
+  }
+  return invariant;
+}
+
+/// Moves what all layers share to just after the hoisted constants: rotary
+/// tables, masks and position ids, which exporters compute once inside the
+/// first layer (Llama, Qwen, Gemma, Falcon), so that layer would differ from
+/// the others and a 2-layer model would fold nothing. Shared means layer
+/// invariant, read by at least two ops, and computed once in the function:
+/// an invariant op every layer repeats (a weight's transpose, each layer's
+/// own unsqueeze of the rotary table) belongs to its layer and stays. With
+/// a shared op go the invariant ops it is made from.
+static void hoistSharedValues(Block &body) {
+  DenseSet<Operation *> invariant = layerInvariantOps(body);
+  DenseMap<llvm::hash_code, int64_t> copies;
+  DenseMap<Operation *, llvm::hash_code> signatureOf;
+  for (Operation *op : invariant) {
+    llvm::hash_code h = OpSequence::hashOp(op, semanticAttrs(op));
+    signatureOf[op] = h;
+    ++copies[h];
+  }
+  SetVector<Operation *> shared;
+  for (Operation &op : body.without_terminator())
+    if (invariant.contains(&op) && copies[signatureOf[&op]] == 1 &&
+        std::distance(op.getUsers().begin(), op.getUsers().end()) >= 2)
+      shared.insert(&op);
+  // The producers of shared values, found backwards; the worklist grows.
+  for (size_t i = 0; i < shared.size(); ++i)
+    for (Value operand : shared[i]->getOperands())
+      if (Operation *def = operand.getDefiningOp();
+          def && invariant.contains(def))
+        shared.insert(def);
+  Operation *insertionPoint = nullptr;
+  for (Operation &op : body.without_terminator())
+    if (op.hasTrait<OpTrait::ConstantLike>() && op.getNumOperands() == 0)
+      insertionPoint = &op;
+    else
+      break;
+  // Program order keeps every producer before its users.
+  for (Operation &op : llvm::make_early_inc_range(body.without_terminator()))
+    if (shared.contains(&op))
+      moveToTop(body, op, insertionPoint);
 }
 
 struct FoldPass : impl::BmFoldPassBase<FoldPass> {
@@ -275,6 +372,7 @@ struct FoldPass : impl::BmFoldPassBase<FoldPass> {
     if (func.isExternal())
       return;
     hoistConstants(func.getBody().front());
+    hoistSharedValues(func.getBody().front());
     OpSequence seq(func.getBody().front());
     SmallVector<int64_t> live = liveAcrossBoundaries(seq);
 

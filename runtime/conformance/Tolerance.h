@@ -35,6 +35,15 @@ inline constexpr Tolerance kExact{0, 0};
 /// operands away from denormals.
 inline constexpr Tolerance kArithmetic{0, 2.4e-7};
 
+/// Products of n factors taken in different orders (scatter_elements' mul
+/// with repeated indices: the CPU multiplies each target's updates in
+/// index order, CUDA's atomics in whatever order the threads arrive). Each
+/// of the n - 1 multiplications rounds by at most eps relative, and a
+/// product's relative errors add, so two orders differ by at most
+/// 2 (n - 1) eps relative. The cases keep n <= 8 factors away from 0 and
+/// from denormals: 14 eps = 8.4e-7, under rtol 1e-6.
+inline constexpr Tolerance kProduct{0, 1e-6};
+
 /// Transcendentals and their compositions (exp, log, sin, cos, tanh, erf,
 /// sigmoid, sqrt, reciprocal, pow, gelu, unary_grad): libm (glibc, ~1 ulp)
 /// and CUDA's math library (<= 2 ulp for expf, logf, sinf, erff, tanhf;

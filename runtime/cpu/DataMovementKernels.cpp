@@ -131,9 +131,9 @@ constexpr int64_t kNotHere = -1;
 
 /// The indices as positions in this rank's `dim` entries of the table
 /// (kNotHere where another rank holds them), checked against the whole
-/// table here on one thread so that a bad one throws before any parallel
-/// work.
-Ints gatherPositions(const TensorView &indices, int64_t dim,
+/// table here on one thread so that a bad one throws (naming `op`) before
+/// any parallel work.
+Ints gatherPositions(const char *op, const TensorView &indices, int64_t dim,
                      TableShard shard = {}) {
   int64_t total = shard.total < 0 ? dim : shard.total;
   Ints positions(indices.size());
@@ -142,7 +142,7 @@ Ints gatherPositions(const TensorView &indices, int64_t dim,
       int64_t value = static_cast<int64_t>(values[k]);
       int64_t position = value < 0 ? value + total : value;
       if (position < 0 || position >= total)
-        BMRT_FAIL("gather index " + std::to_string(value) +
+        BMRT_FAIL(std::string(op) + " index " + std::to_string(value) +
                   " is out of range for a dim of size " +
                   std::to_string(total));
       position -= shard.first;
@@ -157,7 +157,7 @@ Ints gatherPositions(const TensorView &indices, int64_t dim,
     load(indices.i32());
     break;
   default:
-    BMRT_FAIL(std::string("gather indices must be i64 or i32, not ") +
+    BMRT_FAIL(std::string(op) + " indices must be i64 or i32, not " +
               nameOf(indices.dtype));
   }
   return positions;
@@ -166,8 +166,8 @@ Ints gatherPositions(const TensorView &indices, int64_t dim,
 /// Gathers single elements (axis is the last dim): one typed load each,
 /// not a memcpy call.
 template <typename E>
-void gatherElements(const TensorView &data, const Ints &positions,
-                    const TensorView &out, const AxisSplit &s) {
+void gatherSingles(const TensorView &data, const Ints &positions,
+                   const TensorView &out, const AxisSplit &s) {
   const E *in = static_cast<const E *>(data.data);
   E *to = static_cast<E *>(out.data);
   int64_t count = static_cast<int64_t>(positions.size());
@@ -178,6 +178,31 @@ void gatherElements(const TensorView &data, const Ints &positions,
     to[t] = position == kNotHere ? E{} : in[(t / count) * s.dim + position];
   }
 }
+
+/// Tasks of a kernel that adds (or otherwise combines) into a tensor at
+/// indices that may repeat: each task owns one outer slice and one block of
+/// the inner elements (columns), which no other task's updates can reach.
+/// So no atomics are needed, and each element combines its updates in a
+/// fixed order: the result does not depend on the thread count. Where the
+/// outer slices are fewer than the threads (an embedding's gradient has
+/// one), the columns are split too, in blocks of 16 or more.
+struct ColumnBlocks {
+  int64_t blocks, length;
+
+  ColumnBlocks(int64_t outer, int64_t inner) {
+    int64_t threads = omp_get_max_threads();
+    outer = std::max<int64_t>(outer, 1);
+    blocks = std::clamp<int64_t>((threads + outer - 1) / outer, 1,
+                                 std::max<int64_t>((inner + 15) / 16, 1));
+    length = (inner + blocks - 1) / blocks;
+  }
+  /// The columns [first, last) of task t (which owns outer slice t /
+  /// blocks); empty where the last blocks run past `inner`.
+  void columns(int64_t t, int64_t inner, int64_t &first, int64_t &last) const {
+    first = (t % blocks) * length;
+    last = std::min(inner, first + length);
+  }
+};
 
 } // namespace
 
@@ -191,10 +216,10 @@ void transpose(Stream &, const TensorView &x, const TensorView &y,
 void gather(Stream &, const TensorView &data, const TensorView &indices,
             const TensorView &out, int64_t axis, TableShard shard) {
   AxisSplit s = splitAt(data.shape, axis);
-  Ints positions = gatherPositions(indices, s.dim, shard);
+  Ints positions = gatherPositions("gather", indices, s.dim, shard);
   if (s.inner == 1)
     return withElementWidth(data.dtype, [&](auto element) {
-      gatherElements<decltype(element)>(data, positions, out, s);
+      gatherSingles<decltype(element)>(data, positions, out, s);
     });
   int64_t count = static_cast<int64_t>(positions.size());
   int64_t tasks = s.outer * count;
@@ -213,27 +238,19 @@ void gather(Stream &, const TensorView &data, const TensorView &indices,
 void gatherGrad(Stream &, const TensorView &dy, const TensorView &indices,
                 const TensorView &ddata, int64_t axis, TableShard shard) {
   AxisSplit s = splitAt(ddata.shape, axis);
-  Ints positions = gatherPositions(indices, s.dim, shard);
+  Ints positions = gatherPositions("gather", indices, s.dim, shard);
   if (ddata.size() == 0)
     return;
   int64_t count = static_cast<int64_t>(positions.size());
-  // Each task owns one outer slice and one block of columns of ddata, so
-  // repeated indices accumulate without atomics and in a fixed order (the
-  // result does not depend on the thread count). An embedding's gradient
-  // (outer = 1) is split by columns alone.
-  int64_t threads = omp_get_max_threads();
-  int64_t blocks = std::clamp<int64_t>((threads + s.outer - 1) / s.outer, 1,
-                                       (s.inner + 15) / 16);
-  int64_t blockLength = (s.inner + blocks - 1) / blocks;
-  int64_t tasks = s.outer * blocks;
+  ColumnBlocks b(s.outer, s.inner);
+  int64_t tasks = s.outer * b.blocks;
   const float *g = dy.f32();
   float *dd = ddata.f32();
   int64_t work = s.outer * std::max(count, s.dim) * s.inner;
 #pragma omp parallel for schedule(static) if (work > kParallelGrain)
   for (int64_t t = 0; t < tasks; ++t) {
-    int64_t o = t / blocks;
-    int64_t j0 = (t % blocks) * blockLength;
-    int64_t j1 = std::min(s.inner, j0 + blockLength);
+    int64_t o = t / b.blocks, j0, j1;
+    b.columns(t, s.inner, j0, j1);
     if (j0 >= j1)
       continue;
     for (int64_t d = 0; d < s.dim; ++d)
@@ -248,6 +265,164 @@ void gatherGrad(Stream &, const TensorView &dy, const TensorView &indices,
         to[j] += from[j];
     }
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Gather and scatter of elements
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Where gather_elements and scatter_elements find the data element of each
+/// index. The indices are seen as [outer, count, inner] around the axis;
+/// index (o, k, i), at position p of the axis, names data's element
+///
+///   outerOffset[o] + p * stride + innerOffset[i]
+///
+/// (stride: data's at the axis). The indices' other dims may be smaller
+/// than data's (torch.gather's rule), so no row length converts between
+/// them: the offsets of the outer and inner indices are tabulated, once.
+struct ElementsWalk {
+  int64_t outer, count, inner, stride;
+  Ints outerOffset, innerOffset;
+
+  ElementsWalk(const Shape &data, const Shape &indices, int64_t axis);
+};
+
+/// data's element offset of each index, in row-major order, of the dims
+/// [first, last) of the indices' shape.
+Ints offsetsOf(const Shape &indices, const Ints &dataStrides, int64_t first,
+               int64_t last) {
+  Ints offsets{0};
+  for (int64_t d = first; d < last; ++d) {
+    Ints next;
+    next.reserve(offsets.size() * indices[d]);
+    for (int64_t base : offsets)
+      for (int64_t j = 0; j < indices[d]; ++j)
+        next.push_back(base + j * dataStrides[d]);
+    offsets = std::move(next);
+  }
+  return offsets;
+}
+
+ElementsWalk::ElementsWalk(const Shape &data, const Shape &indices,
+                           int64_t axis) {
+  Ints strides = contiguousStrides(data);
+  int64_t rank = static_cast<int64_t>(indices.size());
+  outerOffset = offsetsOf(indices, strides, 0, axis);
+  innerOffset = offsetsOf(indices, strides, axis + 1, rank);
+  outer = static_cast<int64_t>(outerOffset.size());
+  count = indices[axis];
+  inner = static_cast<int64_t>(innerOffset.size());
+  stride = strides[axis];
+}
+
+template <typename E>
+void gatherElementsTyped(const TensorView &data, const Ints &positions,
+                         const TensorView &out, const ElementsWalk &w) {
+  const E *in = static_cast<const E *>(data.data);
+  E *to = static_cast<E *>(out.data);
+  int64_t rows = w.outer * w.count;
+#pragma omp parallel for schedule(static) if (out.size() > kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    const E *from = in + w.outerOffset[r / w.count];
+    const int64_t *p = positions.data() + r * w.inner;
+    E *row = to + r * w.inner;
+    for (int64_t i = 0; i < w.inner; ++i)
+      row[i] = from[p[i] * w.stride + w.innerOffset[i]];
+  }
+}
+
+/// out[target of (o, k, i)] = combine(itself, updates[o, k, i]). Distinct
+/// (o, i) name distinct elements of out whatever the positions, so tasks
+/// that own an outer slice and a block of inner indices (ColumnBlocks)
+/// never meet, and each element sees its updates in the order of k.
+template <typename T, typename Combine>
+void scatterTyped(const TensorView &updates, const Ints &positions,
+                  const TensorView &out, const ElementsWalk &w,
+                  Combine combine) {
+  const T *from = static_cast<const T *>(updates.data);
+  T *to = static_cast<T *>(out.data);
+  ColumnBlocks b(w.outer, w.inner);
+  int64_t tasks = w.outer * b.blocks;
+#pragma omp parallel for schedule(static) if (updates.size() > kParallelGrain)
+  for (int64_t t = 0; t < tasks; ++t) {
+    int64_t o = t / b.blocks, i0, i1;
+    b.columns(t, w.inner, i0, i1);
+    T *base = to + w.outerOffset[o];
+    for (int64_t k = 0; k < w.count; ++k) {
+      int64_t row = (o * w.count + k) * w.inner;
+      for (int64_t i = i0; i < i1; ++i) {
+        T &target = base[positions[row + i] * w.stride + w.innerOffset[i]];
+        target = combine(target, from[row + i]);
+      }
+    }
+  }
+}
+
+/// The combining reductions work on F32, I64 and I32 elements.
+template <ScatterReduction R>
+void scatterCombining(const TensorView &updates, const Ints &positions,
+                      const TensorView &out, const ElementsWalk &w) {
+  auto run = [&](auto element) {
+    using T = decltype(element);
+    scatterTyped<T>(updates, positions, out, w, combineScatter<R, T>);
+  };
+  switch (out.dtype) {
+  case DType::F32:
+    return run(float{});
+  case DType::I64:
+    return run(int64_t{});
+  case DType::I32:
+    return run(int32_t{});
+  case DType::Bool:
+    break;
+  }
+  BMRT_FAIL(std::string("scatter_elements with reduction '") + nameOf(R) +
+            "' does not take " + nameOf(out.dtype) + " data");
+}
+
+} // namespace
+
+void gatherElements(Stream &, const TensorView &data, const TensorView &indices,
+                    const TensorView &out, int64_t axis) {
+  Ints positions =
+      gatherPositions("gather_elements", indices, data.shape[axis]);
+  ElementsWalk w(data.shape, indices.shape, axis);
+  withElementWidth(data.dtype, [&](auto element) {
+    gatherElementsTyped<decltype(element)>(data, positions, out, w);
+  });
+}
+
+void scatterElements(Stream &stream, const TensorView &data,
+                     const TensorView &indices, const TensorView &updates,
+                     const TensorView &out, int64_t axis,
+                     ScatterReduction reduction) {
+  Ints positions =
+      gatherPositions("scatter_elements", indices, data.shape[axis]);
+  ElementsWalk w(data.shape, indices.shape, axis);
+  copy(stream, data, out);
+  if (indices.size() == 0)
+    return;
+  switch (reduction) {
+  case ScatterReduction::Add:
+    return scatterCombining<ScatterReduction::Add>(updates, positions, out, w);
+  case ScatterReduction::Max:
+    return scatterCombining<ScatterReduction::Max>(updates, positions, out, w);
+  case ScatterReduction::Min:
+    return scatterCombining<ScatterReduction::Min>(updates, positions, out, w);
+  case ScatterReduction::Mul:
+    return scatterCombining<ScatterReduction::Mul>(updates, positions, out, w);
+  case ScatterReduction::None:
+    break;
+  }
+  // Repeated indices: the last update in row-major order wins (ONNX leaves
+  // it unspecified).
+  withElementWidth(data.dtype, [&](auto element) {
+    using E = decltype(element);
+    scatterTyped<E>(updates, positions, out, w,
+                    [](E, E update) { return update; });
+  });
 }
 
 //===----------------------------------------------------------------------===//

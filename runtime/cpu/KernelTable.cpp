@@ -273,6 +273,16 @@ void launchGatherGrad(E &e, const Instr &i) {
              i.getInt("axis"));
 }
 
+void launchGatherElements(E &e, const Instr &i) {
+  gatherElements(e.stream(), e.operand(i, 0), e.operand(i, 1), e.result(i, 0),
+                 i.getInt("axis"));
+}
+
+void launchScatterElements(E &e, const Instr &i) {
+  scatterElements(e.stream(), e.operand(i, 0), e.operand(i, 1), e.operand(i, 2),
+                  e.result(i, 0), i.getInt("axis"), scatterReductionOf(i));
+}
+
 void launchShardGather(E &e, const Instr &i) {
   gather(e.stream(), e.operand(i, 0), e.operand(i, 1), e.result(i, 0),
          i.getInt("axis"), tableShardOf(e, i));
@@ -366,6 +376,7 @@ const KernelTable::Entry kKernels[] = {
     {"fill", launchFill},
     {"flatten", launchCopy},
     {"gather", launchGather},
+    {"gather_elements", launchGatherElements},
     {"gather_grad", launchGatherGrad},
     {"gelu", launchGelu},
     {"gemm", launchGemm},
@@ -398,6 +409,7 @@ const KernelTable::Entry kKernels[] = {
     {"reshape", launchCopy},
     {"rms_norm", launchRmsNorm},
     {"rms_norm_grad", launchRmsNormGrad},
+    {"scatter_elements", launchScatterElements},
     {"shard_gather", launchShardGather},
     {"shard_slice", launchShardSlice},
     {"sigmoid", launchUnary<UnaryOp::Sigmoid>},

@@ -28,6 +28,7 @@
 #include "bmrt/Device.h"
 #include "bmrt/ElementwiseOps.h"
 #include "bmrt/Optimizer.h"
+#include "bmrt/ScatterReduction.h"
 #include "bmrt/Sharding.h"
 #include "bmrt/Tensor.h"
 
@@ -191,6 +192,23 @@ void gather(Stream &stream, const TensorView &data, const TensorView &indices,
 /// gathered slice (F32; repeated indices accumulate).
 void gatherGrad(Stream &stream, const TensorView &dy, const TensorView &indices,
                 const TensorView &ddata, int64_t axis, TableShard shard = {});
+/// ONNX GatherElements (torch.gather): out has the indices' shape (data's
+/// rank, each dim but `axis` at most data's) and out[p] = data[p with its
+/// `axis` coordinate replaced by indices[p]]. Negative indices count from
+/// the end; one out of range throws bmrt::Error.
+void gatherElements(Stream &stream, const TensorView &data,
+                    const TensorView &indices, const TensorView &out,
+                    int64_t axis);
+/// ONNX ScatterElements (torch.scatter_reduce): out = data, then for each
+/// position p of indices (and updates, of the same shape), the element of
+/// out at p with its `axis` coordinate replaced by indices[p] becomes
+/// updates[p] (None; of repeated targets the last in row-major order wins)
+/// or is combined with it (bmrt/ScatterReduction.h: F32, I64 or I32 only).
+/// Indices as gatherElements'.
+void scatterElements(Stream &stream, const TensorView &data,
+                     const TensorView &indices, const TensorView &updates,
+                     const TensorView &out, int64_t axis,
+                     ScatterReduction reduction);
 void concat(Stream &stream, const std::vector<TensorView> &inputs,
             const TensorView &out, int64_t axis);
 void split(Stream &stream, const TensorView &x,

@@ -4,9 +4,10 @@
 // through one instantiation per element width (withElementWidth). Concat
 // and split are strided copies (cudaMemcpy2D, through the Device); the rest
 // are one thread per output element, the source offset computed from
-// merged dims and strides planned on the host. Semantics are the CPU
-// backend's (runtime/cpu/DataMovementKernels.cpp). The collectives are
-// every backend's (runtime/program/CollectiveKernels.h).
+// merged dims and strides planned on the host (scatters: one thread per
+// update, combining with atomics where targets may repeat). Semantics are
+// the CPU backend's (runtime/cpu/DataMovementKernels.cpp). The collectives
+// are every backend's (runtime/program/CollectiveKernels.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,7 @@
 
 #include "bmrt/Error.h"
 #include "bmrt/Executor.h"
+#include "bmrt/ScatterReduction.h"
 #include "bmrt/Transpose.h"
 
 #include <cuda_runtime.h>
@@ -153,12 +155,13 @@ __global__ void gatherGradKernel(const float *dy, const I *indices,
 /// Runs `kernels(indices)` (the gather's kernels, with the indices typed)
 /// with a check of every index against the whole table. A kernel cannot
 /// throw: the check leaves the first bad index's position in device memory,
-/// and the host waits for it and throws the CPU's error.
+/// and the host waits for it and throws the CPU's error (naming `op`).
 template <typename Kernels>
-void withCheckedIndices(cudaStream_t stream, const TensorView &indices,
-                        int64_t total, Kernels &&kernels) {
+void withCheckedIndices(const char *op, cudaStream_t stream,
+                        const TensorView &indices, int64_t total,
+                        Kernels &&kernels) {
   if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
-    BMRT_FAIL(std::string("gather indices must be i64 or i32, not ") +
+    BMRT_FAIL(std::string(op) + " indices must be i64 or i32, not " +
               nameOf(indices.dtype));
   StreamBuffer flag(sizeof(unsigned long long), stream);
   auto *firstBad = static_cast<unsigned long long *>(flag.data());
@@ -190,7 +193,7 @@ void withCheckedIndices(cudaStream_t stream, const TensorView &indices,
     BMRT_CUDA_CHECK(cudaMemcpy(&narrow, at, width, cudaMemcpyDeviceToHost));
     value = narrow;
   }
-  BMRT_FAIL("gather index " + std::to_string(value) +
+  BMRT_FAIL(std::string(op) + " index " + std::to_string(value) +
             " is out of range for a dim of size " + std::to_string(total));
 }
 
@@ -199,15 +202,16 @@ void gather(E &e, const Instr &i, TableShard shard) {
                    &out = e.result(i, 0);
   GatherShape s = gatherShapeOf(data.shape, i.getInt("axis"), indices, shard);
   cudaStream_t stream = streamOf(e);
-  withCheckedIndices(stream, indices, s.total, [&](const auto *typed) {
-    using I = std::remove_cv_t<std::remove_pointer_t<decltype(typed)>>;
-    withElementWidth(data.dtype, [&](auto element) {
-      using W = decltype(element);
-      launch("gather kernel", stream, out.size(), gatherKernel<W, I>,
-             static_cast<const W *>(data.data), typed,
-             static_cast<W *>(out.data), s, out.size());
-    });
-  });
+  withCheckedIndices(
+      "gather", stream, indices, s.total, [&](const auto *typed) {
+        using I = std::remove_cv_t<std::remove_pointer_t<decltype(typed)>>;
+        withElementWidth(data.dtype, [&](auto element) {
+          using W = decltype(element);
+          launch("gather kernel", stream, out.size(), gatherKernel<W, I>,
+                 static_cast<const W *>(data.data), typed,
+                 static_cast<W *>(out.data), s, out.size());
+        });
+      });
 }
 
 void launchGather(E &e, const Instr &i) { gather(e, i, {}); }
@@ -225,13 +229,250 @@ void launchGatherGrad(E &e, const Instr &i) {
   GatherShape s = gatherShapeOf(ddata.shape, i.getInt("axis"), indices, {});
   cudaStream_t stream = streamOf(e);
   e.device().fillBytes(ddata.data, 0, ddata.bytes(), e.stream());
-  withCheckedIndices(stream, indices, s.total, [&](const auto *typed) {
-    using I = std::remove_cv_t<std::remove_pointer_t<decltype(typed)>>;
-    if (ddata.size() == 0)
+  withCheckedIndices(
+      "gather", stream, indices, s.total, [&](const auto *typed) {
+        using I = std::remove_cv_t<std::remove_pointer_t<decltype(typed)>>;
+        if (ddata.size() == 0)
+          return;
+        launch("gather_grad kernel", stream, dy.size(), gatherGradKernel<I>,
+               dy.f32(), typed, ddata.f32(), s, dy.size());
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// Gather and scatter of elements
+//===----------------------------------------------------------------------===//
+
+/// Where gather_elements and scatter_elements find index i's element of
+/// data: walk.offset(i) + position * stride, the position being the index
+/// made positive (-1 out of range). The walk runs over the indices' shape
+/// with data's strides, 0 at the axis (whose coordinate the index gives):
+/// the indices' other dims may be smaller than data's.
+struct ElementsIndex {
+  StridedIndex walk;
+  int64_t stride, dim;
+
+  __device__ int64_t offset(int64_t i, int64_t position) const {
+    return walk.offset(i) + position * stride;
+  }
+};
+
+/// Dims of size 1 are dropped, and a dim merges into the one before where
+/// that one's stride steps over it whole (the indices then span data's dim
+/// there), so that a walk of any rank fits StridedIndex's kMaxRank.
+ElementsIndex elementsIndexOf(const char *op, const Shape &data,
+                              const Shape &indices, int64_t axis) {
+  Ints strides = contiguousStrides(data);
+  Ints dims, steps;
+  for (int64_t d = 0; d < static_cast<int64_t>(indices.size()); ++d) {
+    int64_t step = d == axis ? 0 : strides[d];
+    if (indices[d] == 1)
+      continue;
+    if (!dims.empty() && steps.back() == indices[d] * step) {
+      dims.back() *= indices[d];
+      steps.back() = step;
+    } else {
+      dims.push_back(indices[d]);
+      steps.push_back(step);
+    }
+  }
+  return {stridedIndex(op, dims, steps), strides[axis], data[axis]};
+}
+
+/// An index as a position along data's axis of size dim, or -1 out of
+/// range (which checkIndicesKernel reports).
+template <typename I> __device__ int64_t positionIn(I index, int64_t dim) {
+  int64_t value = static_cast<int64_t>(index);
+  if (value < -dim || value >= dim)
+    return -1;
+  return value < 0 ? value + dim : value;
+}
+
+template <typename W, typename I>
+__global__ void gatherElementsKernel(const W *data, const I *indices, W *out,
+                                     ElementsIndex s, int64_t n) {
+  BMRT_GRID_STRIDE_LOOP(i, n) {
+    int64_t position = positionIn(indices[i], s.dim);
+    out[i] = position < 0 ? W{} : data[s.offset(i, position)];
+  }
+}
+
+void launchGatherElements(E &e, const Instr &i) {
+  const TensorView &data = e.operand(i, 0), &indices = e.operand(i, 1),
+                   &out = e.result(i, 0);
+  int64_t axis = i.getInt("axis");
+  ElementsIndex s =
+      elementsIndexOf("gather_elements", data.shape, indices.shape, axis);
+  cudaStream_t stream = streamOf(e);
+  withCheckedIndices(
+      "gather_elements", stream, indices, s.dim, [&](const auto *typed) {
+        using I = std::remove_cv_t<std::remove_pointer_t<decltype(typed)>>;
+        withElementWidth(data.dtype, [&](auto element) {
+          using W = decltype(element);
+          launch("gather_elements kernel", stream, out.size(),
+                 gatherElementsKernel<W, I>, static_cast<const W *>(data.data),
+                 typed, static_cast<W *>(out.data), s, out.size());
+        });
+      });
+}
+
+/// The bits of a 4- or 8-byte element, as atomicCAS takes them.
+template <typename T>
+using BitsOf =
+    std::conditional_t<sizeof(T) == 4, unsigned int, unsigned long long>;
+
+template <typename T> __device__ BitsOf<T> bitsOf(T value) {
+  if constexpr (std::is_same_v<T, float>)
+    return __float_as_uint(value);
+  else
+    return static_cast<BitsOf<T>>(value);
+}
+
+template <typename T> __device__ T fromBits(BitsOf<T> bits) {
+  if constexpr (std::is_same_v<T, float>)
+    return __uint_as_float(bits);
+  else
+    return static_cast<T>(bits);
+}
+
+/// *target = combineScatter<R>(*target, update) by compare-and-swap: CUDA
+/// has no atomic multiply, nor a max or min of floats. The combination is
+/// bmrt/ScatterReduction.h's, so NaNs and overflow come out as on the CPU.
+template <ScatterReduction R, typename T>
+__device__ void casCombine(T *target, T update) {
+  auto *bits = reinterpret_cast<BitsOf<T> *>(target);
+  BitsOf<T> old = *bits, assumed;
+  do {
+    assumed = old;
+    BitsOf<T> next = bitsOf(combineScatter<R>(fromBits<T>(assumed), update));
+    // Nothing to write (max or min kept the target): no contention either.
+    if (next == assumed)
       return;
-    launch("gather_grad kernel", stream, dy.size(), gatherGradKernel<I>,
-           dy.f32(), typed, ddata.f32(), s, dy.size());
+    old = atomicCAS(bits, assumed, next);
+  } while (old != assumed);
+}
+
+/// *target = combineScatter<R>(*target, update), atomically: the hardware's
+/// atomics where they compute the same (adds, integer max and min; wrapped
+/// two's-complement adds are the CPU's unsigned ones), else casCombine.
+template <ScatterReduction R, typename T>
+__device__ void atomicCombine(T *target, T update) {
+  constexpr bool kInt64 = std::is_same_v<T, int64_t>;
+  if constexpr (R == ScatterReduction::Add && kInt64)
+    atomicAdd(reinterpret_cast<unsigned long long *>(target),
+              static_cast<unsigned long long>(update));
+  else if constexpr (R == ScatterReduction::Add)
+    atomicAdd(target, update);
+  else if constexpr (R == ScatterReduction::Max && kInt64)
+    atomicMax(reinterpret_cast<long long *>(target),
+              static_cast<long long>(update));
+  else if constexpr (R == ScatterReduction::Max && std::is_integral_v<T>)
+    atomicMax(target, update);
+  else if constexpr (R == ScatterReduction::Min && kInt64)
+    atomicMin(reinterpret_cast<long long *>(target),
+              static_cast<long long>(update));
+  else if constexpr (R == ScatterReduction::Min && std::is_integral_v<T>)
+    atomicMin(target, update);
+  else
+    casCombine<R>(target, update);
+}
+
+/// reduction none: a plain store. Of repeated targets one update wins,
+/// which one depends on the schedule (ONNX leaves it unspecified; the
+/// CPU keeps the last).
+template <typename W, typename I>
+__global__ void scatterElementsKernel(const W *updates, const I *indices,
+                                      W *out, ElementsIndex s, int64_t n) {
+  BMRT_GRID_STRIDE_LOOP(i, n) {
+    int64_t position = positionIn(indices[i], s.dim);
+    if (position >= 0)
+      out[s.offset(i, position)] = updates[i];
+  }
+}
+
+/// Repeated targets combine atomically, in an order that varies from run
+/// to run: f32 add and mul agree with the CPU's fixed order to fp32
+/// rounding, not bit for bit; max, min and integers are exact.
+template <ScatterReduction R, typename T, typename I>
+__global__ void scatterCombineKernel(const T *updates, const I *indices, T *out,
+                                     ElementsIndex s, int64_t n) {
+  BMRT_GRID_STRIDE_LOOP(i, n) {
+    int64_t position = positionIn(indices[i], s.dim);
+    if (position >= 0)
+      atomicCombine<R>(&out[s.offset(i, position)], updates[i]);
+  }
+}
+
+/// The updates combined into out by R, on F32, I64 or I32 elements.
+template <ScatterReduction R, typename I>
+void scatterCombining(cudaStream_t stream, const TensorView &updates,
+                      const I *indices, const TensorView &out,
+                      const ElementsIndex &s) {
+  auto run = [&](auto *to) {
+    using T = std::remove_pointer_t<decltype(to)>;
+    launch("scatter_elements kernel", stream, updates.size(),
+           scatterCombineKernel<R, T, I>, static_cast<const T *>(updates.data),
+           indices, to, s, updates.size());
+  };
+  switch (out.dtype) {
+  case DType::F32:
+    return run(out.f32());
+  case DType::I64:
+    return run(out.i64());
+  case DType::I32:
+    return run(out.i32());
+  case DType::Bool: // refused by launchScatterElements
+    break;
+  }
+}
+
+template <typename I>
+void scatterElements(cudaStream_t stream, const TensorView &updates,
+                     const I *indices, const TensorView &out,
+                     const ElementsIndex &s, ScatterReduction reduction) {
+  switch (reduction) {
+  case ScatterReduction::Add:
+    return scatterCombining<ScatterReduction::Add>(stream, updates, indices,
+                                                   out, s);
+  case ScatterReduction::Max:
+    return scatterCombining<ScatterReduction::Max>(stream, updates, indices,
+                                                   out, s);
+  case ScatterReduction::Min:
+    return scatterCombining<ScatterReduction::Min>(stream, updates, indices,
+                                                   out, s);
+  case ScatterReduction::Mul:
+    return scatterCombining<ScatterReduction::Mul>(stream, updates, indices,
+                                                   out, s);
+  case ScatterReduction::None:
+    break;
+  }
+  withElementWidth(out.dtype, [&](auto element) {
+    using W = decltype(element);
+    launch("scatter_elements kernel", stream, updates.size(),
+           scatterElementsKernel<W, I>, static_cast<const W *>(updates.data),
+           indices, static_cast<W *>(out.data), s, updates.size());
   });
+}
+
+/// out = data, then the updates written or combined at the indices.
+void launchScatterElements(E &e, const Instr &i) {
+  const TensorView &data = e.operand(i, 0), &indices = e.operand(i, 1),
+                   &updates = e.operand(i, 2), &out = e.result(i, 0);
+  ScatterReduction reduction = scatterReductionOf(i);
+  // Refused before anything is enqueued: the kernels have no bool atomics.
+  if (reduction != ScatterReduction::None && data.dtype == DType::Bool)
+    BMRT_FAIL(std::string("scatter_elements with reduction '") +
+              nameOf(reduction) + "' does not take " + nameOf(data.dtype) +
+              " data");
+  ElementsIndex s = elementsIndexOf("scatter_elements", data.shape,
+                                    indices.shape, i.getInt("axis"));
+  cudaStream_t stream = streamOf(e);
+  if (out.data != data.data)
+    e.device().copyOnDevice(out.data, data.data, data.bytes(), e.stream());
+  withCheckedIndices(
+      "scatter_elements", stream, indices, s.dim, [&](const auto *typed) {
+        scatterElements(stream, updates, typed, out, s, reduction);
+      });
 }
 
 //===----------------------------------------------------------------------===//
@@ -479,10 +720,12 @@ const KernelTable::Entry kKernels[] = {
     {"concat", launchConcat},
     {"expand", launchExpand},
     {"gather", launchGather},
+    {"gather_elements", launchGatherElements},
     {"gather_grad", launchGatherGrad},
     {"iota", launchIota},
     {"one_hot", launchOneHot},
     {"reduce_scatter", launchReduceScatter},
+    {"scatter_elements", launchScatterElements},
     {"shard_gather", launchShardGather},
     {"shard_slice", launchShardSlice},
     {"slice", launchSlice},

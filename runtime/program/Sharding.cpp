@@ -28,13 +28,45 @@ int64_t lossClasses(const Program &program) {
   return 0;
 }
 
+namespace {
+
+/// Ops that pass an index through unchanged in value (views, copies, a
+/// where's branches: the importer's wrap of negative indices) and the
+/// operands that carry it.
+bool passesIndexThrough(const Instr &instr, size_t operand) {
+  static const char *const kViews[] = {
+      "cast", "copy", "expand", "reshape", "slice", "squeeze", "unsqueeze"};
+  if (instr.op == "where")
+    return operand > 0;
+  return operand == 0 && std::find(std::begin(kViews), std::end(kViews),
+                                   instr.op) != std::end(kViews);
+}
+
+/// Ops that index a data tensor's `axis` with operand 1.
+bool indexesAlongAxis(const Instr &instr) {
+  return instr.op == "gather" || instr.op == "gather_elements" ||
+         instr.op == "scatter_elements";
+}
+
+} // namespace
+
 int64_t idBound(const Program &program, int slot, int64_t classes) {
   int64_t bound = classes > 0 ? classes : INT64_MAX;
+  // The slot and what carries its values on, in program order.
+  std::vector<bool> carries(program.slots.size(), false);
+  carries[slot] = true;
   for (const Instr &instr : program.instrs)
-    if (instr.op == "gather" && instr.operands.size() == 2 &&
-        instr.operands[1] == slot)
-      bound = std::min(bound, program.slots[instr.operands[0]]
-                                  .shape[instr.getInt("axis")]);
+    for (size_t k = 0; k < instr.operands.size(); ++k) {
+      if (!carries[instr.operands[k]])
+        continue;
+      if (k == 1 && indexesAlongAxis(instr))
+        bound = std::min(
+            bound,
+            program.slots[instr.operands[0]].shape[instr.getInt("axis")]);
+      if (passesIndexThrough(instr, k))
+        for (int result : instr.results)
+          carries[result] = true;
+    }
   return bound == INT64_MAX ? 2 : bound;
 }
 

@@ -21,6 +21,7 @@
 #include "bmrt/Error.h"
 #include "bmrt/OpSpec.h"
 #include "bmrt/Program.h"
+#include "bmrt/ScatterReduction.h"
 #include "bmrt/Sharding.h"
 
 #include <algorithm>
@@ -198,6 +199,9 @@ public:
   }
   const std::string &stringAttr(const char *name) const {
     return attr(name, Attr::Kind::String).s;
+  }
+  std::string stringAttr(const char *name, const std::string &otherwise) const {
+    return instr.attrs.count(name) ? stringAttr(name) : otherwise;
   }
   /// The integer attribute `name`, an axis of `of`.
   int64_t axisAttr(const char *name, const Arg &of) const {
@@ -972,6 +976,51 @@ void checkGatherGrad(Check &c) {
             "result 0's with operand 1's dims at 'axis'");
 }
 
+/// gather_elements' and scatter_elements' indices: i64 or i32, data's rank,
+/// every dim but `axis` at most data's (torch.gather's rule: the kernels
+/// walk data at the indices' coordinates). Returns the axis.
+int64_t checkElementIndices(Check &c, const Arg &data, const Arg &indices) {
+  int64_t axis = c.axisAttr("axis", data);
+  c.dtypeIn(indices, kIndex);
+  if (indices.rank() != data.rank())
+    c.fail(indices.is() + "; it must have the rank of " + data.named());
+  for (int64_t d = 0; d < data.rank(); ++d)
+    if (d != axis && indices.dim(d) > data.dim(d))
+      c.fail(indices.is() + ", its dim " + std::to_string(d) +
+             " must be at most " + std::to_string(data.dim(d)) + " (that of " +
+             data.role + ")");
+  return axis;
+}
+
+/// Operands data, indices; result out, of the indices' shape.
+void checkGatherElements(Check &c) {
+  c.counts(2, 1);
+  Arg data = c.operand(0), indices = c.operand(1), out = c.result(0);
+  checkElementIndices(c, data, indices);
+  c.sameDType(out, data);
+  c.shapeIs(out, indices.shape(), "that of operand 1");
+}
+
+/// Operands data, indices, updates (of the indices' shape); result out, of
+/// data's type. A combining reduction needs numbers (no bool arithmetic).
+void checkScatterElements(Check &c) {
+  c.counts(3, 1);
+  Arg data = c.operand(0), indices = c.operand(1), updates = c.operand(2),
+      out = c.result(0);
+  checkElementIndices(c, data, indices);
+  c.sameDType(updates, data);
+  c.shapeIs(updates, indices.shape(), "that of operand 1");
+  c.sameType(out, data);
+  std::string name = c.stringAttr("reduction", kDefaultScatterReduction);
+  ScatterReduction reduction;
+  if (!parseScatterReduction(name, reduction))
+    c.fail("attribute 'reduction' is '" + name +
+           "'; it must be none, add, mul, max or min");
+  if (reduction != ScatterReduction::None && !(kNumeric & bit(data.dtype())))
+    c.fail(data.is() + "; 'scatter_elements' with reduction '" + name +
+           "' takes " + typesText(kNumeric) + " there");
+}
+
 /// `whole` is the parts joined along `axis`: the same dtype and rank, the
 /// same dims elsewhere, and the parts' dims at `axis` add up to its.
 void checkJoined(Check &c, const Arg &whole, const std::vector<Arg> &parts) {
@@ -1212,6 +1261,7 @@ const Entry kCheckers[] = {
     {"fill", checkFill},
     {"flatten", checkCopy},
     {"gather", checkGather},
+    {"gather_elements", checkGatherElements},
     {"gather_grad", checkGatherGrad},
     {"gelu", checkGelu},
     {"gemm", checkGemm},
@@ -1244,6 +1294,7 @@ const Entry kCheckers[] = {
     {"reshape", checkCopy},
     {"rms_norm", checkNorm},
     {"rms_norm_grad", checkNormGrad},
+    {"scatter_elements", checkScatterElements},
     {"shard_gather", checkShardGather},
     {"shard_slice", checkAlongDim<-1, kAny>},
     {"sigmoid", checkUnary<kF32>},

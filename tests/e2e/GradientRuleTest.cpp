@@ -208,6 +208,22 @@ const GradCase kCases[] = {
     {"gather_columns", "%x: tensor<3x5xf32>" P("x"),
      "%i = bm.constant dense<[1, 1, 3, 0]> : tensor<4xi64>\n"
      "%y = bm.gather %x, %i {axis = 1 : i64} : tensor<3x5xf32>, tensor<4xi64>", "3x4"},
+    // Repeated and negative indices: the scatter-add of the gradient sums
+    // the repeats (x[0, 1] is read twice, x[2, 4] as -1 and as 4).
+    {"gather_elements_axis1", "%x: tensor<3x5xf32>" P("x"),
+     "%i = bm.constant dense<[[1, 1, 0, 4], [3, 2, 2, 0], [-1, 4, 0, 1]]> : tensor<3x4xi64>\n"
+     "%y = bm.gather_elements %x, %i {axis = 1 : i64} : tensor<3x5xf32>, tensor<3x4xi64>", "3x4"},
+    // Indices shorter than the data in the other dim: x's last row unread.
+    {"gather_elements_axis0_short", "%x: tensor<4x3xf32>" P("x"),
+     "%i = bm.constant dense<[[3, 0], [1, 3]]> : tensor<2x2xi32>\n"
+     "%y = bm.gather_elements %x, %i {axis = 0 : i64} : tensor<4x3xf32>, tensor<2x2xi32>", "2x2"},
+    // A plain write: the overwritten elements of d get no gradient.
+    {"scatter_elements_none", "%d: tensor<3x4xf32>" P("d") ", %u: tensor<3x2xf32>" P("u"),
+     "%i = bm.constant dense<[[0, 3], [2, 1], [-1, 0]]> : tensor<3x2xi64>\n"
+     "%y = bm.scatter_elements %d, %i, %u {axis = 1 : i64} : tensor<3x4xf32>, tensor<3x2xi64>, tensor<3x2xf32>", "3x4"},
+    {"scatter_elements_add", "%d: tensor<4x3xf32>" P("d") ", %u: tensor<3x3xf32>" P("u"),
+     "%i = bm.constant dense<[[1, 1, 0], [1, 3, 0], [2, 1, 1]]> : tensor<3x3xi64>\n"
+     "%y = bm.scatter_elements %d, %i, %u {axis = 0 : i64, reduction = \"add\"} : tensor<4x3xf32>, tensor<3x3xi64>, tensor<3x3xf32>", "4x3"},
     {"concat", "%a: tensor<2x3xf32>" P("a") ", %b: tensor<2x1xf32>" P("b") ", %c: tensor<2x2xf32>" P("c"),
      "%y = bm.concat %a, %b, %c {axis = 1 : i64} : tensor<2x3xf32>, tensor<2x1xf32>, tensor<2x2xf32>", "2x6"},
     // The middle piece is read by nothing: its gradient is zeros.

@@ -447,6 +447,65 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// GatherElements and ScatterElements index `data` element by element:
+/// `indices` has its rank, and every dim but `axis` at most its size.
+static LogicalResult checkElementIndices(std::optional<Location> loc,
+                                         StringRef what, RankedTensorType data,
+                                         RankedTensorType indices,
+                                         int64_t axis) {
+  if (failed(checkAxis(loc, what, axis, data.getRank())))
+    return failure();
+  if (indices.getRank() != data.getRank())
+    return emitOptionalError(loc, what, " indices ", indices,
+                             " need the rank of the data ", data);
+  for (int64_t d = 0; d < data.getRank(); ++d)
+    if (d != axis && indices.getDimSize(d) > data.getDimSize(d))
+      return emitOptionalError(loc, what, " indices ", indices,
+                               " are longer than the data ", data, " in dim ",
+                               d);
+  return success();
+}
+
+LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *,
+                                                 std::optional<Location> loc,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &types) {
+  auto data = tensorOf(adaptor.getData().getType());
+  auto indices = tensorOf(adaptor.getIndices().getType());
+  if (failed(checkElementIndices(loc, "gather_elements", data, indices,
+                                 adaptor.getAxis())))
+    return failure();
+  types.push_back(indices.clone(data.getElementType()));
+  return success();
+}
+
+LogicalResult
+ScatterElementsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                    Adaptor adaptor,
+                                    SmallVectorImpl<Type> &types) {
+  auto data = tensorOf(adaptor.getData().getType());
+  auto indices = tensorOf(adaptor.getIndices().getType());
+  auto updates = tensorOf(adaptor.getUpdates().getType());
+  if (failed(checkElementIndices(loc, "scatter_elements", data, indices,
+                                 adaptor.getAxis())))
+    return failure();
+  if (updates.getShape() != indices.getShape() ||
+      updates.getElementType() != data.getElementType())
+    return emitOptionalError(loc, "scatter_elements updates ", updates,
+                             " need the indices' shape ", indices,
+                             " and the data's element type ", data);
+  types.push_back(data);
+  return success();
+}
+
+LogicalResult ScatterElementsOp::verify() {
+  StringRef reduction = getReduction();
+  if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, reduction))
+    return emitOpError() << "reduction '" << reduction
+                         << "' is not one of none, add, mul, max, min";
+  return success();
+}
+
 LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> loc,
                                          Adaptor adaptor,

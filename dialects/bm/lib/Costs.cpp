@@ -50,6 +50,13 @@ static double perInputElement(Operation *op) {
 
 static double noFlops(Operation *) { return 0; }
 
+/// One combine per update; plain writes are data movement alone.
+static double scatterFlops(Operation *op) {
+  auto scatter = cast<ScatterElementsOp>(op);
+  return scatter.getReduction() == "none" ? 0
+                                          : numElements(scatter.getUpdates());
+}
+
 using FlopCounter = double (*)(Operation *);
 
 // Memory kernel classes (cost MemoryKernelClass names): the cost
@@ -91,6 +98,7 @@ static const llvm::StringMap<OpCost> &costTable() {
       {ExpandOp::getOperationName(), {noFlops, kDataMovement}},
       {FlattenOp::getOperationName(), {noFlops, kDataMovement}},
       {GatherOp::getOperationName(), {noFlops, kDataMovement}},
+      {GatherElementsOp::getOperationName(), {noFlops, kDataMovement}},
       {GeluOp::getOperationName(), {perResultElement<8>, kElementwise}},
       {GemmOp::getOperationName(), {contractionFlops, kElementwise}},
       {GlobalAvgPoolOp::getOperationName(), {perInputElement<1>, kReduction}},
@@ -117,6 +125,7 @@ static const llvm::StringMap<OpCost> &costTable() {
       {ReluOp::getOperationName(), {perResultElement<1>, kElementwise}},
       {ReshapeOp::getOperationName(), {noFlops, kDataMovement}},
       {RmsNormOp::getOperationName(), {perResultElement<6>, kNormalization}},
+      {ScatterElementsOp::getOperationName(), {scatterFlops, kDataMovement}},
       {SigmoidOp::getOperationName(), {perResultElement<4>, kElementwise}},
       {SinOp::getOperationName(), {perResultElement<4>, kElementwise}},
       {SliceOp::getOperationName(), {noFlops, kDataMovement}},

@@ -540,6 +540,45 @@ LogicalResult gatherRule(Operation *op, GradBuilder &g, ArrayRef<Value> dys,
   return success();
 }
 
+/// ddata = dy scatter-added into zeros: repeated indices accumulate.
+LogicalResult gatherElementsRule(Operation *op, GradBuilder &g,
+                                 ArrayRef<Value> dys, Grads &dxs) {
+  auto gather = cast<GatherElementsOp>(op);
+  if (!isFloat(gather.getData()))
+    return success();
+  dxs[0] = ScatterElementsOp::create(
+      g.b, g.loc, g.zerosLike(typeOf(gather.getData())), gather.getIndices(),
+      dys[0], gather.getAxisAttr(), g.b.getStringAttr("add"));
+  return success();
+}
+
+/// dupdates = dy gathered where the updates landed; ddata = dy, except the
+/// targets a plain write overwrote (zeros there). A repeated index under
+/// "none" gives every update of it the gradient, as torch.scatter's
+/// backward does, though only one of them survived. Products and extremes
+/// would need the forward's operands: they are refused.
+LogicalResult scatterElementsRule(Operation *op, GradBuilder &g,
+                                  ArrayRef<Value> dys, Grads &dxs) {
+  auto scatter = cast<ScatterElementsOp>(op);
+  if (!isFloat(scatter.getData()))
+    return success();
+  StringRef reduction = scatter.getReduction();
+  if (reduction != "none" && reduction != "add")
+    return op->emitOpError() << "with reduction '" << reduction
+                             << "' has no gradient rule; autodiff cannot "
+                                "train through it";
+  Value indices = scatter.getIndices();
+  dxs[2] = GatherElementsOp::create(g.b, g.loc, dys[0], indices,
+                                    scatter.getAxisAttr());
+  dxs[0] = reduction == "add"
+               ? dys[0]
+               : ScatterElementsOp::create(
+                     g.b, g.loc, dys[0], indices,
+                     g.zerosLike(typeOf(scatter.getUpdates())),
+                     scatter.getAxisAttr(), g.b.getStringAttr("none"));
+  return success();
+}
+
 /// Each input's gradient is its piece of dy: one split.
 LogicalResult concatRule(Operation *op, GradBuilder &g, ArrayRef<Value> dys,
                          Grads &dxs) {
@@ -647,6 +686,7 @@ const llvm::StringMap<Rule> &ruleTable() {
       {ExpandOp::getOperationName(), expandRule},
       {FlattenOp::getOperationName(), reshapeRule},
       {GatherOp::getOperationName(), gatherRule},
+      {GatherElementsOp::getOperationName(), gatherElementsRule},
       {GeluOp::getOperationName(), unaryRule},
       {GemmOp::getOperationName(), gemmRule},
       {GlobalAvgPoolOp::getOperationName(), globalAvgPoolRule},
@@ -674,6 +714,7 @@ const llvm::StringMap<Rule> &ruleTable() {
       {ReshapeOp::getOperationName(), reshapeRule},
       {ReshardOp::getOperationName(), reshardRule},
       {RmsNormOp::getOperationName(), rmsNormRule},
+      {ScatterElementsOp::getOperationName(), scatterElementsRule},
       {SigmoidOp::getOperationName(), unaryRule},
       {SinOp::getOperationName(), unaryRule},
       {SliceOp::getOperationName(), sliceRule},

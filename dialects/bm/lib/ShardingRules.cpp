@@ -511,6 +511,47 @@ static ShardingRule gatherRule(Operation *op) {
   return rule;
 }
 
+/// gather_elements (data, indices) -> [indices] and scatter_elements (data,
+/// indices, updates) -> [data]: a dim where the indices are as long as the
+/// data is parallel in every tensor. The indexed axis of the data needs the
+/// whole axis (an index may point anywhere in it); so does a dim the
+/// indices cover only in part, on both sides, because an index row reads the
+/// data row of the same global number. The gather's own axis over the
+/// indices is parallel: each index is looked up alone. The scatter's is not
+/// (a shard of updates would write a shard's worth into the whole data).
+static ShardingRule elementIndexRule(Operation *op) {
+  bool gathers = isa<GatherElementsOp>(op);
+  int64_t axis = cast<IntegerAttr>(op->getAttr("axis")).getInt();
+  ArrayRef<int64_t> data = shapeOf(op->getOperand(0));
+  ArrayRef<int64_t> indices = shapeOf(op->getOperand(1));
+  ShardingRule rule;
+  TensorFactors dataDims, indexDims;
+  for (auto [d, size] : llvm::enumerate(data)) {
+    int64_t isize = indices[d];
+    if (static_cast<int64_t>(d) != axis && isize == size) {
+      DimFactors f = single(rule.addFactor(size, FactorKind::Parallel), size);
+      dataDims.push_back(f);
+      indexDims.push_back(f);
+      continue;
+    }
+    dataDims.push_back(
+        single(rule.addFactor(size, FactorKind::NeedReplication), size));
+    bool parallel = gathers && static_cast<int64_t>(d) == axis;
+    indexDims.push_back(
+        single(rule.addFactor(isize, parallel ? FactorKind::Parallel
+                                              : FactorKind::NeedReplication),
+               isize));
+  }
+  if (gathers) {
+    rule.operandFactors = {dataDims, indexDims};
+    rule.resultFactors = {indexDims};
+  } else {
+    rule.operandFactors = {dataDims, indexDims, indexDims};
+    rule.resultFactors = {dataDims};
+  }
+  return rule;
+}
+
 /// Squeeze, unsqueeze and expand keep the dims whose size is unchanged.
 static ShardingRule sameDimsRule(Operation *op) {
   ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
@@ -741,6 +782,7 @@ static const llvm::StringMap<RuleBuilder> &ruleTable() {
       {ExpandOp::getOperationName(), sameDimsRule},
       {FlattenOp::getOperationName(), reshapeRule},
       {GatherOp::getOperationName(), gatherRule},
+      {GatherElementsOp::getOperationName(), elementIndexRule},
       {GatherGradOp::getOperationName(), gatherGradRule},
       {GeluOp::getOperationName(), elementwiseRule},
       {GemmOp::getOperationName(), gemmRule},
@@ -772,6 +814,7 @@ static const llvm::StringMap<RuleBuilder> &ruleTable() {
       {ReshapeOp::getOperationName(), reshapeRule},
       {RmsNormOp::getOperationName(), normRule},
       {RmsNormGradOp::getOperationName(), normGradRule},
+      {ScatterElementsOp::getOperationName(), elementIndexRule},
       {SigmoidOp::getOperationName(), elementwiseRule},
       {SinOp::getOperationName(), elementwiseRule},
       {SliceOp::getOperationName(), sliceRule},

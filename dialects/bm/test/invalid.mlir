@@ -986,3 +986,43 @@ func.func @generic_missing_attr(%x: tensor<2x8xf32>) {
   %0 = "bm.gather"(%x, %x) : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   return
 }
+
+// -----
+
+func.func @gather_elements_rank(%x: tensor<2x8xf32>, %i: tensor<3xi64>) {
+  // expected-error @+1 {{gather_elements indices 'tensor<3xi64>' need the rank of the data 'tensor<2x8xf32>'}}
+  %0 = bm.gather_elements %x, %i {axis = 1 : i64} : tensor<2x8xf32>, tensor<3xi64>
+  return
+}
+
+// -----
+
+func.func @gather_elements_longer(%x: tensor<2x8xf32>, %i: tensor<3x2xi64>) {
+  // expected-error @+1 {{gather_elements indices 'tensor<3x2xi64>' are longer than the data 'tensor<2x8xf32>' in dim 0}}
+  %0 = bm.gather_elements %x, %i {axis = 1 : i64} : tensor<2x8xf32>, tensor<3x2xi64>
+  return
+}
+
+// -----
+
+func.func @scatter_elements_axis(%x: tensor<2x8xf32>, %i: tensor<2x2xi64>, %u: tensor<2x2xf32>) {
+  // expected-error @+1 {{scatter_elements axis 2 is out of range for rank 2}}
+  %0 = bm.scatter_elements %x, %i, %u {axis = 2 : i64} : tensor<2x8xf32>, tensor<2x2xi64>, tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_elements_updates(%x: tensor<2x8xf32>, %i: tensor<2x2xi64>, %u: tensor<2x3xf32>) {
+  // expected-error @+1 {{scatter_elements updates 'tensor<2x3xf32>' need the indices' shape 'tensor<2x2xi64>' and the data's element type 'tensor<2x8xf32>'}}
+  %0 = bm.scatter_elements %x, %i, %u {axis = 1 : i64} : tensor<2x8xf32>, tensor<2x2xi64>, tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_elements_reduction(%x: tensor<2x8xf32>, %i: tensor<2x2xi64>, %u: tensor<2x2xf32>) {
+  // expected-error @+1 {{'bm.scatter_elements' op reduction 'sum' is not one of none, add, mul, max, min}}
+  %0 = bm.scatter_elements %x, %i, %u {axis = 1 : i64, reduction = "sum"} : tensor<2x8xf32>, tensor<2x2xi64>, tensor<2x2xf32>
+  return
+}

@@ -144,7 +144,7 @@ func.func @reductions(%x: tensor<2x16x64xf32>, %ids: tensor<2x16xi64>) {
 }
 
 // CHECK-LABEL: func.func @data_movement
-func.func @data_movement(%x: tensor<2x16x64xf32>, %e: tensor<100x64xf32>, %ids: tensor<2x16xi64>, %u: tensor<2x1x64xf32>, %v: tensor<64xf32>) {
+func.func @data_movement(%x: tensor<2x16x64xf32>, %e: tensor<100x64xf32>, %ids: tensor<2x16xi64>, %u: tensor<2x1x64xf32>, %v: tensor<64xf32>, %col: tensor<2x16x1xi64>) {
   // CHECK: bm.constant dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>
   %0 = bm.constant dense<[1.0, 2.0]> : tensor<2xf32>
   // CHECK: bm.constant {bm.layer = 3 : i64} dense<0> : tensor<2x2xi64>
@@ -161,6 +161,12 @@ func.func @data_movement(%x: tensor<2x16x64xf32>, %e: tensor<100x64xf32>, %ids: 
   %6 = bm.transpose %x {permutation = array<i64: 0, 2, 1>} : tensor<2x16x64xf32>
   // CHECK: bm.gather %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}} {axis = 0 : i64} : tensor<100x64xf32>, tensor<2x16xi64>
   %7 = bm.gather %e, %ids {axis = 0 : i64} : tensor<100x64xf32>, tensor<2x16xi64>
+  // CHECK: bm.gather_elements %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}} {axis = 2 : i64} : tensor<2x16x64xf32>, tensor<2x16x1xi64>
+  %ge = bm.gather_elements %x, %col {axis = 2 : i64} : tensor<2x16x64xf32>, tensor<2x16x1xi64>
+  // CHECK: bm.scatter_elements %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}} {axis = 2 : i64} : tensor<2x16x64xf32>, tensor<2x16x1xi64>, tensor<2x16x1xf32>
+  %se = bm.scatter_elements %x, %col, %ge {axis = 2 : i64} : tensor<2x16x64xf32>, tensor<2x16x1xi64>, tensor<2x16x1xf32>
+  // CHECK: bm.scatter_elements %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}} {axis = 2 : i64, reduction = "max"}
+  %sm = bm.scatter_elements %x, %col, %ge {axis = 2 : i64, reduction = "max"} : tensor<2x16x64xf32>, tensor<2x16x1xi64>, tensor<2x16x1xf32>
   // CHECK: bm.concat %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}} {axis = 1 : i64} : tensor<2x16x64xf32>, tensor<2x1x64xf32>
   %8 = bm.concat %x, %u {axis = 1 : i64} : tensor<2x16x64xf32>, tensor<2x1x64xf32>
   // CHECK: bm.split %{{[a-z0-9_]+}} {axis = 2 : i64, sizes = array<i64: 32, 16, 16>} : tensor<2x16x64xf32>

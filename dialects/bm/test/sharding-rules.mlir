@@ -278,3 +278,19 @@ func.func @collectives(%x: tensor<8x16xf32>) {
   return
 }
 
+// Element-wise indexing: a dim the indices cover whole is parallel
+// everywhere; the data's indexed axis needs the whole axis; the gather's
+// own indices are parallel along it, the scatter's updates are not; a dim
+// the indices cover in part needs replication on both sides.
+func.func @element_indexing(%d: tensor<4x6xf32>, %i: tensor<4x3xi64>,
+                            %j: tensor<2x6xi64>, %u: tensor<2x6xf32>) {
+  // expected-remark @+1 {{rule ([i, j], [i, k]) -> ([i, k]) {i=4, j=6, k=3} need_replication={j} flops 0.00}}
+  %0 = bm.gather_elements %d, %i {axis = 1 : i64} : tensor<4x6xf32>, tensor<4x3xi64>
+  // expected-remark @+1 {{rule ([i, k], [j, l]) -> ([j, l]) {i=4, j=2, k=6, l=6} need_replication={i, j, k} flops 0.00}}
+  %1 = bm.gather_elements %d, %j {axis = 1 : i64} : tensor<4x6xf32>, tensor<2x6xi64>
+  // expected-remark @+1 {{rule ([i, k], [j, k], [j, k]) -> ([i, k]) {i=4, j=2, k=6} need_replication={i, j} flops 12.00}}
+  %2 = bm.scatter_elements %d, %j, %u {axis = 0 : i64, reduction = "add"} : tensor<4x6xf32>, tensor<2x6xi64>, tensor<2x6xf32>
+  // expected-remark @+1 {{rule ([i, k], [j, k], [j, k]) -> ([i, k]) {i=4, j=2, k=6} need_replication={i, j} flops 0.00}}
+  %3 = bm.scatter_elements %d, %j, %u {axis = 0 : i64} : tensor<4x6xf32>, tensor<2x6xi64>, tensor<2x6xf32>
+  return
+}

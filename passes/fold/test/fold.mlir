@@ -123,6 +123,33 @@ func.func @shared_constant(%x: tensor<4x16xf32>, %a: tensor<16x16xf32>, %b: tens
 
 // -----
 
+// What all layers read but the first computes (Llama's rotary table, here
+// cos of a parameter, read by both layers) moves to the top, so both layers
+// fold; what each layer computes from its own weight alone (a transpose,
+// read once) stays in its layer. Arguments of unknown kind never count as
+// layer invariant.
+
+// CHECK-LABEL: func.func @shared_table
+// CHECK-NEXT: bm.cos %arg1 : tensor<16xf32>{{$}}
+// CHECK-NEXT: bm.transpose %arg2 {bm.block_class = 0 : i64, bm.layer = 0 : i64
+// CHECK: bm.mul {{.*}}bm.layer = 0
+// CHECK: bm.transpose %arg3 {bm.block_class = 0 : i64, bm.layer = 1 : i64
+// CHECK: bm.add {{.*}}bm.layer = 1
+func.func @shared_table(%x: tensor<4x16xf32> {bm.kind = "input"}, %freq: tensor<16xf32> {bm.kind = "parameter"}, %a: tensor<16x16xf32> {bm.kind = "parameter"}, %b: tensor<16x16xf32> {bm.kind = "parameter"}) -> tensor<4x16xf32> {
+  %ta = bm.transpose %a {permutation = array<i64: 1, 0>} : tensor<16x16xf32>
+  %m0 = bm.matmul %x, %ta : tensor<4x16xf32>, tensor<16x16xf32>
+  %table = bm.cos %freq : tensor<16xf32>
+  %r0 = bm.mul %m0, %table : tensor<4x16xf32>, tensor<16xf32>
+  %h0 = bm.add %r0, %x : tensor<4x16xf32>, tensor<4x16xf32>
+  %tb = bm.transpose %b {permutation = array<i64: 1, 0>} : tensor<16x16xf32>
+  %m1 = bm.matmul %h0, %tb : tensor<4x16xf32>, tensor<16x16xf32>
+  %r1 = bm.mul %m1, %table : tensor<4x16xf32>, tensor<16xf32>
+  %h1 = bm.add %r1, %h0 : tensor<4x16xf32>, tensor<4x16xf32>
+  return %h1 : tensor<4x16xf32>
+}
+
+// -----
+
 // Layers that differ only in an attribute (the norm's epsilon) compute
 // different things: two block classes, not one.
 

@@ -4,7 +4,9 @@
 
 #include "bmrt/Error.h"
 
+#include <cmath>
 #include <numeric>
+#include <random>
 #include <string>
 
 using namespace bmrt;
@@ -241,6 +243,340 @@ TEST(GatherGrad, IndexOutOfRangeThrows) {
   Owned ids = i64({1}, {3});
   EXPECT_THROW(gatherGrad(cpuStream(), dy.view, ids.view, ddata.view, 0),
                Error);
+}
+
+//===----------------------------------------------------------------------===//
+// Gather and scatter of elements
+//===----------------------------------------------------------------------===//
+
+Owned i32(Shape shape, std::vector<int32_t> values) {
+  Owned t(DType::I32, std::move(shape));
+  EXPECT_EQ(static_cast<int64_t>(values.size()), t.size());
+  std::memcpy(t.view.data, values.data(), t.view.bytes());
+  return t;
+}
+
+Owned runGatherElements(const Owned &data, const Owned &indices, int64_t axis) {
+  Owned out(data.view.dtype, indices.view.shape);
+  gatherElements(cpuStream(), data.view, indices.view, out.view, axis);
+  return out;
+}
+
+Owned runScatterElements(const Owned &data, const Owned &indices,
+                         const Owned &updates, int64_t axis,
+                         ScatterReduction reduction = ScatterReduction::None) {
+  Owned out(data.view.dtype, data.view.shape);
+  scatterElements(cpuStream(), data.view, indices.view, updates.view, out.view,
+                  axis, reduction);
+  return out;
+}
+
+/// data's element offset for position k of the indices, its `axis`
+/// coordinate replaced by `index` (made positive), by coordinates.
+int64_t elementTarget(const Shape &data, const Shape &indices, int64_t axis,
+                      int64_t k, int64_t index) {
+  Ints strides = stridesOf(data);
+  int64_t offset = 0;
+  for (int64_t d = static_cast<int64_t>(indices.size()) - 1; d >= 0; --d) {
+    int64_t coordinate = k % indices[d];
+    k /= indices[d];
+    if (d == axis)
+      coordinate = index < 0 ? index + data[d] : index;
+    offset += coordinate * strides[d];
+  }
+  return offset;
+}
+
+/// Indices in [-dim, dim) for data's `axis`, of `shape`, from a seed.
+Owned randomIndices(Shape shape, int64_t dim, unsigned seed) {
+  Owned ids(DType::I64, std::move(shape));
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int64_t> dist(-dim, dim - 1);
+  for (int64_t k = 0; k < ids.size(); ++k)
+    ids.i(k) = dist(rng);
+  return ids;
+}
+
+TEST(GatherElements, TwoDimsEveryAxis) {
+  Owned x = counting({3, 4});
+  EXPECT_EQ(
+      floatsOf(runGatherElements(x, i64({2, 4}, {2, 0, 1, 2, 1, 1, 0, 0}), 0)),
+      (std::vector<float>{8, 1, 6, 11, 4, 5, 2, 3}));
+  EXPECT_EQ(floatsOf(runGatherElements(x, i64({3, 2}, {3, 0, 1, 1, 2, 3}), 1)),
+            (std::vector<float>{3, 0, 5, 5, 10, 11}));
+}
+
+// x[a][b][c] = 12a + 4b + c; each case's indices are smaller than x in a
+// dim other than the axis.
+TEST(GatherElements, ThreeDimsEveryAxis) {
+  Owned x = counting({2, 3, 4});
+  EXPECT_EQ(floatsOf(runGatherElements(x, i64({1, 2, 2}, {1, 0, 1, 1}), 0)),
+            (std::vector<float>{12, 1, 16, 17}));
+  EXPECT_EQ(floatsOf(runGatherElements(x, i64({2, 2, 1}, {2, 0, 1, 2}), 1)),
+            (std::vector<float>{8, 0, 16, 20}));
+  EXPECT_EQ(
+      floatsOf(runGatherElements(x, i64({2, 1, 3}, {3, 0, 2, 1, 1, 0}), 2)),
+      (std::vector<float>{3, 0, 2, 13, 13, 12}));
+}
+
+TEST(GatherElements, NegativeAndI32Indices) {
+  Owned x = counting({2, 3});
+  EXPECT_EQ(floatsOf(runGatherElements(x, i64({2, 2}, {-1, 0, -3, -2}), 1)),
+            (std::vector<float>{2, 0, 3, 4}));
+  EXPECT_EQ(floatsOf(runGatherElements(x, i32({2, 2}, {-1, 0, -3, -2}), 1)),
+            (std::vector<float>{2, 0, 3, 4}));
+}
+
+TEST(GatherElements, IndicesSmallerThanDataElsewhere) {
+  // Rows 0 and 1 of a [4, 5] table, columns picked per element.
+  Owned x = counting({4, 5});
+  EXPECT_EQ(floatsOf(runGatherElements(x, i64({2, 2}, {4, 0, 2, -1}), 1)),
+            (std::vector<float>{4, 0, 7, 9}));
+}
+
+TEST(GatherElements, AnyElementWidth) {
+  Owned ids = i64({2, 3}, {10, 11, 12, 13, 14, 15});
+  EXPECT_EQ(intsOf(runGatherElements(ids, i64({1, 3}, {1, 0, 1}), 0)),
+            (std::vector<int64_t>{13, 11, 15}));
+  Owned flags = bools({2, 2}, {1, 0, 0, 1});
+  EXPECT_EQ(boolsOf(runGatherElements(flags, i64({2, 2}, {1, 0, 1, 0}), 1)),
+            (std::vector<uint8_t>{0, 1, 1, 0}));
+}
+
+TEST(GatherElements, LargeMatchesReference) {
+  // More elements than one thread's share; every dim but the axis smaller
+  // than x's.
+  Owned x = randomF32({6, 60, 130}, 11);
+  for (int64_t axis : {0, 1, 2}) {
+    SCOPED_TRACE(axis);
+    Shape shape = {5, 56, 128};
+    Owned ids = randomIndices(shape, x.view.shape[axis], 12 + axis);
+    Owned out = runGatherElements(x, ids, axis);
+    for (int64_t k = 0; k < out.size(); ++k)
+      ASSERT_EQ(out.f(k),
+                x.f(elementTarget(x.view.shape, shape, axis, k, ids.i(k))))
+          << k;
+  }
+}
+
+TEST(GatherElements, IndexOutOfRangeThrowsNamingValueAndBound) {
+  Owned x = counting({2, 3});
+  for (int64_t bad : {3, -4}) {
+    try {
+      runGatherElements(x, i64({1, 2}, {0, bad}), 1);
+      ADD_FAILURE() << "no error for index " << bad;
+    } catch (const Error &e) {
+      EXPECT_EQ(std::string(e.what()),
+                "gather_elements index " + std::to_string(bad) +
+                    " is out of range for a dim of size 3");
+    }
+  }
+}
+
+// ONNX's examples of ScatterElements.
+TEST(ScatterElements, TwoDimsEveryAxis) {
+  Owned zeros(DType::F32, {3, 3});
+  Owned out =
+      runScatterElements(zeros, i64({2, 3}, {1, 0, 2, 0, 2, 1}),
+                         f32({2, 3}, {1.0f, 1.1f, 1.2f, 2.0f, 2.1f, 2.2f}), 0);
+  EXPECT_EQ(floatsOf(out),
+            (std::vector<float>{2.0f, 1.1f, 0, 1.0f, 0, 2.2f, 0, 2.1f, 1.2f}));
+  out = runScatterElements(f32({1, 5}, {1, 2, 3, 4, 5}), i64({1, 2}, {1, 3}),
+                           f32({1, 2}, {1.1f, 2.1f}), 1);
+  EXPECT_EQ(floatsOf(out), (std::vector<float>{1, 1.1f, 3, 2.1f, 5}));
+}
+
+// Updates 100 + k into a [2, 2, 3] of -1s; indices smaller than it in a dim
+// other than the axis.
+TEST(ScatterElements, ThreeDimsEveryAxis) {
+  Owned x(DType::F32, {2, 2, 3});
+  fill(cpuStream(), x.view, -1.0);
+  auto updates = [](Shape shape) {
+    Owned u = counting(std::move(shape));
+    for (int64_t k = 0; k < u.size(); ++k)
+      u.f(k) += 100;
+    return u;
+  };
+  float z = -1; // untouched
+  EXPECT_EQ(floatsOf(runScatterElements(x, i64({1, 2, 2}, {1, 0, 0, 1}),
+                                        updates({1, 2, 2}), 0)),
+            (std::vector<float>{z, 101, z, 102, z, z, 100, z, z, z, 103, z}));
+  EXPECT_EQ(floatsOf(runScatterElements(x, i64({2, 1, 2}, {1, 0, 1, 0}),
+                                        updates({2, 1, 2}), 1)),
+            (std::vector<float>{z, 101, z, 100, z, z, z, 103, z, 102, z, z}));
+  EXPECT_EQ(floatsOf(runScatterElements(x, i64({1, 2, 2}, {2, 0, -1, 1}),
+                                        updates({1, 2, 2}), 2)),
+            (std::vector<float>{101, z, 100, z, 103, 102, z, z, z, z, z, z}));
+}
+
+TEST(ScatterElements, NegativeI32IndicesSmallerThanData) {
+  Owned x = counting({3, 4});
+  Owned out = runScatterElements(x, i32({2, 2}, {-1, 0, 1, -2}),
+                                 f32({2, 2}, {100, 101, 102, 103}), 0);
+  EXPECT_EQ(floatsOf(out),
+            (std::vector<float>{0, 101, 2, 3, 102, 103, 6, 7, 100, 9, 10, 11}));
+}
+
+// Row 0 sends both updates to column 0; row 1 to columns 2 and 1.
+TEST(ScatterElements, EachReductionOnFloatsAndIntegers) {
+  struct Case {
+    ScatterReduction reduction;
+    std::vector<int64_t> expected;
+  };
+  const Case cases[] = {
+      {ScatterReduction::Add, {31, 2, 3, 4, -2, 9}},
+      {ScatterReduction::Mul, {200, 2, 3, 4, -35, 18}},
+      {ScatterReduction::Max, {20, 2, 3, 4, 5, 6}},
+      {ScatterReduction::Min, {1, 2, 3, 4, -7, 3}},
+      // Of repeated targets the last update wins (ONNX leaves it open).
+      {ScatterReduction::None, {20, 2, 3, 4, -7, 3}},
+  };
+  Owned ids = i64({2, 2}, {0, 0, 2, 1});
+  for (const Case &c : cases) {
+    SCOPED_TRACE(nameOf(c.reduction));
+    Owned out =
+        runScatterElements(f32({2, 3}, {1, 2, 3, 4, 5, 6}), ids,
+                           f32({2, 2}, {10, 20, 3, -7}), 1, c.reduction);
+    std::vector<float> expected(c.expected.begin(), c.expected.end());
+    EXPECT_EQ(floatsOf(out), expected);
+    out = runScatterElements(i64({2, 3}, {1, 2, 3, 4, 5, 6}), ids,
+                             i64({2, 2}, {10, 20, 3, -7}), 1, c.reduction);
+    EXPECT_EQ(intsOf(out), c.expected);
+    out = runScatterElements(i32({2, 3}, {1, 2, 3, 4, 5, 6}), ids,
+                             i32({2, 2}, {10, 20, 3, -7}), 1, c.reduction);
+    for (int64_t k = 0; k < 6; ++k)
+      EXPECT_EQ(out.view.i32()[k], c.expected[k]) << k;
+  }
+}
+
+// NaN wins max and min whichever side it is on, so the order of the
+// updates does not matter.
+TEST(ScatterElements, MaxAndMinPropagateNaN) {
+  float nan = std::nanf("");
+  Owned ids = i64({3}, {0, 0, 1});
+  Owned updates = f32({3}, {nan, 5, 7});
+  for (ScatterReduction r : {ScatterReduction::Max, ScatterReduction::Min}) {
+    Owned out = runScatterElements(f32({2}, {1, nan}), ids, updates, 0, r);
+    EXPECT_TRUE(std::isnan(out.f(0))) << nameOf(r);
+    EXPECT_TRUE(std::isnan(out.f(1))) << nameOf(r);
+  }
+}
+
+TEST(ScatterElements, RepeatedIndicesAddUp) {
+  // 3000 updates per row into 10 columns: every column takes ~300, on
+  // every thread (more elements than one thread's share).
+  Owned x = randomF32({64, 10}, 21);
+  Owned ids(DType::I64, {64, 3000});
+  for (int64_t k = 0; k < ids.size(); ++k)
+    ids.i(k) = (k * 7) % 10 - (k % 3 == 0 ? 10 : 0);
+  Owned updates = randomF32({64, 3000}, 22);
+  Owned out = runScatterElements(x, ids, updates, 1, ScatterReduction::Add);
+  std::vector<double> expected(x.size());
+  for (int64_t k = 0; k < x.size(); ++k)
+    expected[k] = x.f(k);
+  for (int64_t k = 0; k < ids.size(); ++k)
+    expected[elementTarget({64, 10}, {64, 3000}, 1, k, ids.i(k))] +=
+        updates.f(k);
+  // fp32 sums of ~300 terms of magnitude <= 1 against double: each
+  // addition rounds by ~6e-8 of a partial sum of ~10, so ~300 roundings
+  // stay near 1e-5, far under 1e-3.
+  for (int64_t k = 0; k < x.size(); ++k)
+    ASSERT_NEAR(out.f(k), expected[k], 1e-3) << k;
+}
+
+// The kernel combines each target's updates in the order of the indices,
+// as the reference below does, so every reduction matches bit for bit.
+TEST(ScatterElements, LargeMatchesReferenceForEveryReduction) {
+  Shape dataShape = {7, 40, 160}, shape = {6, 38, 150};
+  Owned x = randomF32(dataShape, 31, 0.5f, 1.5f);
+  Owned updates = randomF32(shape, 32, 0.5f, 1.5f);
+  for (int64_t axis : {0, 1, 2}) {
+    Owned ids = randomIndices(shape, dataShape[axis], 33 + axis);
+    for (ScatterReduction r :
+         {ScatterReduction::Add, ScatterReduction::Max, ScatterReduction::Min,
+          ScatterReduction::Mul, ScatterReduction::None}) {
+      SCOPED_TRACE(std::to_string(axis) + " " + nameOf(r));
+      Owned out = runScatterElements(x, ids, updates, axis, r);
+      Owned expected = x;
+      for (int64_t k = 0; k < ids.size(); ++k) {
+        float &t =
+            expected.f(elementTarget(dataShape, shape, axis, k, ids.i(k)));
+        float u = updates.f(k);
+        t = r == ScatterReduction::Add   ? t + u
+            : r == ScatterReduction::Mul ? t * u
+            : r == ScatterReduction::Max ? std::max(t, u)
+            : r == ScatterReduction::Min ? std::min(t, u)
+                                         : u;
+      }
+      ASSERT_EQ(floatsOf(out), floatsOf(expected));
+    }
+  }
+}
+
+TEST(ScatterElements, IndexOutOfRangeThrowsNamingValueAndBound) {
+  Owned x = counting({2, 4});
+  for (int64_t bad : {4, -5}) {
+    try {
+      runScatterElements(x, i64({1, 2}, {bad, 0}), f32({1, 2}, {1, 2}), 1,
+                         ScatterReduction::Add);
+      ADD_FAILURE() << "no error for index " << bad;
+    } catch (const Error &e) {
+      EXPECT_EQ(std::string(e.what()),
+                "scatter_elements index " + std::to_string(bad) +
+                    " is out of range for a dim of size 4");
+    }
+  }
+}
+
+TEST(ScatterElements, BoolTakesOnlyNone) {
+  Owned flags = bools({2, 2}, {1, 0, 0, 1});
+  Owned ids = i64({1, 2}, {1, 0});
+  Owned updates = bools({1, 2}, {1, 0});
+  EXPECT_EQ(boolsOf(runScatterElements(flags, ids, updates, 0)),
+            (std::vector<uint8_t>{1, 0, 1, 1}));
+  EXPECT_EQ(boolsOf(runScatterElements(flags, ids, updates, 1)),
+            (std::vector<uint8_t>{0, 1, 0, 1}));
+  try {
+    runScatterElements(flags, ids, updates, 0, ScatterReduction::Max);
+    ADD_FAILURE() << "bool max accepted";
+  } catch (const Error &e) {
+    EXPECT_EQ(std::string(e.what()),
+              "scatter_elements with reduction 'max' does not take i1 data");
+  }
+}
+
+// The compiler's rule: the gradient of gather_elements is scatter_elements
+// "add" of dy into zeros (repeated indices add up).
+TEST(GatherElementsGrad, ScatterAddMatchesFiniteDifferences) {
+  // Linear in x: the central difference is exact up to fp32 rounding.
+  Owned x = randomF32({3, 4, 5}, 41);
+  for (int64_t axis : {0, 1, 2}) {
+    SCOPED_TRACE(axis);
+    // Random indices repeat along the axis: their gradients add up.
+    Owned ids = randomIndices({2, 4, 5}, x.view.shape[axis], 42 + axis);
+    Owned weights = randomF32({2, 4, 5}, 45);
+    Owned zeros(DType::F32, x.view.shape);
+    Owned analytic =
+        runScatterElements(zeros, ids, weights, axis, ScatterReduction::Add);
+    expectGradientMatches(
+        [&](const Owned &input) { return runGatherElements(input, ids, axis); },
+        x, weights, analytic);
+  }
+}
+
+// And the gradient of scatter_elements' updates (under add) is
+// gather_elements of dy.
+TEST(ScatterElementsGrad, GatherMatchesFiniteDifferencesOfUpdates) {
+  Owned x = randomF32({3, 4}, 51);
+  Owned ids = i64({2, 4}, {0, 2, 2, -1, 1, 2, 0, 0});
+  Owned updates = randomF32({2, 4}, 52);
+  Owned weights = randomF32({3, 4}, 53);
+  Owned analytic = runGatherElements(weights, ids, 0);
+  expectGradientMatches(
+      [&](const Owned &u) {
+        return runScatterElements(x, ids, u, 0, ScatterReduction::Add);
+      },
+      updates, weights, analytic);
 }
 
 //===----------------------------------------------------------------------===//

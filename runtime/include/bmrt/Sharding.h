@@ -31,9 +31,10 @@ Mesh meshOf(const Program &program, int ranks = 1);
 int64_t lossClasses(const Program &program);
 
 /// The ids an integer slot may hold are below this: below `classes` where
-/// positive (a vocabulary, the loss's classes) and below the rows of every
-/// table the program gathers with them; 2 when nothing bounds them (a mask
-/// or a type id). The trainer's feeder and the step timer draw inputs with
+/// positive (a vocabulary, the loss's classes) and below the size of every
+/// axis the program gathers or scatters along with them, directly or
+/// through views and copies; 2 when nothing bounds them (a mask or a type
+/// id). The trainer's feeder and the step timer draw inputs with
 /// it.
 int64_t idBound(const Program &program, int slot, int64_t classes);
 

@@ -49,6 +49,8 @@ slot %27 value f32[5]
 slot %28 value f32[2,5,8]
 slot %29 value f32[2,10]
 slot %30 value f32[2,5,8]
+slot %31 value f32[2,5,3]
+slot %32 value f32[2,5,8]
 
 %9 = conv %0, %1, %2 {dilations=[1,1], group=1, pads=[0,0,0,0], strides=[1,1]}  # conv
 %10 = max_pool %9 {kernel_shape=[2,2], pads=[0,0,0,0], strides=[2,2]}  # pool
@@ -70,6 +72,8 @@ slot %30 value f32[2,5,8]
 %28 = softmax %23 {axis=2}  # attention
 %29 = gemm %11, %4 {alpha=1.0, beta=0.0}  # dense
 %30 = exp %23  # exp
+%31 = gather_elements %14, %25 {axis=2}  # pick
+%32 = scatter_elements %14, %25, %24 {axis=2, reduction="add"}  # put
 
 loss %13
 )";
@@ -159,6 +163,32 @@ TEST(Verify, InconsistentProgramsAreOneLineErrors) {
        "attribute 'axis' is missing"},
       {"{axis=0}  # embed", "{axis=[0]}  # embed", "gather",
        "attribute 'axis' is a list of integers; it must be an integer"},
+      {"slot %31 value f32[2,5,3]", "slot %31 value f32[2,5,4]",
+       "gather_elements",
+       "result 0 is f32[2,5,4], its shape must be [2,5,3] (that of operand "
+       "1)"},
+      {"%31 = gather_elements %14, %25", "%31 = gather_elements %14, %24",
+       "gather_elements",
+       "operand 1 is f32[2,5,3]; 'gather_elements' takes i64 or i32 there"},
+      {"%31 = gather_elements %14, %25", "%31 = gather_elements %16, %25",
+       "gather_elements",
+       "operand 1 is i64[2,5,3], its dim 1 must be at most 4 (that of "
+       "operand 0)"},
+      {"%31 = gather_elements %14, %25 {axis=2}",
+       "%31 = gather_elements %14, %5 {axis=1}", "gather_elements",
+       "operand 1 is i64[2,5]; it must have the rank of operand 0 "
+       "(f32[2,5,8])"},
+      {"reduction=\"add\"", "reduction=\"sum\"", "scatter_elements",
+       "attribute 'reduction' is 'sum'; it must be none, add, mul, max or "
+       "min"},
+      {"%32 = scatter_elements %14, %25, %24",
+       "%32 = scatter_elements %14, %25, %16", "scatter_elements",
+       "operand 2 is f32[2,4,2], its shape must be [2,5,3] (that of operand "
+       "1)"},
+      {"slot %32 value f32[2,5,8]", "slot %32 value i64[2,5,8]",
+       "scatter_elements",
+       "result 0 is i64[2,5,8], its element type must be f32 (that of "
+       "operand 0)"},
       {"permutation=[0,2,1]", "permutation=[0,2,2]", "transpose",
        "'permutation' [0,2,2] is not a permutation"},
       {"slot %15 value f32[2,8,5]", "slot %15 value f32[2,5,8]", "transpose",
@@ -281,6 +311,41 @@ TEST(Verify, ValuesAreComputedBeforeUse) {
     ADD_FAILURE() << "an output nothing computes was accepted";
   } catch (const Error &e) {
     EXPECT_STREQ(e.what(), "hand.bmp: output %1 is never computed");
+  }
+}
+
+/// scatter_elements combines with arithmetic, which bool elements lack; it
+/// writes them under reduction none (its default).
+TEST(Verify, ScatterElementsReducesOnlyNumbers) {
+  Program program;
+  program.slots.resize(4);
+  for (int slot : {0, 1, 2})
+    program.slots[slot].kind = SlotKind::Input;
+  program.slots[0].dtype = program.slots[2].dtype = program.slots[3].dtype =
+      DType::Bool;
+  program.slots[1].dtype = DType::I64;
+  program.slots[0].shape = program.slots[3].shape = {4};
+  program.slots[1].shape = program.slots[2].shape = {2};
+  Instr instr;
+  instr.op = "scatter_elements";
+  instr.operands = {0, 1, 2};
+  instr.results = {3};
+  instr.attrs["axis"].i = 0;
+  program.instrs.push_back(instr);
+  program.outputs = {3};
+  EXPECT_NO_THROW(verifyProgram(program, "hand.bmp"));
+  Attr max;
+  max.kind = Attr::Kind::String;
+  max.s = "max";
+  program.instrs[0].attrs["reduction"] = max;
+  try {
+    verifyProgram(program, "hand.bmp");
+    ADD_FAILURE() << "a bool max was accepted";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(),
+                 "hand.bmp: instruction 0 ('scatter_elements'): operand 0 is "
+                 "i1[4]; 'scatter_elements' with reduction 'max' takes f32, "
+                 "i64 or i32 there");
   }
 }
 

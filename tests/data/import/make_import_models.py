@@ -12,6 +12,9 @@ and FileCheck. The generated files are committed.
                     Gelu, Reshape with 0 and -1, TopK, CumSum
   pad.onnx          constant Pad with pads computed from the shape (Swin's
                     window padding), negative pads, a value, opset-18 axes
+  indexing.onnx     GatherElements, ScatterElements (add), GatherND with
+                    constant (negative), run-time and batched indices,
+                    ScatterND of run-time values
   shape_arith.onnx  integer shape arithmetic that real exporters write and
                     that folds: Swin's window padding (Mod), Floor, Ceil,
                     Round, Sign, Abs, NonZero, ScatterND and Transpose on
@@ -225,7 +228,34 @@ def pad():
     save("pad.onnx", graph, opset=18)
 
 
+def indexing():
+    nodes = [
+        helper.make_node("GatherElements", ["x", "ids"], ["picked"], name="pick", axis=1),
+        helper.make_node("ScatterElements", ["x", "ids", "upd"], ["added"], name="add_at",
+                         axis=-2, reduction="add"),
+        const("rows", [[1, 4], [0, -1]]),
+        helper.make_node("GatherND", ["x", "rows"], ["nd_const"], name="nd_const"),
+        helper.make_node("GatherND", ["x", "tuples"], ["nd_run"], name="nd_run"),
+        const("per_batch", [[3], [1]]),
+        helper.make_node("GatherND", ["x", "per_batch"], ["nd_batch"], name="nd_batch",
+                         batch_dims=1),
+        helper.make_node("ScatterND", ["x", "tuples", "rows_upd"], ["nd_written"],
+                         name="nd_write"),
+    ]
+    graph = helper.make_graph(
+        nodes, "indexing",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 3]),
+         helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 4, 3]),
+         helper.make_tensor_value_info("upd", TensorProto.FLOAT, [2, 4, 3]),
+         helper.make_tensor_value_info("tuples", TensorProto.INT64, [2, 2]),
+         helper.make_tensor_value_info("rows_upd", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+         for n in ("picked", "added", "nd_const", "nd_run", "nd_batch", "nd_written")])
+    save("indexing.onnx", graph, opset=18)
+
+
 if __name__ == "__main__":
+    indexing()
     pad()
     mlp()
     causal_mask()

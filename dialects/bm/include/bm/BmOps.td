@@ -390,6 +390,45 @@ def Bm_GatherOp : Bm_Op<"gather", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
   let assemblyFormat = "$data `,` $indices attr-dict `:` type($data) `,` type($indices)";
 }
 
+def Bm_GatherElementsOp : Bm_Op<"gather_elements", Bm_ComputeTraits #
+    [Bm_InferTypeOpAdaptor]> {
+  let summary = "ONNX GatherElements (torch.gather): element-wise lookup "
+                "along `axis`";
+  let description = [{
+    `result[i0..ik..in] = data[i0..indices[i0..ik..in]..in]` with the index
+    at position `axis`: the result has the indices' shape and the data's
+    element type. Every other dim of the indices is at most the data's
+    (torch.gather's rule; ONNX leaves it unsaid). A negative index counts
+    from the end of `axis`.
+  }];
+  let arguments = (ins Bm_Tensor:$data, Bm_IntTensor:$indices, I64Attr:$axis);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` type($data) `,` type($indices)";
+}
+
+def Bm_ScatterElementsOp : Bm_Op<"scatter_elements", Bm_ComputeTraits #
+    [Bm_InferTypeOpAdaptor]> {
+  let summary = "ONNX ScatterElements (torch.scatter / scatter_reduce): data "
+                "with updates written or combined at indices along `axis`";
+  let description = [{
+    The result starts as `data`; then, for every position of `indices` (whose
+    shape `updates` has), `result[i0..indices[i0..in]..in]` becomes the update
+    (`none`) or is combined with it (`add`, `mul`, `max`, `min`). Repeated
+    indices under `none` keep one of the updates, unspecified which (as
+    ONNX); the others combine them all. A negative index counts from the end
+    of `axis`.
+  }];
+  let arguments = (ins Bm_Tensor:$data, Bm_IntTensor:$indices,
+                       Bm_Tensor:$updates, I64Attr:$axis,
+                       DefaultValuedAttr<StrAttr, "\"none\"">:$reduction);
+  let results = (outs Bm_Tensor:$result);
+  let assemblyFormat = [{
+    $data `,` $indices `,` $updates attr-dict `:` type($data) `,`
+    type($indices) `,` type($updates)
+  }];
+  let hasVerifier = 1;
+}
+
 def Bm_ConcatOp : Bm_Op<"concat", Bm_ComputeTraits # [Bm_InferTypeOpAdaptor]> {
   let summary = "joins tensors along an axis";
   let arguments = (ins Variadic<Bm_Tensor>:$inputs, I64Attr:$axis);
