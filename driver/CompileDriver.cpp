@@ -21,6 +21,23 @@ const char *nameOf(TrainingTask task) {
     return "classifier";
   case TrainingTask::OwnLoss:
     return "own-loss";
+  case TrainingTask::Regression:
+    return "regression";
+  }
+  return "?";
+}
+
+std::string describe(TrainingTask task) {
+  switch (task) {
+  case TrainingTask::LanguageModel:
+    return "language-model: next-token cross-entropy";
+  case TrainingTask::Classifier:
+    return "classifier: cross-entropy against one label per sample";
+  case TrainingTask::OwnLoss:
+    return "own-loss: the model's scalar output";
+  case TrainingTask::Regression:
+    return "regression: mean squared error against targets of the "
+           "output's shape";
   }
   return "?";
 }
@@ -42,13 +59,16 @@ std::vector<mlir::RankedTensorType> argumentsOfKind(mlir::func::FuncOp step,
   return types;
 }
 
-/// Language model when an integer input has the labels' shape (the labels
-/// are that stream's next tokens), classifier otherwise.
+/// Regression when the labels are floats (targets); language model when an
+/// integer input has the labels' shape (the labels are that stream's next
+/// tokens), classifier otherwise.
 TrainingTask taskOf(mlir::func::FuncOp step) {
   std::vector<mlir::RankedTensorType> labels =
       argumentsOfKind(step, mlir::bm::BmDialect::kKindLabel);
   if (labels.empty())
     return TrainingTask::OwnLoss;
+  if (mlir::isa<mlir::FloatType>(labels.back().getElementType()))
+    return TrainingTask::Regression;
   for (mlir::RankedTensorType input :
        argumentsOfKind(step, mlir::bm::BmDialect::kKindInput))
     if (input == labels.back())
@@ -57,35 +77,46 @@ TrainingTask taskOf(mlir::func::FuncOp step) {
 }
 
 /// Why the trainer could not feed `step` as a `task`, if it could not: it
-/// makes data for a language model (next tokens of an integer input), a
-/// classifier (one label per sample of one float input, the images) and a
-/// model that returns its own loss. What the trainer's Feeder would refuse
-/// at its first step is refused here, before anything is written.
+/// fills integer and float inputs, and makes data for a language model
+/// (next tokens of an integer input), a classifier (one label per sample,
+/// drawn into a float input, images, or read off an integer one, tokens), a
+/// regression (targets of the output's shape) and a model that returns its
+/// own loss. What the trainer's Feeder would refuse at its first step is
+/// refused here, before anything is written.
 std::optional<std::string> whyTrainerCannotFeed(mlir::func::FuncOp step,
                                                 TrainingTask task) {
+  std::vector<mlir::RankedTensorType> inputs =
+      argumentsOfKind(step, mlir::bm::BmDialect::kKindInput);
+  for (mlir::RankedTensorType input : inputs) {
+    mlir::Type element = input.getElementType();
+    if (!element.isF32() && !element.isInteger(64)) {
+      std::string type;
+      llvm::raw_string_ostream os(type);
+      os << input;
+      return "the model takes an input of type " + type +
+             "; the trainer fills i64 and f32 inputs";
+    }
+  }
   if (task != TrainingTask::Classifier)
     return std::nullopt;
   mlir::RankedTensorType labels =
       argumentsOfKind(step, mlir::bm::BmDialect::kKindLabel).back();
-  int floatInputs = llvm::count_if(
-      argumentsOfKind(step, mlir::bm::BmDialect::kKindInput),
-      [](mlir::RankedTensorType input) {
-        return mlir::isa<mlir::FloatType>(input.getElementType());
-      });
   std::string shape;
   llvm::raw_string_ostream os(shape);
   llvm::interleave(labels.getShape(), os, ",");
   if (labels.getRank() != 1)
     return "the model's output needs labels of shape [" + shape +
            "]: no integer input has that shape (a language model's next "
-           "tokens) and it is not one label per sample (a classifier); bmc "
-           "trains language models, classifiers and models that return "
-           "their own loss";
-  if (floatInputs != 1)
-    return "the model is a classifier (one label per sample) with " +
-           std::to_string(floatInputs) +
-           " float inputs; the trainer feeds a classifier one float input "
-           "(its images)";
+           "tokens) and it is not one label per sample (a classifier); "
+           "--loss mse trains it as a regression instead";
+  bool drawable = llvm::any_of(inputs, [&](mlir::RankedTensorType input) {
+    return input.getElementType().isF32() ||
+           (input.getRank() > 0 && input.getDimSize(0) == labels.getDimSize(0));
+  });
+  if (!drawable)
+    return "the model is a classifier (one label per sample) with no input "
+           "to draw its classes into: the trainer needs a float input "
+           "(images) or an integer one with a sample per row (tokens)";
   return std::nullopt;
 }
 
@@ -247,7 +278,8 @@ llvm::Error gatherParameters(const CompileOptions &options,
 /// partitioning splits its inputs.
 llvm::Expected<TrainingTask> buildTrainingStep(mlir::ModuleOp module,
                                                const plan::Plan &plan,
-                                               bool partition) {
+                                               bool partition,
+                                               llvm::StringRef loss) {
   std::string recompute = plan::toString(plan.config.recompute);
   if (llvm::Error err = runPipeline(
           module,
@@ -255,7 +287,7 @@ llvm::Expected<TrainingTask> buildTrainingStep(mlir::ModuleOp module,
             if (partition)
               pm.addNestedPass<mlir::func::FuncOp>(
                   mlir::bm::createBmInsertReshardsPass());
-            mlir::bm::buildAutodiffPhase(pm, recompute);
+            mlir::bm::buildAutodiffPhase(pm, recompute, loss);
           },
           "autodiff"))
     return std::move(err);
@@ -309,7 +341,8 @@ llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
   if (llvm::Error err = gatherParameters(options, *file, main, compiled))
     return std::move(err);
 
-  auto task = buildTrainingStep(**module, compiled.plan, partition);
+  auto task =
+      buildTrainingStep(**module, compiled.plan, partition, options.loss);
   if (!task)
     return task.takeError();
   compiled.task = *task;

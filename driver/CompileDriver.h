@@ -31,6 +31,9 @@ struct CompileOptions {
   bool weightsAtLoad = false;
   /// A plan file `bmc plan -o` wrote for this model, instead of planning.
   std::optional<std::string> planFile;
+  /// The loss appended to a non-scalar output: auto, cross-entropy or mse
+  /// (bm-autodiff's `loss`).
+  std::string loss = "auto";
 };
 
 /// What the trainer learns from the compiler, besides the programs.
@@ -41,8 +44,14 @@ enum class TrainingTask {
   Classifier,
   /// The model's output is its own loss.
   OwnLoss,
+  /// Mean squared error of a float output against targets of its shape.
+  Regression,
 };
+/// trainer.json's name: language-model, classifier, own-loss, regression.
 const char *nameOf(TrainingTask task);
+/// The task with its loss, for the compile line ("language-model:
+/// next-token cross-entropy").
+std::string describe(TrainingTask task);
 
 struct CompiledModel {
   plan::Plan plan;

@@ -23,6 +23,9 @@ the export venv of export_hf.py plus torchvision.
   models/.venv-export/bin/python models/export_families.py \\
       --out models/exported --bmc build/bin/bmc [NAME ...]
 
+--layers N builds the Hugging Face models N layers deep (folding at depth:
+their fold line should read N layers -> 1 block per stack).
+
 Writes OUT/NAME-EXPORTER.onnx (EXPORTER: legacy13, legacy17, dynamo18, ...)
 and OUT/results.txt, one line per export: the file, "ok" or the first error
 line (of the exporter or of bmc). tests/models/test_exported.py plans every
@@ -206,9 +209,32 @@ class VarargsWrapper(torch.nn.Module):
         return self.inner(*inputs)
 
 
+# Layer counts of the configs' own attributes (GPT-2's n_layer, T5's
+# num_layers, BART's encoder and decoder, CLIP's vision tower), set by
+# --layers to measure folding at depth.
+LAYER_ATTRIBUTES = ("num_hidden_layers", "n_layer", "num_layers", "num_decoder_layers",
+                    "encoder_layers", "decoder_layers")
+LAYERS = None
+
+
+def with_layers(config, layers):
+    for owner in (config, getattr(config, "vision_config", None)):
+        for attribute in LAYER_ATTRIBUTES:
+            if owner is not None and getattr(owner, attribute, None):
+                setattr(owner, attribute, layers)
+    # Per-layer attention kinds (Qwen2/3's and Gemma-2's sliding and full
+    # layers) repeat their pattern to the new depth.
+    kinds = getattr(config, "layer_types", None)
+    if kinds:
+        config.layer_types = [kinds[i % len(kinds)] for i in range(layers)]
+    return config
+
+
 def hf(name):
     def build():
         cls, config = hf_configs()[name]
+        if LAYERS:
+            config = with_layers(config, LAYERS)
         config._attn_implementation = "eager"
         model = cls(config).eval()
         ids = torch.randint(0, 128, (2, 8))
@@ -311,9 +337,13 @@ def main():
     parser.add_argument("names", nargs="*", help="families (default: all)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "exported"))
     parser.add_argument("--bmc", help="bmc binary: plan each export")
+    parser.add_argument("--layers", type=int,
+                        help="layers of the Hugging Face models (default: their configs' 2)")
     parser.add_argument("--exporters", default=",".join(
         [f"legacy{o}" for o in LEGACY_OPSETS] + [f"dynamo{DYNAMO_OPSET}"]))
     args = parser.parse_args()
+    global LAYERS
+    LAYERS = args.layers
     builders = {n: tv(n) for n in TORCHVISION} | {n: hf(n) for n in HF}
     names = args.names or list(builders)
     unknown = [n for n in names if n not in builders]

@@ -20,7 +20,8 @@ namespace mlir::bm {
 /// the phase's verifier.
 void buildFoldPhase(OpPassManager &pm);
 void buildAnnotatePhase(OpPassManager &pm, StringRef planFile);
-void buildAutodiffPhase(OpPassManager &pm, StringRef recompute = "none");
+void buildAutodiffPhase(OpPassManager &pm, StringRef recompute = "none",
+                        StringRef loss = "auto");
 void buildPartitionPhase(OpPassManager &pm);
 /// Registers every phase pipeline (bm-fold-phase, ...) with bmc-opt.
 void registerPhasePipelines();

@@ -34,9 +34,9 @@ def BmFoldPass : Pass<"bm-fold", "::mlir::func::FuncOp"> {
     after moving operand-free constants to the top of the function (exporters
     share constants between layers, which would make the first layer differ),
     and after them what all layers read but the first computes: values made
-    from inputs alone or parameters alone, computed once and read twice or
-    more (rotary tables, masks, position ids, which exporters put inside the
-    first layer), with the ops they are made from.
+    from inputs alone or parameters alone and read by ops at least half a
+    layer apart (rotary tables, masks, position ids, which exporters put
+    inside the first layer), with the ops they are made from.
   }];
   let dependentDialects = ["::mlir::bm::BmDialect"];
   let options = [
@@ -168,11 +168,17 @@ def BmAutodiffPass : Pass<"bm-autodiff", "::mlir::ModuleOp"> {
     the loss followed by the gradient of every parameter, in argument
     order (result attribute `bm.grad_of` names the parameter).
 
-    The loss: a model whose output is a scalar trains on it as it is; a
-    model whose output is logits [..., C] gets a mean cross-entropy against
-    integer labels of the leading shape, a new argument with `bm.kind =
-    "label"` (next-token labels for a language model, classes for a
-    classifier: the trainer fills them).
+    The loss (`loss`): a model whose output is a scalar trains on it as it
+    is. With `auto`, a model whose output is logits [..., C] gets a mean
+    cross-entropy against integer labels of the leading shape, a new
+    argument with `bm.kind = "label"` (next-token labels for a language
+    model, classes for a classifier: the trainer fills them) where the
+    labels are one per sample ([B, C] logits) or an integer input has their
+    shape (the tokens the labels are the next of); any other float output
+    (a hidden state [B, S, H], one value per sample) is a regression: the
+    mean squared error against float targets of the output's shape, the
+    label argument (the trainer draws them). `cross-entropy` and `mse` force
+    one of the two.
 
     Backward walks the forward ops in reverse and asks each op's gradient
     rule (GradientOpInterface) for its operands' gradients, summing where a
@@ -195,6 +201,9 @@ def BmAutodiffPass : Pass<"bm-autodiff", "::mlir::ModuleOp"> {
     Option<"recompute", "recompute", "std::string", "\"none\"",
            "What backward recomputes instead of keeping: none, selective "
            "(attention cores) or full (whole layers)">,
+    Option<"loss", "loss", "std::string", "\"auto\"",
+           "The loss appended to a non-scalar output: auto, cross-entropy "
+           "or mse">,
   ];
 }
 

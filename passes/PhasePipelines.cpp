@@ -24,6 +24,10 @@ struct AutodiffPhaseOptions
       *this, "recompute",
       llvm::cl::desc("none, selective (attention cores) or full (layers)"),
       llvm::cl::init("none")};
+  Option<std::string> loss{
+      *this, "loss",
+      llvm::cl::desc("auto, cross-entropy or mse (a non-scalar output's)"),
+      llvm::cl::init("auto")};
 };
 } // namespace
 
@@ -42,9 +46,11 @@ void buildAnnotatePhase(OpPassManager &pm, StringRef planFile) {
   pm.addPass(createBmVerifyAnnotatedPass());
 }
 
-void buildAutodiffPhase(OpPassManager &pm, StringRef recompute) {
+void buildAutodiffPhase(OpPassManager &pm, StringRef recompute,
+                        StringRef loss) {
   BmAutodiffPassOptions options;
   options.recompute = recompute.str();
+  options.loss = loss.str();
   pm.addPass(createBmAutodiffPass(options));
   pm.addPass(createBmVerifyTrainingStepPass());
 }
@@ -72,7 +78,7 @@ void registerPhasePipelines() {
       "Phase 5: build the training step (bm-autodiff), then "
       "bm-verify-training-step",
       [](OpPassManager &pm, const AutodiffPhaseOptions &options) {
-        buildAutodiffPhase(pm, options.recompute);
+        buildAutodiffPhase(pm, options.recompute, options.loss);
       });
   PassPipelineRegistration<>(
       "bm-partition-phase",

@@ -50,67 +50,136 @@ bool isParameter(func::FuncOp func, unsigned index) {
          isFloatTensor(func.getArgument(index).getType());
 }
 
-/// On a planned model, the labels are split like the logits' leading dims
-/// (by data parallelism, usually), so that each device has its rows'.
-void shardLikeLogits(func::FuncOp step, unsigned labelIndex, Value logits) {
-  Operation *producer = logits.getDefiningOp();
+/// On a planned model, the labels are split like the output: like the
+/// logits' leading dims (by data parallelism, usually), or like every dim
+/// of a regression's output (`dropLast` false), so that each device has its
+/// rows'.
+void shardLikeOutput(func::FuncOp step, unsigned labelIndex, Value output,
+                     bool dropLast) {
+  Operation *producer = output.getDefiningOp();
   auto shardings = producer ? producer->getAttrOfType<ArrayAttr>(
                                   BmDialect::kShardingAttrName)
                             : ArrayAttr();
   if (!shardings)
     return;
-  auto sharding = cast<ShardingAttr>(
-      shardings[cast<OpResult>(logits).getResultNumber()]);
+  auto sharding =
+      cast<ShardingAttr>(shardings[cast<OpResult>(output).getResultNumber()]);
   ArrayRef<Attribute> dims = sharding.getDims().getValue();
   MLIRContext *context = step.getContext();
-  step.setArgAttr(labelIndex, BmDialect::kShardingAttrName,
-                  ShardingAttr::get(context, sharding.getMesh(),
-                                    ArrayAttr::get(context, dims.drop_back()),
-                                    ArrayAttr::get(context, {})));
+  step.setArgAttr(
+      labelIndex, BmDialect::kShardingAttrName,
+      ShardingAttr::get(
+          context, sharding.getMesh(),
+          ArrayAttr::get(context, dropLast ? dims.drop_back() : dims),
+          ArrayAttr::get(context, {})));
 }
 
-/// The scalar the step minimises: the model's output if it is one, else a
-/// mean cross-entropy of the output's last dim (the classes) against a new
-/// label argument of the leading shape.
-FailureOr<Value> appendLoss(func::FuncOp step, Value output, OpBuilder &b) {
-  RankedTensorType type = typeOf(output);
-  Location loc = output.getLoc();
-  if (!isa<FloatType>(type.getElementType()))
-    return emitError(loc, "the model's output is ")
-           << type << "; training needs a float loss or logits";
-  if (type.getRank() == 0)
-    return output;
-  if (type.getRank() < 2)
-    return emitError(loc, "the model's output ")
-           << type
-           << " is neither a scalar loss nor logits [..., classes]; "
-              "training cannot append a loss to it";
-  ArrayRef<int64_t> shape = type.getShape();
-  SmallVector<int64_t> leading(shape.drop_back());
-  int64_t classes = shape.back(), rows = type.getNumElements() / classes;
-
-  auto labelType = RankedTensorType::get(leading, b.getI64Type());
+/// Appends the label argument of `type`, named `name`, and returns it.
+FailureOr<Value> appendLabel(func::FuncOp step, RankedTensorType type,
+                             StringRef name, Location loc, OpBuilder &b) {
   unsigned index = step.getNumArguments();
   if (failed(step.insertArgument(
-          index, labelType,
+          index, type,
           b.getDictionaryAttr(
               {b.getNamedAttr(BmDialect::kParamKindAttrName,
                               b.getStringAttr(BmDialect::kKindLabel)),
                b.getNamedAttr(BmDialect::kParamNameAttrName,
-                              b.getStringAttr("labels"))}),
+                              b.getStringAttr(name))}),
           loc)))
     return failure();
-  Value labels = step.getArgument(index);
-  shardLikeLogits(step, index, output);
+  return step.getArgument(index);
+}
+
+/// Mean cross-entropy of the output's last dim (the classes) against a new
+/// integer label argument of the leading shape.
+FailureOr<Value> appendCrossEntropy(func::FuncOp step, Value output,
+                                    OpBuilder &b) {
+  RankedTensorType type = typeOf(output);
+  Location loc = output.getLoc();
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t classes = shape.back(), rows = type.getNumElements() / classes;
+  FailureOr<Value> labels = appendLabel(
+      step, RankedTensorType::get(shape.drop_back(), b.getI64Type()), "labels",
+      loc, b);
+  if (failed(labels))
+    return failure();
+  shardLikeOutput(step, step.getNumArguments() - 1, output, true);
   Value flatLogits = ReshapeOp::create(
       b, loc, RankedTensorType::get({rows, classes}, type.getElementType()),
       output);
   Value flatLabels = ReshapeOp::create(
-      b, loc, RankedTensorType::get({rows}, b.getI64Type()), labels);
+      b, loc, RankedTensorType::get({rows}, b.getI64Type()), *labels);
   return CrossEntropyOp::create(
              b, loc, RankedTensorType::get({}, b.getF32Type()), flatLogits,
              flatLabels)
       .getResult();
+}
+
+/// Mean squared error of the output against a new float target argument
+/// of its shape: mean((y - t)^2) over every element.
+FailureOr<Value> appendMeanSquaredError(func::FuncOp step, Value output,
+                                        OpBuilder &b) {
+  RankedTensorType type = typeOf(output);
+  Location loc = output.getLoc();
+  FailureOr<Value> targets = appendLabel(step, type, "targets", loc, b);
+  if (failed(targets))
+    return failure();
+  shardLikeOutput(step, step.getNumArguments() - 1, output, false);
+  Value error = SubOp::create(b, loc, output, *targets);
+  Value squared = MulOp::create(b, loc, error, error);
+  SmallVector<int64_t> all;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    all.push_back(d);
+  return ReduceMeanOp::create(b, loc, squared, b.getDenseI64ArrayAttr(all),
+                              b.getBoolAttr(false))
+      .getResult();
+}
+
+/// Whether cross-entropy fits logits of `type` under `auto`: one label per
+/// sample ([B, C]), or labels shaped like an integer input (the tokens a
+/// language model's labels are the next of).
+bool looksLikeLogits(func::FuncOp step, RankedTensorType type) {
+  if (type.getRank() == 2)
+    return true;
+  auto leading = RankedTensorType::get(type.getShape().drop_back(),
+                                       IntegerType::get(step.getContext(), 64));
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto kind =
+        step.getArgAttrOfType<StringAttr>(i, BmDialect::kParamKindAttrName);
+    if (kind && kind.getValue() == BmDialect::kKindInput &&
+        step.getArgument(i).getType() == leading)
+      return true;
+  }
+  return false;
+}
+
+/// The scalar the step minimises: the model's output if it is one, else
+/// the loss `loss` names (auto, cross-entropy or mse) appended to it.
+FailureOr<Value> appendLoss(func::FuncOp step, Value output, StringRef loss,
+                            OpBuilder &b) {
+  RankedTensorType type = typeOf(output);
+  Location loc = output.getLoc();
+  if (!llvm::is_contained({"auto", "cross-entropy", "mse"}, loss))
+    return emitError(loc, "the loss must be auto, cross-entropy or mse, not '")
+           << loss << "'";
+  if (!isa<FloatType>(type.getElementType()))
+    return emitError(loc, "the model's output is ")
+           << type << "; training needs a float loss, logits or a float "
+           << "output to regress";
+  if (type.getRank() == 0) {
+    if (loss != "auto")
+      return emitError(loc, "the model's output is a scalar, its own loss; "
+                            "the loss ")
+             << loss << " needs a tensor output";
+    return output;
+  }
+  bool crossEntropy = loss == "cross-entropy" ||
+                      (loss == "auto" && looksLikeLogits(step, type));
+  if (crossEntropy && type.getRank() < 2)
+    return emitError(loc, "the model's output ")
+           << type << " has no class dim for a cross-entropy";
+  return crossEntropy ? appendCrossEntropy(step, output, b)
+                      : appendMeanSquaredError(step, output, b);
 }
 
 /// Values that depend on a parameter: only they need gradients.
@@ -347,7 +416,7 @@ FailureOr<Segments> recomputeSegments(StringRef recompute,
 }
 
 LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main,
-                             StringRef recompute) {
+                             StringRef recompute, StringRef lossName) {
   OpBuilder b(module.getContext());
   b.setInsertionPointAfter(main);
   auto step = cast<func::FuncOp>(b.clone(*main));
@@ -361,7 +430,7 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main,
            << " outputs; training needs one (a scalar loss or logits)";
   b.setInsertionPoint(ret);
   Operation *lastForward = ret->getPrevNode();
-  FailureOr<Value> loss = appendLoss(step, ret.getOperand(0), b);
+  FailureOr<Value> loss = appendLoss(step, ret.getOperand(0), lossName, b);
   if (failed(loss))
     return failure();
   placeLikeOutput(ret.getOperand(0), lastForward, ret);
@@ -429,7 +498,7 @@ struct AutodiffPass : impl::BmAutodiffPassBase<AutodiffPass> {
       module.emitError("the module already has a @train_step");
       return signalPassFailure();
     }
-    if (failed(buildTrainStep(module, main, recompute)))
+    if (failed(buildTrainStep(module, main, recompute, loss)))
       signalPassFailure();
   }
 };

@@ -327,25 +327,33 @@ static DenseSet<Operation *> layerInvariantOps(Block &body) {
 /// Moves what all layers share to just after the hoisted constants: rotary
 /// tables, masks and position ids, which exporters compute once inside the
 /// first layer (Llama, Qwen, Gemma, Falcon), so that layer would differ from
-/// the others and a 2-layer model would fold nothing. Shared means layer
-/// invariant, read by at least two ops, and computed once in the function:
-/// an invariant op every layer repeats (a weight's transpose, each layer's
-/// own unsqueeze of the rotary table) belongs to its layer and stays. With
-/// a shared op go the invariant ops it is made from.
+/// the others and the model would fold one layer short. Shared means layer
+/// invariant and read by ops at least half a layer apart, the layer's
+/// length being the sequence's most frequent period: a value two layers
+/// read. An invariant op every layer repeats (a weight's transpose, each
+/// layer's own unsqueeze of the rotary table) is read within its layer and
+/// stays there. With a shared op go the invariant ops it is made from.
 static void hoistSharedValues(Block &body) {
   DenseSet<Operation *> invariant = layerInvariantOps(body);
-  DenseMap<llvm::hash_code, int64_t> copies;
-  DenseMap<Operation *, llvm::hash_code> signatureOf;
-  for (Operation *op : invariant) {
-    llvm::hash_code h = OpSequence::hashOp(op, semanticAttrs(op));
-    signatureOf[op] = h;
-    ++copies[h];
-  }
+  OpSequence seq(body);
+  SmallVector<int64_t> periods = candidatePeriods(seq, 0, seq.size());
+  if (periods.empty())
+    return;
+  int64_t halfLayer = std::max<int64_t>(1, periods.front() / 2);
   SetVector<Operation *> shared;
-  for (Operation &op : body.without_terminator())
-    if (invariant.contains(&op) && copies[signatureOf[&op]] == 1 &&
-        std::distance(op.getUsers().begin(), op.getUsers().end()) >= 2)
-      shared.insert(&op);
+  for (Operation *op : seq.ops) {
+    if (!invariant.contains(op))
+      continue;
+    int64_t first = seq.size(), last = -1;
+    for (Operation *user : op->getUsers()) {
+      auto it = seq.index.find(user);
+      int64_t at = it == seq.index.end() ? seq.size() : it->second;
+      first = std::min(first, at);
+      last = std::max(last, at);
+    }
+    if (last - first >= halfLayer)
+      shared.insert(op);
+  }
   // The producers of shared values, found backwards; the worklist grows.
   for (size_t i = 0; i < shared.size(); ++i)
     for (Value operand : shared[i]->getOperands())

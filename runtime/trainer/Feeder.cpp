@@ -13,6 +13,13 @@ namespace {
 
 constexpr int64_t kSyntheticClasses = 10;
 
+/// N(0, 1), Box-Muller from two uniforms.
+float normal(Rng &rng) {
+  double u = std::max(rng.uniform(), 1e-12), w = rng.uniform();
+  return static_cast<float>(std::sqrt(-2 * std::log(u)) *
+                            std::cos(2 * M_PI * w));
+}
+
 } // namespace
 
 int64_t Feeder::lossClasses(const Program &program) {
@@ -25,6 +32,7 @@ Feeder::Feeder(const Program &program, Executor &executor,
     : program(program), executor(executor), mesh(mesh), rank(rank),
       noise(options.seed ^ 0x5eed) {
   lm = task == "language-model";
+  regression = task == "regression";
   classes = lossClassCount ? lossClassCount : lossClasses(program);
   std::vector<int> labelSlots = program.slotsOf(SlotKind::Label);
   labels = labelSlots.empty() ? -1 : labelSlots.front();
@@ -40,17 +48,8 @@ Feeder::Feeder(const Program &program, Executor &executor,
   if (lm)
     BMRT_CHECK(target >= 0, "a language-model step needs an integer input "
                             "shaped like its labels");
-  if (!lm && labels >= 0) {
-    std::vector<int> floatInputs;
-    for (int slot : others)
-      if (program.slots[slot].dtype == DType::F32)
-        floatInputs.push_back(slot);
-    BMRT_CHECK(floatInputs.size() == 1,
-               "a classifier step needs one float input (the images), it has " +
-                   std::to_string(floatInputs.size()));
-    image = floatInputs.front();
-    others.erase(std::find(others.begin(), others.end(), image));
-  }
+  if (!lm && !regression && labels >= 0)
+    findClassifierSource();
   if (!options.data.empty() && !lm) {
     openSamples(options, task);
   } else if (!options.data.empty()) {
@@ -61,7 +60,10 @@ Feeder::Feeder(const Program &program, Executor &executor,
     file->checkVocab(classes);
   } else if (lm) {
     language.emplace(classes, options.seed);
-  } else if (labels >= 0) {
+  } else if (regression) {
+    BMRT_CHECK(labels >= 0 && program.slots[labels].dtype == DType::F32,
+               "a regression step needs float targets");
+  } else if (image >= 0) {
     // Ten classes (or fewer) of the model's: a task a tiny model visibly
     // learns within a minute, which a thousand classes of a few samples
     // each per step is not.
@@ -69,6 +71,39 @@ Feeder::Feeder(const Program &program, Executor &executor,
   }
   items = labels >= 0 ? numElements(allRanks(labels)) : mesh.numRanks();
   findSamples();
+  if (regression) {
+    items = sampleCount;
+    Rng draw(options.seed ^ 0x7a59e7);
+    targetPattern.resize(size_t(numElements(oneSample(labels))));
+    for (float &t : targetPattern)
+      t = normal(draw);
+  }
+}
+
+/// What a classifier's classes are drawn into: its largest float input
+/// (the images; any other float input is noise), or else its first integer
+/// input with a batch dim (the tokens of a text classifier, whose label is
+/// then its first token's, modulo the synthetic classes).
+void Feeder::findClassifierSource() {
+  int64_t batch =
+      program.slots[labels].shape.empty() ? 0 : program.slots[labels].shape[0];
+  for (int slot : others) {
+    const Slot &s = program.slots[slot];
+    if (s.dtype == DType::F32 &&
+        (image < 0 ||
+         numElements(s.shape) > numElements(program.slots[image].shape)))
+      image = slot;
+    if (s.dtype == DType::I64 && tokenSource < 0 && !s.shape.empty() &&
+        s.shape[0] == batch)
+      tokenSource = slot;
+  }
+  BMRT_CHECK(image >= 0 || tokenSource >= 0,
+             "a classifier step needs an input to draw its classes into: a "
+             "float input (images) or an integer one (tokens)");
+  if (image >= 0) {
+    tokenSource = -1;
+    others.erase(std::find(others.begin(), others.end(), image));
+  }
 }
 
 /// The slots fill() writes, how many samples a micro-batch has (the
@@ -93,8 +128,10 @@ void Feeder::findSamples() {
     BMRT_CHECK(s.dtype == DType::I64 || s.dtype == DType::F32,
                "input '" + s.name + "' is " + nameOf(s.dtype) +
                    "; the trainer fills i64 and f32 inputs");
+    // A language model's ids are below its vocabulary; a classifier's
+    // class count says nothing of its inputs.
     if (s.dtype == DType::I64)
-      idBounds[slot] = idBound(program, slot, classes);
+      idBounds[slot] = idBound(program, slot, lm ? classes : 0);
   }
 }
 
@@ -105,6 +142,8 @@ void Feeder::openSamples(const TrainerOptions &options,
   BMRT_CHECK(task == "classifier",
              "--data feeds language models (tokens) and classifiers "
              "(samples and --labels); this model is " + task);
+  BMRT_CHECK(image >= 0, "--data feeds a classifier's float samples; this "
+                         "classifier reads tokens, which the trainer draws");
   BMRT_CHECK(!options.labels.empty(),
              "a classifier's --data needs --labels FILE (one label per "
              "sample)");
@@ -135,6 +174,15 @@ std::string Feeder::describe() const {
   if (language)
     return "data: synthetic next-token task (vocabulary " +
            std::to_string(classes) + ")";
+  if (tokenSource >= 0)
+    return "data: synthetic text classification (the label is the first "
+           "token of '" +
+           program.slots[tokenSource].name + "' modulo " +
+           std::to_string(textClasses()) + ")";
+  if (regression)
+    return "data: synthetic regression task (one pattern of " +
+           std::to_string(targetPattern.size()) +
+           " targets for every sample, inputs N(0, 1))";
   if (images)
     return "data: synthetic classification task (" +
            std::to_string(images->classes()) + " of the model's " +
@@ -185,11 +233,17 @@ void Feeder::drawSample(int64_t s) {
     noise.setState(rngState() ^ 0x9e3779b97f4a7c15ull);
   if (lm)
     drawLanguageSample(s);
-  else if (labels >= 0)
+  else if (regression)
+    drawRegressionSample(s);
+  else if (image >= 0)
     drawClassifierSample(s);
   for (int slot : others)
     if (bySample(slot))
       drawOther(slot, s * numElements(oneSample(slot)), oneSample(slot));
+  if (tokenSource >= 0)
+    ids[labels][size_t(s)] =
+        ids[tokenSource][size_t(s * numElements(oneSample(tokenSource)))] %
+        textClasses();
 }
 
 /// The slot's sharding; without a mesh line, dim 0 (the batch) over dp.
@@ -259,6 +313,15 @@ void Feeder::drawClassifierSample(int64_t s) {
                 floats[image].data() + s * per, per * sizeof(float));
 }
 
+int64_t Feeder::textClasses() const {
+  return std::max<int64_t>(1, std::min<int64_t>(classes, kSyntheticClasses));
+}
+
+void Feeder::drawRegressionSample(int64_t s) {
+  std::copy(targetPattern.begin(), targetPattern.end(),
+            floats[labels].data() + s * int64_t(targetPattern.size()));
+}
+
 bool Feeder::bySample(int slot) const {
   Shape shape = allRanks(slot);
   return !shape.empty() && shape[0] == sampleCount;
@@ -290,12 +353,8 @@ void Feeder::drawOther(int slot, int64_t offset, const Shape &shape) {
     return;
   }
   float *out = floats[slot].data() + offset;
-  for (int64_t i = 0; i < n; ++i) {
-    // Box-Muller from two uniforms.
-    double u = std::max(noise.uniform(), 1e-12), w = noise.uniform();
-    out[i] = static_cast<float>(std::sqrt(-2 * std::log(u)) *
-                                std::cos(2 * M_PI * w));
-  }
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = normal(noise);
 }
 
 uint64_t Feeder::rngState() const {

@@ -30,7 +30,8 @@ namespace bmrt {
 
 class Feeder {
 public:
-  /// `task` is trainer.json's: language-model, classifier or own-loss.
+  /// `task` is trainer.json's: language-model, classifier, regression or
+  /// own-loss.
   /// Every rank draws the global batch and keeps its box of each input and
   /// label: by the slot's sharding over `mesh`, or in a program without a
   /// mesh line, its rows of the batch (dim 0 over the mesh's dp ranks).
@@ -60,12 +61,19 @@ public:
 
 private:
   void openSamples(const TrainerOptions &options, const std::string &task);
+  void findClassifierSource();
+  /// A text classifier's synthetic classes: ten of the model's, or fewer.
+  int64_t textClasses() const;
   void findSamples();
   void startBatch();
   /// Draws every input and label of sample `s` of the micro-batch.
   void drawSample(int64_t s);
   void drawLanguageSample(int64_t s);
   void drawClassifierSample(int64_t s);
+  /// A regression's targets: the same pattern for every sample, drawn once
+  /// from the seed (N(0, 1) per element), so that the loss can fall from
+  /// the output's mean square plus one towards zero as the model learns it.
+  void drawRegressionSample(int64_t s);
   void drawOther(int slot, int64_t offset, const Shape &shape);
   /// Whether the slot's global leading dim is the micro-batch's samples.
   bool bySample(int slot) const;
@@ -81,8 +89,8 @@ private:
   Executor &executor;
   const Mesh &mesh;
   int rank;
-  bool lm = false;
-  int labels = -1, target = -1, image = -1;
+  bool lm = false, regression = false;
+  int labels = -1, target = -1, image = -1, tokenSource = -1;
   int64_t classes = 0, items = 0;
   std::vector<int> others;
   /// Token ids (language models) or a classifier's labels.
@@ -92,6 +100,7 @@ private:
   std::string samplesPath;
   std::optional<SyntheticLanguage> language;
   std::optional<SyntheticClassification> images;
+  std::vector<float> targetPattern;
   Rng noise;
   std::vector<int64_t> row;
   /// The slots fill() writes: the task's, then the other inputs.

@@ -31,7 +31,7 @@ struct CompiledConfig {
   /// "model": the model's name; "model_hash": the hash of the ONNX file;
   /// "model_path" (optional): where that file was compiled from.
   std::string model, modelHash, modelPath;
-  /// "task": language-model, classifier or own-loss.
+  /// "task": language-model, classifier, regression or own-loss.
   std::string task;
   /// "optimizer": adamw, sgd, lamb or lars; "precision": fp32, bf16 or
   /// fp16; "recompute" (optional, none): none, selective or full.

@@ -67,6 +67,12 @@ OPTIONS:
                         and the seed (init.json) instead of the values
                         (params.safetensors); the trainer and bmrt-forward
                         generate the same values when they load the folder
+  --loss L              what a model whose output is not its own scalar
+                        loss trains on: auto (default: cross-entropy for
+                        logits with one label per sample or next tokens of
+                        an integer input, else mean squared error),
+                        cross-entropy or mse (against targets of the
+                        output's shape, which the trainer draws)
   --device cpu|cuda     the backend the trainer runs on, written to
                         trainer.json (default cpu; the trainer's --device
                         overrides it)
@@ -111,6 +117,10 @@ std::optional<std::string> applyFlag(StringRef flag, StringRef v,
     out.device = v.str();
   } else if (flag == "--plan") {
     o.planFile = v.str();
+  } else if (flag == "--loss") {
+    if (!llvm::is_contained({"auto", "cross-entropy", "mse"}, v))
+      return "--loss must be auto, cross-entropy or mse, got '" + v.str() + "'";
+    o.loss = v.str();
   } else if (flag == "--seed") {
     if (v.getAsInteger(10, seed))
       return "--seed expects a non-negative integer, got '" + v.str() + "'";
@@ -126,8 +136,8 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
   std::vector<std::string> planningFlags;
   out.options.training.gpus = 1;
   out.options.training.globalBatch = kDefaultGlobalBatch;
-  const std::vector<StringRef> flags =
-      withPlanningFlags({"-o", "--init", "--seed", "--plan", "--device"});
+  const std::vector<StringRef> flags = withPlanningFlags(
+      {"-o", "--init", "--seed", "--plan", "--device", "--loss"});
   while (!cursor.done()) {
     if (cursor.takeSwitch("--help") || cursor.takeSwitch("-h")) {
       llvm::outs() << kHelp;
@@ -319,14 +329,12 @@ int bmc::runCompile(llvm::ArrayRef<StringRef> args) {
                        ? std::string()
                        : " in " + std::to_string(model->stages.size()) +
                              " pipeline stages")
-               << ", " << model->numParameterTensors()
-               << " parameter tensors"
+               << ", " << model->numParameterTensors() << " parameter tensors"
                << (model->parameters.empty() && model->init
                        ? " (generated at load time)"
                        : "")
-               << ", micro-batch "
-               << model->plan.config.microBatch << " x "
+               << ", micro-batch " << model->plan.config.microBatch << " x "
                << model->plan.config.numMicroBatches << " per step ("
-               << bm::nameOf(model->task) << ")\n";
+               << bm::describe(model->task) << ")\n";
   return 0;
 }

@@ -1,6 +1,8 @@
 // RUN: bmc-opt %s -bm-autodiff-phase --split-input-file | FileCheck %s
 
-// A linear layer whose output is logits: autodiff keeps @main, and builds
+// A linear layer whose output is logits (an integer input of their leading
+// shape, the tokens whose next ones are the labels, makes them logits
+// rather than a hidden state to regress): autodiff keeps @main, and builds
 // @train_step with a label argument, a mean cross-entropy of the flattened
 // logits as the loss, and the gradients of both parameters: the weight's
 // through one GEMM over the folded batch, the broadcast bias's through a
@@ -13,6 +15,7 @@
 
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<2x3x4xf32>,
+// CHECK-SAME: tensor<2x3xi64> {bm.kind = "input", bm.name = "tokens"},
 // CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<4x5xf32> {bm.kind = "parameter", bm.name = "fc.weight"},
 // CHECK-SAME: %[[B:[a-z0-9]+]]: tensor<5xf32> {bm.kind = "parameter", bm.name = "fc.bias"},
 // CHECK-SAME: %[[L:[a-z0-9]+]]: tensor<2x3xi64> {bm.kind = "label", bm.name = "labels"})
@@ -33,6 +36,7 @@
 // CHECK-NEXT: %[[DW:.*]] = bm.matmul %[[X_T]], %[[DZ_ROWS]] : tensor<4x6xf32>, tensor<6x5xf32>
 // CHECK-NEXT: return %[[LOSS]], %[[DW]], %[[DB]] : tensor<f32>, tensor<4x5xf32>, tensor<5xf32>
 func.func @main(%x: tensor<2x3x4xf32>,
+                %tokens: tensor<2x3xi64> {bm.kind = "input", bm.name = "tokens"},
                 %w: tensor<4x5xf32> {bm.kind = "parameter", bm.name = "fc.weight"},
                 %b: tensor<5xf32> {bm.kind = "parameter", bm.name = "fc.bias"}) -> tensor<2x3x5xf32> {
   %0 = bm.matmul %x, %w : tensor<2x3x4xf32>, tensor<4x5xf32>
