@@ -20,11 +20,50 @@ const HostTensor *NodeContext::host(unsigned i) const {
   return &*it->second.host;
 }
 
+const std::vector<HostTensor> *NodeContext::hostSequence(unsigned i) const {
+  const ImportedValue *v = hasInput(i) ? lookup(node.input(i)) : nullptr;
+  return v && v->sequence ? &*v->sequence : nullptr;
+}
+
 bool NodeContext::allInputsOnHost() const {
   for (unsigned i = 0, e = numInputs(); i < e; ++i)
-    if (hasInput(i) && !host(i))
+    if (hasInput(i) && !host(i) && !hostSequence(i))
       return false;
   return true;
+}
+
+namespace bm::import {
+LogicalResult checkNodeInputs(NodeContext &nc, const OpImporter &importer) {
+  if (failed(checkAttributesOfOpset(nc)))
+    return failure();
+  for (unsigned i = 0; i < importer.minInputs; ++i)
+    if (!nc.hasInput(i))
+      return nc.error("input " + Twine(i) + " is missing (the op needs " +
+                      Twine(importer.minInputs) +
+                      (importer.minInputs == 1 ? " input)" : " inputs)"));
+  return nc.checkSequenceInputs();
+}
+} // namespace bm::import
+
+LogicalResult NodeContext::checkSequenceInputs() {
+  static const llvm::StringLiteral kTakeSequences[] = {
+      "ConcatFromSequence", "Loop", "SequenceInsert"};
+  if (llvm::is_contained(kTakeSequences, node.op_type()))
+    return success();
+  for (unsigned i = 0, e = numInputs(); i < e; ++i)
+    if (hostSequence(i))
+      return error("input '" + node.input(i) +
+                   "' is a sequence, which this op does not take");
+  return success();
+}
+
+const ImportedValue *NodeContext::lookup(const std::string &name) const {
+  auto it = graph.values.find(name);
+  return it == graph.values.end() ? nullptr : &it->second;
+}
+
+void NodeContext::bind(const std::string &name, ImportedValue value) {
+  graph.values[name] = std::move(value);
 }
 
 LogicalResult NodeContext::appendIfGiven(unsigned i,
@@ -51,6 +90,12 @@ FailureOr<Value> NodeContext::value(unsigned i) {
   ImportedValue &imported = it->second;
   if (imported.value)
     return imported.value;
+  if (imported.sequence) {
+    (void)error("input '" + node.input(i) +
+                "' is a sequence; bm holds sequences only while it evaluates "
+                "a loop on constants");
+    return failure();
+  }
   FailureOr<Value> materialised = constant(*imported.host);
   if (failed(materialised))
     return failure();
@@ -67,6 +112,8 @@ RankedTensorType NodeContext::type(unsigned i) const {
     return nullptr;
   if (it->second.value)
     return cast<RankedTensorType>(it->second.value.getType());
+  if (!it->second.host)
+    return nullptr;
   const HostTensor &t = *it->second.host;
   return RankedTensorType::get(
       t.shape, elementTypeOf(graph.builder.getContext(), t.dtype));
@@ -97,12 +144,20 @@ FailureOr<std::optional<std::vector<int64_t>>> NodeContext::axes(unsigned i) {
 
 void NodeContext::setOutput(unsigned i, Value value) {
   if (hasOutput(i))
-    graph.values[node.output(i)] = ImportedValue{value, std::nullopt};
+    graph.values[node.output(i)] = ImportedValue{value, std::nullopt, {}};
 }
 
 void NodeContext::setOutput(unsigned i, HostTensor tensor) {
   if (hasOutput(i))
-    graph.values[node.output(i)] = ImportedValue{Value(), std::move(tensor)};
+    graph.values[node.output(i)] =
+        ImportedValue{Value(), std::move(tensor), {}};
+}
+
+void NodeContext::setSequenceOutput(unsigned i,
+                                    std::vector<HostTensor> sequence) {
+  if (hasOutput(i))
+    graph.values[node.output(i)] =
+        ImportedValue{Value(), std::nullopt, std::move(sequence)};
 }
 
 const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
@@ -112,10 +167,9 @@ const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
   return nullptr;
 }
 
-const onnx::AttributeProto *
-NodeContext::typedAttr(StringRef name,
-                       std::initializer_list<onnx::AttributeProto::AttributeType>
-                           accepted) const {
+const onnx::AttributeProto *NodeContext::typedAttr(
+    StringRef name,
+    std::initializer_list<onnx::AttributeProto::AttributeType> accepted) const {
   const onnx::AttributeProto *a = attr(name);
   if (!a || llvm::is_contained(accepted, a->type()))
     return a;
@@ -129,14 +183,13 @@ NodeContext::typedAttr(StringRef name,
 }
 
 int64_t NodeContext::getInt(StringRef name, int64_t fallback) const {
-  const onnx::AttributeProto *a =
-      typedAttr(name, {onnx::AttributeProto::INT});
+  const onnx::AttributeProto *a = typedAttr(name, {onnx::AttributeProto::INT});
   return a ? a->i() : fallback;
 }
 
 float NodeContext::getFloat(StringRef name, float fallback) const {
-  const onnx::AttributeProto *a = typedAttr(
-      name, {onnx::AttributeProto::FLOAT, onnx::AttributeProto::INT});
+  const onnx::AttributeProto *a =
+      typedAttr(name, {onnx::AttributeProto::FLOAT, onnx::AttributeProto::INT});
   if (!a)
     return fallback;
   return a->type() == onnx::AttributeProto::INT ? static_cast<float>(a->i())
@@ -150,8 +203,8 @@ std::string NodeContext::getString(StringRef name, StringRef fallback) const {
 }
 
 std::optional<std::vector<int64_t>> NodeContext::getInts(StringRef name) const {
-  const onnx::AttributeProto *a = typedAttr(
-      name, {onnx::AttributeProto::INTS, onnx::AttributeProto::INT});
+  const onnx::AttributeProto *a =
+      typedAttr(name, {onnx::AttributeProto::INTS, onnx::AttributeProto::INT});
   if (!a)
     return std::nullopt;
   if (a->type() == onnx::AttributeProto::INT)

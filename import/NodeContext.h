@@ -26,10 +26,13 @@
 namespace bm::import {
 
 /// What one ONNX value is while importing: an SSA value, a host constant,
-/// or both once the constant has been materialised.
+/// or both once the constant has been materialised; or a sequence of host
+/// constants (SequenceEmpty / SequenceInsert in loops the importer
+/// evaluates), which never becomes an SSA value.
 struct ImportedValue {
   mlir::Value value;
   std::optional<HostTensor> host;
+  std::optional<std::vector<HostTensor>> sequence;
 };
 
 /// State shared by all nodes of one graph.
@@ -64,6 +67,8 @@ public:
   }
   /// The host constant of input i, or null.
   const HostTensor *host(unsigned i) const;
+  /// The host sequence of input i, or null.
+  const std::vector<HostTensor> *hostSequence(unsigned i) const;
   /// Input i as an SSA value (host constants become bm.constant once).
   mlir::FailureOr<mlir::Value> value(unsigned i);
   /// Appends optional input i to `operands` when the node gives it.
@@ -77,8 +82,11 @@ public:
   /// The `axes` of a node: the attribute of older opsets or constant input
   /// i of newer ones; nullopt when the node gives neither.
   mlir::FailureOr<std::optional<std::vector<int64_t>>> axes(unsigned i);
-  /// All present inputs are host constants.
+  /// All present inputs are host constants or host sequences.
   bool allInputsOnHost() const;
+  /// A sequence reaching an op that does not take sequences (every op but
+  /// the sequence ops and Loop) is this node's error.
+  mlir::LogicalResult checkSequenceInputs();
 
   //===--- outputs --------------------------------------------------------===//
   unsigned numOutputs() const { return node.output_size(); }
@@ -88,6 +96,13 @@ public:
   }
   void setOutput(unsigned i, mlir::Value value);
   void setOutput(unsigned i, HostTensor tensor);
+  void setSequenceOutput(unsigned i, std::vector<HostTensor> sequence);
+  /// Binds `name` in the graph's values (a loop body's inputs, a branch's
+  /// outputs); for control flow evaluated on the host.
+  void bind(const std::string &name, ImportedValue value);
+  /// The value named `name`, or null.
+  const ImportedValue *lookup(const std::string &name) const;
+  GraphState &graphState() { return graph; }
 
   //===--- attributes -----------------------------------------------------===//
   const onnx::AttributeProto *attr(llvm::StringRef name) const;
@@ -188,6 +203,11 @@ HostFolderFn lookupHostFolder(llvm::StringRef opType);
 /// Fails on an attribute the model's opset no longer has because it became
 /// an input (OpsetChanges.cpp).
 mlir::LogicalResult checkAttributesOfOpset(NodeContext &nc);
+/// What every node is checked for before its folder or importer runs: its
+/// opset's attributes, the inputs its op needs, no sequence where the op
+/// takes none.
+mlir::LogicalResult checkNodeInputs(NodeContext &nc,
+                                    const OpImporter &importer);
 
 //===--- small builders shared by the op importers ------------------------===//
 

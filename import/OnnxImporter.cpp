@@ -305,7 +305,7 @@ GraphImporter::addParameters(SmallVectorImpl<Type> &argTypes,
       std::optional<HostTensor> value = decodeTensor(init, error);
       if (!value)
         return fail(what + " " + error);
-      state.values[init.name()] = ImportedValue{Value(), std::move(*value)};
+      state.values[init.name()] = ImportedValue{Value(), std::move(*value), {}};
       continue;
     }
     Type element = elementTypeOf(&context, init.data_type());
@@ -444,6 +444,40 @@ LogicalResult GraphImporter::checkOpsSupported() {
   return success();
 }
 
+/// The outer values a node's subgraphs (a Loop's body, an If's branches)
+/// read without taking them as inputs: they must be computed before it.
+static void addCaptured(const onnx::GraphProto &g,
+                        llvm::StringSet<> &definedInside,
+                        std::vector<std::string> &captured) {
+  for (const onnx::ValueInfoProto &input : g.input())
+    definedInside.insert(input.name());
+  for (const onnx::TensorProto &init : g.initializer())
+    definedInside.insert(init.name());
+  for (const onnx::NodeProto &node : g.node()) {
+    for (const std::string &input : node.input())
+      if (!input.empty() && !definedInside.contains(input))
+        captured.push_back(input);
+    for (const onnx::AttributeProto &a : node.attribute())
+      if (a.has_g())
+        addCaptured(a.g(), definedInside, captured);
+    for (const std::string &output : node.output())
+      definedInside.insert(output);
+  }
+  for (const onnx::ValueInfoProto &output : g.output())
+    if (!definedInside.contains(output.name()))
+      captured.push_back(output.name());
+}
+
+static std::vector<std::string> inputsOf(const onnx::NodeProto &node) {
+  std::vector<std::string> inputs(node.input().begin(), node.input().end());
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.has_g()) {
+      llvm::StringSet<> definedInside;
+      addCaptured(a.g(), definedInside, inputs);
+    }
+  return inputs;
+}
+
 LogicalResult GraphImporter::orderNodes(std::vector<int> &order) {
   int numNodes = graph.node_size();
   llvm::StringMap<int> producer;
@@ -461,7 +495,7 @@ LogicalResult GraphImporter::orderNodes(std::vector<int> &order) {
   std::vector<std::vector<int>> users(numNodes);
   for (int i = 0; i < numNodes; ++i) {
     const onnx::NodeProto &node = graph.node(i);
-    for (const std::string &input : node.input()) {
+    for (const std::string &input : inputsOf(node)) {
       if (input.empty() || defined.contains(input))
         continue;
       auto it = producer.find(input);
@@ -512,13 +546,8 @@ Location GraphImporter::nodeLoc(const onnx::NodeProto &node) {
 LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   NodeContext nc(state, node, opset, nodeLoc(node));
   const OpImporter *importer = lookupOpImporter(node.op_type());
-  if (failed(checkAttributesOfOpset(nc)))
+  if (failed(checkNodeInputs(nc, *importer)))
     return failure();
-  for (unsigned i = 0; i < importer->minInputs; ++i)
-    if (!nc.hasInput(i))
-      return nc.error("input " + Twine(i) + " is missing (the op needs " +
-                      Twine(importer->minInputs) +
-                      (importer->minInputs == 1 ? " input)" : " inputs)"));
   if (nc.allInputsOnHost()) {
     if (HostFolderFn folder = lookupHostFolder(node.op_type())) {
       FailureOr<bool> folded = folder(nc);
@@ -610,7 +639,7 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
   auto bind = [&](const std::string &name) {
     BlockArgument value = body->getArgument(arg++);
     value.setLoc(NameLoc::get(builder.getStringAttr(name), fileLoc));
-    state.values[name] = {value, std::nullopt};
+    state.values[name] = {value, std::nullopt, {}};
   };
   for (const onnx::ValueInfoProto &input : graph.input())
     if (!initializerNames.contains(input.name()))

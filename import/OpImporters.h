@@ -42,6 +42,15 @@ mlir::FailureOr<mlir::Value> padAxis(NodeContext &nc, mlir::Value x,
                                      int64_t axis, int64_t before,
                                      int64_t after, double value);
 
+// ControlFlow.cpp: host folders of Loop, If and sequences over constants
+// (their importers refuse run-time values: importFoldedOnly).
+mlir::FailureOr<bool> foldCastLike(NodeContext &nc);
+mlir::FailureOr<bool> foldIf(NodeContext &nc);
+mlir::FailureOr<bool> foldLoop(NodeContext &nc);
+mlir::FailureOr<bool> foldSequenceConstruct(NodeContext &nc);
+mlir::FailureOr<bool> foldSequenceEmpty(NodeContext &nc);
+mlir::FailureOr<bool> foldSequenceInsert(NodeContext &nc);
+
 // IndexingOps.cpp: gathers and scatters by index tensors.
 mlir::LogicalResult importGather(NodeContext &nc);
 mlir::LogicalResult importGatherElements(NodeContext &nc);

@@ -10,6 +10,7 @@
 
 #include "import/NodeContext.h"
 #include "import/OnnxImporter.h"
+#include "import/OpImporters.h"
 
 #include "llvm/Support/MathExtras.h"
 
@@ -470,26 +471,23 @@ FailureOr<bool> foldCeil(NodeContext &nc) {
       nc, [](double x) { return std::ceil(x); }, [](int64_t x) { return x; });
 }
 
-FailureOr<bool> foldConcat(NodeContext &nc) {
-  // Folders run only when every input is on the host.
-  const HostTensor *first = nc.host(0);
+/// `inputs` joined along `axis` as the node's result; false where bm.concat
+/// should report a mismatch, or where the result is too large to fold.
+FailureOr<bool> concatOnHost(NodeContext &nc,
+                             ArrayRef<const HostTensor *> inputs,
+                             int64_t axis) {
+  const HostTensor *first = inputs.front();
   int64_t rank = first->shape.size();
-  FailureOr<int64_t> axis = nc.axis(nc.getInt("axis", 0), rank);
-  if (failed(axis))
-    return failure();
   SmallVector<int64_t> shape(first->shape.begin(), first->shape.end());
-  shape[*axis] = 0;
-  SmallVector<const HostTensor *> inputs;
-  for (unsigned i = 0; i < nc.numInputs(); ++i) {
-    const HostTensor *t = nc.host(i);
+  shape[axis] = 0;
+  for (const HostTensor *t : inputs) {
     if (!t || t->dtype != first->dtype || (int64_t)t->shape.size() != rank)
       return false; // the bm op reports the mismatch
     for (int64_t d = 0; d < rank; ++d)
-      if (d != *axis && t->shape[d] != first->shape[d])
+      if (d != axis && t->shape[d] != first->shape[d])
         return false;
-    if (llvm::AddOverflow(shape[*axis], t->shape[*axis], shape[*axis]))
+    if (llvm::AddOverflow(shape[axis], t->shape[axis], shape[axis]))
       return false; // bm.concat reports it
-    inputs.push_back(t);
   }
   if (!small(shape))
     return false;
@@ -497,19 +495,56 @@ FailureOr<bool> foldConcat(NodeContext &nc) {
   if (setIfEmpty(nc, out))
     return true;
   int64_t outer = 1;
-  for (int64_t d = 0; d < *axis; ++d)
+  for (int64_t d = 0; d < axis; ++d)
     outer *= shape[d];
   int64_t at = 0;
   for (int64_t o = 0; o < outer; ++o)
     for (const HostTensor *t : inputs) {
       int64_t inner = 1;
-      for (int64_t d = *axis; d < rank; ++d)
+      for (int64_t d = axis; d < rank; ++d)
         inner *= t->shape[d];
       for (int64_t i = 0; i < inner; ++i, ++at)
         out.copyElement(at, *t, o * inner + i);
     }
   nc.setOutput(0, std::move(out));
   return true;
+}
+
+FailureOr<bool> foldConcat(NodeContext &nc) {
+  // Folders run only when every input is on the host.
+  SmallVector<const HostTensor *> inputs;
+  for (unsigned i = 0; i < nc.numInputs(); ++i)
+    inputs.push_back(nc.host(i));
+  FailureOr<int64_t> axis =
+      nc.axis(nc.getInt("axis", 0), inputs.front()->shape.size());
+  if (failed(axis))
+    return failure();
+  return concatOnHost(nc, inputs, *axis);
+}
+
+/// ConcatFromSequence: Concat of the sequence's tensors, or with new_axis a
+/// stack (each gets a dim of size 1 at `axis` first).
+FailureOr<bool> foldConcatFromSequence(NodeContext &nc) {
+  const std::vector<HostTensor> *sequence = nc.hostSequence(0);
+  if (!sequence || sequence->empty())
+    return nc.error("concatenates an empty sequence");
+  bool stack = nc.getInt("new_axis", 0) != 0;
+  int64_t rank = sequence->front().shape.size() + (stack ? 1 : 0);
+  FailureOr<int64_t> axis = nc.axis(nc.getInt("axis", 0), rank);
+  if (failed(axis))
+    return failure();
+  std::vector<HostTensor> pieces = *sequence;
+  for (HostTensor &piece : pieces)
+    if (stack)
+      piece.shape.insert(piece.shape.begin() + *axis, 1);
+  SmallVector<const HostTensor *> inputs;
+  for (const HostTensor &piece : pieces)
+    inputs.push_back(&piece);
+  FailureOr<bool> folded = concatOnHost(nc, inputs, *axis);
+  if (succeeded(folded) && !*folded)
+    return nc.error("cannot join the sequence's tensors (their shapes or "
+                    "types differ, or the result is too large)");
+  return folded;
 }
 
 FailureOr<bool> foldDiv(NodeContext &nc) {
@@ -942,8 +977,10 @@ const FolderEntry kFolders[] = {
     {"Add", foldAdd},
     {"And", foldAnd},
     {"Cast", foldCast},
+    {"CastLike", foldCastLike},
     {"Ceil", foldCeil},
     {"Concat", foldConcat},
+    {"ConcatFromSequence", foldConcatFromSequence},
     {"Div", foldDiv},
     {"Equal", foldEqual},
     {"Expand", foldExpand},
@@ -952,8 +989,10 @@ const FolderEntry kFolders[] = {
     {"Greater", foldGreater},
     {"GreaterOrEqual", foldGreaterOrEqual},
     {"Identity", foldIdentity},
+    {"If", foldIf},
     {"Less", foldLess},
     {"LessOrEqual", foldLessOrEqual},
+    {"Loop", foldLoop},
     {"Max", foldMax},
     {"Min", foldMin},
     {"Mod", foldMod},
@@ -966,6 +1005,9 @@ const FolderEntry kFolders[] = {
     {"Reshape", foldReshape},
     {"Round", foldRound},
     {"ScatterND", foldScatterND},
+    {"SequenceConstruct", foldSequenceConstruct},
+    {"SequenceEmpty", foldSequenceEmpty},
+    {"SequenceInsert", foldSequenceInsert},
     {"Sign", foldSign},
     {"Slice", foldSlice},
     {"Squeeze", foldSqueeze},

@@ -14,8 +14,7 @@
 namespace bmrt::conformance {
 namespace {
 
-const DType F32 = DType::F32, I64 = DType::I64, I32 = DType::I32,
-            Bool = DType::Bool;
+const DType I64 = DType::I64, I32 = DType::I32, Bool = DType::Bool;
 
 Case view(const std::string &name, const std::string &op, HostTensor x,
           Shape out) {

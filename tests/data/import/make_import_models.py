@@ -12,6 +12,11 @@ and FileCheck. The generated files are committed.
                     Gelu, Reshape with 0 and -1, TopK, CumSum
   pad.onnx          constant Pad with pads computed from the shape (Swin's
                     window padding), negative pads, a value, opset-18 axes
+  control_flow.onnx a Loop over constants (torchlib's as_strided shape): a
+                    sequence built with SequenceInsert, an If in the body, a
+                    scan output, a value the body captures, and
+                    ConcatFromSequence of the result; it folds to constants
+  loop_runtime.onnx a Loop whose body reads the graph's input: refused
   indexing.onnx     GatherElements, ScatterElements (add), GatherND with
                     constant (negative), run-time and batched indices,
                     ScatterND of run-time values
@@ -254,7 +259,76 @@ def indexing():
     save("indexing.onnx", graph, opset=18)
 
 
+def loop_body(step_input):
+    """Body (i, cond, acc, seq) -> (cond, acc + step_input * (i + 1) *
+    scale, seq + [i], i * 10 as a scan output), with If(i == 0) choosing the
+    scale: 100, else 1."""
+    then = helper.make_graph([const("big", [100])], "then", [],
+                             [helper.make_tensor_value_info("big", TensorProto.INT64, [1])])
+    other = helper.make_graph([const("one", [1])], "else", [],
+                              [helper.make_tensor_value_info("one", TensorProto.INT64, [1])])
+    nodes = [
+        helper.make_node("Equal", ["i", "zero"], ["first"]),
+        helper.make_node("If", ["first"], ["scale"], then_branch=then, else_branch=other),
+        helper.make_node("Mul", [step_input, "i"], ["term"]),
+        helper.make_node("Add", ["term", step_input], ["term1"]),
+        helper.make_node("Mul", ["term1", "scale"], ["scaled"]),
+        helper.make_node("Add", ["acc", "scaled"], ["acc_out"]),
+        helper.make_node("Unsqueeze", ["i", "axis0"], ["i1"]),
+        helper.make_node("SequenceInsert", ["seq", "i1"], ["seq_out"]),
+        helper.make_node("Mul", ["i", "ten"], ["scan"]),
+        helper.make_node("Identity", ["cond"], ["cond_out"]),
+    ]
+    return helper.make_graph(
+        nodes, "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc", TensorProto.INT64 if step_input == "step"
+                                       else TensorProto.FLOAT, [1]),
+         helper.make_tensor_sequence_value_info("seq", TensorProto.INT64, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.INT64, [1]),
+         helper.make_tensor_sequence_value_info("seq_out", TensorProto.INT64, None),
+         helper.make_tensor_value_info("scan", TensorProto.INT64, [])])
+
+
+def control_flow():
+    # acc = 2*1*100 + 2*2 + 2*3 + 2*4 = 218; seq = [[0], [1], [2], [3]];
+    # scan = [0, 10, 20, 30] (onnxruntime 1.22 agrees). The body captures `step`, `zero`, `ten` and
+    # `axis0` from the outer graph.
+    nodes = [const("trips", 4), const("acc0", [0]), const("step", [2]), const("zero", 0),
+             const("ten", 10), const("axis0", [0]),
+             helper.make_node("SequenceEmpty", [], ["seq0"], dtype=TensorProto.INT64),
+             helper.make_node("Loop", ["trips", "", "acc0", "seq0"], ["acc", "seq", "scans"],
+                              name="count", body=loop_body("step")),
+             helper.make_node("ConcatFromSequence", ["seq"], ["joined"], axis=0),
+             helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["joined"], ["joinedf"], to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["scans"], ["scansf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["x", "accf"], ["y"]),
+             helper.make_node("Add", ["y", "joinedf"], ["z"]),
+             helper.make_node("Add", ["z", "scansf"], ["out"])]
+    graph = helper.make_graph(
+        nodes, "control_flow", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)])
+    save("control_flow.onnx", graph, opset=18)
+
+
+def loop_runtime():
+    nodes = [const("trips", 2), const("acc0", [0.0], np.float32), const("zero", 0),
+             const("ten", 10), const("axis0", [0]),
+             helper.make_node("SequenceEmpty", [], ["seq0"], dtype=TensorProto.INT64),
+             helper.make_node("Loop", ["trips", "", "acc0", "seq0"], ["acc", "seq", "scans"],
+                              name="over_x", body=loop_body("x"))]
+    graph = helper.make_graph(
+        nodes, "loop_runtime", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("acc", TensorProto.FLOAT, None)])
+    save("loop_runtime.onnx", graph, opset=18)
+
+
 if __name__ == "__main__":
+    control_flow()
+    loop_runtime()
     indexing()
     pad()
     mlp()
