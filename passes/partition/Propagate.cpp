@@ -233,7 +233,9 @@ private:
         b, op->getLoc(), gather.getType(), gather.getData(),
         gather.getIndices(), gather.getAxisAttr(), state.meshRef,
         b.getStrArrayAttr(names));
-    state.of[local.getResult()] = state[gather.getResult()];
+    // A copy: inserting into `of` may move what state[...] refers to.
+    ValueSharding sharding = state[gather.getResult()];
+    state.of[local.getResult()] = std::move(sharding);
     gather.getResult().replaceAllUsesWith(local.getResult());
     op->erase();
   }

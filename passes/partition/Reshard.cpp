@@ -359,8 +359,10 @@ Value scaledValue(OpBuilder &b, Location loc, Value value, double factor,
       DenseElementsAttr::get(scalarType,
                              b.getFloatAttr(type.getElementType(), factor)));
   Value product = MulOp::create(b, loc, value, scale);
+  // A copy: inserting into `of` may move what state[value] refers to.
+  ValueSharding sharding = state[value];
   state.of[scale] = ValueSharding::replicated(0);
-  state.of[product] = state[value];
+  state.of[product] = std::move(sharding);
   return product;
 }
 
