@@ -22,13 +22,6 @@ using llvm::Twine;
 namespace bm::import {
 namespace {
 
-int64_t product(ArrayRef<int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims)
-    n *= d;
-  return n;
-}
-
 FailureOr<Value> reshapeTo(NodeContext &nc, FailureOr<Value> x,
                            ArrayRef<int64_t> shape) {
   if (failed(x))
@@ -37,6 +30,22 @@ FailureOr<Value> reshapeTo(NodeContext &nc, FailureOr<Value> x,
   if (typeOf(*x) == type)
     return *x;
   return nc.build<ReshapeOp>({*x}, {}, type);
+}
+
+/// Each offset of `offsets` (shape `lead`) repeated over a row of
+/// `rowSize`: the indices of a gather_elements or scatter_elements that
+/// takes or writes whole rows.
+FailureOr<Value> repeatedOverRows(NodeContext &nc, FailureOr<Value> offsets,
+                                  ArrayRef<int64_t> lead, int64_t rowSize) {
+  SmallVector<int64_t> shape(lead);
+  shape.push_back(1);
+  offsets = reshapeTo(nc, offsets, shape);
+  if (failed(offsets))
+    return failure();
+  shape.back() = rowSize;
+  return nc.build<ExpandOp>(
+      {*offsets}, {},
+      RankedTensorType::get(shape, typeOf(*offsets).getElementType()));
 }
 
 /// ScatterElements' and ScatterND's `reduction` (opset 16 added it, 18 max
@@ -217,9 +226,11 @@ LogicalResult importGatherND(NodeContext &nc) {
   if (failed(k))
     return failure();
   ArrayRef<int64_t> indexed = shape.slice(b, *k);
-  int64_t batch = product(shape.take_front(b)), rows = product(indexed);
-  int64_t rowSize = product(shape.drop_front(b + *k));
-  int64_t tuples = product(indexShape.drop_front(b).drop_back());
+  int64_t batch = ShapedType::getNumElements(shape.take_front(b)),
+          rows = ShapedType::getNumElements(indexed);
+  int64_t rowSize = ShapedType::getNumElements(shape.drop_front(b + *k));
+  int64_t tuples =
+      ShapedType::getNumElements(indexShape.drop_front(b).drop_back());
   SmallVector<int64_t> resultShape(indexShape.drop_back());
   resultShape.append(shape.begin() + b + *k, shape.end());
   FailureOr<Value> offsets = tupleOffsets(nc, 1, indexed, b);
@@ -231,13 +242,8 @@ LogicalResult importGatherND(NodeContext &nc) {
       result = nc.build<GatherOp>({*rowsOf, *offsets},
                                   {nc.named("axis", i64(nc, 0))});
   } else {
-    offsets = reshapeTo(nc, offsets, {batch, tuples, 1});
+    offsets = repeatedOverRows(nc, offsets, {batch, tuples}, rowSize);
     FailureOr<Value> rowsOf = reshapeTo(nc, data, {batch, rows, rowSize});
-    if (succeeded(offsets))
-      offsets = nc.build<ExpandOp>(
-          {*offsets}, {},
-          RankedTensorType::get({batch, tuples, rowSize},
-                                typeOf(*offsets).getElementType()));
     if (succeeded(offsets) && succeeded(rowsOf))
       result = nc.build<GatherElementsOp>({*rowsOf, *offsets},
                                           {nc.named("axis", i64(nc, 1))});
@@ -278,16 +284,11 @@ LogicalResult importScatterND(NodeContext &nc) {
     return nc.error("scatter updates have shape " +
                     shapeText(typeOf(*updates).getShape()) + ", not " +
                     shapeText(expected));
-  int64_t rows = product(shape.take_front(*k));
-  int64_t rowSize = product(shape.drop_front(*k));
-  int64_t tuples = product(indexShape.drop_back());
-  FailureOr<Value> offsets = tupleOffsets(nc, 1, shape.take_front(*k), 0);
-  offsets = reshapeTo(nc, offsets, {tuples, 1});
-  if (succeeded(offsets))
-    offsets = nc.build<ExpandOp>(
-        {*offsets}, {},
-        RankedTensorType::get({tuples, rowSize},
-                              typeOf(*offsets).getElementType()));
+  int64_t rows = ShapedType::getNumElements(shape.take_front(*k));
+  int64_t rowSize = ShapedType::getNumElements(shape.drop_front(*k));
+  int64_t tuples = ShapedType::getNumElements(indexShape.drop_back());
+  FailureOr<Value> offsets = repeatedOverRows(
+      nc, tupleOffsets(nc, 1, shape.take_front(*k), 0), {tuples}, rowSize);
   FailureOr<Value> rowsOf = reshapeTo(nc, data, {rows, rowSize});
   FailureOr<Value> updateRows = reshapeTo(nc, updates, {tuples, rowSize});
   if (failed(offsets) || failed(rowsOf) || failed(updateRows))

@@ -64,10 +64,7 @@ Feeder::Feeder(const Program &program, Executor &executor,
     BMRT_CHECK(labels >= 0 && program.slots[labels].dtype == DType::F32,
                "a regression step needs float targets");
   } else if (image >= 0) {
-    // Ten classes (or fewer) of the model's: a task a tiny model visibly
-    // learns within a minute, which a thousand classes of a few samples
-    // each per step is not.
-    images.emplace(std::min<int64_t>(classes, kSyntheticClasses), options.seed);
+    images.emplace(syntheticClasses(), options.seed);
   }
   items = labels >= 0 ? numElements(allRanks(labels)) : mesh.numRanks();
   findSamples();
@@ -178,7 +175,7 @@ std::string Feeder::describe() const {
     return "data: synthetic text classification (the label is the first "
            "token of '" +
            program.slots[tokenSource].name + "' modulo " +
-           std::to_string(textClasses()) + ")";
+           std::to_string(syntheticClasses()) + ")";
   if (regression)
     return "data: synthetic regression task (one pattern of " +
            std::to_string(targetPattern.size()) +
@@ -243,7 +240,7 @@ void Feeder::drawSample(int64_t s) {
   if (tokenSource >= 0)
     ids[labels][size_t(s)] =
         ids[tokenSource][size_t(s * numElements(oneSample(tokenSource)))] %
-        textClasses();
+        std::max<int64_t>(1, syntheticClasses());
 }
 
 /// The slot's sharding; without a mesh line, dim 0 (the batch) over dp.
@@ -313,8 +310,8 @@ void Feeder::drawClassifierSample(int64_t s) {
                 floats[image].data() + s * per, per * sizeof(float));
 }
 
-int64_t Feeder::textClasses() const {
-  return std::max<int64_t>(1, std::min<int64_t>(classes, kSyntheticClasses));
+int64_t Feeder::syntheticClasses() const {
+  return std::min<int64_t>(classes, kSyntheticClasses);
 }
 
 void Feeder::drawRegressionSample(int64_t s) {

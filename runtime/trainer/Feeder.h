@@ -62,8 +62,10 @@ public:
 private:
   void openSamples(const TrainerOptions &options, const std::string &task);
   void findClassifierSource();
-  /// A text classifier's synthetic classes: ten of the model's, or fewer.
-  int64_t textClasses() const;
+  /// A synthetic classification task's classes: ten of the model's, or
+  /// fewer, which a tiny model visibly learns within a minute (a thousand
+  /// classes of a few samples each per step it does not).
+  int64_t syntheticClasses() const;
   void findSamples();
   void startBatch();
   /// Draws every input and label of sample `s` of the micro-batch.
