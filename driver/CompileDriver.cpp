@@ -141,6 +141,14 @@ llvm::Expected<plan::Plan> readPlanFile(const CompileOptions &options,
   if (!plan)
     return llvm::createStringError("plan '" + path +
                                    "': " + llvm::toString(plan.takeError()));
+  auto onOff = [](bool on) { return std::string(on ? "on" : "off"); };
+  if (options.fuseAttention && *options.fuseAttention != plan->fusedAttention)
+    return llvm::createStringError(
+        "plan '" + path + "' was made with --fuse-attention " +
+        onOff(plan->fusedAttention) + " but --fuse-attention says " +
+        onOff(*options.fuseAttention) + "; plan again with bmc plan " +
+        "--fuse-attention " + onOff(*options.fuseAttention));
+  import.fuseAttention = plan->fusedAttention;
   if (options.training.gpus != 1 && options.training.gpus != plan->gpus)
     return llvm::createStringError(
         "plan '" + path + "' is for " + std::to_string(plan->gpus) +
@@ -227,8 +235,10 @@ importWhole(mlir::MLIRContext &context, const CompileOptions &options,
   auto module = importOnnxFile(context, file, importOptions);
   if (!module)
     return module.takeError();
-  if (llvm::Error err = runPipeline(**module, mlir::bm::buildFoldPhase,
-                                    "folding"))
+  auto foldPhase = [&](mlir::OpPassManager &pm) {
+    mlir::bm::buildFoldPhase(pm, importOptions.fuseAttention);
+  };
+  if (llvm::Error err = runPipeline(**module, foldPhase, "folding"))
     return std::move(err);
   return module;
 }

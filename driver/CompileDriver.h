@@ -34,6 +34,9 @@ struct CompileOptions {
   /// The loss appended to a non-scalar output: auto, cross-entropy or mse
   /// (bm-autodiff's `loss`).
   std::string loss = "auto";
+  /// --fuse-attention as given (import.fuseAttention holds the choice);
+  /// a plan file must agree with it.
+  std::optional<bool> fuseAttention;
 };
 
 /// What the trainer learns from the compiler, besides the programs.

@@ -40,7 +40,10 @@ importFoldExtract(mlir::MLIRContext &context, const OnnxFile &file,
   if (!model.main)
     return llvm::createStringError("the imported model has no @main function");
 
-  if (llvm::Error err = runPipeline(*model.module, mlir::bm::buildFoldPhase,
+  auto foldPhase = [&](mlir::OpPassManager &pm) {
+    mlir::bm::buildFoldPhase(pm, options.fuseAttention);
+  };
+  if (llvm::Error err = runPipeline(*model.module, foldPhase,
                                     "folding repeated layers failed"))
     return std::move(err);
 
@@ -51,6 +54,7 @@ importFoldExtract(mlir::MLIRContext &context, const OnnxFile &file,
   model.graph = std::move(*graph);
   model.graph.name = llvm::sys::path::stem(file.path).str();
   model.graph.symbolicDims = std::move(dims);
+  model.graph.fusedAttention = options.fuseAttention;
   return std::move(model);
 }
 

@@ -41,6 +41,10 @@ struct ImportOptions {
   /// Binds dim 1 of every rank-2 integer graph input (token ids) whose dim 1
   /// is symbolic and not named in `dims`: the sequence length (`--seq`).
   std::optional<int64_t> sequenceLength;
+  /// Whether the fold phase after the import makes attention cores one
+  /// bm.attention each: the trainer's backend runs fused attention (bmc
+  /// compile --device cuda, or --fuse-attention on).
+  bool fuseAttention = false;
 };
 
 /// The symbolic dimensions of a model's graph inputs as an import bound

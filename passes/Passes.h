@@ -17,8 +17,9 @@ namespace mlir::bm {
 #include "passes/Passes.h.inc"
 
 /// The named pipeline of each phase (PhasePipelines.cpp), each ending with
-/// the phase's verifier.
-void buildFoldPhase(OpPassManager &pm);
+/// the phase's verifier. The fold phase makes attention cores bm.attention
+/// where `fuseAttention` says that the backend runs fused attention.
+void buildFoldPhase(OpPassManager &pm, bool fuseAttention);
 void buildAnnotatePhase(OpPassManager &pm, StringRef planFile);
 void buildAutodiffPhase(OpPassManager &pm, StringRef recompute = "none",
                         StringRef loss = "auto");

@@ -85,6 +85,19 @@ def BmVerifyAnnotatedPass : Pass<"bm-verify-annotated", "::mlir::ModuleOp"> {
   }];
 }
 
+def BmFuseAttentionPass : Pass<"bm-fuse-attention", "::mlir::func::FuncOp"> {
+  let summary = "Replaces the exported attention core by bm.attention";
+  let description = [{
+    matmul(q, kt), a constant scale, constant causal masks (added, or
+    chosen by where), softmax over the keys and matmul with v become one
+    bm.attention {scale, causal}, whose backend kernels never store the
+    [s, t] scores and whose gradient recomputes them. Chains under any other
+    mask stay as they are. The fold phase runs it when the trainer's backend
+    runs fused attention (bmc compile --device cuda, or --fuse-attention).
+  }];
+  let dependentDialects = ["::mlir::bm::BmDialect"];
+}
+
 def BmFuseGeluPass : Pass<"bm-fuse-gelu", "::mlir::func::FuncOp"> {
   let summary = "Replaces GELU's exported formulas by bm.gelu";
   let description = [{

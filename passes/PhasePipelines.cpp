@@ -31,10 +31,13 @@ struct AutodiffPhaseOptions
 };
 } // namespace
 
-// GELU's exported formulas become bm.gelu first: the planner then prices,
-// annotates and the trainer runs the same ops.
-void buildFoldPhase(OpPassManager &pm) {
+// GELU's exported formulas become bm.gelu first (and, where the backend
+// runs fused attention, attention cores bm.attention): the planner then
+// prices, annotates and the trainer runs the same ops.
+void buildFoldPhase(OpPassManager &pm, bool fuseAttention) {
   pm.addNestedPass<func::FuncOp>(createBmFuseGeluPass());
+  if (fuseAttention)
+    pm.addNestedPass<func::FuncOp>(createBmFuseAttentionPass());
   pm.addNestedPass<func::FuncOp>(createBmFoldPass());
   pm.addPass(createBmVerifyFoldedPass());
 }
@@ -65,7 +68,7 @@ void registerPhasePipelines() {
   PassPipelineRegistration<>(
       "bm-fold-phase",
       "Phase 2: find repeated layers (bm-fold), then bm-verify-folded",
-      buildFoldPhase);
+      [](OpPassManager &pm) { buildFoldPhase(pm, /*fuseAttention=*/false); });
   PassPipelineRegistration<AnnotatePhaseOptions>(
       "bm-annotate-phase",
       "Phase 4: write a plan into the IR (bm-annotate), then "

@@ -15,9 +15,13 @@ struct PrintShardingRulesPass
   void runOnOperation() override {
     markAllAnalysesPreserved(); // it only reads the IR
     getOperation().walk([](ShardingRuleOpInterface op) {
+      // Gradient ops have rules but no cost of their own (the cost model
+      // prices the backward from the forward).
       auto cost = dyn_cast<CostOpInterface>(op.getOperation());
-      op->emitRemark() << "rule " << op.getShardingRule().str()
-                       << " flops " << llvm::formatv("{0}", cost.getFlops());
+      InFlightDiagnostic remark = op->emitRemark()
+                                  << "rule " << op.getShardingRule().str();
+      if (cost)
+        remark << " flops " << llvm::formatv("{0}", cost.getFlops());
     });
   }
 };

@@ -257,6 +257,21 @@ void SegmentCoster::gemmShape(int op, int factor, double &m, double &n,
   const OpInfo &info = graph_.ops[op];
   const ShardingRule &rule = info.rule;
   m = n = k = 1;
+  if (info.opName == "bm.attention") {
+    // Per head, fused attention runs [s, d] x [d, t] and [s, t] x [t, e]
+    // (dims never split: its rule replicates them); the first's shape
+    // stands for both.
+    auto sizeOf = [&](const TensorFactors &dims, size_t fromEnd) {
+      double size = 1;
+      for (int f : dims[dims.size() - fromEnd])
+        size *= static_cast<double>(rule.factorSizes[f]);
+      return size;
+    };
+    m = sizeOf(rule.operandFactors[0], 2);
+    k = sizeOf(rule.operandFactors[0], 1);
+    n = sizeOf(rule.operandFactors[1], 1);
+    return;
+  }
   if (rule.operandFactors.size() < 2 || rule.resultFactors.empty()) {
     m = n = k = 4096;
     return;

@@ -118,6 +118,9 @@ struct ModelGraph {
   /// of the same model with these builds the same graph. Empty for graphs
   /// built by hand.
   std::map<std::string, int64_t> symbolicDims;
+  /// Whether the fold phase made each attention core one bm.attention (the
+  /// trainer's backend runs fused attention; ImportOptions::fuseAttention).
+  bool fusedAttention = false;
 
   int numLayers() const { return static_cast<int>(layerClass.size()); }
   /// Batch units in `samples` samples (a multiple of batchGranularity).

@@ -197,6 +197,10 @@ struct Plan {
   /// (`symbolic_dims` is written only where `sequence_length` alone does
   /// not say them).
   std::map<std::string, int64_t> symbolicDims;
+  /// Whether the plan priced fused attention (ModelGraph::fusedAttention):
+  /// `bmc compile --plan` fuses exactly when the plan did. Written as
+  /// `fused_attention` only when true.
+  bool fusedAttention = false;
   Precision precision = Precision::Bf16Mixed;
   Optimizer optimizer = Optimizer::Adam;
 

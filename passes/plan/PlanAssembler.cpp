@@ -83,6 +83,7 @@ void PlanAssembler::describeRequest(Plan &plan) const {
   plan.globalBatch = ctx_.globalBatch;
   plan.sequenceLength = analysis.tokensPerSample();
   plan.symbolicDims = ctx_.graph.symbolicDims;
+  plan.fusedAttention = ctx_.graph.fusedAttention;
   plan.precision = ctx_.precision;
   plan.optimizer = ctx_.config.optimizer;
   plan.numLayers = ctx_.graph.numLayers();

@@ -122,6 +122,8 @@ static void writeRequest(OStream &j, const Plan &plan) {
       for (const auto &[name, value] : plan.symbolicDims)
         j.attribute(name, value);
     });
+  if (plan.fusedAttention)
+    j.attribute("fused_attention", true);
   j.attribute("precision", bm::cost::toString(plan.precision));
   j.attribute("optimizer", bm::cost::toString(plan.optimizer));
 }
@@ -649,6 +651,7 @@ static void readRequest(Reader &r, const llvm::json::Object &root, Plan &plan) {
   r.integer("gpus", plan.gpus);
   r.integer("global_batch", plan.globalBatch);
   r.integer("sequence_length", plan.sequenceLength);
+  r.optionalBoolean("fused_attention", plan.fusedAttention);
   // Optional: plans whose only symbolic dimension is "seq" (and plans
   // written before the key) have no `symbolic_dims`.
   if (root.get("symbolic_dims")) {

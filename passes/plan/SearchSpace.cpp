@@ -154,6 +154,12 @@ llvm::Error SearchSpace::validateModelChoices() const {
         "recomputation works layer by layer (nothing would be recomputed); "
         "use recompute=none",
         toString(*fixed.recompute)));
+  if (fixed.recompute == Recompute::Selective && ctx_.graph.fusedAttention &&
+      !analysis.hasAttentionCore())
+    return planError("--fix recompute=selective: attention is fused (its "
+                     "backward recomputes the scores, which are never "
+                     "stored), so selective recomputation drops nothing "
+                     "more; use recompute=none or recompute=full");
   if (fixed.recompute == Recompute::Selective && !analysis.hasAttentionCore())
     return planError("--fix recompute=selective: the model has no attention "
                      "(no softmax over a product of two activations), so "

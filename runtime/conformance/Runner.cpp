@@ -217,7 +217,7 @@ const std::vector<Case> &allCases() {
   static const std::vector<Case> cases = [] {
     std::vector<Case> all;
     for (auto table :
-         {collectiveCases, contractionCases, dataMovementCases,
+         {attentionCases, collectiveCases, contractionCases, dataMovementCases,
           elementwiseCases, lossCases, normCases, poolCases, reductionCases})
       for (Case &c : table())
         all.push_back(std::move(c));

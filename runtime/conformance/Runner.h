@@ -137,6 +137,7 @@ Case bf16OperandsCase(const Case &c);
 const std::vector<Case> &allCases();
 
 // The case tables, one per op family (Cases*.cpp), alphabetical.
+std::vector<Case> attentionCases();
 std::vector<Case> collectiveCases();
 std::vector<Case> contractionCases();
 std::vector<Case> dataMovementCases();

@@ -127,6 +127,27 @@ void launchConvGradWeight(E &e, const Instr &i) {
 }
 
 //===----------------------------------------------------------------------===//
+// Fused attention
+//===----------------------------------------------------------------------===//
+
+float scaleOf(const Instr &i) {
+  return static_cast<float>(i.getFloat("scale"));
+}
+
+void launchAttention(E &e, const Instr &i) {
+  attention(e.stream(), e.operand(i, 0), e.operand(i, 1), e.operand(i, 2),
+            e.result(i, 0), scaleOf(i), i.getInt("causal", 0));
+}
+
+/// Operands q, kt, v, result, result_grad; results dq, dkt, dv.
+void launchAttentionGrad(E &e, const Instr &i) {
+  attentionGrad(e.stream(), e.operand(i, 0), e.operand(i, 1), e.operand(i, 2),
+                e.operand(i, 3), e.operand(i, 4), e.result(i, 0),
+                e.result(i, 1), e.result(i, 2), scaleOf(i),
+                i.getInt("causal", 0));
+}
+
+//===----------------------------------------------------------------------===//
 // Softmax, normalisation, loss
 //===----------------------------------------------------------------------===//
 
@@ -350,6 +371,8 @@ const KernelTable::Entry kKernels[] = {
     {"all_reduce", launchAllReduce},
     {"all_to_all", launchAllToAll},
     {"and", launchBinary<BinaryOp::And>},
+    {"attention", launchAttention},
+    {"attention_grad", launchAttentionGrad},
     {"avg_pool", launchAvgPool},
     {"avg_pool_grad", launchAvgPoolGrad},
     {"batch_norm", launchBatchNorm},

@@ -106,6 +106,22 @@ void convGradWeight(Stream &stream, const TensorView &dy, const TensorView &x,
                     const Ints &dilations, int64_t group);
 
 //===----------------------------------------------------------------------===//
+// Fused attention (bmrt/Attention.h)
+//===----------------------------------------------------------------------===//
+
+/// out = softmax(scale * q kt + causal mask) v per leading index; the
+/// scores live in a per-thread scratch row block, never in a tensor.
+void attention(Stream &stream, const TensorView &q, const TensorView &kt,
+               const TensorView &v, const TensorView &out, float scale,
+               bool causal);
+/// dq, dkt and dv of attention, recomputing the probabilities from q and kt.
+void attentionGrad(Stream &stream, const TensorView &q, const TensorView &kt,
+                   const TensorView &v, const TensorView &out,
+                   const TensorView &dout, const TensorView &dq,
+                   const TensorView &dkt, const TensorView &dv, float scale,
+                   bool causal);
+
+//===----------------------------------------------------------------------===//
 // Softmax and normalisation
 //===----------------------------------------------------------------------===//
 

@@ -28,6 +28,8 @@ set_target_properties(bmrt PROPERTIES
   CUDA_STANDARD_REQUIRED ON)
 
 target_sources(bmrt PRIVATE
+  cuda/AttentionKernels.cu
+  cuda/AttentionMma.cu
   cuda/Bf16Pack.cu
   cuda/ContractionKernels.cu
   cuda/CublasLt.cpp

@@ -26,8 +26,8 @@ namespace {
 std::vector<KernelTable::Entry> mergeFamilies() {
   std::vector<KernelTable::Entry> all;
   for (KernelFamily family :
-       {contractionKernels(), dataMovementKernels(), elementwiseKernels(),
-        normKernels(), reductionKernels()})
+       {attentionKernels(), contractionKernels(), dataMovementKernels(),
+        elementwiseKernels(), normKernels(), reductionKernels()})
     all.insert(all.end(), family.entries, family.entries + family.count);
   auto byName = [](const KernelTable::Entry &a, const KernelTable::Entry &b) {
     return std::strcmp(a.op, b.op) < 0;

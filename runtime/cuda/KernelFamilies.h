@@ -23,6 +23,7 @@ struct KernelFamily {
 };
 
 /// Alphabetical.
+KernelFamily attentionKernels();    // AttentionKernels.cu
 KernelFamily contractionKernels();  // ContractionKernels.cu
 KernelFamily dataMovementKernels(); // DataMovementKernels.cu
 KernelFamily elementwiseKernels();  // ElementwiseKernels.cu

@@ -648,6 +648,49 @@ void checkSoftmax(Check &c) {
   c.axisAttr("axis", x);
 }
 
+/// attention's q [..., s, d], kt [..., d, t] and v [..., t, e]: f32, one
+/// rank >= 2, equal leading dims, matching inner dims. Returns the result's
+/// shape [..., s, e].
+Shape checkAttentionOperands(Check &c) {
+  Arg q = c.operand(0), kt = c.operand(1), v = c.operand(2);
+  for (const Arg &arg : {q, kt, v})
+    c.dtypeIs(arg, DType::F32);
+  c.rankAtLeast(q, 2);
+  c.floatAttr("scale");
+  c.intAttr("causal", 0);
+  int64_t r = q.rank();
+  Shape lead(q.shape().begin(), q.shape().end() - 2);
+  Shape kShape = lead, vShape = lead;
+  kShape.insert(kShape.end(),
+                {q.dim(r - 1), kt.rank() == r ? kt.dim(r - 1) : 0});
+  c.shapeIs(kt, kShape, "q's leading dims, then q's head dim by the keys");
+  vShape.insert(vShape.end(),
+                {kt.dim(r - 1), v.rank() == r ? v.dim(r - 1) : 0});
+  c.shapeIs(v, vShape, "q's leading dims, then one row per key");
+  Shape out = lead;
+  out.insert(out.end(), {q.dim(r - 2), v.dim(r - 1)});
+  return out;
+}
+
+void checkAttention(Check &c) {
+  c.counts(3, 1);
+  Shape out = checkAttentionOperands(c);
+  c.dtypeIs(c.result(0), DType::F32);
+  c.shapeIs(c.result(0), out, "q's rows by v's columns");
+}
+
+/// Operands q, kt, v, result, result_grad; results dq, dkt, dv.
+void checkAttentionGrad(Check &c) {
+  c.counts(5, 3);
+  Shape out = checkAttentionOperands(c);
+  for (size_t i : {3, 4}) {
+    c.dtypeIs(c.operand(i), DType::F32);
+    c.shapeIs(c.operand(i), out, "the attention's result");
+  }
+  for (size_t i : {0, 1, 2})
+    c.sameType(c.result(i), c.operand(i));
+}
+
 /// Operands y (the forward result) and dy; result dx.
 void checkSoftmaxGrad(Check &c) {
   c.counts(2, 1);
@@ -1235,6 +1278,8 @@ const Entry kCheckers[] = {
     {"all_reduce", checkAllReduce},
     {"all_to_all", checkAllToAll},
     {"and", checkBinary<kBool, true>},
+    {"attention", checkAttention},
+    {"attention_grad", checkAttentionGrad},
     {"avg_pool", checkPool},
     {"avg_pool_grad", checkAvgPoolGrad},
     {"batch_norm", checkBatchNorm},

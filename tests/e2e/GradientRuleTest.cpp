@@ -224,6 +224,12 @@ const GradCase kCases[] = {
     {"scatter_elements_add", "%d: tensor<4x3xf32>" P("d") ", %u: tensor<3x3xf32>" P("u"),
      "%i = bm.constant dense<[[1, 1, 0], [1, 3, 0], [2, 1, 1]]> : tensor<3x3xi64>\n"
      "%y = bm.scatter_elements %d, %i, %u {axis = 0 : i64, reduction = \"add\"} : tensor<4x3xf32>, tensor<3x3xi64>, tensor<3x3xf32>", "4x3"},
+    // Fused attention: causal with more keys than queries (query 0 sees 3
+    // of 4 keys), and non-causal with e != d; q, kt and v all trained.
+    {"attention_causal", "%q: tensor<2x3x2xf32>" P("q") ", %k: tensor<2x2x4xf32>" P("k") ", %v: tensor<2x4x3xf32>" P("v"),
+     "%y = bm.attention %q, %k, %v {causal = true, scale = 0.7 : f32} : tensor<2x3x2xf32>, tensor<2x2x4xf32>, tensor<2x4x3xf32>", "2x3x3"},
+    {"attention", "%q: tensor<1x2x3x2xf32>" P("q") ", %k: tensor<1x2x2x3xf32>" P("k") ", %v: tensor<1x2x3x4xf32>" P("v"),
+     "%y = bm.attention %q, %k, %v {scale = 1.3 : f32} : tensor<1x2x3x2xf32>, tensor<1x2x2x3xf32>, tensor<1x2x3x4xf32>", "1x2x3x4"},
     {"concat", "%a: tensor<2x3xf32>" P("a") ", %b: tensor<2x1xf32>" P("b") ", %c: tensor<2x2xf32>" P("c"),
      "%y = bm.concat %a, %b, %c {axis = 1 : i64} : tensor<2x3xf32>, tensor<2x1xf32>, tensor<2x2xf32>", "2x6"},
     // The middle piece is read by nothing: its gradient is zeros.

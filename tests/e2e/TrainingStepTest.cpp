@@ -24,6 +24,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -34,6 +35,7 @@ namespace {
 struct StepCase {
   const char *model;
   std::map<std::string, int64_t> dims;
+  bool fuseAttention = false;
 };
 
 std::string modelPath(const char *name) {
@@ -65,8 +67,7 @@ struct CompiledStep {
     auto params = bm::readParameters(*file, main);
     ASSERT_TRUE(static_cast<bool>(params)) << llvm::toString(params.takeError());
     mlir::PassManager pm(&context);
-    pm.addNestedPass<mlir::func::FuncOp>(mlir::bm::createBmFuseGeluPass());
-    mlir::bm::buildFoldPhase(pm);
+    mlir::bm::buildFoldPhase(pm, c.fuseAttention);
     mlir::bm::buildAutodiffPhase(pm);
     ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
     auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
@@ -117,7 +118,33 @@ struct CompiledStep {
   }
 };
 
+/// Calls `check(name, a, b)` with each trained parameter's gradient in two
+/// steps of one model (matched by the parameter's name).
+template <typename Check>
+void forEachGradientPair(CompiledStep &one, CompiledStep &other, Check check) {
+  for (int param : one.program.slotsOf(bmrt::SlotKind::Param)) {
+    const std::string &name = one.program.slots[param].name;
+    int match = -1;
+    for (int p : other.program.slotsOf(bmrt::SlotKind::Param))
+      if (other.program.slots[p].name == name)
+        match = p;
+    ASSERT_GE(match, 0) << name;
+    int g = one.program.gradientOf(param), h = other.program.gradientOf(match);
+    ASSERT_EQ(g < 0, h < 0) << name;
+    if (g >= 0)
+      check(name, one.executor->view(g), other.executor->view(h));
+  }
+}
+
 class WholeModelGradient : public testing::TestWithParam<StepCase> {};
+
+std::string testName(const StepCase &c) {
+  std::string name = c.model;
+  for (char &ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch)))
+      ch = '_';
+  return c.fuseAttention ? name + "_fused" : name;
+}
 
 TEST_P(WholeModelGradient, MatchesDirectionalDerivative) {
   // The program bmc compile writes: transposes folded, layers outlined.
@@ -207,21 +234,60 @@ TEST_P(WholeModelGradient, OutliningBlocksKeepsTheStep) {
             outlined.program.instrs.size() == flat.program.instrs.size());
   EXPECT_LE(outlined.program.instrs.size(), flat.program.instrs.size());
   EXPECT_EQ(flat.loss(), outlined.loss());
-  for (int param : flat.program.slotsOf(bmrt::SlotKind::Param)) {
-    const std::string &name = flat.program.slots[param].name;
-    int other = -1;
-    for (int p : outlined.program.slotsOf(bmrt::SlotKind::Param))
-      if (outlined.program.slots[p].name == name)
-        other = p;
-    ASSERT_GE(other, 0) << name;
-    int g = flat.program.gradientOf(param), h = outlined.program.gradientOf(other);
-    ASSERT_EQ(g < 0, h < 0) << name;
-    if (g < 0)
-      continue;
-    const bmrt::TensorView &a = flat.executor->view(g);
-    const bmrt::TensorView &b = outlined.executor->view(h);
-    EXPECT_EQ(0, std::memcmp(a.data, b.data, a.bytes())) << name;
-  }
+  forEachGradientPair(flat, outlined,
+                      [](const std::string &name, const bmrt::TensorView &a,
+                         const bmrt::TensorView &b) {
+                        EXPECT_EQ(0, std::memcmp(a.data, b.data, a.bytes()))
+                            << name;
+                      });
+}
+
+/// Fused attention (bm-fuse-attention, --fuse-attention on) runs the same
+/// arithmetic as the ops it replaces, in another order: the attention
+/// cores become attention instructions, and the loss and every gradient
+/// agree with the unfused step's to fp32 rounding. The scores' GEMM, the
+/// softmax's sums and the context's GEMM sum the same terms (at most 16
+/// keys here) as before, through OpenBLAS at other shapes; the CPU's
+/// softmax_grad and the fused gradient's sum differ in order only. 1e-5
+/// relative (of each gradient's largest element) covers that with a
+/// margin; a wrong mask, scale or gradient is off by far more.
+TEST_P(WholeModelGradient, FusedAttentionKeepsTheStep) {
+  StepCase plainCase = GetParam(), fusedCase = GetParam();
+  plainCase.fuseAttention = false;
+  fusedCase.fuseAttention = true;
+  CompiledStep plain, fused;
+  ASSERT_NO_FATAL_FAILURE(plain.build(plainCase));
+  ASSERT_NO_FATAL_FAILURE(fused.build(fusedCase));
+  auto countOf = [](const bmrt::Program &program, const std::string &op) {
+    return std::count_if(program.instrs.begin(), program.instrs.end(),
+                         [&](const bmrt::Instr &i) { return i.op == op; });
+  };
+  // Each attention core's softmax became an attention; other softmaxes
+  // (MoE's router) stay. Every model with attention fuses it but T5, whose
+  // learned position bias keeps its cores op by op.
+  EXPECT_EQ(countOf(fused.program, "attention") +
+                countOf(fused.program, "softmax"),
+            countOf(plain.program, "softmax"));
+  EXPECT_EQ(countOf(fused.program, "attention_grad") +
+                countOf(fused.program, "softmax_grad"),
+            countOf(plain.program, "softmax_grad"));
+  std::string model = GetParam().model;
+  if (model != "t5-tiny" && model != "wresnet-tiny")
+    EXPECT_GT(countOf(fused.program, "attention"), 0) << model;
+  float a = plain.loss(), b = fused.loss();
+  EXPECT_NEAR(a, b, 1e-5 * std::fabs(a)) << GetParam().model;
+  forEachGradientPair(
+      plain, fused,
+      [&](const std::string &name, const bmrt::TensorView &x,
+          const bmrt::TensorView &y) {
+        ASSERT_EQ(x.size(), y.size()) << name;
+        float largest = 0;
+        for (int64_t i = 0; i < x.size(); ++i)
+          largest = std::max(largest, std::fabs(x.f32()[i]));
+        for (int64_t i = 0; i < x.size(); ++i)
+          ASSERT_NEAR(x.f32()[i], y.f32()[i], 1e-5f * largest + 1e-9f)
+              << GetParam().model << " " << name << "[" << i << "]";
+      });
 }
 
 /// A frozen parameter a layer reads (GPT-2's causal-mask buffer, batch
@@ -268,11 +334,19 @@ INSTANTIATE_TEST_SUITE_P(
                     StepCase{"hf-llama2-tiny", {{"batch", 2}, {"seq", 16}}},
                     StepCase{"hf-bert-tiny", {{"batch", 2}, {"seq", 16}}}),
     [](const testing::TestParamInfo<StepCase> &info) {
-      std::string name = info.param.model;
-      for (char &c : name)
-        if (!std::isalnum(static_cast<unsigned char>(c)))
-          c = '_';
-      return name;
+      return testName(info.param);
+    });
+
+/// The directional derivative again through fused attention's gradients.
+INSTANTIATE_TEST_SUITE_P(
+    FusedAttention, WholeModelGradient,
+    testing::Values(StepCase{"gpt3-tiny", {{"batch", 2}, {"seq", 16}}, true},
+                    StepCase{"bert-tiny", {{"batch", 2}, {"seq", 16}}, true},
+                    StepCase{"hf-gpt2-tiny", {{"batch", 2}, {"seq", 16}}, true},
+                    StepCase{
+                        "hf-llama2-tiny", {{"batch", 2}, {"seq", 16}}, true}),
+    [](const testing::TestParamInfo<StepCase> &info) {
+      return testName(info.param);
     });
 
 } // namespace

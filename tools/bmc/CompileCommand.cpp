@@ -76,6 +76,12 @@ OPTIONS:
   --device cpu|cuda     the backend the trainer runs on, written to
                         trainer.json (default cpu; the trainer's --device
                         overrides it)
+  --fuse-attention on|off
+                        make each attention core (scores, scale, causal
+                        mask, softmax, context) one fused op whose kernels
+                        never store the scores (default: on with --device
+                        cuda, off with cpu; the CPU runs either; with
+                        --plan, the plan's choice)
   --help                print this help
 )";
 
@@ -132,7 +138,7 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
   ArgCursor cursor("compile", args);
   std::optional<std::string> init;
   uint64_t seed = 1;
-  bool seedGiven = false;
+  bool seedGiven = false, fuseGiven = false;
   std::vector<std::string> planningFlags;
   out.options.training.gpus = 1;
   out.options.training.globalBatch = kDefaultGlobalBatch;
@@ -162,6 +168,7 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
     if (cursor.error)
       return fail(*cursor.error);
     seedGiven |= matched == "--seed";
+    fuseGiven |= matched == "--fuse-attention";
     if (matched == "--fix" || matched == "--global-batch" ||
         matched == "--cluster")
       planningFlags.push_back(matched.str());
@@ -182,6 +189,12 @@ std::optional<int> parseArgs(llvm::ArrayRef<StringRef> args, CompileArgs &out) {
                 " goes with planning");
   if (init)
     out.options.initSeed = seed;
+  // CUDA runs fused attention unless told not to; a plan file says for
+  // itself (readPlanFile), and an explicit flag must agree with it.
+  if (fuseGiven)
+    out.options.fuseAttention = out.options.import.fuseAttention;
+  else
+    out.options.import.fuseAttention = out.device == "cuda";
   return std::nullopt;
 }
 

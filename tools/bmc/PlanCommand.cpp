@@ -50,6 +50,11 @@ OPTIONS:
                         interleaved), v (chunks per device), stream
                         (replicated|sequence|hidden[:DIM]: how the values
                         between blocks lie over tp)
+  --fuse-attention on|off
+                        price each attention core (scores, scale, causal
+                        mask, softmax, context) as one fused op that never
+                        stores the scores, as bmc compile --device cuda
+                        runs it (default off); written into the plan
   --no-fold             search every layer on its own (same result, slower)
   --explain             also print per-op shardings, collectives and why the
                         alternatives lost

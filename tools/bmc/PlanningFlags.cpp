@@ -67,6 +67,10 @@ std::optional<std::string> bmc::applyPlanningFlag(StringRef flag,
       return "--optimizer must be adam, sgd, lamb or lars, got '" +
              value.str() + "'";
     request.training.optimizer = *optimizer;
+  } else if (flag == "--fuse-attention") {
+    if (value != "on" && value != "off")
+      return "--fuse-attention must be on or off, got '" + value.str() + "'";
+    request.import.fuseAttention = value == "on";
   } else if (flag == "--fix") {
     llvm::Expected<bm::plan::FixedChoices> fixed =
         bm::plan::parseFixedChoices(value);

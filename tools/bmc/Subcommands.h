@@ -78,8 +78,8 @@ std::optional<int64_t> parseCount(llvm::StringRef text, llvm::StringRef what,
 
 /// The flags `bmc plan` and `bmc compile` share: what is planned for.
 inline constexpr llvm::StringLiteral kPlanningFlags[] = {
-    "--gpus", "--cluster",   "--global-batch", "--seq",
-    "--dim",  "--precision", "--optimizer",    "--fix"};
+    "--gpus",      "--cluster",   "--global-batch", "--seq",           "--dim",
+    "--precision", "--optimizer", "--fix",          "--fuse-attention"};
 /// Where the planning flags go.
 struct PlanningRequest {
   bm::plan::TrainingConfig &training;

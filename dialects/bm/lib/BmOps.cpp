@@ -104,6 +104,64 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// The result of attention(q [..., s, d], kt [..., d, t], v [..., t, e]):
+/// [..., s, e]; the leading dims must be equal (no broadcasting: grouped
+/// keys are expanded before the scores in every export).
+static FailureOr<RankedTensorType> attentionResult(std::optional<Location> loc,
+                                                   Type qType, Type ktType,
+                                                   Type vType) {
+  auto q = tensorOf(qType), kt = tensorOf(ktType), v = tensorOf(vType);
+  if (q.getElementType() != kt.getElementType() ||
+      q.getElementType() != v.getElementType())
+    return emitOptionalError(loc, "attention operand element types differ: ", q,
+                             ", ", kt, " and ", v);
+  if (q.getRank() < 2 || kt.getRank() != q.getRank() ||
+      v.getRank() != q.getRank())
+    return emitOptionalError(loc,
+                             "attention needs q, kt and v of one rank "
+                             ">= 2, got ",
+                             q, ", ", kt, " and ", v);
+  int64_t rank = q.getRank();
+  ArrayRef<int64_t> lead = q.getShape().drop_back(2);
+  if (kt.getShape().drop_back(2) != lead || v.getShape().drop_back(2) != lead)
+    return emitOptionalError(loc, "attention's leading dims differ: ", q, ", ",
+                             kt, " and ", v);
+  if (kt.getDimSize(rank - 2) != q.getDimSize(rank - 1))
+    return emitOptionalError(loc, "attention's kt rows (", kt,
+                             ") must be q's head dim (", q, ")");
+  if (v.getDimSize(rank - 2) != kt.getDimSize(rank - 1))
+    return emitOptionalError(loc, "attention's v rows (", v,
+                             ") must be kt's keys (", kt, ")");
+  SmallVector<int64_t> shape(lead);
+  shape.push_back(q.getDimSize(rank - 2));
+  shape.push_back(v.getDimSize(rank - 1));
+  return RankedTensorType::get(shape, q.getElementType());
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto result =
+      attentionResult(loc, adaptor.getQ().getType(), adaptor.getKt().getType(),
+                      adaptor.getV().getType());
+  if (failed(result))
+    return failure();
+  types.push_back(*result);
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  auto result = attentionResult(getLoc(), getQ().getType(), getKt().getType(),
+                                getV().getType());
+  if (failed(result))
+    return failure();
+  if (*result != getResult().getType())
+    return emitOpError("result must be the attention's result ")
+           << *result << ", got " << getResult().getType();
+  return success();
+}
+
 LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                        Adaptor adaptor,
                                        SmallVectorImpl<Type> &types) {

@@ -57,6 +57,26 @@ static double scatterFlops(Operation *op) {
                                           : numElements(scatter.getUpdates());
 }
 
+/// Two products over the score matrix (q kt, then p v): 2 s t (d + e) per
+/// leading index. Under a causal mask the fused kernels skip the key blocks
+/// above the diagonal, about half of them when s = t.
+static double attentionFlops(Operation *op) {
+  auto attention = cast<AttentionOp>(op);
+  auto q = attention.getQ().getType(), v = attention.getV().getType();
+  int64_t rank = q.getRank();
+  double lead =
+      static_cast<double>(q.getNumElements()) /
+      static_cast<double>(q.getDimSize(rank - 2) * q.getDimSize(rank - 1));
+  double s = q.getDimSize(rank - 2), d = q.getDimSize(rank - 1);
+  double t = v.getDimSize(rank - 2), e = v.getDimSize(rank - 1);
+  // Query i sees keys j <= i + (t - s): all but a triangle when t >= s;
+  // when t < s the first s - t queries see none and the rest a triangle.
+  double pairs = s * t;
+  if (attention.getCausal())
+    pairs = t >= s ? s * t - s * (s - 1) / 2 : t * (t + 1) / 2;
+  return 2 * lead * pairs * (d + e);
+}
+
 using FlopCounter = double (*)(Operation *);
 
 // Memory kernel classes (cost MemoryKernelClass names): the cost
@@ -82,6 +102,7 @@ static const llvm::StringMap<OpCost> &costTable() {
       {AbsOp::getOperationName(), {perResultElement<1>, kElementwise}},
       {AddOp::getOperationName(), {perResultElement<1>, kElementwise}},
       {AndOp::getOperationName(), {perResultElement<1>, kElementwise}},
+      {AttentionOp::getOperationName(), {attentionFlops, kElementwise}},
       {AvgPoolOp::getOperationName(), {perInputElement<1>, kReduction}},
       {BatchNormOp::getOperationName(), {perResultElement<4>, kNormalization}},
       {CastOp::getOperationName(), {noFlops, kElementwise}},
@@ -160,6 +181,7 @@ StringRef mlir::bm::lookupMemoryKernelClass(Operation *op) {
 }
 
 // Contractions report themselves to the cost model.
+bool AttentionOp::isContraction() { return true; }
 bool ConvOp::isContraction() { return true; }
 bool EinsumOp::isContraction() { return true; }
 bool GemmOp::isContraction() { return true; }

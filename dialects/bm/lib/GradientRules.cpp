@@ -370,6 +370,21 @@ LogicalResult softmaxRule(Operation *op, GradBuilder &g, ArrayRef<Value> dys,
   return success();
 }
 
+/// Fused attention's gradient recomputes the scores from q and kt rather
+/// than storing them (what the fusion is for).
+LogicalResult attentionRule(Operation *op, GradBuilder &g, ArrayRef<Value> dys,
+                            Grads &dxs) {
+  auto attention = cast<AttentionOp>(op);
+  auto grad = AttentionGradOp::create(
+      g.b, g.loc, attention.getQ(), attention.getKt(), attention.getV(),
+      attention.getResult(), dys[0], attention.getScaleAttr(),
+      attention.getCausalAttr());
+  dxs[0] = grad.getQGrad();
+  dxs[1] = grad.getKtGrad();
+  dxs[2] = grad.getVGrad();
+  return success();
+}
+
 LogicalResult layerNormRule(Operation *op, GradBuilder &g, ArrayRef<Value> dys,
                             Grads &dxs) {
   auto norm = cast<LayerNormOp>(op);
@@ -669,6 +684,7 @@ const llvm::StringMap<Rule> &ruleTable() {
       {AbsOp::getOperationName(), unaryRule},
       {AddOp::getOperationName(), addRule},
       {AndOp::getOperationName(), noGradientRule},
+      {AttentionOp::getOperationName(), attentionRule},
       {AvgPoolOp::getOperationName(), avgPoolRule},
       {BatchNormOp::getOperationName(), batchNormRule},
       {CastOp::getOperationName(), castRule},

@@ -629,6 +629,42 @@ static TensorFactors rowFactors(ShardingRule &rule, ArrayRef<int64_t> shape,
   return dims;
 }
 
+/// attention (q, kt, v) -> result and attention_grad (q, kt, v, result,
+/// dresult) -> (dq, dkt, dv): the leading dims (batch, heads) are parallel;
+/// queries, keys and both head dims need replication (a query's softmax runs
+/// over every key, and the causal mask is indexed by whole positions).
+static ShardingRule attentionRule(Operation *op) {
+  ArrayRef<int64_t> q = shapeOf(op->getOperand(0));
+  ArrayRef<int64_t> v = shapeOf(op->getOperand(2));
+  size_t rank = q.size();
+  ShardingRule rule;
+  TensorFactors lead;
+  for (int64_t size : q.drop_back(2))
+    lead.push_back(single(rule.addFactor(size, FactorKind::Parallel), size));
+  auto replicated = [&](int64_t size) {
+    return single(rule.addFactor(size, FactorKind::NeedReplication), size);
+  };
+  DimFactors s = replicated(q[rank - 2]), d = replicated(q[rank - 1]);
+  DimFactors t = replicated(v[rank - 2]), e = replicated(v[rank - 1]);
+  auto tensor = [&](DimFactors rows, DimFactors cols) {
+    TensorFactors dims = lead;
+    dims.push_back(rows);
+    dims.push_back(cols);
+    return dims;
+  };
+  TensorFactors qDims = tensor(s, d), ktDims = tensor(d, t),
+                vDims = tensor(t, e), out = tensor(s, e);
+  rule.operandFactors = {qDims, ktDims, vDims};
+  if (isa<AttentionGradOp>(op)) {
+    rule.operandFactors.push_back(out);
+    rule.operandFactors.push_back(out);
+    rule.resultFactors = {qDims, ktDims, vDims};
+  } else {
+    rule.resultFactors = {out};
+  }
+  return rule;
+}
+
 /// layer_norm_grad, rms_norm_grad: (x, scale, dy) -> (dx, dscale[, dbias]).
 static ShardingRule normGradRule(Operation *op) {
   int64_t axis = cast<IntegerAttr>(op->getAttr("axis")).getInt();
@@ -760,6 +796,8 @@ static const llvm::StringMap<RuleBuilder> &ruleTable() {
       {AbsOp::getOperationName(), elementwiseRule},
       {AddOp::getOperationName(), elementwiseRule},
       {AndOp::getOperationName(), elementwiseRule},
+      {AttentionOp::getOperationName(), attentionRule},
+      {AttentionGradOp::getOperationName(), attentionRule},
       {AvgPoolOp::getOperationName(), poolRule},
       {AvgPoolGradOp::getOperationName(), windowGradRule},
       {BatchNormOp::getOperationName(), batchNormRule},

@@ -1026,3 +1026,35 @@ func.func @scatter_elements_reduction(%x: tensor<2x8xf32>, %i: tensor<2x2xi64>, 
   %0 = bm.scatter_elements %x, %i, %u {axis = 1 : i64, reduction = "sum"} : tensor<2x8xf32>, tensor<2x2xi64>, tensor<2x2xf32>
   return
 }
+
+// -----
+
+func.func @attention_head_dims(%q: tensor<2x8x16xf32>, %kt: tensor<2x8x8xf32>, %v: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{attention's kt rows ('tensor<2x8x8xf32>') must be q's head dim ('tensor<2x8x16xf32>')}}
+  %0 = bm.attention %q, %kt, %v {scale = 1.0 : f32} : tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_leading(%q: tensor<2x8x16xf32>, %kt: tensor<1x16x8xf32>, %v: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{attention's leading dims differ: 'tensor<2x8x16xf32>', 'tensor<1x16x8xf32>' and 'tensor<2x8x16xf32>'}}
+  %0 = bm.attention %q, %kt, %v {scale = 1.0 : f32} : tensor<2x8x16xf32>, tensor<1x16x8xf32>, tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_values(%q: tensor<8x16xf32>, %kt: tensor<16x8xf32>, %v: tensor<6x4xf32>) {
+  // expected-error @+1 {{attention's v rows ('tensor<6x4xf32>') must be kt's keys ('tensor<16x8xf32>')}}
+  %0 = bm.attention %q, %kt, %v {scale = 1.0 : f32} : tensor<8x16xf32>, tensor<16x8xf32>, tensor<6x4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_result(%q: tensor<8x16xf32>, %kt: tensor<16x8xf32>, %v: tensor<8x4xf32>, %o: tensor<8x5xf32>) {
+  // expected-error @+1 {{'bm.attention_grad' op result must be the attention's result 'tensor<8x4xf32>', got 'tensor<8x5xf32>'}}
+  %0:3 = bm.attention_grad %q, %kt, %v, %o, %o {scale = 1.0 : f32} : tensor<8x16xf32>, tensor<16x8xf32>, tensor<8x4xf32>, tensor<8x5xf32>
+  return
+}

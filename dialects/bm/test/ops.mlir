@@ -236,3 +236,12 @@ func.func @shardings(%x: tensor<8x16xf32>, %y: tensor<16x32xf32>) -> tensor<8x32
 func.func @attributes() attributes {bm.mesh_attr = #bm.mesh<["a"=3]>, bm.sharding_attr = #bm.sharding<@mesh, [], partial={"dp", "tp"}>} {
   return
 }
+
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: tensor<2x4x8x16xf32>, %kt: tensor<2x4x16x8xf32>, %v: tensor<2x4x8x32xf32>) {
+  // CHECK: %[[O:.*]] = bm.attention %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}} {causal = true, scale = 2.500000e-01 : f32} : tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>, tensor<2x4x8x32xf32>
+  %o = bm.attention %q, %kt, %v {causal = true, scale = 0.25 : f32} : tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>, tensor<2x4x8x32xf32>
+  // CHECK: bm.attention_grad %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %[[O]], %[[O]] {scale = 2.500000e-01 : f32} : tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>
+  %g:3 = bm.attention_grad %q, %kt, %v, %o, %o {scale = 0.25 : f32} : tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>
+  return
+}

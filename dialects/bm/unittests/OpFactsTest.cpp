@@ -68,6 +68,7 @@ const Exemption kExemptions[] = {
     {"bm.all_gather", kCost | kGradientRule | kShardingRule, kCollective},
     {"bm.all_reduce", kCost | kGradientRule | kShardingRule, kCollective},
     {"bm.all_to_all", kCost | kGradientRule | kShardingRule, kCollective},
+    {"bm.attention_grad", kCost | kGradientRule, kBackwardOp},
     {"bm.avg_pool_grad", kCost | kGradientRule, kBackwardOp},
     {"bm.batch_norm_grad", kCost | kGradientRule, kBackwardOp},
     {"bm.collective_permute", kCost | kGradientRule | kShardingRule,

@@ -51,6 +51,10 @@ slot %29 value f32[2,10]
 slot %30 value f32[2,5,8]
 slot %31 value f32[2,5,3]
 slot %32 value f32[2,5,8]
+slot %33 value f32[2,5,8]
+slot %34 value f32[2,5,8]
+slot %35 value f32[2,8,5]
+slot %36 value f32[2,5,8]
 
 %9 = conv %0, %1, %2 {dilations=[1,1], group=1, pads=[0,0,0,0], strides=[1,1]}  # conv
 %10 = max_pool %9 {kernel_shape=[2,2], pads=[0,0,0,0], strides=[2,2]}  # pool
@@ -74,6 +78,8 @@ slot %32 value f32[2,5,8]
 %30 = exp %23  # exp
 %31 = gather_elements %14, %25 {axis=2}  # pick
 %32 = scatter_elements %14, %25, %24 {axis=2, reduction="add"}  # put
+%33 = attention %14, %15, %14 {causal=1, scale=0.35}  # attend
+%34, %35, %36 = attention_grad %14, %15, %14, %33, %33 {scale=0.35}  # attend back
 
 loss %13
 )";
@@ -189,6 +195,19 @@ TEST(Verify, InconsistentProgramsAreOneLineErrors) {
        "scatter_elements",
        "result 0 is i64[2,5,8], its element type must be f32 (that of "
        "operand 0)"},
+      {"slot %33 value f32[2,5,8]", "slot %33 value f32[2,5,7]", "attention",
+       "result 0 is f32[2,5,7], its shape must be [2,5,8] (q's rows by v's "
+       "columns)"},
+      {"%33 = attention %14, %15, %14", "%33 = attention %14, %14, %14",
+       "attention",
+       "operand 1 is f32[2,5,8], its shape must be [2,8,8] (q's leading "
+       "dims, then q's head dim by the keys)"},
+      {"{causal=1, scale=0.35}", "{causal=1}", "attention",
+       "attribute 'scale' is missing"},
+      {"slot %35 value f32[2,8,5]", "slot %35 value f32[2,5,8]",
+       "attention_grad",
+       "result 1 is f32[2,5,8], its shape must be [2,8,5] (that of operand "
+       "1)"},
       {"permutation=[0,2,1]", "permutation=[0,2,2]", "transpose",
        "'permutation' [0,2,2] is not a permutation"},
       {"slot %15 value f32[2,8,5]", "slot %15 value f32[2,5,8]", "transpose",

@@ -244,6 +244,26 @@ def Bm_LogSoftmaxOp : Bm_Op<"log_softmax", Bm_ComputeTraits #
   let hasVerifier = 1;
 }
 
+def Bm_AttentionOp : Bm_Op<"attention", Bm_ContractionTraits> {
+  let summary = "softmax(scale * q kt + causal mask) v in one op (fused attention)";
+  let description = [{
+    q [..., s, d], kt [..., d, t] (the keys transposed, as exported graphs
+    hold them) and v [..., t, e], with equal leading dims, give
+    [..., s, e]. Under `causal`, query i sees key j only where
+    j <= i + (t - s). bm-fuse-attention makes it from the matmul, scale,
+    mask, softmax and matmul that exporters write, so that a backend can
+    run it without storing the [s, t] scores (FlashAttention, Dao et al.
+    2022), and its gradient (bm.attention_grad) recomputes them.
+  }];
+  let arguments = (ins Bm_FloatTensor:$q, Bm_FloatTensor:$kt,
+                       Bm_FloatTensor:$v, F32Attr:$scale,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs Bm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $q `,` $kt `,` $v attr-dict `:` type($q) `,` type($kt) `,` type($v)
+  }];
+}
+
 def Bm_LayerNormOp : Bm_Op<"layer_norm", Bm_ComputeTraits #
     [Bm_InferTypeOpAdaptor]> {
   let summary = "layer normalisation over the dimensions from `axis` on";
@@ -557,6 +577,23 @@ def Bm_LogSoftmaxGradOp : Bm_GradOp<"log_softmax_grad",
                        I64Attr:$axis);
   let results = (outs Bm_FloatTensor:$input_grad);
   let assemblyFormat = "$output `,` $result_grad attr-dict `:` type($output)";
+}
+
+def Bm_AttentionGradOp : Bm_GradOp<"attention_grad", [
+    AllTypesMatch<["q", "q_grad"]>, AllTypesMatch<["kt", "kt_grad"]>,
+    AllTypesMatch<["v", "v_grad"]>, AllTypesMatch<["result", "result_grad"]>]> {
+  let summary = "gradients of attention: q, kt and v";
+  let arguments = (ins Bm_FloatTensor:$q, Bm_FloatTensor:$kt,
+                       Bm_FloatTensor:$v, Bm_FloatTensor:$result,
+                       Bm_FloatTensor:$result_grad, F32Attr:$scale,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs Bm_FloatTensor:$q_grad, Bm_FloatTensor:$kt_grad,
+                      Bm_FloatTensor:$v_grad);
+  let assemblyFormat = [{
+    $q `,` $kt `,` $v `,` $result `,` $result_grad attr-dict `:` type($q)
+    `,` type($kt) `,` type($v) `,` type($result)
+  }];
+  let hasVerifier = 1;
 }
 
 def Bm_LayerNormGradOp : Bm_GradOp<"layer_norm_grad"> {
