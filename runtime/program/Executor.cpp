@@ -129,17 +129,66 @@ static void findLifetimes(const Program &prog, std::vector<size_t> &first,
     last[slot] = std::max(last[slot], forwardLast);
 }
 
+/// Ops whose result is their operand's bytes under another shape: run as a
+/// copy, they move every byte once for nothing.
+static bool isReshapeView(const Instr &instr) {
+  static const char *const kViews[] = {"flatten", "reshape", "squeeze",
+                                       "unsqueeze"};
+  return std::find_if(std::begin(kViews), std::end(kViews),
+                      [&](const char *op) { return instr.op == op; }) !=
+         std::end(kViews);
+}
+
+/// Each reshape-like instruction between two values (each computed by
+/// one instruction) makes its result share its operand's bytes: both slots
+/// get one root (aliasRoot), whose life spans all of theirs, and the
+/// instruction is not run (elided).
+void Executor::findViewAliases(std::vector<size_t> &first,
+                               std::vector<size_t> &last) {
+  size_t n = prog.slots.size();
+  aliasRoot.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    aliasRoot[i] = static_cast<int>(i);
+  elided.assign(prog.instrs.size(), false);
+  std::vector<int> writers(n, 0);
+  for (const Instr &instr : prog.instrs)
+    for (int r : instr.results)
+      ++writers[r];
+  auto isValue = [&](int slot) {
+    return slot >= 0 && prog.slots[slot].kind == SlotKind::Value &&
+           writers[slot] == 1;
+  };
+  for (size_t t = 0; t < prog.instrs.size(); ++t) {
+    const Instr &instr = prog.instrs[t];
+    if (!isReshapeView(instr) || instr.operands.size() != 1 ||
+        instr.results.size() != 1)
+      continue;
+    int from = instr.operands[0], to = instr.results[0];
+    if (!isValue(from) || !isValue(to) ||
+        prog.slots[from].bytes() != prog.slots[to].bytes())
+      continue;
+    int root = aliasRoot[from];
+    aliasRoot[to] = root;
+    first[root] = std::min(first[root], first[to]);
+    last[root] = std::max(last[root], last[to]);
+    elided[t] = true;
+  }
+}
+
 /// Offsets in the arena by liveness (findLifetimes): values whose lives
 /// overlap get disjoint bytes. Largest first, at the lowest offset that fits
-/// between the values already placed that overlap it in time.
+/// between the values already placed that overlap it in time. A view's
+/// result takes its root's bytes (findViewAliases).
 void Executor::placeValues() {
   size_t n = prog.slots.size(), end = prog.instrs.size();
   std::vector<size_t> first, last;
   findLifetimes(prog, first, last);
+  findViewAliases(first, last);
 
   std::vector<int> values;
   for (size_t i = 0; i < n; ++i)
-    if (prog.slots[i].kind == SlotKind::Value && first[i] < end)
+    if (prog.slots[i].kind == SlotKind::Value && first[i] < end &&
+        aliasRoot[i] == static_cast<int>(i))
       values.push_back(static_cast<int>(i));
   std::stable_sort(values.begin(), values.end(), [&](int a, int b) {
     return prog.slots[a].bytes() > prog.slots[b].bytes();
@@ -173,6 +222,9 @@ void Executor::placeValues() {
   }
   for (int v : values)
     views[v].data = static_cast<char *>(arena) + offsets[v];
+  for (size_t i = 0; i < n; ++i)
+    if (aliasRoot[i] != static_cast<int>(i))
+      views[i].data = views[aliasRoot[i]].data;
   findStashed(first, last);
   findWeightStashed(first);
 }
@@ -201,6 +253,21 @@ void Executor::findStashed(const std::vector<size_t> &first,
     if (crosses || fromOutside)
       stashed.push_back(static_cast<int>(i));
   }
+  dropSharedBytes(stashed);
+}
+
+/// Keeps one slot of each set of bytes (a view and its root): stashing both
+/// would copy the bytes twice.
+void Executor::dropSharedBytes(std::vector<int> &slots) const {
+  std::vector<bool> taken(prog.slots.size(), false);
+  std::vector<int> kept;
+  for (int slot : slots) {
+    int root = aliasRoot.empty() ? slot : aliasRoot[slot];
+    if (!taken[root])
+      kept.push_back(slot);
+    taken[root] = true;
+  }
+  slots = std::move(kept);
 }
 
 /// What W reads from before it: values computed before weightGradStart,
@@ -232,6 +299,7 @@ void Executor::findWeightStashed(const std::vector<size_t> &first) {
     if (crosses || fromOutside || gradientOfB)
       weightStashed.push_back(static_cast<int>(i));
   }
+  dropSharedBytes(weightStashed);
 }
 
 const TensorView &Executor::operand(const Instr &instr, size_t i) const {
@@ -291,7 +359,8 @@ void Executor::runRange(size_t begin, size_t end) {
     if (provider)
       for (int slot : acquireBefore[t])
         provider->acquire(*this, slot);
-    launchers[t](*this, prog.instrs[t]);
+    if (t >= elided.size() || !elided[t])
+      launchers[t](*this, prog.instrs[t]);
     if (provider)
       for (int slot : releaseAfter[t])
         provider->release(*this, slot);

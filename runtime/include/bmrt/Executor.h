@@ -126,6 +126,9 @@ public:
 private:
   void placeSlots();
   void placeValues();
+  /// Fills aliasRoot and elided, widening each root's life to its views'.
+  void findViewAliases(std::vector<size_t> &first, std::vector<size_t> &last);
+  void dropSharedBytes(std::vector<int> &slots) const;
   /// Fills `stashed` from each slot's first and last instruction.
   void findStashed(const std::vector<size_t> &first,
                    const std::vector<size_t> &last);
@@ -142,6 +145,11 @@ private:
   std::vector<TensorView> views;
   void *arena = nullptr;
   size_t arenaSize = 0;
+  /// Per slot, the slot whose bytes it shares (itself unless it is the
+  /// result of a reshape-like view of a value); per instruction, whether
+  /// it is such a view and not run.
+  std::vector<int> aliasRoot;
+  std::vector<bool> elided;
   /// The slots stash() and stashWeightInputs() copy, in slot order.
   std::vector<int> stashed, weightStashed;
   Collectives *comms;
