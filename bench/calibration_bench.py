@@ -49,7 +49,7 @@ MODELS_USED = {
 GENERATED = {"vit-tiny-4l": ("vit-tiny", 4)}
 
 # (model, ranks, --fix[, optimizer]): dp, tp, pp with 1F1B and
-# interleaving, ZeRO stages, recomputation, expert parallelism; the
+# interleaving, ZeRO stages, recomputation, expert parallelism, offload; the
 # optimizer is adam unless named (LAMB and LARS: their per-tensor norms and
 # second pass, and under ZeRO their norms' sums over dp).
 CONFIGS = [
@@ -77,6 +77,10 @@ CONFIGS = [
     ("gpt3-tiny", 1, "dp=1,tp=1,pp=1,mb=8", "lamb"),
     ("gpt3-tiny", 2, "dp=2,tp=1,pp=1,mb=4,zero=1", "lamb"),
     ("gpt3-tiny", 2, "dp=1,tp=2,pp=1,mb=8", "lars"),
+    # The optimizer offloaded to the host (issue 29): its copies down and
+    # up and the host step, one after another.
+    ("gpt3-small-cpu", 1, "dp=1,tp=1,pp=1,mb=8,offload=optimizer"),
+    ("gpt3-small-cpu", 2, "dp=2,tp=1,pp=1,mb=4,zero=1,offload=optimizer"),
 ]
 
 # The plan's memory kinds and the trainer's names for them.
@@ -176,6 +180,8 @@ def fix_of(config: dict) -> str:
         parts.append(f"schedule={config['schedule']}")
     if config["chunks"] > 1:
         parts.append(f"v={config['chunks']}")
+    if config.get("offload", "none") != "none":
+        parts.append(f"offload={config['offload']}")
     return ",".join(parts)
 
 

@@ -24,6 +24,21 @@ static llvm::Error makeError(const llvm::Twine &message) {
 // Latencies: per step of a ring collective, the order of NCCL's own
 // per-hop estimates (NCCL src/graph/tuning.cc: a few microseconds over
 // NVLink, 5-10 us through an InfiniBand NIC).
+//
+// Optimizer offload (issue 29) runs on every GPU of a node at once, after
+// the gradient reduction: each GPU copies its gradients to the host, the
+// host steps them, the parameters come back. The presets give the rates
+// one GPU sees then, effective rather than theoretical:
+// - the host link: a PCIe x16 link moves about 80% of its line rate in DMA
+//   copies (packet headers and flow control; CUDA's bandwidthTest with
+//   pinned memory shows it), and where two GPUs share one switch's x16
+//   uplink to the CPU, each gets half while both copy;
+// - the host optimizer step: STREAM-class kernels reach about 75% of the
+//   sockets' theoretical memory bandwidth, shared by the node's 8 GPU
+//   processes (an Adam step streams its state: DeepSpeed's CPU-Adam is
+//   bandwidth-bound);
+// - host memory: the node's memory over its 8 GPUs, less a quarter kept for
+//   the operating system, the data pipeline and the framework.
 
 /// AWS p3.16xlarge, the cluster of the Alpa paper (Zheng et al. 2022, OSDI,
 /// section 8: 8 x V100 16 GB per node, 25 Gbps between nodes).
@@ -50,6 +65,14 @@ static Cluster alpaV100() {
   c.intraNode = {130 * kGB, 2 * kMicro};
   // 25 Gb/s = 3.125 GB/s per node; ~90% is reachable through TCP sockets.
   c.interNode = {2.8 * kGB, 25 * kMicro};
+  // PCIe Gen3 x16: 15.75 GB/s per direction, ~12.5 effective; the board
+  // (DGX-1V-like) puts two GPUs behind each PCIe switch: 6 GB/s each.
+  c.hostLinkBandwidth = 6 * kGB;
+  // 488 GiB per p3.16xlarge: 61 GiB per GPU, 45 offloadable.
+  c.hostMemoryBytes = 45 * kGiB;
+  // 2 x Xeon E5-2686 v4, 4 channels of DDR4-2400 each: 153.6 GB/s; 75%
+  // over 8 GPUs is 14.4 GB/s.
+  c.hostOptimizerBandwidth = 14 * kGB;
   return c;
 }
 
@@ -79,6 +102,16 @@ static Cluster dgxA100() {
   // 8 x 200 Gb/s = 200 GB/s per node; nccl-tests multi-node all-reduce
   // reaches ~185 GB/s of bus bandwidth per node (~92% of line rate).
   c.interNode = {185 * kGB, 6 * kMicro};
+  // PCIe Gen4 x16 per GPU: 31.5 GB/s per direction, ~25 effective; four
+  // PCIe switches hold two GPUs each, one x16 uplink per switch (DGX A100
+  // System Architecture, the system's PCIe topology): 12.5 GB/s each.
+  c.hostLinkBandwidth = 12.5 * kGB;
+  // The 80 GB system's 2 TB (the 40 GB system: 1 TB, 2 TB optional):
+  // 256 GiB per GPU, 192 offloadable.
+  c.hostMemoryBytes = 192 * kGiB;
+  // 2 x AMD EPYC 7742, 8 channels of DDR4-3200 each: 409.6 GB/s; 75% over
+  // 8 GPUs is 38 GB/s.
+  c.hostOptimizerBandwidth = 38 * kGB;
   return c;
 }
 
@@ -103,6 +136,15 @@ static Cluster dgxH100() {
   c.intraNode = {360 * kGB, 2 * kMicro};
   // 8 x 400 Gb/s = 400 GB/s per node, ~92% reachable.
   c.interNode = {370 * kGB, 6 * kMicro};
+  // PCIe Gen5 x16 per GPU: 63 GB/s per direction, ~50 effective; two GPUs
+  // taken to share each switch uplink to the CPUs, as in the DGX A100:
+  // 25 GB/s each.
+  c.hostLinkBandwidth = 25 * kGB;
+  // 2 TB: 256 GiB per GPU, 192 offloadable.
+  c.hostMemoryBytes = 192 * kGiB;
+  // 2 x Xeon Platinum 8480C, 8 channels of DDR5-4800 each: 614 GB/s; 75%
+  // over 8 GPUs is 58 GB/s.
+  c.hostOptimizerBandwidth = 58 * kGB;
   return c;
 }
 
@@ -209,16 +251,16 @@ bool bm::cost::operator==(const LinkSpec &a, const LinkSpec &b) {
 }
 
 bool bm::cost::operator==(const Cluster &a, const Cluster &b) {
-  return std::tie(a.name, a.gpuName, a.gpusPerNode, a.maxNodes,
-                  a.peakFlops16, a.peakFlopsBf16, a.peakFlops32,
-                  a.memoryBytes, a.memoryBandwidth, a.gemmEfficiency,
-                  a.memoryEfficiency, a.reservedMemoryBytes, a.intraNode,
-                  a.interNode, a.runtime, a.precision, a.gradReduceOverlap,
-                  a.calibration) ==
-         std::tie(b.name, b.gpuName, b.gpusPerNode, b.maxNodes,
-                  b.peakFlops16, b.peakFlopsBf16, b.peakFlops32,
-                  b.memoryBytes, b.memoryBandwidth, b.gemmEfficiency,
-                  b.memoryEfficiency, b.reservedMemoryBytes, b.intraNode,
-                  b.interNode, b.runtime, b.precision, b.gradReduceOverlap,
-                  b.calibration);
+  return std::tie(a.name, a.gpuName, a.gpusPerNode, a.maxNodes, a.peakFlops16,
+                  a.peakFlopsBf16, a.peakFlops32, a.memoryBytes,
+                  a.memoryBandwidth, a.gemmEfficiency, a.memoryEfficiency,
+                  a.reservedMemoryBytes, a.intraNode, a.interNode, a.runtime,
+                  a.precision, a.gradReduceOverlap, a.hostLinkBandwidth,
+                  a.hostMemoryBytes, a.hostOptimizerBandwidth, a.calibration) ==
+         std::tie(b.name, b.gpuName, b.gpusPerNode, b.maxNodes, b.peakFlops16,
+                  b.peakFlopsBf16, b.peakFlops32, b.memoryBytes,
+                  b.memoryBandwidth, b.gemmEfficiency, b.memoryEfficiency,
+                  b.reservedMemoryBytes, b.intraNode, b.interNode, b.runtime,
+                  b.precision, b.gradReduceOverlap, b.hostLinkBandwidth,
+                  b.hostMemoryBytes, b.hostOptimizerBandwidth, b.calibration);
 }

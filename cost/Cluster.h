@@ -194,9 +194,27 @@ struct Cluster {
   /// PyTorch DDP use them), the presets' and a file's default; what `bmc
   /// calibrate` measures elsewhere.
   double gradReduceOverlap = 1.0;
+  /// Optimizer offload to the host (ZeRO-Offload, Ren et al. 2021; issue
+  /// 29): the copy bandwidth between host memory and one GPU, per direction
+  /// and with every GPU of the node copying at once, bytes/s (0: the
+  /// cluster cannot offload); the host memory per GPU that offloaded state
+  /// may take, bytes; and the traffic rate (bytes read + written) of the
+  /// optimizer step on the host cores one GPU's process gets, bytes/s. A
+  /// cluster with a host link has a host optimizer rate (parseCluster
+  /// checks); host memory 0 says the host's memory is the device's (a CPU):
+  /// the offloaded state then counts in `memoryBytes`.
+  double hostLinkBandwidth = 0;
+  double hostMemoryBytes = 0;
+  double hostOptimizerBandwidth = 0;
   Calibration calibration;
 
   bool hasBf16() const { return peakFlopsBf16 > 0; }
+  bool canOffload() const { return hostLinkBandwidth > 0; }
+  /// Whether offloaded state takes the device's own memory: no host link
+  /// (an offload --fix pins), or no host memory apart from the device's.
+  bool offloadSharesDeviceMemory() const {
+    return !canOffload() || hostMemoryBytes <= 0;
+  }
   /// Network bandwidth that one GPU can use: its share of the node's NICs.
   double interNodeBandwidthPerGpu() const {
     return interNode.busBandwidth / gpusPerNode;

@@ -21,6 +21,14 @@ static const KeySpec kClusterKeys[] = {
     {"gpu", KeyType::String, false, "GPU model, for printing"},
     {"gpus_per_node", KeyType::Integer, true, "GPUs in one node"},
     {"hbm_gbps", KeyType::Number, true, "device memory bandwidth, GB/s"},
+    {"host_link_gbps", KeyType::Number, false,
+     "host <-> GPU copy bandwidth per GPU and direction, every GPU copying, "
+     "GB/s; 0 = cannot offload"},
+    {"host_memory_gib", KeyType::Number, false,
+     "host memory per GPU for offloaded optimizer state, GiB; 0 = the "
+     "device's own (a CPU)"},
+    {"host_optimizer_gbps", KeyType::Number, false,
+     "traffic rate of the optimizer step on one GPU's host cores, GB/s"},
     {"inter_node_gbps", KeyType::Number, true,
      "network bus bandwidth per node (all NICs), GB/s"},
     {"inter_node_latency_us", KeyType::Number, false,
@@ -97,6 +105,22 @@ checkFlatKeys(const Node &root, const FieldReader &reader, StringRef source) {
   return flat;
 }
 
+/// A host link without the host's optimizer rate cannot be priced.
+static llvm::Error checkHostKeys(const FlatValues &flat, StringRef source) {
+  auto given = [&](const char *key) {
+    auto it = flat.find(key);
+    return it == flat.end() ? 0.0 : *it->second->number;
+  };
+  if (given("host_link_gbps") <= 0 || given("host_optimizer_gbps") > 0)
+    return llvm::Error::success();
+  return makeClusterError(
+      source + ": host_link_gbps is " + flat.at("host_link_gbps")->text +
+      " but host_optimizer_gbps is " +
+      (flat.count("host_optimizer_gbps") ? "0" : "not given") +
+      ": offloading the optimizer needs the host's step rate (without "
+      "host_link_gbps, or with it 0, the cluster does not offload)");
+}
+
 static llvm::Error checkFlatRanges(const FlatValues &flat, StringRef source) {
   auto number = [&](const char *key, double fallback) {
     auto it = flat.find(key);
@@ -114,7 +138,7 @@ static llvm::Error checkFlatRanges(const FlatValues &flat, StringRef source) {
   if (number("reserved_gib", 2) >= number("memory_gib", 0))
     return makeClusterError(source +
                             ": reserved_gib must be smaller than memory_gib");
-  return llvm::Error::success();
+  return checkHostKeys(flat, source);
 }
 
 static Cluster buildCluster(const FlatValues &flat, StringRef source) {
@@ -144,6 +168,9 @@ static Cluster buildCluster(const FlatValues &flat, StringRef source) {
                  number("intra_node_latency_us", 2) * kMicro};
   c.interNode = {number("inter_node_gbps", 0) * kGB,
                  number("inter_node_latency_us", 6) * kMicro};
+  c.hostLinkBandwidth = number("host_link_gbps", 0) * kGB;
+  c.hostMemoryBytes = number("host_memory_gib", 0) * kGiB;
+  c.hostOptimizerBandwidth = number("host_optimizer_gbps", 0) * kGB;
   return c;
 }
 

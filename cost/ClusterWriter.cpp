@@ -65,6 +65,12 @@ static std::string flatValue(const Cluster &c, StringRef key) {
     return std::to_string(c.gpusPerNode);
   if (key == "hbm_gbps")
     return decimalText(c.memoryBandwidth, kGB);
+  if (key == "host_link_gbps")
+    return decimalText(c.hostLinkBandwidth, kGB);
+  if (key == "host_memory_gib")
+    return decimalText(c.hostMemoryBytes, kGiB);
+  if (key == "host_optimizer_gbps")
+    return decimalText(c.hostOptimizerBandwidth, kGB);
   if (key == "inter_node_gbps")
     return decimalText(c.interNode.busBandwidth, kGB);
   if (key == "inter_node_latency_us")

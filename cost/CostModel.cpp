@@ -345,6 +345,32 @@ double bm::cost::optimizerStepBytesPerParam(Precision precision,
   return state.grads + 2 * state.optimizer + weights + norms;
 }
 
+// The host keeps the moments, an fp32 master copy of the parameters and a
+// copy of their gradients, and steps them there. Megatron-LM's mixed
+// precision (ZeRO-Offload, Ren et al. 2021, section 4.1): the gradients
+// leave the device as it keeps them (fp32 under bf16, fp16 under fp16),
+// the 16-bit parameters come back, and the host's master and moments are
+// what modelStateBytesPerParam counts as optimizer state; the step is the
+// device's (optimizerStepBytesPerParam). bmrt keeps fp32 tensors on the
+// device: 4-byte gradients down and parameters up, an fp32 step.
+OffloadBytes bm::cost::offloadBytesPerParam(Precision precision,
+                                            Optimizer optimizer,
+                                            RuntimeModel runtime) {
+  const double moments = twoMoments(optimizer) ? 8 : 4, master = 4;
+  OffloadBytes bytes;
+  if (runtime == RuntimeModel::Bmrt) {
+    bytes.toHost = bytes.toDevice = 4;
+    bytes.step = optimizerStepBytesPerParam(Precision::Fp32, optimizer);
+  } else {
+    ModelStateBytes state = modelStateBytesPerParam(precision, optimizer);
+    bytes.toHost = state.grads;
+    bytes.toDevice = state.params;
+    bytes.step = optimizerStepBytesPerParam(precision, optimizer);
+  }
+  bytes.held = moments + master + bytes.toHost;
+  return bytes;
+}
+
 // GPipe (Huang et al. 2019) and 1F1B (Narayanan et al. 2021, section 2.2.1)
 // idle (p-1)(F+B+W): each rank waits for the first micro-batch to pass the
 // ranks before it and for the last one's backward to come back. The

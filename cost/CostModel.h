@@ -178,6 +178,17 @@ ModelStateBytes modelStateMemory(double params, Precision precision,
 /// Bytes the optimizer step reads and writes per parameter it updates.
 double optimizerStepBytesPerParam(Precision precision, Optimizer optimizer);
 
+/// What an optimizer offloaded to the host (ZeRO-Offload, Ren et al. 2021;
+/// issue 29) moves and keeps per parameter of a rank's range.
+struct OffloadBytes {
+  double toHost = 0;   // the gradient, copied device -> host
+  double toDevice = 0; // the updated parameter, copied host -> device
+  double held = 0;     // host memory: moments, fp32 master, gradient copy
+  double step = 0;     // the host's optimizer step, read + written
+};
+OffloadBytes offloadBytesPerParam(Precision precision, Optimizer optimizer,
+                                  RuntimeModel runtime);
+
 /// One micro-batch's pass through a stage, split as the zero-bubble
 /// schedules split it: forward, B (the input's gradient) and W (the
 /// weights'). The default is Qi et al. 2023's equal thirds.

@@ -2,6 +2,8 @@
 
 #include "cost/Measurements.h"
 
+#include "cost/ClusterFile.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -222,6 +224,20 @@ static void readProvenance(Fields &root, Cluster &c, int &hosts) {
   c.memoryBytes = memory / c.gpusPerNode;
 }
 
+/// What offloading the optimizer to the host costs (issue 29), where
+/// bmrt-calibrate measured it: files without these keys give 0, and the
+/// cluster does not offload. host_memory_gib is the host memory apart from
+/// the device's: 0 on the CPU backend, whose device memory is the host's
+/// (the offloaded state then shares it).
+static void readHostRates(Fields &root, Cluster &c) {
+  auto optional = [&](StringRef key) {
+    return root.has(key) ? root.number(key) : 0.0;
+  };
+  c.hostLinkBandwidth = optional("host_link_gbps") * kGB;
+  c.hostOptimizerBandwidth = optional("host_optimizer_gbps") * kGB;
+  c.hostMemoryBytes = optional("host_memory_gib") * kGiB;
+}
+
 Expected<Cluster> bm::cost::clusterFromMeasurements(StringRef text,
                                                     StringRef source) {
   Expected<json::Value> parsed = json::parse(text);
@@ -245,6 +261,7 @@ Expected<Cluster> bm::cost::clusterFromMeasurements(StringRef text,
   readKernels(root, c.calibration, memorySpreads);
   LinkClass link = hosts > 1 ? LinkClass::InterNode : LinkClass::IntraNode;
   readCollectives(root, c.calibration, link);
+  readHostRates(root, c);
   Fields memory = root.object("memory");
   double copy = memory.positive("stream_copy_bytes_per_second");
   if (memory.has("stream_copy_spread"))

@@ -171,6 +171,80 @@ TEST(ClusterTest, IntegerTooLarge) {
             "99999999999");
 }
 
+// Optimizer offload (issue 29): every preset has a host link, host memory
+// and a host optimizer rate, each below what its hardware could reach at
+// best (PCIe x16 per GPU, the node's memory and memory bandwidth over 8).
+TEST(ClusterTest, PresetsCanOffloadAtEffectiveRates) {
+  struct Limits {
+    const char *name;
+    double pcieGBps, nodeMemoryGiB, nodeMemoryGBps;
+  };
+  for (const Limits &limits : {Limits{"alpa-v100", 15.75, 488, 153.6},
+                               Limits{"dgx-a100-80g", 31.5, 2048, 409.6},
+                               Limits{"dgx-h100-80g", 63, 2048, 614.4}}) {
+    Cluster c = cantFail(getClusterPreset(limits.name));
+    EXPECT_TRUE(c.canOffload()) << limits.name;
+    EXPECT_GT(c.hostLinkBandwidth, 0) << limits.name;
+    EXPECT_LT(c.hostLinkBandwidth, limits.pcieGBps * 1e9) << limits.name;
+    EXPECT_GT(c.hostMemoryBytes, 0) << limits.name;
+    EXPECT_LT(c.hostMemoryBytes, limits.nodeMemoryGiB / 8 * kGiB)
+        << limits.name;
+    EXPECT_GT(c.hostOptimizerBandwidth, 0) << limits.name;
+    EXPECT_LT(c.hostOptimizerBandwidth, limits.nodeMemoryGBps / 8 * 1e9)
+        << limits.name;
+  }
+}
+
+TEST(ClusterTest, HostKeysAreOptionalAndChecked) {
+  Cluster none = cantFail(parseCluster(kValidYaml, true, "lab.yaml"));
+  EXPECT_FALSE(none.canOffload());
+  EXPECT_EQ(none.hostMemoryBytes, 0);
+  std::string host = std::string(kValidYaml) +
+                     "host_link_gbps: 20\nhost_memory_gib: 100\n"
+                     "host_optimizer_gbps: 30\n";
+  Cluster c = cantFail(parseCluster(host, true, "lab.yaml"));
+  EXPECT_TRUE(c.canOffload());
+  EXPECT_FALSE(c.offloadSharesDeviceMemory());
+  EXPECT_DOUBLE_EQ(c.hostLinkBandwidth, 20e9);
+  EXPECT_DOUBLE_EQ(c.hostMemoryBytes, 100 * kGiB);
+  EXPECT_DOUBLE_EQ(c.hostOptimizerBandwidth, 30e9);
+  EXPECT_TRUE(cantFail(parseCluster(writeClusterYaml(c), true, "w.yaml")) == c);
+  // A link of 0 is a cluster that does not offload, whatever else it says.
+  std::string noLink =
+      std::string(kValidYaml) + "host_link_gbps: 0\nhost_memory_gib: 100\n";
+  EXPECT_FALSE(cantFail(parseCluster(noLink, true, "lab.yaml")).canOffload());
+  // A link without host memory: the host's memory is the device's (a
+  // CPU), and offloaded state counts in it.
+  Cluster shared = cantFail(parseCluster(
+      std::string(kValidYaml) + "host_link_gbps: 20\nhost_optimizer_gbps: 30\n",
+      true, "lab.yaml"));
+  EXPECT_TRUE(shared.canOffload());
+  EXPECT_TRUE(shared.offloadSharesDeviceMemory());
+  EXPECT_EQ(
+      errorOf(parseCluster(std::string(kValidYaml) + "host_link_gbps: -2\n",
+                           true, "lab.yaml")),
+      "lab.yaml: key 'host_link_gbps' must not be negative, got -2");
+  EXPECT_EQ(
+      errorOf(parseCluster(std::string(kValidYaml) + "host_memory_gib: lots\n",
+                           true, "lab.yaml")),
+      "lab.yaml: key 'host_memory_gib' must be a number, got 'lots'");
+  EXPECT_EQ(
+      errorOf(parseCluster(std::string(kValidYaml) + "host_link_gbps: 20\n"
+                                                     "host_memory_gib: 100\n",
+                           true, "lab.yaml")),
+      "lab.yaml: host_link_gbps is 20 but host_optimizer_gbps is not "
+      "given: offloading the optimizer needs the host's step rate "
+      "(without host_link_gbps, or with it 0, the cluster does not "
+      "offload)");
+  EXPECT_EQ(
+      errorOf(parseCluster(std::string(kValidYaml) + "host_link_gbps: 20\n"
+                                                     "host_optimizer_gbps: 0\n",
+                           true, "lab.yaml")),
+      "lab.yaml: host_link_gbps is 20 but host_optimizer_gbps is 0: "
+      "offloading the optimizer needs the host's step rate (without "
+      "host_link_gbps, or with it 0, the cluster does not offload)");
+}
+
 TEST(ClusterTest, LoadsFilesByExtension) {
   llvm::SmallString<128> path;
   ASSERT_FALSE(

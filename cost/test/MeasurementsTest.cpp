@@ -91,6 +91,45 @@ TEST(MeasurementsTest, OneRankMeasuresNoLinkAndNoOverlap) {
   EXPECT_DOUBLE_EQ(c.intraNode.busBandwidth, 4e9);
 }
 
+// bmrt-calibrate measures what offloading the optimizer costs (issue 29):
+// files with the three keys give a cluster that offloads at those rates,
+// files without them (older ones) a cluster that does not.
+TEST(MeasurementsTest, HostRatesWhereMeasured) {
+  Cluster without =
+      llvm::cantFail(clusterFromMeasurements(measurements(), "m.json"));
+  EXPECT_FALSE(without.canOffload());
+  EXPECT_EQ(without.hostMemoryBytes, 0);
+  EXPECT_EQ(without.hostOptimizerBandwidth, 0);
+  std::string json = measurements();
+  // The CPU backend's: its device memory is the host's, none apart.
+  json.insert(json.rfind('}'), R"(, "host_link_gbps": 6.5,
+    "host_optimizer_gbps": 3.25, "host_memory_gib": 0)");
+  Cluster with = llvm::cantFail(clusterFromMeasurements(json, "m.json"));
+  EXPECT_TRUE(with.canOffload());
+  EXPECT_DOUBLE_EQ(with.hostLinkBandwidth, 6.5e9);
+  EXPECT_DOUBLE_EQ(with.hostOptimizerBandwidth, 3.25e9);
+  EXPECT_EQ(with.hostMemoryBytes, 0);
+  EXPECT_TRUE(with.offloadSharesDeviceMemory());
+  std::string apart = measurements();
+  apart.insert(apart.rfind('}'), R"(, "host_link_gbps": 6.5,
+    "host_optimizer_gbps": 3.25, "host_memory_gib": 2)");
+  Cluster device = llvm::cantFail(clusterFromMeasurements(apart, "m.json"));
+  EXPECT_DOUBLE_EQ(device.hostMemoryBytes, 2 * kGiB);
+  EXPECT_FALSE(device.offloadSharesDeviceMemory());
+  EXPECT_TRUE(llvm::cantFail(parseCluster(writeClusterYaml(with), true,
+                                          "again.yaml")) == with);
+  std::string negative = measurements();
+  negative.insert(negative.rfind('}'), R"(, "host_link_gbps": -1)");
+  EXPECT_EQ(errorOf(negative),
+            "m.json: 'host_link_gbps' must be a non-negative number");
+  std::string noStep = measurements();
+  noStep.insert(noStep.rfind('}'), R"(, "host_link_gbps": 6.5)");
+  EXPECT_EQ(errorOf(noStep),
+            "m.json: host_link_gbps is 6.5 but host_optimizer_gbps is 0: "
+            "offloading the optimizer needs the host's step rate (without "
+            "host_link_gbps, or with it 0, the cluster does not offload)");
+}
+
 TEST(MeasurementsTest, BadMeasurementsAreOneLine) {
   EXPECT_NE(errorOf("{").find("m.json: not the JSON bmrt-calibrate writes"),
             std::string::npos);

@@ -11,8 +11,12 @@ using namespace bm::plan;
 using namespace bm::plan::detail;
 
 void BestPlans::consider(const Evaluation &e) {
+  // The least device memory, among the configurations whose offloaded
+  // state (if any) fits in host memory where some does.
   if (smallestMemory_.step == kInfinity ||
-      e.memory.total() < smallestMemory_.memory.total())
+      (e.hostFits != smallestMemory_.hostFits
+           ? e.hostFits
+           : e.memory.total() < smallestMemory_.memory.total()))
     smallestMemory_ = e;
   if (!e.fits) {
     if (better(e, fastestOutOfMemory_))

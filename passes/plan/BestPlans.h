@@ -39,6 +39,8 @@ public:
     return haveBest_ && bound > best_.step * kAlternativeSlack;
   }
   const Evaluation &fastestOutOfMemory() const { return fastestOutOfMemory_; }
+  /// The configuration that needs the least device memory (of those whose
+  /// offloaded optimizer fits in host memory, where any does).
   const Evaluation &smallestMemory() const { return smallestMemory_; }
   /// The best plans of the meshes other than `chosen`'s, fastest first, at
   /// most `count` of them.

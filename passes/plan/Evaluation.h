@@ -86,9 +86,13 @@ struct StepTail {
   /// The pp all-reduces of the gradients of parameters several pipeline
   /// stages hold (StepCoster::sharedGradientSums).
   double sharedSync = 0;
-  double optimizer = 0; // the optimizer step
+  double optimizer = 0; // the optimizer step on the device
+  /// The offloaded optimizer (Offload::Optimizer), one after another: the
+  /// gradients copied to the host, its step there, the parameters back.
+  double toHost = 0, hostOptimizer = 0, toDevice = 0;
+  double offload() const { return toHost + hostOptimizer + toDevice; }
   double total() const {
-    return dpSync + expertSync + stepComm + sharedSync + optimizer;
+    return dpSync + expertSync + stepComm + sharedSync + optimizer + offload();
   }
 };
 
@@ -104,7 +108,13 @@ struct Evaluation {
   double step = kInfinity;
   TimeBreakdown time;
   MemoryBreakdown memory;
+  /// Fits in device memory and (offloaded) in host memory: `fits`; whether
+  /// every device's offloaded state fits in host memory: `hostFits`.
   bool fits = false;
+  bool hostFits = true;
+  /// Offloaded: the most host memory a device's optimizer needs, and the
+  /// host step's seconds (in time.compute) of the step's tail.
+  double hostNeed = 0, hostStep = 0;
   /// Indices into the partition's devices: the slowest per micro-batch
   /// (its per-micro-batch load `slowest`) and the longest step tail.
   int critical = 0, tail = 0;

@@ -34,6 +34,17 @@ const char *bm::plan::toString(StreamLayout layout) {
   return "replicated";
 }
 
+const char *bm::plan::toString(Offload offload) {
+  return offload == Offload::Optimizer ? "optimizer" : "none";
+}
+
+std::optional<Offload> bm::plan::parseOffload(StringRef text) {
+  for (Offload offload : {Offload::None, Offload::Optimizer})
+    if (text == toString(offload))
+      return offload;
+  return std::nullopt;
+}
+
 static llvm::Error fixError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  "--fix: " + message);
@@ -72,6 +83,15 @@ static llvm::Error parseSchedule(StringRef value, FixedChoices &fixed) {
                     "or dualpipe-v, got '" +
                     value + "'");
   fixed.schedule = *kind;
+  return llvm::Error::success();
+}
+
+static llvm::Error parseOffloadChoice(StringRef value, FixedChoices &fixed) {
+  if (fixed.offload)
+    return fixError("offload is given twice");
+  fixed.offload = parseOffload(value);
+  if (!fixed.offload)
+    return fixError("offload must be none or optimizer, got '" + value + "'");
   return llvm::Error::success();
 }
 
@@ -125,6 +145,8 @@ static llvm::Error parseItem(StringRef key, StringRef value,
     return count(fixed.ep, 1, most);
   if (key == "mb")
     return count(fixed.microBatch, 1, most);
+  if (key == "offload")
+    return parseOffloadChoice(value, fixed);
   if (key == "pp")
     return count(fixed.pp, 1, most);
   if (key == "recompute")
@@ -140,8 +162,8 @@ static llvm::Error parseItem(StringRef key, StringRef value,
   if (key == "zero")
     return count(fixed.zeroStage, 0, 3);
   return fixError("unknown key '" + key +
-                  "' (keys: dp, ep, mb, pp, recompute, schedule, stream, tp, "
-                  "v, zero)");
+                  "' (keys: dp, ep, mb, offload, pp, recompute, schedule, "
+                  "stream, tp, v, zero)");
 }
 
 /// Choices that contradict each other, whatever the model.
@@ -208,6 +230,8 @@ std::string bm::plan::formatFixedChoices(const FixedChoices &fixed) {
   add("v", fixed.chunks);
   if (fixed.stream)
     parts.push_back("stream=" + formatStream(*fixed.stream, fixed.streamDim));
+  if (fixed.offload)
+    parts.push_back(std::string("offload=") + toString(*fixed.offload));
   return llvm::join(parts, ",");
 }
 
@@ -236,6 +260,10 @@ std::string ParallelConfig::str() const {
   // the dimension makes the choice one that --fix reads back exactly.
   if (tp > 1 && stream != StreamLayout::Replicated)
     fixed.streamDim = streamDim;
+  // Written only where it is not none: configurations without offload
+  // print as they always have.
+  if (offload != Offload::None)
+    fixed.offload = offload;
   return formatFixedChoices(fixed);
 }
 
@@ -245,5 +273,6 @@ bool ParallelConfig::operator==(const ParallelConfig &other) const {
          numMicroBatches == other.numMicroBatches &&
          zeroStage == other.zeroStage && recompute == other.recompute &&
          schedule == other.schedule && chunks == other.chunks &&
-         streamDim == other.streamDim && stream == other.stream;
+         streamDim == other.streamDim && stream == other.stream &&
+         offload == other.offload;
 }

@@ -20,11 +20,18 @@ static llvm::Error exportError(const llvm::Twine &message) {
                                  "--export megatron: " + message);
 }
 
-std::optional<MegatronMismatch>
-bm::plan::megatronMismatch(std::optional<int> zeroStage,
-                           std::optional<ScheduleKind> schedule,
-                           std::optional<StreamLayout> stream,
-                           std::optional<int> ep, std::optional<int> tp) {
+std::optional<MegatronMismatch> bm::plan::megatronMismatch(
+    std::optional<int> zeroStage, std::optional<ScheduleKind> schedule,
+    std::optional<StreamLayout> stream, std::optional<int> ep,
+    std::optional<int> tp, std::optional<Offload> offload) {
+  // Megatron-core's optimizer offload (--optimizer-cpu-offload) needs
+  // --use-precision-aware-optimizer, which needs the distributed optimizer
+  // (megatron/core/optimizer/optimizer_config.py).
+  if (offload == Offload::Optimizer && zeroStage && *zeroStage != 1)
+    return MegatronMismatch{"Megatron-LM offloads the optimizer "
+                            "(--optimizer-cpu-offload) only with its "
+                            "distributed optimizer (ZeRO stage 1)",
+                            "--fix zero=1"};
   if (zeroStage && *zeroStage >= 2)
     return MegatronMismatch{"Megatron-LM has no ZeRO stage " +
                                 std::to_string(*zeroStage) +
@@ -51,7 +58,13 @@ bm::plan::megatronMismatch(std::optional<int> zeroStage,
 }
 
 std::optional<MegatronMismatch>
-bm::plan::megatronOptimizerMismatch(Optimizer optimizer) {
+bm::plan::megatronOptimizerMismatch(Optimizer optimizer, Offload offload) {
+  // --use-precision-aware-optimizer, which the offload needs, is Adam's.
+  if (offload == Offload::Optimizer && optimizer != Optimizer::Adam)
+    return MegatronMismatch{std::string("Megatron-LM offloads only Adam "
+                                        "(--optimizer-cpu-offload), not ") +
+                                bm::cost::toString(optimizer),
+                            "--optimizer adam"};
   if (optimizer == Optimizer::Adam || optimizer == Optimizer::Sgd)
     return std::nullopt;
   return MegatronMismatch{std::string("Megatron-LM's --optimizer is adam or "
@@ -139,14 +152,14 @@ static llvm::Error addExperts(const Plan &plan, int perBlock,
 llvm::Expected<std::string>
 bm::plan::exportMegatronArguments(const Plan &plan) {
   const ParallelConfig &c = plan.config;
-  if (std::optional<MegatronMismatch> mismatch =
-          megatronMismatch(c.zeroStage, c.schedule, c.stream, c.ep, c.tp))
+  if (std::optional<MegatronMismatch> mismatch = megatronMismatch(
+          c.zeroStage, c.schedule, c.stream, c.ep, c.tp, c.offload))
     return exportError(mismatch->reason + "; re-plan with " + mismatch->fix);
   if (std::optional<std::string> why = megatronModelMismatch(
           plan.numLayers, plan.numBlockClasses, plan.attentionsPerBlock))
     return exportError(*why);
   if (std::optional<MegatronMismatch> mismatch =
-          megatronOptimizerMismatch(plan.optimizer))
+          megatronOptimizerMismatch(plan.optimizer, c.offload))
     return exportError(mismatch->reason + "; re-plan with " + mismatch->fix);
   // Megatron counts attention layers; a block may hold several.
   const int perBlock = plan.attentionsPerBlock;
@@ -201,5 +214,14 @@ bm::plan::exportMegatronArguments(const Plan &plan) {
   else if (plan.precision == Precision::Fp16Mixed)
     args.push_back("--fp16");
   add("--optimizer", bm::cost::toString(plan.optimizer));
+  // Megatron-core's HybridDeviceOptimizer (megatron/core/optimizer/
+  // cpu_offloading/README.md): the whole optimizer on the host. Its copies
+  // and step run one after another, as the plan priced them (without
+  // --overlap-cpu-optimizer-d2h-h2d).
+  if (c.offload == Offload::Optimizer) {
+    args.push_back("--optimizer-cpu-offload");
+    add("--optimizer-offload-fraction", "1.0");
+    args.push_back("--use-precision-aware-optimizer");
+  }
   return llvm::join(args, " ");
 }

@@ -175,25 +175,32 @@ std::vector<TimelineBar> PipelineTimeline::timeline(const Evaluation &chosen) {
   if (bars.empty())
     return bars;
   // Once the pipeline has drained, each rank synchronises its stage's
-  // gradients and steps its optimizer (the step's tail, StepTail).
+  // gradients and steps its optimizer (the step's tail, StepTail): an
+  // offloaded one between the copies to the host and back.
   const ParallelConfig &config = chosen.config;
   const PartitionEntry &entry = partitions_.of(chosen);
   const cost::MeshPlacement placement = coster_.meshOf(config);
+  const bool offloaded = config.offload == Offload::Optimizer;
   for (const DeviceGroup &group : entry.devices) {
     StepTail tail = coster_.stepTail(group.stats, config, placement, entry);
     for (int rank = group.firstDevice;
          rank < group.firstDevice + group.numDevices; ++rank) {
-      double sync = tail.total() - tail.optimizer;
       TimelineBar bar;
       bar.rank = rank;
-      bar.kind = TimelineBar::Kind::Sync;
-      bar.start = pipelineEnd;
-      bar.end = pipelineEnd + sync;
-      bars.push_back(bar);
-      bar.kind = TimelineBar::Kind::Optimizer;
-      bar.start = bar.end;
-      bar.end = bar.start + tail.optimizer;
-      bars.push_back(bar);
+      bar.end = pipelineEnd;
+      auto add = [&](TimelineBar::Kind kind, double seconds) {
+        bar.kind = kind;
+        bar.start = bar.end;
+        bar.end = bar.start + seconds;
+        bars.push_back(bar);
+      };
+      add(TimelineBar::Kind::Sync,
+          tail.total() - tail.optimizer - tail.offload());
+      if (offloaded)
+        add(TimelineBar::Kind::HostCopy, tail.toHost);
+      add(TimelineBar::Kind::Optimizer, tail.optimizer + tail.hostOptimizer);
+      if (offloaded)
+        add(TimelineBar::Kind::HostCopy, tail.toDevice);
     }
   }
   return bars;

@@ -45,6 +45,7 @@ struct ParallelConfig {
   /// the dimension tp splits (-1 when replicated; see solveSegment).
   StreamLayout stream = StreamLayout::Replicated;
   int streamDim = -1;
+  Offload offload = Offload::None;
 
   /// The virtual stage of `chunk` on pipeline device `device`, as the
   /// schedule lays stages out (bmrt::StageLayout: round the devices, or in
@@ -53,7 +54,8 @@ struct ParallelConfig {
     return bmrt::virtualStageOf(bmrt::layoutOf(schedule), pp, device, chunk);
   }
 
-  /// "dp=4,tp=8,pp=2,mb=1,zero=0,recompute=full,schedule=1f1b,v=1".
+  /// "dp=4,tp=8,pp=2,mb=1,zero=0,recompute=full,schedule=1f1b,v=1", and
+  /// ",offload=optimizer" where the optimizer is offloaded.
   std::string str() const;
   bool operator==(const ParallelConfig &other) const;
 };
@@ -103,14 +105,16 @@ struct CollectiveSummary {
 /// (Plan::criticalStage) plus the bubble item; the collectives of one model
 /// replica are the communication items weighted by their stage's devices.
 struct CostItem {
-  enum class Kind { Compute, Collective, Transfer, Bubble };
+  enum class Kind { Compute, Collective, Transfer, Bubble, HostCopy };
   Kind kind = Kind::Compute;
   /// Compute: "gemm", "attention core", "memory-bound", "recompute",
-  /// "optimizer step"; collectives: all_reduce, all_gather, ...; transfers:
-  /// send_recv; the bubble: "pipeline bubble".
+  /// "optimizer step", "host optimizer step" (offloaded); collectives:
+  /// all_reduce, all_gather, ...; transfers: send_recv; the bubble:
+  /// "pipeline bubble"; copies between a device and host memory (the
+  /// offloaded optimizer's): "device_to_host", "host_to_device".
   std::string what;
   std::string axis;            // mesh axis of communication, else ""
-  std::string link;            // nvlink or network for communication, else ""
+  std::string link;            // nvlink, network; "host" for host copies
   std::string phase;           // forward, backward, recompute, step, ...
   std::string where;           // op label, "gradients", "stage boundary", ...
   int stage = 0;               // first pipeline device of the stage group
@@ -132,13 +136,20 @@ struct CostItem {
 
 const char *toString(CostItem::Kind kind);
 
+/// CostItem::what of the offloaded optimizer's items.
+inline constexpr const char *kToHostItem = "device_to_host";
+inline constexpr const char *kHostStepItem = "host optimizer step";
+inline constexpr const char *kToDeviceItem = "host_to_device";
+
 /// One bar of the pipeline timeline of a step on pipeline rank `rank`:
 /// forward or backward of a micro-batch on a model chunk, or the work that
 /// follows the pipeline (gradient synchronisation, optimizer step).
 struct TimelineBar {
   /// Backward is the whole backward, or its B where W runs apart
   /// (WeightGrad: the zero-bubble schedules).
-  enum class Kind { Forward, Backward, WeightGrad, Sync, Optimizer };
+  /// HostCopy: the offloaded optimizer's copies of the gradients to the
+  /// host and of the parameters back, either side of its (host) step.
+  enum class Kind { Forward, Backward, WeightGrad, Sync, Optimizer, HostCopy };
   Kind kind = Kind::Forward;
   int rank = 0;
   int microBatch = -1;
@@ -153,11 +164,17 @@ struct TimeBreakdown {
   double nvlink = 0;           // communication over NVLink
   double network = 0;          // communication over the network
   double bubble = 0;           // pipeline fill and drain
-  double total() const { return compute + nvlink + network + bubble; }
+  double hostLink = 0;         // copies between the devices and host memory
+  double total() const {
+    return compute + nvlink + network + bubble + hostLink;
+  }
 };
 
 struct MemoryBreakdown {
   double params = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0;
+  /// Host memory that the device's offloaded optimizer holds (moments, fp32
+  /// master weights, gradient copies): not device memory, not in total().
+  double host = 0;
   int stage = 0;               // the pipeline stage these are for
   double total() const {
     return params + grads + optimizer + activations + buffers;
@@ -249,6 +266,10 @@ struct Plan {
   /// follows the costs).
   std::vector<double> stageForward, stageBackward, stageWeight;
   double deviceMemoryBytes = 0;
+  /// Host memory per GPU for offloaded state, where the plan offloads: the
+  /// cluster's host_memory_gib, or 0 where the offloaded state shares the
+  /// device's own memory (no host link, or host_memory_gib 0: a CPU).
+  double hostMemoryBytes = 0;
 
   double stepSeconds = 0;
   double mfu = 0;              // model FLOPs (no recompute) / peak

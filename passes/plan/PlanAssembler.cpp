@@ -19,19 +19,48 @@ static std::string percent(double fraction) {
       .str();
 }
 
-/// Why `alternative` lost against `best`.
-static std::string lossReason(const Evaluation &alternative,
-                              const Evaluation &best, double deviceMemory) {
-  if (!alternative.fits)
+/// Why `alternative` does not fit on `cluster`: device memory, or the
+/// host memory its offloaded optimizer needs.
+static std::string memoryShortfall(const Evaluation &alternative,
+                                   const cost::Cluster &cluster) {
+  const MemoryBreakdown &memory = alternative.memory;
+  if (memory.total() > cluster.memoryBytes || alternative.hostFits)
     return llvm::formatv("out of memory by {0:F1} GiB on stage {1}",
-                         (alternative.memory.total() - deviceMemory) / kGiB,
-                         alternative.memory.stage)
+                         (memory.total() - cluster.memoryBytes) / kGiB,
+                         memory.stage)
         .str();
+  if (cluster.offloadSharesDeviceMemory())
+    return llvm::formatv("out of memory by {0:F1} GiB on stage {1} with its "
+                         "offloaded optimizer in the same memory (the "
+                         "cluster's host has none apart)",
+                         (memory.total() + memory.host - cluster.memoryBytes) /
+                             kGiB,
+                         memory.stage)
+        .str();
+  return llvm::formatv("out of host memory: its offloaded optimizer needs "
+                       "{0:F1} GiB per GPU, the host has {1:F0} GiB",
+                       alternative.hostNeed / kGiB,
+                       cluster.hostMemoryBytes / kGiB)
+      .str();
+}
+
+std::string bm::plan::detail::lossReason(const Evaluation &alternative,
+                                         const Evaluation &best,
+                                         const cost::Cluster &cluster) {
+  if (!alternative.fits)
+    return memoryShortfall(alternative, cluster);
+  // The host's optimizer step is compute; offloading shows as one part.
+  auto offload = [](const Evaluation &e) {
+    return e.time.hostLink + e.hostStep;
+  };
   std::pair<const char *, double> parts[] = {
-      {"compute", alternative.time.compute - best.time.compute},
+      {"compute", (alternative.time.compute - alternative.hostStep) -
+                      (best.time.compute - best.hostStep)},
       {"NVLink communication", alternative.time.nvlink - best.time.nvlink},
       {"network communication", alternative.time.network - best.time.network},
       {"pipeline bubble", alternative.time.bubble - best.time.bubble},
+      {"the optimizer offload (host copies and step)",
+       offload(alternative) - offload(best)},
   };
   // Equal times: the chosen plan won on memory (`better`), or, with that
   // equal too, by being scored first.
@@ -62,6 +91,9 @@ Plan PlanAssembler::assemble(const Evaluation &searched, const BestPlans &best,
   plan.time = chosen.time;
   plan.memory = chosen.memory;
   plan.deviceMemoryBytes = ctx_.cluster.memoryBytes;
+  if (chosen.config.offload == Offload::Optimizer &&
+      !ctx_.cluster.offloadSharesDeviceMemory())
+    plan.hostMemoryBytes = ctx_.cluster.hostMemoryBytes;
   plan.stepSeconds = chosen.step;
   describeThroughput(plan, chosen);
   plan.configurationsEvaluated = evaluated;
@@ -186,7 +218,6 @@ void PlanAssembler::describeAlternatives(Plan &plan, const Evaluation &chosen,
   if (alternatives > 0 && best.fastestOutOfMemory().step < chosen.step)
     others.push_back(best.fastestOutOfMemory());
   for (const Evaluation &e : others)
-    plan.alternatives.push_back(
-        {e.config, e.step, e.memory.total(), e.fits,
-         lossReason(e, chosen, ctx_.cluster.memoryBytes), e.time});
+    plan.alternatives.push_back({e.config, e.step, e.memory.total(), e.fits,
+                                 lossReason(e, chosen, ctx_.cluster), e.time});
 }

@@ -16,6 +16,12 @@
 
 namespace bm::plan::detail {
 
+/// Why `alternative` lost against `best` on `cluster` (Alternative::reason):
+/// the memory it lacks, on the device or (offloaded) on the host, or the
+/// part of the step time that grew most.
+std::string lossReason(const Evaluation &alternative, const Evaluation &best,
+                       const cost::Cluster &cluster);
+
 class PlanAssembler {
 public:
   PlanAssembler(const PlanContext &ctx, SegmentCosts &segments,

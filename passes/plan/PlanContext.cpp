@@ -15,6 +15,8 @@ PlanContext::PlanContext(const ModelGraph &graph, const cost::Cluster &cluster,
       precision(config.precision.value_or(cost::defaultPrecision(cluster))),
       analysis(graph, config.fold, cluster.runtime), model(cluster, precision),
       perParam(cost::modelStateBytesPerParam(precision, config.optimizer)),
+      offloadPerParam(cost::offloadBytesPerParam(precision, config.optimizer,
+                                                 cluster.runtime)),
       segments(analysis.segments()) {
   const int64_t unit = graph.batchGranularity;
   globalBatch = config.globalBatch > 0

@@ -49,6 +49,8 @@ struct PlanContext {
   const cost::CostModel model;
   /// Bytes of parameters, gradients and optimizer state per parameter.
   const cost::ModelStateBytes perParam;
+  /// What an offloaded optimizer moves and keeps per parameter.
+  const cost::OffloadBytes offloadPerParam;
   const std::vector<Segment> segments;
   /// Between prologue and epilogue, in order: (segment, instances) for runs
   /// of layers and for interludes.

@@ -22,6 +22,8 @@ const char *bm::plan::toString(CostItem::Kind kind) {
     return "transfer";
   case CostItem::Kind::Bubble:
     return "bubble";
+  case CostItem::Kind::HostCopy:
+    return "host_copy";
   }
   return "compute";
 }
@@ -38,6 +40,8 @@ const char *bm::plan::toString(TimelineBar::Kind kind) {
     return "sync";
   case TimelineBar::Kind::Optimizer:
     return "optimizer";
+  case TimelineBar::Kind::HostCopy:
+    return "host_copy";
   }
   return "forward";
 }
@@ -64,11 +68,33 @@ TimeBreakdown bm::plan::timeOfItems(const Plan &plan) {
     case CostItem::Kind::Bubble:
       time.bubble += item->seconds;
       break;
+    case CostItem::Kind::HostCopy:
+      time.hostLink += item->seconds;
+      break;
     default:
       (item->link == "network" ? time.network : time.nvlink) += item->seconds;
     }
   }
   return time;
+}
+
+std::optional<OffloadSummary> bm::plan::offloadOf(const Plan &plan) {
+  if (plan.config.offload == Offload::None)
+    return std::nullopt;
+  OffloadSummary offload;
+  offload.hostBytes = plan.memory.host;
+  for (const MemoryBreakdown &stage : plan.stageMemory)
+    offload.hostBytes = std::max(offload.hostBytes, stage.host);
+  offload.hostMemoryBytes = plan.hostMemoryBytes;
+  for (const CostItem *item : stepItems(plan)) {
+    if (item->kind == CostItem::Kind::HostCopy)
+      (item->what == kToHostItem ? offload.toHost : offload.toDevice) +=
+          item->seconds;
+    else if (item->kind == CostItem::Kind::Compute &&
+             item->what == kHostStepItem)
+      offload.hostStep += item->seconds;
+  }
+  return offload;
 }
 
 std::vector<CollectiveSummary>
@@ -130,7 +156,8 @@ std::optional<std::string> bm::plan::inconsistency(const Plan &plan) {
         {"the compute items", {items.compute, plan.time.compute}},
         {"the nvlink items", {items.nvlink, plan.time.nvlink}},
         {"the network items", {items.network, plan.time.network}},
-        {"the bubble items", {items.bubble, plan.time.bubble}}};
+        {"the bubble items", {items.bubble, plan.time.bubble}},
+        {"the host link items", {items.hostLink, plan.time.hostLink}}};
     for (const auto &[what, values] : parts)
       if (!near(values.first, values.second))
         return differ(what, values.first, values.second);

@@ -36,6 +36,9 @@ static void writeConfig(OStream &j, const ParallelConfig &c) {
   j.attribute("chunks", c.chunks);
   j.attribute("stream", toString(c.stream));
   j.attribute("stream_dim", c.streamDim);
+  // Only where the optimizer is offloaded: other plans keep their bytes.
+  if (c.offload != Offload::None)
+    j.attribute("offload", toString(c.offload));
 }
 
 static void writeStrings(OStream &j, const std::vector<std::string> &items) {
@@ -62,6 +65,8 @@ static void writeTimeParts(OStream &j, const TimeBreakdown &t) {
   j.attribute("nvlink", t.nvlink);
   j.attribute("network", t.network);
   j.attribute("bubble", t.bubble);
+  if (t.hostLink > 0)
+    j.attribute("host_link", t.hostLink);
 }
 
 static void writeMemoryParts(OStream &j, const MemoryBreakdown &m) {
@@ -70,6 +75,8 @@ static void writeMemoryParts(OStream &j, const MemoryBreakdown &m) {
   j.attribute("optimizer", m.optimizer);
   j.attribute("activations", m.activations);
   j.attribute("buffers", m.buffers);
+  if (m.host > 0)
+    j.attribute("host", m.host);
   j.attribute("total", m.total());
 }
 
@@ -222,6 +229,8 @@ static void writeStep(OStream &j, const Plan &plan) {
   j.attributeObject("memory", [&] {
     j.attribute("stage", plan.memory.stage);
     j.attribute("device_bytes", plan.deviceMemoryBytes);
+    if (plan.hostMemoryBytes > 0)
+      j.attribute("host_memory_bytes", plan.hostMemoryBytes);
     writeMemoryParts(j, plan.memory);
   });
   j.attribute("critical_stage", plan.criticalStage);
@@ -468,8 +477,17 @@ static void readConfig(Reader r, ParallelConfig &c) {
   r.string("recompute", recompute);
   r.string("schedule", schedule);
   r.optionalString("stream", stream);
+  std::string offload = toString(Offload::None);
+  r.optionalString("offload", offload);
   if (!r.ok())
     return;
+  std::optional<Offload> parsed = parseOffload(offload);
+  if (!parsed) {
+    r.fail("'" + r.name("offload") + "' must be none or optimizer, got '" +
+           offload + "'");
+    return;
+  }
+  c.offload = *parsed;
   llvm::Expected<FixedChoices> fixed = parseFixedChoices(
       "recompute=" + recompute + ",schedule=" + schedule + ",stream=" + stream);
   if (!fixed) {
@@ -501,6 +519,7 @@ static void readTimeParts(Reader &r, TimeBreakdown &t) {
   r.number("nvlink", t.nvlink);
   r.number("network", t.network);
   r.number("bubble", t.bubble);
+  r.optionalNumber("host_link", t.hostLink);
 }
 
 static void readMemoryParts(Reader &r, MemoryBreakdown &m) {
@@ -510,6 +529,7 @@ static void readMemoryParts(Reader &r, MemoryBreakdown &m) {
   r.number("optimizer", m.optimizer);
   r.number("activations", m.activations);
   r.number("buffers", m.buffers);
+  r.optionalNumber("host", m.host);
 }
 
 /// One of `names`' spellings (toString of the kinds), or a failure.
@@ -533,7 +553,8 @@ static CostItem readItem(Reader &r) {
   item.kind =
       readKind(r, "kind",
                std::array{CostItem::Kind::Compute, CostItem::Kind::Collective,
-                          CostItem::Kind::Transfer, CostItem::Kind::Bubble});
+                          CostItem::Kind::Transfer, CostItem::Kind::Bubble,
+                          CostItem::Kind::HostCopy});
   r.string("what", item.what);
   r.string("axis", item.axis);
   r.string("link", item.link);
@@ -558,7 +579,7 @@ static TimelineBar readBar(Reader &r) {
       r, "kind",
       std::array{TimelineBar::Kind::Forward, TimelineBar::Kind::Backward,
                  TimelineBar::Kind::WeightGrad, TimelineBar::Kind::Sync,
-                 TimelineBar::Kind::Optimizer});
+                 TimelineBar::Kind::Optimizer, TimelineBar::Kind::HostCopy});
   r.integer("rank", bar.rank);
   r.integer("micro_batch", bar.microBatch);
   r.integer("chunk", bar.chunk);
@@ -758,6 +779,7 @@ static void readStepTotals(Reader &r, const llvm::json::Object &root,
   readTimeParts(time, plan.time);
   Reader memory = r.object("memory");
   memory.number("device_bytes", plan.deviceMemoryBytes);
+  memory.optionalNumber("host_memory_bytes", plan.hostMemoryBytes);
   readMemoryParts(memory, plan.memory);
   readItemisation(r, root, plan);
   Reader throughput = r.object("throughput");

@@ -29,11 +29,27 @@ std::string formatTensorSharding(const TensorSharding &t);
 /// work and why, for the plan's text and the report.
 std::string repeatedWorkLine(const Plan &plan);
 
+/// Where the plan offloads its optimizer: one line saying what lives in
+/// host memory, how much per GPU, and the seconds of the host copies and
+/// step, for the plan's text and the report; nullopt otherwise.
+std::optional<std::string> offloadLine(const Plan &plan);
+
 /// The items that make the step time: the critical stage's work on the
 /// micro-batches, the bubble, and the tail stage's work after the pipeline.
 std::vector<const CostItem *> stepItems(const Plan &plan);
 /// The step time split as the step items add it up.
 TimeBreakdown timeOfItems(const Plan &plan);
+/// What the plan's offloaded optimizer costs, as its items and stages say:
+/// the most host memory a GPU's offloaded state takes, the host memory a
+/// GPU has for it (0: the device's own, without a host link), and the
+/// step's seconds of its phases.
+struct OffloadSummary {
+  double hostBytes = 0, hostMemoryBytes = 0;
+  double toHost = 0, hostStep = 0, toDevice = 0;
+  double hostLink() const { return toHost + toDevice; }
+};
+/// nullopt where the plan does not offload.
+std::optional<OffloadSummary> offloadOf(const Plan &plan);
 /// The communication items as the collectives of one model replica per
 /// step: calls of every device of a stage group, merged where kind, axis,
 /// link, phase, place and size agree, in first-seen order.
@@ -66,7 +82,8 @@ llvm::Expected<Plan> parsePlanJson(llvm::StringRef text);
 
 /// Megatron-LM command-line arguments (pretrain_gpt.py) for the plan's
 /// configuration, one string, arguments separated by spaces: parallelism,
-/// batch, layer count and stage layout, recomputation, precision. The
+/// batch, layer count and stage layout, recomputation, precision, the
+/// optimizer and its offload. The
 /// model's shape (--hidden-size, --num-attention-heads, --num-experts, ...)
 /// is the user's. An error for what Megatron-LM cannot run (see
 /// megatronMismatch, megatronModelMismatch) or cannot lay out (stages other
@@ -75,8 +92,9 @@ llvm::Expected<std::string> exportMegatronArguments(const Plan &plan);
 
 /// Why Megatron-LM cannot run these choices (ZeRO stage 2 or 3, the GPipe
 /// schedule, a stream split along hidden, expert and tensor parallelism
-/// without sequence parallelism), and the --fix it can run instead; nullopt
-/// when it can. Unset choices pass.
+/// without sequence parallelism, an offloaded optimizer without its
+/// distributed optimizer), and the --fix it can run instead; nullopt when
+/// it can. Unset choices pass.
 struct MegatronMismatch {
   std::string reason;
   std::string fix;
@@ -84,9 +102,12 @@ struct MegatronMismatch {
 std::optional<MegatronMismatch> megatronMismatch(
     std::optional<int> zeroStage, std::optional<ScheduleKind> schedule,
     std::optional<StreamLayout> stream, std::optional<int> ep = std::nullopt,
-    std::optional<int> tp = std::nullopt);
-/// Megatron-LM's --optimizer is adam or sgd: LAMB and LARS do not map.
-std::optional<MegatronMismatch> megatronOptimizerMismatch(Optimizer optimizer);
+    std::optional<int> tp = std::nullopt,
+    std::optional<Offload> offload = std::nullopt);
+/// Megatron-LM's --optimizer is adam or sgd: LAMB and LARS do not map; its
+/// optimizer offload (--optimizer-cpu-offload) runs only Adam.
+std::optional<MegatronMismatch>
+megatronOptimizerMismatch(Optimizer optimizer, Offload offload = Offload::None);
 
 /// Why Megatron-LM's arguments cannot describe the model: no repeated
 /// layers, layers of several kinds, or a block without attention; nullopt

@@ -134,6 +134,9 @@ static void printStepTime(const Plan &plan, llvm::raw_ostream &os) {
      << share(t.network, total) << "\n";
   os << "  pipeline bubble     " << formatSeconds(t.bubble) << "  "
      << share(t.bubble, total) << "\n";
+  if (t.hostLink > 0)
+    os << "  host link           " << formatSeconds(t.hostLink) << "  "
+       << share(t.hostLink, total) << "\n";
   os << llvm::formatv("throughput  {0:F0} {1}/s, MFU {2:F1}%, {3:F1} "
                       "TFLOP/s per GPU (with recompute)\n",
                       plan.tokensPerSecond,
@@ -167,7 +170,31 @@ static void printMemory(const Plan &plan, llvm::raw_ostream &os) {
   os << "  gradients           " << formatBytes(m.grads) << "\n";
   os << "  optimizer state     " << formatBytes(m.optimizer) << "\n";
   os << "  activations         " << formatBytes(m.activations) << "\n";
-  os << "  buffers, workspace  " << formatBytes(m.buffers) << "\n\n";
+  os << "  buffers, workspace  " << formatBytes(m.buffers) << "\n";
+  if (std::optional<std::string> offload = offloadLine(plan))
+    os << *offload << "\n";
+  os << "\n";
+}
+
+std::optional<std::string> bm::plan::offloadLine(const Plan &plan) {
+  std::optional<OffloadSummary> offload = offloadOf(plan);
+  if (!offload)
+    return std::nullopt;
+  std::string host =
+      offload->hostMemoryBytes > 0
+          ? "of " + formatBytes(offload->hostMemoryBytes) + " host memory"
+          : "in the device's own memory (the cluster's host has none "
+            "apart)";
+  return llvm::formatv(
+             "offload     optimizer state, fp32 master weights and gradient "
+             "copies on the host: {0} per GPU {1}; each step copies the "
+             "gradients to the host ({2}), steps there ({3}) and copies the "
+             "parameters back ({4}): {5} on the host link",
+             formatBytes(offload->hostBytes), host,
+             formatSeconds(offload->toHost), formatSeconds(offload->hostStep),
+             formatSeconds(offload->toDevice),
+             formatSeconds(offload->hostLink()))
+      .str();
 }
 
 /// Collectives per step, merged by axis, kind, phase and link.

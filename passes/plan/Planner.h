@@ -58,11 +58,28 @@ private:
   void scoreZeroStages(const Candidate &c, ScheduleKind schedule, int chunks,
                        const std::vector<int> &zeroStages,
                        std::unordered_set<uint64_t> &fitting);
+  /// Whether some variant fits, whether the first one tried does, whether
+  /// it fits without offload, and whether one that might fit was not
+  /// scored (too slow to matter).
+  struct Fit {
+    bool any = false, first = false, onDevice = false, unscored = false;
+  };
+  /// Scores `config` with its optimizer where SearchSpace::offloads() allows
+  /// it (on the devices only where `onDevice`), in that order, until one
+  /// fits.
+  Fit scoreOffloads(ParallelConfig config, bool onDevice);
+  /// Whether offloading the optimizer of `e`, which does not fit, may give
+  /// a plan that fits and comes near the best one; `fit.unscored` says
+  /// where only its time rules it out.
+  bool offloadMayHelp(const Evaluation &e, Fit &fit);
   /// Time and memory of `config`, its stages rebalanced for memory where
   /// the time-balanced ones do not fit.
   Evaluation evaluate(const ParallelConfig &config);
   /// What would fit when nothing does: more GPUs, or a smaller batch.
   std::string suggestion() const;
+  /// ", and ..." saying how `e`'s offloaded optimizer overflows host
+  /// memory, or "" where it fits.
+  std::string hostShortfall(const Evaluation &e) const;
 
   PlanContext ctx_;
   SegmentCosts segments_;
@@ -78,6 +95,7 @@ private:
   /// configurations scored.
   bool hadCandidates_ = false, passedSchedule_ = false;
   int64_t evaluated_ = 0;
+  std::vector<Offload> offloads_;
 };
 
 } // namespace bm::plan::detail

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <optional>
 
 using namespace bm;
 using namespace bm::plan;
@@ -31,6 +32,7 @@ void Planner::run() {
   // add time, so once a variant fits, its heavier forms are skipped.
   std::unordered_set<uint64_t> fitting;
   const std::vector<int> zeroStages = space_.zeroStages();
+  offloads_ = space_.offloads();
   // Best first: once the bound exceeds the best plan by more than the
   // slack, nothing later can win (branch and bound, exact for the best
   // plan; runner-ups within the slack are exact too).
@@ -47,7 +49,11 @@ void Planner::run() {
 void Planner::scoreZeroStages(const Candidate &c, ScheduleKind schedule,
                               int chunks, const std::vector<int> &zeroStages,
                               std::unordered_set<uint64_t> &fitting) {
-  bool lowerZeroFits = false, leanestFails = false;
+  // ZeRO-3 needs the least memory: when it does not fit on the devices, no
+  // stage does (`onDeviceFails`: only their offloaded variants are left);
+  // when it does not fit offloaded either, none does (`leanestFails`).
+  bool lowerZeroFits = false, leanestFails = false, onDeviceFails = false;
+  const bool leanestDecides = !ctx_.config.fixed.zeroStage;
   for (int zero : zeroStages) {
     if (zero > 0 && c.dp == 1)
       continue; // nothing to shard over
@@ -74,16 +80,57 @@ void Planner::scoreZeroStages(const Candidate &c, ScheduleKind schedule,
     config.chunks = chunks;
     config.stream = c.stream.layout;
     config.streamDim = c.stream.dim;
-    Evaluation e = evaluate(config);
-    if (e.fits)
+    Fit fit = scoreOffloads(config, /*onDevice=*/!onDeviceFails);
+    // Only what fits without the slower offload makes heavier forms
+    // useless: they may fit on the devices alone, and be faster.
+    if (fit.first)
       fitting.insert(variant);
-    // ZeRO-3 needs the least memory: when it does not fit, no stage does.
-    if (zero == 3 && !e.fits && !ctx_.config.fixed.zeroStage)
-      leanestFails = true;
-    if (zero == 1 && e.fits)
+    if (zero == 3 && leanestDecides) {
+      onDeviceFails = !fit.onDevice;
+      // An offload skipped for its time says nothing about its memory.
+      leanestFails = !fit.any && !fit.unscored;
+    }
+    if (zero == 1 && fit.first)
       lowerZeroFits = true;
-    best_.consider(e);
   }
+}
+
+Planner::Fit Planner::scoreOffloads(ParallelConfig config, bool onDevice) {
+  Fit fit;
+  std::optional<Evaluation> unoffloaded;
+  for (Offload offload : offloads_) {
+    if (offload == Offload::None && !onDevice)
+      continue;
+    // Offload only what does not fit otherwise, where it may help.
+    if (unoffloaded && !offloadMayHelp(*unoffloaded, fit))
+      break;
+    config.offload = offload;
+    Evaluation e = evaluate(config);
+    best_.consider(e);
+    fit.any = e.fits;
+    fit.first = e.fits && offload == offloads_.front();
+    fit.onDevice = e.fits && offload == Offload::None;
+    if (e.fits)
+      break;
+    if (offload == Offload::None)
+      unoffloaded = e;
+  }
+  return fit;
+}
+
+// Offloading frees the optimizer state alone: where the devices do not fit
+// without it either, it cannot help (unless a pipeline's stages can be
+// rebalanced for memory: evaluate). Nor where its step, at least `e`'s with
+// the tail's optimizer step replaced by the copies and the host's step,
+// cannot come near the best plan.
+bool Planner::offloadMayHelp(const Evaluation &e, Fit &fit) {
+  const ParallelConfig &c = e.config;
+  const bool rebalanced = c.pp > 1 && c.chunks == 1;
+  if (!rebalanced &&
+      e.memory.total() - e.memory.optimizer > ctx_.cluster.memoryBytes)
+    return false;
+  fit.unscored = best_.outOfReach(coster_.offloadedStep(e, partitions_.of(e)));
+  return !fit.unscored;
 }
 
 Evaluation Planner::evaluate(const ParallelConfig &config) {
@@ -208,6 +255,18 @@ std::string Planner::suggestion() const {
                  "more memory";
 }
 
+std::string Planner::hostShortfall(const Evaluation &e) const {
+  if (e.hostFits)
+    return "";
+  if (ctx_.cluster.offloadSharesDeviceMemory())
+    return llvm::formatv(", and its offloaded optimizer's {0:F1} GiB share "
+                         "that memory (the cluster's host has none apart)",
+                         e.hostNeed / kGiB);
+  return llvm::formatv(", and its offloaded optimizer needs {0:F1} GiB of "
+                       "host memory per GPU, the host has {1:F0} GiB",
+                       e.hostNeed / kGiB, ctx_.cluster.hostMemoryBytes / kGiB);
+}
+
 llvm::Expected<Plan> Planner::result(bool suggest) {
   // Meshes and micro-batches exist, but --fix excludes every schedule or
   // ZeRO stage they could run.
@@ -230,9 +289,9 @@ llvm::Expected<Plan> Planner::result(bool suggest) {
     const MemoryBreakdown &need = smallest.memory;
     std::string message = llvm::formatv(
         "no plan fits in memory: the smallest needs {0:F1} GiB per GPU "
-        "({1}, stage {2}), the device has {3:F0} GiB",
+        "({1}, stage {2}), the device has {3:F0} GiB{4}",
         need.total() / kGiB, smallest.config.str(), need.stage,
-        ctx_.cluster.memoryBytes / kGiB);
+        ctx_.cluster.memoryBytes / kGiB, hostShortfall(smallest));
     if (suggest)
       message += ": " + suggestion();
     return planError(message);

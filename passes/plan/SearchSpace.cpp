@@ -185,12 +185,13 @@ llvm::Error SearchSpace::validateMegatron() const {
   if (!ctx_.config.megatronOnly)
     return llvm::Error::success();
   const FixedChoices &fixed = ctx_.config.fixed;
-  if (std::optional<MegatronMismatch> mismatch = megatronMismatch(
-          fixed.zeroStage, fixed.schedule, fixed.stream, fixed.ep, fixed.tp))
+  if (std::optional<MegatronMismatch> mismatch =
+          megatronMismatch(fixed.zeroStage, fixed.schedule, fixed.stream,
+                           fixed.ep, fixed.tp, fixed.offload))
     return planError("--export megatron: " + mismatch->reason + "; use " +
                      mismatch->fix);
-  if (std::optional<MegatronMismatch> mismatch =
-          megatronOptimizerMismatch(ctx_.config.optimizer))
+  if (std::optional<MegatronMismatch> mismatch = megatronOptimizerMismatch(
+          ctx_.config.optimizer, fixed.offload.value_or(Offload::None)))
     return planError("--export megatron: " + mismatch->reason + "; use " +
                      mismatch->fix);
   if (std::optional<std::string> why =
@@ -503,7 +504,19 @@ std::vector<int> SearchSpace::zeroStages() const {
   for (int zero : {3, 0, 1, 2})
     if ((!fixed.zeroStage || *fixed.zeroStage == zero) &&
         !(ctx_.config.megatronOnly &&
-          megatronMismatch(zero, std::nullopt, std::nullopt)))
+          megatronMismatch(zero, std::nullopt, std::nullopt, std::nullopt,
+                           std::nullopt, fixed.offload)))
       stages.push_back(zero);
   return stages;
+}
+
+// Offloading only slows a step down (its copies and host step run after
+// the backward, exposed), so the search scores it only for what does not
+// fit otherwise (Planner::scoreOffloads).
+std::vector<Offload> SearchSpace::offloads() const {
+  if (std::optional<Offload> fixed = ctx_.config.fixed.offload)
+    return {*fixed};
+  if (ctx_.cluster.canOffload() && !ctx_.config.megatronOnly)
+    return {Offload::None, Offload::Optimizer};
+  return {Offload::None};
 }

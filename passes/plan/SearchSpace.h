@@ -56,6 +56,11 @@ public:
   bool zeroBubbleFits(ScheduleKind kind, const Candidate &c) const;
   /// The ZeRO stages to try, in the order the search tries them.
   std::vector<int> zeroStages() const;
+  /// Where the optimizer may live, in the order the search tries them: on
+  /// the devices, then (where that does not fit) offloaded to the host, on
+  /// a cluster with a host link outside --export megatron; or what --fix
+  /// pins.
+  std::vector<Offload> offloads() const;
   /// Why --fix leaves no configuration to score when candidates exist: no
   /// schedule it allows runs on them (`passedSchedule` false), or its ZeRO
   /// stage needs dp > 1.

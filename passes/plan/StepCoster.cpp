@@ -32,7 +32,66 @@ StepCoster::modelState(const StageStats &stats,
   dense.params += experts.params;
   dense.grads += experts.grads;
   dense.optimizer += experts.optimizer;
+  // Offloaded, the optimizer state lives in host memory (hostBytes).
+  if (config.offload == Offload::Optimizer)
+    dense.optimizer = 0;
   return dense;
+}
+
+// Each rank steps its ZeRO shard of the dense and the expert parameters
+// (ZeRO >= 1), else every parameter it holds.
+double StepCoster::updatedParams(const StageStats &stats,
+                                 const ParallelConfig &config) const {
+  const int dp = config.dp, ep = std::max(config.ep, 1);
+  const double denseParams = stats.params - stats.expertParams;
+  const double expertParams = stats.expertParams / ep;
+  return config.zeroStage >= 1
+             ? denseParams / dp + expertParams / std::max(dp / ep, 1)
+             : denseParams + expertParams;
+}
+
+double StepCoster::hostBytes(const StageStats &stats,
+                             const ParallelConfig &config) const {
+  if (config.offload != Offload::Optimizer)
+    return 0;
+  return updatedParams(stats, config) * ctx_.offloadPerParam.held;
+}
+
+// A cluster without a host link (a CPU's "device" is host memory, or the
+// link is unknown) offloads only where --fix asks: the copies run at the
+// device's own copy rate (read and written), the host step at its
+// optimizer kernels' rate, and the offloaded state shares the device's
+// memory (hostFits), as it does on a cluster whose host has no memory
+// apart from the device's (host_memory_gib 0).
+double StepCoster::hostCopyTime(double bytes) const {
+  if (ctx_.cluster.canOffload())
+    return bytes / ctx_.cluster.hostLinkBandwidth;
+  return ctx_.model.memoryTime(2 * bytes,
+                               cost::MemoryKernelClass::DataMovement);
+}
+
+double StepCoster::hostOptimizerTime(double bytes) const {
+  if (ctx_.cluster.canOffload())
+    return bytes / ctx_.cluster.hostOptimizerBandwidth;
+  return ctx_.model.memoryTime(bytes, cost::MemoryKernelClass::Optimizer);
+}
+
+double StepCoster::offloadedStep(const Evaluation &e,
+                                 const PartitionEntry &entry) const {
+  const DeviceGroup &tail = entry.devices[e.tail];
+  const MeshPlacement placement = meshOf(e.config);
+  ParallelConfig offloaded = e.config;
+  offloaded.offload = Offload::Optimizer;
+  return e.step - stepTail(tail.stats, e.config, placement, entry).total() +
+         stepTail(tail.stats, offloaded, placement, entry).total();
+}
+
+bool StepCoster::hostFits(const MemoryBreakdown &mem) const {
+  if (mem.host <= 0)
+    return true;
+  if (ctx_.cluster.offloadSharesDeviceMemory())
+    return mem.total() + mem.host <= ctx_.cluster.memoryBytes;
+  return mem.host <= ctx_.cluster.hostMemoryBytes;
 }
 
 std::vector<DataParallelCollective>
@@ -218,7 +277,7 @@ StepTail StepCoster::stepTail(const StageStats &stats,
                               const ParallelConfig &config,
                               const MeshPlacement &placement,
                               const PartitionEntry &entry) const {
-  const int dp = config.dp, ep = std::max(config.ep, 1);
+  const int ep = std::max(config.ep, 1);
   const double denseParams = stats.params - stats.expertParams;
   const double expertParams = stats.expertParams / ep;
   StepTail t;
@@ -233,9 +292,14 @@ StepTail StepCoster::stepTail(const StageStats &stats,
   for (const SharedGradientSum &sum :
        sharedGradientSums(stats, config, placement, entry))
     t.sharedSync += sum.seconds;
-  double updated = config.zeroStage >= 1
-                       ? denseParams / dp + expertParams / std::max(dp / ep, 1)
-                       : denseParams + expertParams;
+  const double updated = updatedParams(stats, config);
+  if (config.offload == Offload::Optimizer) {
+    const cost::OffloadBytes &bytes = ctx_.offloadPerParam;
+    t.toHost = hostCopyTime(updated * bytes.toHost);
+    t.hostOptimizer = hostOptimizerTime(updated * bytes.step);
+    t.toDevice = hostCopyTime(updated * bytes.toDevice);
+    return t;
+  }
   t.optimizer = ctx_.model.memoryTime(
       updated * cost::optimizerStepBytesPerParam(ctx_.precision,
                                                  ctx_.config.optimizer),
@@ -291,7 +355,9 @@ Evaluation StepCoster::score(const ParallelConfig &config,
   auto addComm = [&](double seconds, bool network) {
     (network ? e.time.network : e.time.nvlink) += seconds;
   };
-  e.time.compute = m * critical.compute + tail.optimizer;
+  e.time.compute = m * critical.compute + tail.optimizer + tail.hostOptimizer;
+  e.time.hostLink = tail.toHost + tail.toDevice;
+  e.hostStep = tail.hostOptimizer;
   addComm(m * critical.comm + tail.stepComm, placement.tp.crossesNodes);
   addComm(tail.sharedSync, placement.pp.crossesNodes);
   addComm(m * extras.p2pLink, pipelineOnNetwork);
@@ -304,16 +370,18 @@ Evaluation StepCoster::score(const ParallelConfig &config,
   addComm(m * extras.sideGather, placement.tp.crossesNodes);
   e.time.bubble = bubble;
 
-  // Memory: the worst device.
+  // Memory: the worst device; and every device's offloaded state.
   double worst = -1;
   for (const DeviceGroup &group : entry.devices) {
     MemoryBreakdown mem = deviceMemory(group, config, entry);
+    e.hostFits = e.hostFits && hostFits(mem);
+    e.hostNeed = std::max(e.hostNeed, mem.host);
     if (mem.total() > worst) {
       worst = mem.total();
       e.memory = mem;
     }
   }
-  e.fits = e.memory.total() <= ctx_.cluster.memoryBytes;
+  e.fits = e.memory.total() <= ctx_.cluster.memoryBytes && e.hostFits;
   return e;
 }
 
@@ -445,6 +513,7 @@ MemoryBreakdown StepCoster::deviceMemory(const DeviceGroup &group,
   mem.params = state.params;
   mem.grads = state.grads + gradientOutputBytes(group.stats, config);
   mem.optimizer = state.optimizer;
+  mem.host = hostBytes(group.stats, config);
   if (config.zeroStage >= 3)
     (bmrt ? mem.params : mem.buffers) +=
         gatheredParameterBytes(config, entry.layerParams);

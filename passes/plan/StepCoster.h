@@ -26,9 +26,22 @@ public:
   /// Time and memory of `config` with the stages of `entry`.
   Evaluation score(const ParallelConfig &config,
                    const PartitionEntry &entry) const;
-  /// Model-state bytes per GPU of a stage's parameters under `config`.
+  /// Model-state bytes per GPU of a stage's parameters under `config` (no
+  /// optimizer state where it is offloaded).
   cost::ModelStateBytes modelState(const StageStats &stats,
                                    const ParallelConfig &config) const;
+  /// Parameters of a stage that one of its devices steps: its range.
+  double updatedParams(const StageStats &stats,
+                       const ParallelConfig &config) const;
+  /// Host memory a device of a stage holds for its offloaded optimizer.
+  double hostBytes(const StageStats &stats, const ParallelConfig &config) const;
+  /// A lower bound on the step of `e`'s configuration with its optimizer
+  /// offloaded, on `e`'s stages `entry`: `e`'s step with its tail device's
+  /// optimizer step replaced by the offloaded one's copies and host step.
+  double offloadedStep(const Evaluation &e, const PartitionEntry &entry) const;
+  /// Whether a device's offloaded state fits in host memory (where the
+  /// cluster's host memory is the device's: in it beside the rest).
+  bool hostFits(const MemoryBreakdown &mem) const;
   /// What ZeRO stage `config.zeroStage` runs over dp for a stage's
   /// parameters, in order.
   std::vector<DataParallelCollective>
@@ -88,6 +101,10 @@ private:
   double bucketBytes(const StageStats &stats,
                      const ParallelConfig &config) const;
   double largestLocalParameter(const ParallelConfig &config) const;
+  /// Seconds of a copy of `bytes` between a device and host memory, and of
+  /// a host optimizer step moving `bytes`.
+  double hostCopyTime(double bytes) const;
+  double hostOptimizerTime(double bytes) const;
 
   const PlanContext &ctx_;
 };

@@ -53,6 +53,23 @@ public:
     items_.push_back(std::move(item));
   }
 
+  /// One copy of the offloaded optimizer between the device and host
+  /// memory, once the pipeline has drained.
+  void hostCopy(const char *what, const char *where, double bytes,
+                double seconds) {
+    if (seconds <= 0)
+      return;
+    CostItem item = base(CostItem::Kind::HostCopy, what);
+    item.link = "host";
+    item.phase = "step";
+    item.where = where;
+    item.bytes = bytes;
+    item.count = 1;
+    item.seconds = seconds;
+    item.afterPipeline = true;
+    items_.push_back(std::move(item));
+  }
+
 private:
   CostItem base(CostItem::Kind kind, const char *what) const {
     CostItem item;
@@ -236,4 +253,12 @@ void StepItemiser::itemiseDataParallel(ItemList &list, const StageStats &stats,
               "shared gradients", sum.bytes, 1, sum.seconds,
               /*afterPipeline=*/true);
   list.compute("optimizer step", 1, tail.optimizer, /*afterPipeline=*/true);
+  // Offloaded: the gradients down, the host's step, the parameters up.
+  const double updated = coster_.updatedParams(stats, config);
+  const cost::OffloadBytes &bytes = ctx_.offloadPerParam;
+  list.hostCopy(kToHostItem, "gradients", updated * bytes.toHost, tail.toHost);
+  list.compute(kHostStepItem, 1, tail.hostOptimizer,
+               /*afterPipeline=*/true);
+  list.hostCopy(kToDeviceItem, "parameters", updated * bytes.toDevice,
+                tail.toDevice);
 }

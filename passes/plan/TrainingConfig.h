@@ -25,6 +25,17 @@ enum class Recompute { None, Selective, Full };
 
 const char *toString(Recompute recompute);
 
+/// What lives in host memory instead of on the devices (ZeRO-Offload, Ren
+/// et al. 2021): nothing, or the optimizer: its state, an fp32 copy of
+/// each rank's range of the trained parameters and of their gradients,
+/// and its step, run on the host's cores between a copy of the gradients
+/// to the host and a copy of the parameters back.
+enum class Offload { None, Optimizer };
+
+/// "none" or "optimizer", as --fix and the plan file spell them.
+const char *toString(Offload offload);
+std::optional<Offload> parseOffload(llvm::StringRef text);
+
 /// How the values between blocks (the residual stream) lie over the tensor
 /// axis: whole on every GPU (Megatron-LM), split along the sequence
 /// (Megatron-LM's sequence parallelism, Korthikanti et al. 2022), or split
@@ -42,10 +53,11 @@ struct FixedChoices {
   /// The dimension of the stream values that tp splits (`stream=hidden:1`):
   /// a conv net has several feature dimensions (channels, height, width).
   std::optional<int> streamDim;
+  std::optional<Offload> offload;
 
   bool empty() const {
     return !dp && !tp && !pp && !ep && !microBatch && !zeroStage && !chunks &&
-           !recompute && !schedule && !stream;
+           !recompute && !schedule && !stream && !offload;
   }
 };
 
@@ -53,7 +65,8 @@ struct FixedChoices {
 /// Keys: dp, ep (expert parallelism, divides dp), tp, pp, mb, zero (0-3),
 /// recompute (none|selective|full), schedule (gpipe|1f1b|interleaved), v
 /// (chunks per device, interleaved), stream (replicated|sequence|hidden,
-/// the split ones optionally with the dimension: hidden:1).
+/// the split ones optionally with the dimension: hidden:1), offload
+/// (none|optimizer).
 llvm::Expected<FixedChoices> parseFixedChoices(llvm::StringRef text);
 
 /// Prints the choices back in the form parseFixedChoices reads.

@@ -104,10 +104,16 @@ private:
   double target;
 };
 
+/// Bytes a copy must move to stream from memory rather than from caches.
+int64_t streamBytes(const Options &options);
+
 /// One kind of measurement, added to the calibration's JSON object.
 void measureGemm(Bench &bench, nlohmann::ordered_json &out);
 void measureMemory(Bench &bench, nlohmann::ordered_json &out);
 void measureKernels(Bench &bench, nlohmann::ordered_json &out);
+/// What offloading the optimizer to the host costs: "host_link_gbps",
+/// "host_optimizer_gbps" and "host_memory_gib" (HostRates.cpp).
+void measureHost(Bench &bench, nlohmann::ordered_json &out);
 /// Only for more than one rank.
 void measureCollectives(Bench &bench, nlohmann::ordered_json &out);
 /// Only for more than one rank.

@@ -54,6 +54,7 @@ Json calibrate(Bench &bench) {
   measureGemm(bench, out);
   measureMemory(bench, out);
   measureKernels(bench, out);
+  measureHost(bench, out);
   if (world.size() > 1) {
     measureCollectives(bench, out);
     measureOverlap(bench, out);

@@ -233,12 +233,15 @@ void measureGemm(Bench &bench, nlohmann::ordered_json &out) {
   out["gemm"] = std::move(points);
 }
 
+// Four times the last-level cache (shared by the ranks of this machine),
+// so that a copy streams from memory; quick runs settle for less.
+int64_t streamBytes(const Options &options) {
+  return options.quick ? int64_t(16) << 20
+                       : std::max(4 * lastLevelCacheBytes(), int64_t(64) << 20);
+}
+
 void measureMemory(Bench &bench, nlohmann::ordered_json &out) {
-  // Four times the last-level cache (shared by the ranks of this machine),
-  // so that the copy streams from memory; quick runs settle for less.
-  int64_t bytes = bench.options().quick
-                      ? int64_t(16) << 20
-                      : std::max(4 * lastLevelCacheBytes(), int64_t(64) << 20);
+  int64_t bytes = streamBytes(bench.options());
   int64_t floats = bytes / 4;
   SingleOp copy(bench.device(),
                 {"copy", {}, {f32({floats})}, {f32({floats})}, {}},

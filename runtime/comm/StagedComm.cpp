@@ -16,6 +16,7 @@ public:
         host(std::move(host)), device(device) {
     setWorldRanks(this->host->worldRanks());
   }
+  const char *transport() const override { return "staged"; }
 
 protected:
   void doAllReduce(const void *send, void *recv, size_t count, DType type,

@@ -47,6 +47,21 @@ target_sources(bmrt PRIVATE
 target_compile_options(bmrt PRIVATE
                        $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
 target_link_libraries(bmrt PUBLIC CUDA::cudart_static CUDA::cublasLt)
+
+# NCCL's communicators (runtime/comm/NcclComm.cpp, issue 23) where nccl.h is
+# found: the header at build time, libnccl.so.2 loaded at run time (dlopen),
+# so that the binaries still run where NCCL is absent.
+find_path(BMRT_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+if(BMRT_NCCL_INCLUDE_DIR)
+  target_sources(bmrt PRIVATE comm/NcclComm.cpp)
+  target_include_directories(bmrt PRIVATE ${BMRT_NCCL_INCLUDE_DIR})
+  target_compile_definitions(bmrt PRIVATE BMRT_HAVE_NCCL)
+  target_link_libraries(bmrt PRIVATE ${CMAKE_DL_LIBS})
+  message(STATUS "bmrt: NCCL communicators built (nccl.h in "
+                 "${BMRT_NCCL_INCLUDE_DIR}; libnccl.so.2 loaded at run time)")
+else()
+  message(STATUS "bmrt: no nccl.h: GPU ranks stage through host memory")
+endif()
 list(APPEND BMRT_BACKENDS cuda)
 message(STATUS "bmrt: CUDA backend built for sm_${CMAKE_CUDA_ARCHITECTURES} "
                "(CUDA ${CUDAToolkit_VERSION})")

@@ -1,8 +1,8 @@
 //===- Collectives.cpp - communicators per group of mesh axes -------------===//
 
 #include "bmrt/Collectives.h"
+#include "bmrt/DeviceComm.h"
 #include "bmrt/Error.h"
-#include "bmrt/StagedComm.h"
 
 namespace bmrt {
 
@@ -28,8 +28,8 @@ Collectives::Collectives(World &world, Mesh mesh, Device *device)
     if (trivial)
       continue;
     std::unique_ptr<Communicator> comm = world.group(meshOfJob, names);
-    if (device && !device->hostAccessible())
-      comm = stageThroughHost(std::move(comm), *device);
+    if (device)
+      comm = deviceCommunicator(std::move(comm), *device);
     groups[groupName(names)] = std::move(comm);
   }
 }

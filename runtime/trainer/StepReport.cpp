@@ -53,6 +53,10 @@ std::string StepReport::json() const {
     memory[nameOf(static_cast<MemoryKind>(k))] = peakBytes[k];
   memory["total"] = peakTotal;
   j["peak_memory_bytes"] = memory;
+  if (!offload.empty()) {
+    j["offload_time_s"] = offload;
+    j["host_peak_memory_bytes"] = hostPeakTotal;
+  }
   return j.dump();
 }
 

@@ -40,6 +40,10 @@ struct StepReport {
   double overlapWindow = 0;
   std::array<size_t, kNumMemoryKinds> peakBytes{};
   size_t peakTotal = 0;
+  /// With the optimizer offloaded: the host memory it holds at most, and
+  /// the seconds of its phases (OptimizerOffload::takeTimes); else empty.
+  size_t hostPeakTotal = 0;
+  std::map<std::string, double> offload;
 
   /// "step   10/200 ( 5%) | loss 5.8123 | ...", unless options.quiet.
   void print(const TrainerOptions &options, std::FILE *out) const;

@@ -160,6 +160,11 @@ void Trainer::bindParameters() {
               return a->name < b->name;
             });
   releaseSlots();
+  if (offload) {
+    std::vector<const ParamSlot *> trained;
+    offload->hold(updateRanges(trained));
+    offload->host().resetPeaks();
+  }
   device->resetPeaks();
 }
 
@@ -230,17 +235,20 @@ void Trainer::allocateOptimizerState(ParamSlot &p) {
   // Under ZeRO the state (and from stage 2 the gradient) is this rank's dp
   // shard only, flat.
   Shape stateShape = config.zero ? Shape{p.chunk} : p.value.shape;
-  auto buffer = [&](MemoryKind kind, const Shape &shape) {
+  auto bufferOn = [&](Device &on, MemoryKind kind, const Shape &shape) {
     TensorView v = p.value;
     v.shape = shape;
-    v.data = device->allocate(std::max<size_t>(v.bytes(), 1), kind);
+    v.data = on.allocate(std::max<size_t>(v.bytes(), 1), kind);
     return v;
   };
-  p.first = buffer(MemoryKind::OptimizerState, stateShape);
+  auto buffer = [&](MemoryKind kind, const Shape &shape) {
+    return bufferOn(*device, kind, shape);
+  };
+  p.first = bufferOn(stateDevice(), MemoryKind::OptimizerState, stateShape);
   if (config.zero >= 3)
     p.shard = buffer(MemoryKind::Parameters, stateShape);
   if (hasSecondMoment(config.optimizerKind))
-    p.second = buffer(MemoryKind::OptimizerState, stateShape);
+    p.second = bufferOn(stateDevice(), MemoryKind::OptimizerState, stateShape);
   // Several gradients a step (micro-batches, chunks' copies) need a sum.
   bool sums = config.microBatches > 1 || !p.copies.empty();
   if (config.zero >= 2) {
@@ -429,6 +437,10 @@ StepReport Trainer::trainStep(int64_t step) {
   for (int k = 0; k < kNumMemoryKinds; ++k)
     report.peakBytes[k] = device->peakBytes(static_cast<MemoryKind>(k));
   report.peakTotal = device->peakTotalBytes();
+  if (offload) {
+    report.hostPeakTotal = offload->host().peakTotalBytes();
+    report.offload = offload->takeTimes();
+  }
   return report;
 }
 
@@ -448,16 +460,43 @@ TensorUpdate Trainer::updateRange(const ParamSlot &p) const {
   return r;
 }
 
-/// Updates this rank's range of every parameter (under ZeRO its dp shard,
-/// then gathered back over dp).
-void Trainer::update(int64_t step, float lr, float gradScale) {
+/// The ranges of the parameters this rank updates, and those parameters
+/// (`trained`), in the order of `params`.
+std::vector<TensorUpdate>
+Trainer::updateRanges(std::vector<const ParamSlot *> &trained) const {
   std::vector<TensorUpdate> tensors;
-  std::vector<const ParamSlot *> trained;
   for (const ParamSlot &p : params)
     if (p.grad.data) {
       tensors.push_back(updateRange(p));
       trained.push_back(&p);
     }
+  return tensors;
+}
+
+/// Updates this rank's range of every parameter (under ZeRO its dp shard,
+/// then gathered back over dp), on the device or, offloaded, on the host.
+void Trainer::update(int64_t step, float lr, float gradScale) {
+  std::vector<const ParamSlot *> trained;
+  std::vector<TensorUpdate> tensors = updateRanges(trained);
+  if (offload) {
+    runOptimizer(offload->hostKernels(), offload->hostStream(),
+                 offload->copyDown(tensors, stream()), trained, step, lr,
+                 gradScale);
+    offload->copyUp(tensors, stream());
+  } else {
+    runOptimizer(kernels(), stream(), tensors, trained, step, lr, gradScale);
+  }
+  for (const ParamSlot *p : trained)
+    if (config.zero && !p->shard.data)
+      parallel.gatherOverDp(*p, p->value, {}, stream());
+}
+
+/// One step of the optimizer over `tensors` (the ranges of `trained`),
+/// with `kernels` on `on`.
+void Trainer::runOptimizer(const TrainerKernels &kernels, Stream &on,
+                           const std::vector<TensorUpdate> &tensors,
+                           const std::vector<const ParamSlot *> &trained,
+                           int64_t step, float lr, float gradScale) {
   // LAMB's and LARS's norms: sums over the ranks holding the other parts.
   WholeSums wholeSums = [&](std::vector<float> &sums) {
     parallel.sumOverShards(trained, sums, /*width=*/2, stream());
@@ -465,26 +504,21 @@ void Trainer::update(int64_t step, float lr, float gradScale) {
   switch (config.optimizerKind) {
   case OptimizerKind::AdamW:
     for (const TensorUpdate &t : tensors)
-      kernels().adamwUpdate(stream(), t.value, t.grad, t.first, t.second,
-                            hyper.adamw, lr, step, gradScale);
+      kernels.adamwUpdate(on, t.value, t.grad, t.first, t.second, hyper.adamw,
+                          lr, step, gradScale);
     break;
   case OptimizerKind::Sgd:
     for (const TensorUpdate &t : tensors)
-      kernels().sgdUpdate(stream(), t.value, t.grad, t.first, hyper.sgd, lr,
-                          step, gradScale);
+      kernels.sgdUpdate(on, t.value, t.grad, t.first, hyper.sgd, lr, step,
+                        gradScale);
     break;
   case OptimizerKind::Lamb:
-    lambStep(kernels(), stream(), tensors, hyper.lamb, lr, step, gradScale,
-             wholeSums);
+    lambStep(kernels, on, tensors, hyper.lamb, lr, step, gradScale, wholeSums);
     break;
   case OptimizerKind::Lars:
-    larsStep(kernels(), stream(), tensors, hyper.lars, lr, gradScale,
-             wholeSums);
+    larsStep(kernels, on, tensors, hyper.lars, lr, gradScale, wholeSums);
     break;
   }
-  for (const ParamSlot *p : trained)
-    if (config.zero && !p->shard.data)
-      parallel.gatherOverDp(*p, p->value, {}, stream());
 }
 
 ContractionPrecision askedPrecision(const TrainerOptions &options,
@@ -551,6 +585,14 @@ void Trainer::printStart(int64_t start) const {
               mib(device->bytesInUse(MemoryKind::Activations)),
               mib(arenaBytes()),
               mib(device->bytesInUse(MemoryKind::Workspace)));
+  if (offload)
+    std::printf("offload: the optimizer state and step on the host, %.2f MiB "
+                "of host memory (optimizer state %.2f MiB, parameter and "
+                "gradient copies %.2f MiB)\n",
+                mib(offload->host().peakTotalBytes()),
+                mib(offload->host().bytesInUse(MemoryKind::OptimizerState)),
+                mib(offload->host().bytesInUse(MemoryKind::Parameters) +
+                    offload->host().bytesInUse(MemoryKind::Gradients)));
   if (start)
     std::printf("resumed at step %lld of %lld from '%s'\n", (long long)start,
                 (long long)options.steps, options.checkpoint.c_str());

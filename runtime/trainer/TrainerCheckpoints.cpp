@@ -23,18 +23,43 @@
 
 namespace bmrt {
 
-/// `p`'s whole local tensor of optimizer state `state` (under ZeRO this
-/// rank's dp chunk, gathered over dp: collective) on the host.
-std::vector<uint8_t> Trainer::localOf(const ParamSlot &p,
-                                      const TensorView &state) {
+/// `p`'s whole local tensor of `role` (under ZeRO this rank's dp chunk,
+/// gathered over dp: collective) on the host.
+std::vector<uint8_t> Trainer::localOf(const ParamSlot &p, TensorRole role) {
+  const TensorView &state = valueOf(p, role);
   std::vector<uint8_t> local(p.value.bytes());
   TensorView whole{local.data(), p.value.dtype, p.value.shape};
-  if (config.zero && state.data != p.value.data)
+  if (!config.zero || state.data == p.value.data) {
+    holderOf(role).copyToHost(local.data(), state.data, whole.bytes(),
+                              stream());
+  } else if (&holderOf(role) == device.get()) {
     parallel.gatherOverDp(p, whole, state, stream());
-  else
-    device->copyToHost(local.data(), state.data, whole.bytes(), stream());
+  } else {
+    // Offloaded state: its dp chunk goes through the device, where the
+    // communicators gather.
+    TensorView chunk = Parallel::flatRange(state, 0, p.length);
+    chunk.data = device->allocate(chunk.bytes(), MemoryKind::Workspace);
+    device->copyToDevice(chunk.data, state.data, chunk.bytes(), stream());
+    parallel.gatherOverDp(p, whole, chunk, stream());
+    stream().synchronize();
+    device->deallocate(chunk.data, chunk.bytes(), MemoryKind::Workspace);
+  }
   stream().synchronize();
   return local;
+}
+
+/// `p`'s tensor of `role`: its value where it is kept between steps, or
+/// its optimizer state.
+const TensorView &Trainer::valueOf(const ParamSlot &p, TensorRole role) const {
+  return role == TensorRole::Parameter     ? parameterOf(p)
+         : role == TensorRole::FirstMoment ? p.first
+                                           : p.second;
+}
+
+/// The device holding tensors of `role`: the host for offloaded optimizer
+/// state.
+Device &Trainer::holderOf(TensorRole role) {
+  return role == TensorRole::Parameter ? *device : stateDevice();
 }
 
 /// Where `p`'s value is kept between steps: its dp shard under ZeRO 3.
@@ -136,11 +161,8 @@ void Trainer::saveWhole(int64_t step) {
         state.addTensor(*device, p.name, role,
                         hostView(bytes, p.value.dtype, p.global));
     };
-    add(TensorRole::Parameter, localOf(p, parameterOf(p)));
-    if (p.first.data)
-      add(TensorRole::FirstMoment, localOf(p, p.first));
-    if (p.second.data)
-      add(TensorRole::SecondMoment, localOf(p, p.second));
+    for (TensorRole role : rolesOf(p))
+      add(role, localOf(p, role));
   }
   checkFiniteParameters(state);
   if (world.rank() == 0)
@@ -172,11 +194,9 @@ void Trainer::saveShards(int64_t step) {
   for (ParamSlot &p : params)
     for (TensorRole role : rolesOf(p)) {
       bool flat = isFlat(p, role);
-      const TensorView &value = role == TensorRole::Parameter ? parameterOf(p)
-                                : role == TensorRole::FirstMoment ? p.first
-                                                                  : p.second;
+      const TensorView &value = valueOf(p, role);
       if (parallel.writesShard(p, flat))
-        state.addTensor(*device, p.name, role,
+        state.addTensor(holderOf(role), p.name, role,
                         flat ? Parallel::flatRange(value, 0, p.length) : value);
     }
   checkFiniteParameters(state);
@@ -218,7 +238,7 @@ void Trainer::loadBox(const TrainingState &state, const ParamSlot &p,
   bool chunked = config.zero && (role != TensorRole::Parameter || p.shard.data);
   TensorView from =
       chunked ? Parallel::flatRange(local, p.begin, p.length) : local;
-  device->copyToDevice(into.data, from.data, from.bytes(), stream());
+  holderOf(role).copyToDevice(into.data, from.data, from.bytes(), stream());
 }
 
 /// Rank 0 speaks for the job: it locks --checkpoint (a second job on the
@@ -267,14 +287,12 @@ int64_t Trainer::resume() {
              "the checkpoint in '" + options.checkpoint +
                  "' was trained with " + state.optimizer +
                  ", this trainer uses " + config.optimizer);
-  for (ParamSlot &p : params) {
-    loadBox(state, p, TensorRole::Parameter, parameterOf(p));
-    if (p.first.data)
-      loadBox(state, p, TensorRole::FirstMoment, p.first);
-    if (p.second.data)
-      loadBox(state, p, TensorRole::SecondMoment, p.second);
-  }
+  for (ParamSlot &p : params)
+    for (TensorRole role : rolesOf(p))
+      loadBox(state, p, role, valueOf(p, role));
   stream().synchronize();
+  if (offload)
+    offload->parametersChanged();
   for (Stage &stage : stages)
     if (stage.feeder)
       stage.feeder->restore(state.data);

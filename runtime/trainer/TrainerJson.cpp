@@ -53,6 +53,7 @@ CompiledConfig readFields(const json &j, const std::string &dir) {
   c.globalBatch = j.value("global_batch", int64_t(0));
   c.ranks = j.value("ranks", 1);
   c.zero = j.value("zero", 0);
+  c.offload = j.value("offload", std::string("none"));
   c.overlapGradReduce = j.value("overlap_grad_reduce", true);
   c.pp = j.value("pp", 1);
   c.chunks = j.value("chunks", 1);
@@ -91,6 +92,9 @@ void checkFields(const CompiledConfig &c, const std::string &path) {
   BMRT_CHECK(c.zero >= 0 && c.zero <= 3, "'" + path + "': zero is " +
                                              std::to_string(c.zero) +
                                              "; ZeRO has stages 0 to 3");
+  BMRT_CHECK(c.offload == "none" || c.offload == "optimizer",
+             "'" + path + "': offload is '" + c.offload +
+                 "'; this trainer offloads none or optimizer");
 }
 
 } // namespace
@@ -110,6 +114,8 @@ std::string printConfig(const CompiledConfig &config) {
   j["precision"] = config.precision;
   j["recompute"] = config.recompute;
   j["zero"] = config.zero;
+  if (config.offload != "none")
+    j["offload"] = config.offload;
   j["overlap_grad_reduce"] = config.overlapGradReduce;
   j["pp"] = config.pp;
   j["chunks"] = config.chunks;

@@ -55,6 +55,11 @@ struct CompiledConfig {
   int ranks = 1;
   /// "zero" (optional, 0): the ZeRO stage over dp (0: none).
   int zero = 0;
+  /// "offload" (optional, none): "optimizer" keeps the optimizer state and
+  /// an fp32 copy of this rank's range of every trained parameter in host
+  /// memory and runs the optimizer step there (ZeRO-Offload: Ren et al.
+  /// 2021); bmc writes the key only when it is not "none".
+  std::string offload = "none";
   /// "overlap_grad_reduce" (optional, true): reduce gradients during the
   /// backward (the plan's cluster hides some of that); the trainer's
   /// --overlap / --no-overlap decide instead.

@@ -13,6 +13,7 @@
 #include "GradientBuckets.h"
 #include "InitialParameters.h"
 #include "LayerwiseUpdate.h"
+#include "OptimizerOffload.h"
 #include "Parallel.h"
 #include "Pipeline.h"
 #include "StepReport.h"
@@ -47,6 +48,8 @@ public:
              options.deviceMemory})),
         parallel(first, world, config.zero, *device),
         gathered(parallel, *device) {
+    if (config.offload == "optimizer")
+      offload = std::make_unique<OptimizerOffload>(*device, options.threads);
     loadStages();
     bindParameters();
     startOverlap();
@@ -111,7 +114,15 @@ private:
   void allocateOptimizerState(ParamSlot &p);
   StepReport trainStep(int64_t step);
   TensorUpdate updateRange(const ParamSlot &p) const;
+  std::vector<TensorUpdate>
+  updateRanges(std::vector<const ParamSlot *> &trained) const;
   void update(int64_t step, float lr, float gradScale);
+  void runOptimizer(const TrainerKernels &kernels, Stream &stream,
+                    const std::vector<TensorUpdate> &tensors,
+                    const std::vector<const ParamSlot *> &trained, int64_t step,
+                    float lr, float gradScale);
+  /// Where the optimizer state lives: the host when it is offloaded.
+  Device &stateDevice() { return offload ? offload->host() : *device; }
   void printStart(int64_t start) const;
   void printPrecision() const;
   std::unique_ptr<StepLog> openLog() const;
@@ -127,7 +138,9 @@ private:
   std::vector<TensorRole> rolesOf(const ParamSlot &p) const;
   bool isFlat(const ParamSlot &p, TensorRole role) const;
   const TensorView &parameterOf(const ParamSlot &p) const;
-  std::vector<uint8_t> localOf(const ParamSlot &p, const TensorView &state);
+  std::vector<uint8_t> localOf(const ParamSlot &p, TensorRole role);
+  const TensorView &valueOf(const ParamSlot &p, TensorRole role) const;
+  Device &holderOf(TensorRole role);
   void loadBox(const TrainingState &state, const ParamSlot &p, TensorRole role,
                const TensorView &into);
   const TensorView &gradientOf(const ParamSlot &p) const;
@@ -139,6 +152,8 @@ private:
   /// The program the mesh is read from (the first stage's with a pipeline).
   Program first;
   std::unique_ptr<Device> device;
+  /// trainer.json's offload "optimizer": the state and step on the host.
+  std::unique_ptr<OptimizerOffload> offload;
   Parallel parallel;
   /// This rank's step programs: the whole step, or its pipeline chunks.
   std::vector<Stage> stages;

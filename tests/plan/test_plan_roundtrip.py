@@ -43,8 +43,10 @@ SCHEDULES = ["", "schedule=gpipe", "schedule=1f1b", "schedule=interleaved,v=2",
              "schedule=dualpipe-v"]
 STREAMS = ["", "stream=replicated", "stream=sequence", "stream=hidden"]
 MICRO_BATCHES = ["", "mb=1", "mb=2"]
+# The optimizer on the devices or offloaded to the host (issue 29).
+OFFLOAD = ["", "offload=none", "offload=optimizer"]
 
-AXES = [MESHES, ZERO, RECOMPUTE, SCHEDULES, STREAMS, MICRO_BATCHES]
+AXES = [MESHES, ZERO, RECOMPUTE, SCHEDULES, STREAMS, MICRO_BATCHES, OFFLOAD]
 
 
 def join(*parts):
@@ -66,7 +68,7 @@ def sample():
     combinations of all axes (the cases that once failed: ZeRO-3 on every
     transformer, tied embeddings over pipeline stages)."""
     defaults = {"recompute=none", "stream=replicated", "mb=1",
-                "schedule=interleaved"}  # its v=2 stands for it
+                "schedule=interleaved", "offload=none"}  # its v=2 stands for it
     fixes = set()
     for axis in AXES:
         fixes.update(v for v in axis if v and v not in defaults)
@@ -74,7 +76,9 @@ def sample():
     fixes.update({join("dp=2", "zero=3", "recompute=full"),
                   join("tp=2,pp=2", "schedule=interleaved,v=2", "zero=3", "recompute=selective"),
                   join("dp=2,pp=2", "schedule=gpipe", "zero=2", "mb=1"),
-                  join("tp=2", "stream=sequence", "zero=3", "recompute=full")})
+                  join("tp=2", "stream=sequence", "zero=3", "recompute=full"),
+                  join("dp=2,pp=2", "schedule=1f1b", "zero=1", "offload=optimizer"),
+                  join("dp=2,tp=2", "zero=3", "offload=optimizer")})
     return sorted(fixes)
 
 

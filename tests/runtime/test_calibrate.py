@@ -132,12 +132,23 @@ def check_collectives(entries: list[dict], ranks: int, max_bytes: int):
             4 ** i for i in range(1, 9)]
 
 
+def check_host(data: dict, stderr: str):
+    # What offloading the optimizer costs: the host link (on the CPU backend
+    # a copy within host memory) and AdamW's step on a CPU-backend device;
+    # the CPU's device memory is host memory, so no host memory apart.
+    assert positive(data["host_link_gbps"]) and positive(data["host_optimizer_gbps"])
+    assert data["host_memory_gib"] == 0
+    assert re.search(r"^calibrate: host link [\d.]+ GB/s, optimizer step on the host "
+                     r"[\d.]+ GB/s$", stderr, re.M)
+
+
 def test_one_rank_measures_compute_and_memory(one_rank):
     data, stderr = one_rank
     check_common(data, ranks=1)
     check_gemm(data["gemm"])
     assert positive(data["memory"]["stream_copy_bytes_per_second"])
     check_kernels(data["kernels"])
+    check_host(data, stderr)
     # Nothing to communicate with.
     assert "collectives" not in data and "overlap" not in data
     assert re.search(r"^calibrate: gemm 1/\d+ \(m=\d+ n=\d+ k=\d+: [\d.]+ GFLOP/s\)$",
@@ -150,6 +161,7 @@ def test_two_ranks_measure_collectives_and_overlap(two_ranks):
     check_gemm(data["gemm"])
     check_kernels(data["kernels"])
     check_collectives(data["collectives"], ranks=2, max_bytes=64 * 1024)
+    check_host(data, stderr)
     assert 0 <= data["overlap"]["grad_reduce"] <= 1
     # Progress comes from rank 0 alone.
     assert stderr.count("calibrate: gemm 1/") == 1

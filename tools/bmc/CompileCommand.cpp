@@ -236,6 +236,7 @@ bmrt::CompiledConfig trainerConfig(const bm::CompiledModel &model,
   config.precision = bm::cost::toString(plan.precision);
   config.recompute = bm::plan::toString(plan.config.recompute);
   config.zero = plan.config.zeroStage;
+  config.offload = bm::plan::toString(plan.config.offload);
   // Overlap where the cluster hides some of it, as the plan assumed.
   config.overlapGradReduce = plan.gradReduceOverlap > 0;
   config.pp = plan.config.pp;

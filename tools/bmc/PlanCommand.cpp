@@ -49,7 +49,8 @@ OPTIONS:
                         (none|selective|full), schedule (gpipe|1f1b|
                         interleaved), v (chunks per device), stream
                         (replicated|sequence|hidden[:DIM]: how the values
-                        between blocks lie over tp)
+                        between blocks lie over tp), offload (none|
+                        optimizer: its state and step in host memory)
   --fuse-attention on|off
                         price each attention core (scores, scale, causal
                         mask, softmax, context) as one fused op that never

@@ -51,6 +51,30 @@ TEST(FixedChoicesTest, StreamWithAndWithoutItsDimension) {
   EXPECT_EQ(config.str().substr(config.str().rfind(',')), ",stream=replicated");
 }
 
+// Configurations without offload print as they did before it existed;
+// an offloaded one says so, in the form --fix reads back.
+TEST(FixedChoicesTest, OffloadIsPrintedOnlyWhereItIsOn) {
+  FixedChoices on = llvm::cantFail(parseFixedChoices("dp=2,offload=optimizer"));
+  EXPECT_EQ(*on.offload, Offload::Optimizer);
+  EXPECT_FALSE(on.empty());
+  EXPECT_EQ(formatFixedChoices(on), "dp=2,offload=optimizer");
+  FixedChoices off = llvm::cantFail(parseFixedChoices("offload=none"));
+  EXPECT_EQ(*off.offload, Offload::None);
+  EXPECT_FALSE(off.empty());
+  ParallelConfig config;
+  const std::string plain = config.str();
+  EXPECT_EQ(plain, "dp=1,tp=1,pp=1,mb=1,zero=0,recompute=none,schedule=none,"
+                   "v=1");
+  config.offload = Offload::Optimizer;
+  EXPECT_EQ(config.str(), plain + ",offload=optimizer");
+  EXPECT_FALSE(config == ParallelConfig());
+  FixedChoices back = llvm::cantFail(parseFixedChoices(config.str()));
+  EXPECT_EQ(*back.offload, Offload::Optimizer);
+  EXPECT_EQ(toString(Offload::None), std::string("none"));
+  EXPECT_EQ(parseOffload("optimizer"), Offload::Optimizer);
+  EXPECT_EQ(parseOffload("host"), std::nullopt);
+}
+
 TEST(FixedChoicesTest, PartialFixLeavesTheRestOpen) {
   FixedChoices f = llvm::cantFail(parseFixedChoices(" tp=8 , recompute=full"));
   EXPECT_EQ(*f.tp, 8);
@@ -65,8 +89,13 @@ TEST(FixedChoicesTest, OneLineErrors) {
             "--fix: tp must be an integer in [1, 16777216], got 'eight'");
   EXPECT_EQ(errorOf("zero=4"),
             "--fix: zero must be an integer in [0, 3], got '4'");
-  EXPECT_EQ(errorOf("sp=2"), "--fix: unknown key 'sp' (keys: dp, ep, mb, pp, "
-                             "recompute, schedule, stream, tp, v, zero)");
+  EXPECT_EQ(errorOf("sp=2"),
+            "--fix: unknown key 'sp' (keys: dp, ep, mb, offload, pp, "
+            "recompute, schedule, stream, tp, v, zero)");
+  EXPECT_EQ(errorOf("offload=cpu"),
+            "--fix: offload must be none or optimizer, got 'cpu'");
+  EXPECT_EQ(errorOf("offload=none,offload=optimizer"),
+            "--fix: offload is given twice");
   EXPECT_EQ(errorOf("stream=diagonal"),
             "--fix: stream must be replicated, sequence or hidden (the split "
             "ones optionally with a dimension, as in hidden:1), got "

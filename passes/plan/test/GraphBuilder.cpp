@@ -559,6 +559,9 @@ GptDims bm::plan::test::megatron39B() {
 GptDims bm::plan::test::gpt3_175B() {
   return {"gpt3-175b", 96, 12288, 96, 2048, 51200, false};
 }
+GptDims bm::plan::test::gpt3_6_7B() {
+  return {"gpt3-6.7b", 32, 4096, 32, 2048, 51200, false};
+}
 
 double bm::plan::test::megatronFlops(const GptDims &d, int64_t batch) {
   double s = d.sequence, l = d.layers, h = d.hidden, v = d.vocab;

@@ -121,6 +121,9 @@ GptDims megatron18B();
 GptDims megatron39B();
 /// GPT-3 175B (Brown et al. 2020): 96 layers, hidden 12288, 96 heads.
 GptDims gpt3_175B();
+/// GPT-3 6.7B (Brown et al. 2020, Table 2.1): 32 layers, hidden 4096, 32
+/// heads (vocab 51200 as Megatron-LM pads it).
+GptDims gpt3_6_7B();
 
 /// Megatron's FLOP count per iteration of `batch` samples, recomputation
 /// included (Narayanan et al. 2021, section 5.1):

@@ -10,8 +10,8 @@
 #include "CommTestSupport.h"
 
 #include "bmrt/Backend.h"
+#include "bmrt/DeviceComm.h"
 #include "bmrt/Error.h"
-#include "bmrt/StagedComm.h"
 
 #include <gtest/gtest.h>
 
@@ -27,10 +27,13 @@ static Device *device;
 World &testWorld() { return *world; }
 Device &testDevice() { return *device; }
 
+/// The transports of the communicators the tests made, counted.
+static std::map<std::string, int> transports;
+
 std::unique_ptr<Communicator> staged(std::unique_ptr<Communicator> comm) {
-  if (device->hostAccessible())
-    return comm;
-  return stageThroughHost(std::move(comm), *device);
+  comm = deviceCommunicator(std::move(comm), *device);
+  ++transports[comm->transport()];
+  return comm;
 }
 
 namespace {
@@ -118,7 +121,15 @@ int main(int argc, char **argv) {
   } catch (const bmrt::Error &e) {
     bmrt::abortJob(e.what());
   }
-  std::unique_ptr<bmrt::Device> device = bmrt::createDevice("cpu");
+  // BMRT_TEST_DEVICE=cuda: the buffers on the GPU, where the communicators
+  // are NCCL's (one GPU per rank) or staged (ranks sharing one).
+  const char *backend = std::getenv("BMRT_TEST_DEVICE");
+  std::unique_ptr<bmrt::Device> device;
+  try {
+    device = bmrt::createDevice(backend && *backend ? backend : "cpu");
+  } catch (const bmrt::Error &e) {
+    bmrt::abortJob(e.what());
+  }
   if (const char *mode = std::getenv("BMRT_TEST_STAGED"); mode && *mode == '1')
     device = std::make_unique<bmrt::test::FarDevice>(std::move(device));
   bmrt::test::world = world.get();
@@ -156,6 +167,18 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "BMRT_TEST_STAGED=1, but no buffer was staged\n");
     failedRanks += " " + std::to_string(world->rank());
   }
+  // BMRT_TEST_TRANSPORT=nccl: the tests must have run over that transport.
+  if (const char *want = std::getenv("BMRT_TEST_TRANSPORT");
+      want && *want && bmrt::test::transports[want] == 0) {
+    std::fprintf(stderr,
+                 "BMRT_TEST_TRANSPORT=%s, but no communicator of "
+                 "the tests was one\n",
+                 want);
+    failedRanks += " " + std::to_string(world->rank());
+  }
+  if (world->rank() == 0)
+    for (const auto &[transport, count] : bmrt::test::transports)
+      std::printf("communicators made: %d %s\n", count, transport.c_str());
   device.reset();
   world.reset();
   return failedRanks.empty() ? 0 : 1;

@@ -23,7 +23,9 @@ World &testWorld();
 /// that says the host cannot address it, so that every communicator of the
 /// tests goes through bmrt/StagedComm.h (as ranks sharing a GPU do).
 Device &testDevice();
-/// `comm`, staged through host memory when testDevice() asks for it.
+/// `comm` over testDevice()'s memory (bmrt/DeviceComm.h): itself on the
+/// CPU, staged through host memory on a device the host cannot address,
+/// NCCL's on GPUs of their own (BMRT_TEST_DEVICE=cuda).
 std::unique_ptr<Communicator> staged(std::unique_ptr<Communicator> comm);
 /// All ranks: staged(testWorld().all()).
 inline std::unique_ptr<Communicator> allRanks() {

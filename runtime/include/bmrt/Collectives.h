@@ -30,7 +30,7 @@ public:
   /// Collective over `world`: every rank calls it with the same mesh.
   /// Throws bmrt::Error when the mesh does not have world.size() ranks.
   /// Buffers are `device`'s memory: where the host cannot address it, each
-  /// communicator stages through host memory (StagedComm.h).
+  /// communicator is NCCL's or stages through host memory (DeviceComm.h).
   Collectives(World &world, Mesh mesh, Device *device = nullptr);
   ~Collectives();
 

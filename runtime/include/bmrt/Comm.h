@@ -124,6 +124,9 @@ public:
   /// The world rank of each group rank, for messages; empty when the
   /// World did not create the group.
   const std::vector<int> &worldRanks() const { return members; }
+  /// How its operations move data: "host" (the World's backend on host
+  /// memory), "staged" (device memory through host copies) or "nccl".
+  virtual const char *transport() const { return "host"; }
 
   /// recv[i] = sum over the group of send[i], for `count` elements. In place
   /// when send == recv.

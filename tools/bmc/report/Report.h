@@ -29,8 +29,11 @@ struct MeasuredStep {
   double seconds = 0;
   std::optional<double> peakBytes;
   /// The step split as the trainer measures it, where it logs one:
-  /// compute, communication (all axes) and pipeline bubble.
-  std::optional<double> compute, communication, bubble;
+  /// compute, communication (all axes) and pipeline bubble; with the
+  /// optimizer offloaded, its copies between device and host (the host
+  /// link) and the host memory it held at most.
+  std::optional<double> compute, communication, bubble, hostLink;
+  std::optional<double> hostPeakBytes;
 };
 
 /// Reads a trainer's JSON lines. `itemsPerStep` is what the plan's step

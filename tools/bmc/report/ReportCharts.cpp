@@ -28,17 +28,24 @@ std::string bmc::report::stageName(const Plan &plan, int stage) {
   return llvm::formatv("stages {0}-{1}", stage, stage + devices - 1).str();
 }
 
-static const char *kSplitNames[] = {"compute", "comm (nvlink)",
-                                   "comm (network)", "pipeline bubble"};
+const char *const bmc::report::kSplitNames[kSplitParts] = {
+    "compute", "comm (nvlink)", "comm (network)", "pipeline bubble",
+    "host link"};
 
-static std::array<double, 4> splitParts(const TimeBreakdown &time) {
-  return {time.compute, time.nvlink, time.network, time.bubble};
+std::array<double, kSplitParts>
+bmc::report::splitParts(const TimeBreakdown &time) {
+  return {time.compute, time.nvlink, time.network, time.bubble, time.hostLink};
+}
+
+/// The parts a legend names: the host link only where a plan offloads.
+static int namedParts(bool hostLink) {
+  return hostLink ? kSplitParts : kSplitParts - 1;
 }
 
 void bmc::report::drawSplit(Svg &svg, double x, double y, double width,
                             double height, const TimeBreakdown &time,
                             double scale, const std::string &plan) {
-  std::array<double, 4> parts = splitParts(time);
+  std::array<double, kSplitParts> parts = splitParts(time);
   for (size_t i = 0; i < parts.size(); ++i) {
     double w = scale > 0 ? parts[i] / scale * width : 0;
     svg.rect(x, y, w, height, palette(static_cast<int>(i)),
@@ -50,9 +57,9 @@ void bmc::report::drawSplit(Svg &svg, double x, double y, double width,
   }
 }
 
-std::string bmc::report::splitLegend() {
+std::string bmc::report::splitLegend(bool hostLink) {
   std::string html = "<div class=\"legend\">";
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < namedParts(hostLink); ++i)
     html += std::string("<span><i style=\"background:") + palette(i) +
             "\"></i>" + kSplitNames[i] + "</span>";
   return html + "</div>";
@@ -62,10 +69,10 @@ std::string bmc::report::timeSplitBar(const TimeBreakdown &time, double scale,
                                       double width) {
   Svg svg(width, 40, "step time split");
   drawSplit(svg, 0, 0, width, 20, time, scale, "");
-  std::array<double, 4> parts = splitParts(time);
+  std::array<double, kSplitParts> parts = splitParts(time);
   double x = 0;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    svg.rect(x, 26, 10, 10, palette(static_cast<int>(i)));
+  for (int i = 0; i < namedParts(time.hostLink > 0); ++i) {
+    svg.rect(x, 26, 10, 10, palette(i));
     std::string label =
         llvm::formatv("{0} {1}", kSplitNames[i], duration(parts[i])).str();
     svg.text(x + 14, 35, label, "start", 11);
@@ -117,9 +124,21 @@ void bmc::report::memorySection(const Plan &plan, llvm::raw_ostream &os) {
     svg.text(x + 14, bottom + 35, names[k], "start", 11);
     x += 30 + 6.5 * std::string(names[k]).size();
   }
-  os << svg.str() << "<p class=\"note\">The first device of each group of "
+  os << svg.str()
+     << "<p class=\"note\">The first device of each group of "
         "identical stages (it holds the most micro-batches in flight); the "
-        "worst is stage " << plan.memory.stage << ".</p></section>\n";
+        "worst is stage "
+     << plan.memory.stage << ".</p>";
+  if (std::optional<OffloadSummary> offload = offloadOf(plan))
+    os << "<p class=\"note\">Host memory (the offloaded optimizer, not "
+          "drawn): "
+       << formatBytes(offload->hostBytes) << " per GPU"
+       << (offload->hostMemoryBytes > 0
+               ? " of " + formatBytes(offload->hostMemoryBytes)
+               : std::string(", in the device's own memory (the "
+                             "cluster's host has none apart)"))
+       << ".</p>";
+  os << "</section>\n";
 }
 
 namespace {

@@ -110,6 +110,14 @@ void bmc::report::summarySection(const ReportInput &input,
   fact(os, "memory per GPU (worst stage)",
        formatBytes(plan.memory.total()) + " of " +
            formatBytes(plan.deviceMemoryBytes));
+  if (std::optional<OffloadSummary> offload = offloadOf(plan))
+    fact(os, "optimizer offloaded to the host",
+         llvm::formatv("{0} of host memory per GPU; host link {1}, host "
+                       "step {2} a step",
+                       formatBytes(offload->hostBytes),
+                       duration(offload->hostLink()),
+                       duration(offload->hostStep))
+             .str());
   os << "</div>\n";
   TimeBreakdown time = plan.items.empty() ? plan.time : timeOfItems(plan);
   os << timeSplitBar(time, plan.stepSeconds, 1000);

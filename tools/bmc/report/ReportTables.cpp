@@ -5,6 +5,7 @@
 
 #include "passes/plan/PlanOutput.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -56,15 +57,16 @@ static std::string configHtml(const ParallelConfig &config) {
   return html;
 }
 
-/// One row of the alternatives table.
+/// One row of the alternatives table: the first `parts` of the time split.
 static void alternativeRow(llvm::raw_ostream &os, const std::string &rank,
                            const ParallelConfig &config, double step,
-                           const TimeBreakdown &time, double memory,
+                           const TimeBreakdown &time, int parts, double memory,
                            const std::string &reason) {
   os << "<tr><td>" << rank << "</td><td class=\"mono\">" << configHtml(config)
      << "</td><td class=\"num\">" << duration(step);
-  for (double part : {time.compute, time.nvlink, time.network, time.bubble})
-    os << "</td><td class=\"num\">" << duration(part);
+  std::array<double, kSplitParts> split = splitParts(time);
+  for (int i = 0; i < parts; ++i)
+    os << "</td><td class=\"num\">" << duration(split[i]);
   os << "</td><td class=\"num\">" << formatBytes(memory) << "</td><td>"
      << escape(reason) << "</td></tr>";
 }
@@ -76,13 +78,21 @@ void bmc::report::alternativesSection(const Plan &plan,
   for (const Alternative &a : plan.alternatives)
     if (a.fits)
       longest = std::max(longest, a.stepSeconds);
+  TimeBreakdown chosen = plan.items.empty() ? plan.time : timeOfItems(plan);
+  // The host link's column where some plan offloads its optimizer.
+  const bool hostLink =
+      chosen.hostLink > 0 ||
+      llvm::any_of(plan.alternatives,
+                   [](const Alternative &a) { return a.time.hostLink > 0; });
+  const int parts = hostLink ? kSplitParts : kSplitParts - 1;
   os << "<table><thead><tr><th>#</th><th>configuration</th><th "
         "class=\"num\">step time</th><th class=\"num\">compute</th><th "
         "class=\"num\">nvlink</th><th class=\"num\">network</th><th "
-        "class=\"num\">bubble</th><th class=\"num\">memory per GPU</th>"
-        "<th>why it lost</th></tr></thead><tbody>";
-  TimeBreakdown chosen = plan.items.empty() ? plan.time : timeOfItems(plan);
-  alternativeRow(os, "chosen", plan.config, plan.stepSeconds, chosen,
+        "class=\"num\">bubble</th>"
+     << (hostLink ? "<th class=\"num\">host link</th>" : "")
+     << "<th class=\"num\">memory per GPU</th><th>why it lost</th></tr>"
+        "</thead><tbody>";
+  alternativeRow(os, "chosen", plan.config, plan.stepSeconds, chosen, parts,
                  plan.memory.total(), "-");
   // The step time split of each plan, on one scale.
   const double left = 70, width = 800, row = 24;
@@ -100,8 +110,8 @@ void bmc::report::alternativesSection(const Plan &plan,
   for (size_t i = 0; i < plan.alternatives.size(); ++i) {
     const Alternative &a = plan.alternatives[i];
     std::string name = std::to_string(i + 1);
-    alternativeRow(os, name, a.config, a.stepSeconds, a.time, a.memoryBytes,
-                   a.reason);
+    alternativeRow(os, name, a.config, a.stepSeconds, a.time, parts,
+                   a.memoryBytes, a.reason);
     if (a.fits)
       bar(i + 1, name, a.stepSeconds, a.time);
     else
@@ -116,7 +126,7 @@ void bmc::report::alternativesSection(const Plan &plan,
   if (plan.alternatives.empty())
     os << "<p class=\"note\">No runner-up: the search kept none (a --fix "
           "that pins every choice, or --alternatives 0).</p>";
-  os << splitLegend() << svg.str() << "</section>\n";
+  os << splitLegend(hostLink) << svg.str() << "</section>\n";
 }
 
 static void compareRow(llvm::raw_ostream &os, llvm::StringRef name,
@@ -147,6 +157,8 @@ void bmc::report::compareSection(const ReportInput &input,
              duration(tb.network));
   compareRow(os, "pipeline bubble", duration(ta.bubble),
              duration(tb.bubble));
+  if (ta.hostLink > 0 || tb.hostLink > 0)
+    compareRow(os, "host link", duration(ta.hostLink), duration(tb.hostLink));
   compareRow(os, "MFU", llvm::formatv("{0:F1}%", 100 * a.mfu).str(),
              llvm::formatv("{0:F1}%", 100 * b.mfu).str());
   compareRow(os, "memory per GPU", formatBytes(a.memory.total()),
@@ -208,14 +220,24 @@ void bmc::report::measuredSection(const ReportInput &input,
   if (peak)
     compareRow(os, "peak memory (measured / predicted, worst stage)",
                formatBytes(*peak), formatBytes(plan.memory.total()));
+  std::optional<double> hostPeak;
+  for (const MeasuredStep &s : steps)
+    if (s.hostPeakBytes)
+      hostPeak = std::max(hostPeak.value_or(0), *s.hostPeakBytes);
+  std::optional<OffloadSummary> offload = offloadOf(plan);
+  if (hostPeak)
+    compareRow(os, "host memory (measured / predicted, offloaded optimizer)",
+               formatBytes(*hostPeak),
+               offload ? formatBytes(offload->hostBytes) : "none");
   TimeBreakdown predicted = plan.items.empty() ? plan.time : timeOfItems(plan);
-  std::pair<const char *, std::pair<std::optional<double> MeasuredStep::*,
-                                    double>>
-      parts[] = {
-          {"compute", {&MeasuredStep::compute, predicted.compute}},
-          {"communication",
-           {&MeasuredStep::communication, predicted.nvlink + predicted.network}},
-          {"pipeline bubble", {&MeasuredStep::bubble, predicted.bubble}}};
+  std::pair<const char *,
+            std::pair<std::optional<double> MeasuredStep::*, double>>
+      parts[] = {{"compute", {&MeasuredStep::compute, predicted.compute}},
+                 {"communication",
+                  {&MeasuredStep::communication,
+                   predicted.nvlink + predicted.network}},
+                 {"pipeline bubble", {&MeasuredStep::bubble, predicted.bubble}},
+                 {"host link", {&MeasuredStep::hostLink, predicted.hostLink}}};
   for (const auto &[name, part] : parts) {
     std::vector<double> values;
     for (const MeasuredStep &s : steps)

@@ -39,6 +39,8 @@ const char *colourOf(TimelineBar::Kind kind) {
     return "#b07aa1";
   case TimelineBar::Kind::Optimizer:
     return "#59a14f";
+  case TimelineBar::Kind::HostCopy:
+    return "#9c755f";
   }
   return "#999";
 }
@@ -80,11 +82,14 @@ std::string barLabel(const TimelineBar &bar, bool chunks) {
     return "sync";
   case TimelineBar::Kind::Optimizer:
     return "opt";
+  case TimelineBar::Kind::HostCopy:
+    return "copy";
   }
   return "";
 }
 
-void legend(llvm::raw_ostream &os) {
+/// The bars' colours; the host copies' where the plan offloads.
+void legend(llvm::raw_ostream &os, bool offloaded) {
   os << "<div class=\"legend\">";
   for (auto [kind, name] :
        {std::pair{TimelineBar::Kind::Forward, "forward"},
@@ -93,9 +98,15 @@ void legend(llvm::raw_ostream &os) {
         std::pair{TimelineBar::Kind::WeightGrad, "W: the weights' gradient"},
         std::pair{TimelineBar::Kind::Sync,
                   "gradient sync (after the pipeline)"},
-        std::pair{TimelineBar::Kind::Optimizer, "optimizer step"}})
-    os << "<span><i style=\"background:" << colourOf(kind) << "\"></i>" << name
-       << "</span>";
+        std::pair{TimelineBar::Kind::Optimizer,
+                  offloaded ? "optimizer step (on the host)"
+                            : "optimizer step"},
+        std::pair{TimelineBar::Kind::HostCopy,
+                  "copy between device and host (gradients down, "
+                  "parameters up)"}})
+    if (offloaded || kind != TimelineBar::Kind::HostCopy)
+      os << "<span><i style=\"background:" << colourOf(kind) << "\"></i>"
+         << name << "</span>";
   os << "<span><i style=\"background:#e15759\"></i>exposed communication "
         "(lane)</span><span><i style=\"background:#ececec\"></i>idle: the "
         "bubble</span></div>";
@@ -140,7 +151,9 @@ void bmc::report::timelineSection(const Plan &plan, llvm::raw_ostream &os) {
     if (w >= 7.5 * label.size())
       svg.text(x + w / 2, y + kRow * 0.68, label, "middle", 10, "#fff");
     // The lane: what of this bar is communication nobody hides.
-    double exposed = bar.kind == TimelineBar::Kind::Sync ? 1.0
+    double exposed = bar.kind == TimelineBar::Kind::Sync ||
+                             bar.kind == TimelineBar::Kind::HostCopy
+                         ? 1.0
                      : bar.kind == TimelineBar::Kind::Optimizer
                          ? 0.0
                          : share[bar.rank];
@@ -172,6 +185,6 @@ void bmc::report::timelineSection(const Plan &plan, llvm::raw_ostream &os) {
       chunks ? llvm::formatv(", {0} chunks per rank", plan.config.chunks).str()
              : std::string(),
       duration(end), duration(plan.time.bubble));
-  legend(os);
+  legend(os, plan.config.offload != Offload::None);
   os << "<div class=\"scroll\">" << svg.str() << "</div></section>\n";
 }

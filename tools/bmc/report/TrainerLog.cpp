@@ -70,6 +70,12 @@ bmc::report::readTrainerLog(llvm::StringRef text, const bm::plan::Plan &plan) {
       measured.peakBytes = memory->getNumber("total");
     measured.compute = object->getNumber("compute_time_s");
     measured.bubble = object->getNumber("bubble_time_s");
+    // The offloaded optimizer's phases (runtime/trainer/OptimizerOffload):
+    // the copies are the host link's.
+    if (const llvm::json::Object *offload = object->getObject("offload_time_s"))
+      measured.hostLink = offload->getNumber("copy_down").value_or(0) +
+                          offload->getNumber("copy_up").value_or(0);
+    measured.hostPeakBytes = object->getNumber("host_peak_memory_bytes");
     if (const llvm::json::Object *axes =
             object->getObject("communication_time_s")) {
       double sum = 0;

@@ -1,0 +1,105 @@
+"""CPU offload of the optimizer (issue 29; ZeRO-Offload, Ren et al. 2021):
+the optimizer state and an fp32 copy of every updated range in host
+memory, the step on the host's cores, the gradients copied down and the
+parameters copied up each step (runtime/trainer/OptimizerOffload.h).
+
+The host runs the CPU backend's optimizer kernels on the same ranges in the
+same order as a run without offload does on the CPU device, so the losses
+must be equal bit for bit, not within a tolerance: any difference is a
+range copied wrongly (a stale parameter, a shard's offset, a checkpoint
+loaded into the wrong place)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import read_log, run
+from test_bad_input import copy_of, edit_config
+from test_layerwise_optimizers import MESHES, losses, mpirun
+from test_trainer import error_line, train
+
+OFFLOAD = "offload=optimizer"
+
+
+def single(compiled, *flags: str, offload: bool) -> str:
+    fix = ["--fix", OFFLOAD] if offload else []
+    return compiled("gpt3-tiny", "--global-batch", "8", *flags, *fix)
+
+
+def meshed(compiled, mesh: str, *flags: str, offload: bool) -> str:
+    fix = MESHES[mesh] + ("," + OFFLOAD if offload else "")
+    return compiled("gpt3-tiny", "--global-batch", "8", *flags, "--gpus", "2",
+                    "--fix", fix)
+
+
+def train_log(folder: str, log, *flags: str) -> list[dict]:
+    run([os.path.join(folder, "trainer"), "--threads", "1", "--steps", "4",
+         "--log", str(log), *flags])
+    return read_log(str(log))
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd", "lamb", "lars"])
+def test_one_rank_is_bit_for_bit(compiled, tmp_path, optimizer):
+    flags = ("--optimizer", optimizer)
+    on_host = single(compiled, *flags, offload=True)
+    on_device = single(compiled, *flags, offload=False)
+    with open(os.path.join(on_host, "trainer.json")) as f:
+        assert '"offload": "optimizer"' in f.read()
+    a = train_log(on_host, tmp_path / "host.jsonl")
+    b = train_log(on_device, tmp_path / "device.jsonl")
+    assert [r["loss"] for r in a] == [r["loss"] for r in b]
+    assert [r["grad_norm"] for r in a] == [r["grad_norm"] for r in b]
+    # The device holds no optimizer state; the host holds the state and
+    # the parameter and gradient copies: with Adam's two moments four
+    # fp32 words per parameter, with SGD's and LARS's one buffer three.
+    assert a[-1]["peak_memory_bytes"]["optimizer_state"] == 0
+    state = b[-1]["peak_memory_bytes"]["optimizer_state"]
+    words = 4 if optimizer in ("adam", "lamb") else 3
+    moments = words - 2
+    assert a[-1]["host_peak_memory_bytes"] == pytest.approx(
+        state * words / moments, rel=0.01)
+    assert set(a[-1]["offload_time_s"]) == {"copy_down", "host_step", "copy_up"}
+    assert "offload_time_s" not in b[-1]
+
+
+@pytest.mark.parametrize("mesh,optimizer", [("zero1", "adam"), ("zero3", "adam"),
+                                            ("tp2", "lamb")])
+def test_two_ranks_are_bit_for_bit(compiled, tmp_path, mesh, optimizer):
+    # Each rank offloads its own range (under ZeRO its dp shard): the same
+    # losses as the same mesh with the optimizer on the device.
+    flags = ("--optimizer", optimizer)
+    for name, offload in (("host", True), ("device", False)):
+        mpirun(2, meshed(compiled, mesh, *flags, offload=offload), "--steps", "4",
+               "--log", str(tmp_path / f"{name}.jsonl"))
+    for log in ("{}.jsonl", "{}.rank1.jsonl"):
+        assert losses(tmp_path / log.format("host")) == losses(
+            tmp_path / log.format("device"))
+
+
+def test_resume_is_bit_for_bit_and_moves_state(compiled, tmp_path):
+    # Stopping at 2 and resuming gives the straight run's losses exactly,
+    # also when the resumed run keeps its optimizer state on the device
+    # (and back): the checkpoint does not say where the state lived.
+    host = meshed(compiled, "zero1", offload=True)
+    device = meshed(compiled, "zero1", offload=False)
+    straight = tmp_path / "straight"
+    mpirun(2, host, "--steps", "5", "--checkpoint", str(straight),
+           "--log", str(tmp_path / "a.jsonl"))
+    for name, first, second in (("b", host, host), ("c", host, device),
+                                ("d", device, host)):
+        ckpt = tmp_path / name
+        log = str(tmp_path / f"{name}.jsonl")
+        mpirun(2, first, "--steps", "5", "--stop-at", "2", "--checkpoint", str(ckpt),
+               "--log", log)
+        mpirun(2, second, "--steps", "5", "--resume", "--checkpoint", str(ckpt),
+               "--log", log)
+        assert losses(tmp_path / "a.jsonl") == losses(tmp_path / f"{name}.jsonl"), name
+
+
+def test_unknown_offload_is_refused(compiled, tmp_path):
+    folder = copy_of(compiled, tmp_path, "offload")
+    edit_config(folder, offload="parameters")
+    line = error_line(train(folder, "--steps", "1", check=False))
+    assert "offload is 'parameters'; this trainer offloads none or optimizer" in line
