@@ -86,7 +86,7 @@ CONFIGS = [
 # The plan's memory kinds and the trainer's names for them.
 MEMORY_KINDS = [("params", "parameters"), ("grads", "gradients"),
                 ("optimizer", "optimizer_state"), ("activations", "activations"),
-                ("buffers", "workspace")]
+                ("buffers", "workspace"), ("host", "host")]
 
 
 def model_path(model: str) -> str:
@@ -126,6 +126,8 @@ def measure(model: str, ranks: int, plan_file: str, steps: int, work: str) -> di
     summary["memory"] = {
         kind: max(r["peak_memory_bytes"].get(kind, 0) for r in records)
         for _, kind in MEMORY_KINDS}
+    # The offloaded optimizer's host memory (0 without offload).
+    summary["memory"]["host"] = max(r.get("host_peak_memory_bytes", 0) for r in records)
     return summary
 
 
@@ -161,7 +163,7 @@ def predicted(p: dict) -> dict:
     time = p["time"]
     return {"step": time["step_seconds"], "compute": time["compute"],
             "comm": time["nvlink"] + time["network"], "bubble": time["bubble"],
-            "memory": {kind: p["memory"][key] for key, kind in MEMORY_KINDS},
+            "memory": {kind: p["memory"].get(key, 0) for key, kind in MEMORY_KINDS},
             "config": p["config"]}
 
 
@@ -237,7 +239,7 @@ def print_rows(rows: list[dict]) -> None:
     print(f"{'model':15} {'n':>1} {'configuration':42} {'pred ms':>8} {'meas ms':>8} "
           f"{'best':>6} {'spread':>6} {'ratio':>6}  {'compute p/m':>13} {'comm p/m':>11} "
           f"{'bubble p/m':>11}  memory p/m by kind (params grads optimizer activations "
-          f"buffers)")
+          f"buffers host)")
     for r in rows:
         if "error" in r:
             print(f"{r['model']:15} {r['ranks']:>1} {r['fix']:42} failed: {r['error']}")

@@ -106,6 +106,8 @@ private:
 
 /// Bytes a copy must move to stream from memory rather than from caches.
 int64_t streamBytes(const Options &options);
+/// Floats per buffer of the memory-bound kernels' measurements.
+int64_t kernelFloats(const Options &options);
 
 /// One kind of measurement, added to the calibration's JSON object.
 void measureGemm(Bench &bench, nlohmann::ordered_json &out);

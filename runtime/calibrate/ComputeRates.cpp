@@ -256,8 +256,12 @@ void measureMemory(Bench &bench, nlohmann::ordered_json &out) {
                  formatRate(rate, "B"));
 }
 
+int64_t kernelFloats(const Options &options) {
+  return options.quick ? kQuickKernelFloats : kKernelFloats;
+}
+
 void measureKernels(Bench &bench, nlohmann::ordered_json &out) {
-  int64_t floats = bench.options().quick ? kQuickKernelFloats : kKernelFloats;
+  int64_t floats = kernelFloats(bench.options());
   std::deque<Buffer> buffers;
   for (int i = 0; i < 4; ++i) {
     buffers.emplace_back(bench.device(), floats);

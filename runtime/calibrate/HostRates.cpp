@@ -67,7 +67,10 @@ double hostOptimizerRate(Bench &bench, int64_t floats) {
 void measureHost(Bench &bench, nlohmann::ordered_json &out) {
   int64_t bytes = streamBytes(bench.options());
   double link = hostLinkRate(bench, bytes);
-  double optimizer = hostOptimizerRate(bench, bytes / 4);
+  // The step on buffers of the optimizer kernel class's size: on the CPU
+  // backend the host step and the device's are the same kernel on the same
+  // memory, and must measure alike.
+  double optimizer = hostOptimizerRate(bench, kernelFloats(bench.options()));
   // The host's memory apart from the device's, shared by the ranks on it:
   // none on the CPU backend, whose device memory is host memory (the
   // planner then counts offloaded state against the device's memory).
