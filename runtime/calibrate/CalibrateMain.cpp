@@ -10,6 +10,7 @@
 #include "Calibrate.h"
 
 #include "bmrt/Backend.h"
+#include "bmrt/DeviceComm.h"
 #include "bmrt/Error.h"
 #include "bmrt/Process.h"
 #include "bmrt/Tool.h"
@@ -56,6 +57,8 @@ Json calibrate(Bench &bench) {
   measureKernels(bench, out);
   measureHost(bench, out);
   if (world.size() > 1) {
+    bench.progress(std::string("collectives over ") + world.transport() +
+                   " communicators");
     measureCollectives(bench, out);
     measureOverlap(bench, out);
   }
@@ -96,7 +99,11 @@ int run(const std::vector<std::string> &args, bmrt::World &world) {
   } catch (const bmrt::Error &e) {
     return failEverywhere(world, e.what());
   }
-  std::unique_ptr<bmrt::Communicator> all = world.all();
+  // The collectives measured are the trainer's over that device's memory:
+  // NCCL's on GPUs of their own, staged where ranks share one, MPI's on
+  // CPUs (bmrt/DeviceComm.h).
+  std::unique_ptr<bmrt::Communicator> all =
+      bmrt::deviceCommunicator(world.all(), *device);
   std::ofstream file;
   error = openOutput(*options, *all, device->computeStream(), file);
   if (!error.empty())
