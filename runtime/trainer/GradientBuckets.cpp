@@ -1,6 +1,7 @@
 //===- GradientBuckets.cpp - gradient reduction during the backward -------===//
 
 #include "GradientBuckets.h"
+#include "Clock.h"
 
 #include "bmrt/Error.h"
 
@@ -12,12 +13,6 @@
 namespace bmrt {
 
 namespace {
-
-double secondsSince(std::chrono::steady_clock::time_point begin) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       begin)
-      .count();
-}
 
 /// `length` elements of `base` from element `begin`, as a flat view.
 TensorView flatAt(void *base, DType dtype, size_t begin, size_t length) {

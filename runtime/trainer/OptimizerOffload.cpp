@@ -1,6 +1,7 @@
 //===- OptimizerOffload.cpp - the optimizer step on the host --------------===//
 
 #include "OptimizerOffload.h"
+#include "Clock.h"
 
 #include "bmrt/Error.h"
 
@@ -36,11 +37,6 @@ void OptimizerOffload::checkHeld(
                    copies[k].grad.bytes() == ranges[k].grad.bytes(),
                "the offloaded optimizer's range " + std::to_string(k) +
                    " changed size");
-}
-
-static double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
 }
 
 const std::vector<TensorUpdate> &

@@ -1,6 +1,7 @@
 //===- Pipeline.cpp - one step of a pipeline schedule on this rank --------===//
 
 #include "Pipeline.h"
+#include "Clock.h"
 
 #include "bmrt/Error.h"
 
@@ -20,11 +21,6 @@ void read(Executor &e, const std::vector<int> &slots, Transfer &out) {
     e.device().copyToHost(out[i].data(), v.data, v.bytes(), e.stream());
   }
   e.stream().synchronize();
-}
-
-double secondsSince(std::chrono::steady_clock::time_point begin) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
-      .count();
 }
 
 /// Copies a received transfer into the slots, by position.
