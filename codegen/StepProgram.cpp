@@ -398,8 +398,8 @@ static bool isPartitioned(func::FuncOp func) {
   return false;
 }
 
-/// The mesh of a partitioned step, in the order ranks are numbered (tp
-/// innermost, then ep, dp, pp); empty for a step that is not partitioned.
+/// The mesh of a partitioned step, in the order ranks are numbered
+/// (bmrt::kMeshAxes); empty for a step that is not partitioned.
 static std::vector<bmrt::MeshAxis> meshOf(func::FuncOp func) {
   auto module = func->getParentOfType<ModuleOp>();
   auto mesh = module ? module.lookupSymbol<mlir::bm::MeshOp>("mesh")
@@ -407,8 +407,10 @@ static std::vector<bmrt::MeshAxis> meshOf(func::FuncOp func) {
   if (!mesh || !isPartitioned(func))
     return {};
   std::vector<bmrt::MeshAxis> axes;
-  for (const char *name : {"tp", "ep", "dp", "pp"}) {
+  for (const char *name : bmrt::kMeshAxes) {
     int64_t index = mesh.getMesh().findAxis(name);
+    if (index < 0 && bmrt::isOptionalAxis(name))
+      continue;
     axes.push_back(
         {name, index < 0 ? 1 : static_cast<int>(mesh.getMesh().getAxisSizes()[index])});
   }

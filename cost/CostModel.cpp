@@ -119,11 +119,15 @@ static CommGroup stridedGroup(int perNode, int size, int stride) {
 }
 
 MeshPlacement bm::cost::placeMesh(const Cluster &cluster, int dp, int tp,
-                                  int pp, int ep) {
+                                  int pp, int ep, int cp) {
   const int perNode = cluster.gpusPerNode;
   MeshPlacement placement;
-  // tp: `tp` consecutive ranks; dp: `dp` ranks at stride tp.
+  // tp: `tp` consecutive ranks; cp: `cp` ranks at stride tp; the replicas
+  // of a parameter: dp x cp ranks at stride tp.
+  cp = std::max(cp, 1);
   placement.tp = stridedGroup(perNode, tp, 1);
+  placement.cp = stridedGroup(perNode, cp, tp);
+  dp *= cp;
   placement.dp = stridedGroup(perNode, dp, tp);
   ep = std::max(ep, 1);
   placement.ep = stridedGroup(perNode, ep, tp);

@@ -57,7 +57,13 @@ struct CommGroup {
 /// crosses).
 struct MeshPlacement {
   CommGroup tp;
+  /// The ranks that sum each parameter's gradient: dp's, times cp's with
+  /// context parallelism (each cp rank holds a replica too).
   CommGroup dp;
+  /// Context parallelism's cp ranks right after tp (stride tp), as
+  /// Megatron-Core orders tp-cp-dp-pp: what gathers an attention's keys
+  /// and values.
+  CommGroup cp;
   /// Expert parallelism takes the ep innermost of the dp ranks (stride tp):
   /// `ep` exchanges tokens all-to-all, `expertDp` (the other dp / ep) syncs
   /// expert gradients.
@@ -70,8 +76,9 @@ struct MeshPlacement {
   bool pipelineCrossesNodes = false;
 };
 
+/// `dp` counts the data-parallel ranks without cp's.
 MeshPlacement placeMesh(const Cluster &cluster, int dp, int tp, int pp,
-                        int ep = 1);
+                        int ep = 1, int cp = 1);
 
 /// A measured GEMM rate grid (Calibration::gemm) ready for lookups: the
 /// sizes of each dimension, ascending, and the rates in (m, n, k) order.

@@ -344,6 +344,10 @@ static void setMesh(ModuleOp module, const Plan &plan) {
     names.push_back(b.getStringAttr(kExpertAxis));
     sizes.push_back(plan.config.ep);
   }
+  if (plan.config.cp > 1) {
+    names.push_back(b.getStringAttr(kContextAxis));
+    sizes.push_back(plan.config.cp);
+  }
   names.append({b.getStringAttr(kTensorAxis), b.getStringAttr(kPipelineAxis)});
   sizes.append({plan.config.tp, plan.config.pp});
   mlir::bm::MeshOp::create(

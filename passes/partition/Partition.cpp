@@ -53,8 +53,9 @@ public:
 
 private:
   /// Parameters are stored as their first planned reader wants them;
-  /// data (tokens, labels, images) is split by replicas only: each replica
-  /// reads its rows whole, and a reader that wants them split further
+  /// data (tokens, labels, images) is split by replicas and by context
+  /// parallelism's shares of the sequence only: each rank reads its share
+  /// whole, and a reader that wants them split further
   /// slices them.
   void shardArguments() {
     MLIRContext *context = step.getContext();
@@ -72,7 +73,8 @@ private:
         for (AxisList &axes : sharding.dims)
           llvm::erase_if(axes, [](const std::string &axis) {
             return axis != ::bm::plan::kDataAxis &&
-                   axis != ::bm::plan::kExpertAxis;
+                   axis != ::bm::plan::kExpertAxis &&
+                   axis != ::bm::plan::kContextAxis;
           });
       else if (std::optional<ValueSharding> table = tableLayout(arg))
         sharding = *table;

@@ -363,6 +363,10 @@ Value scaledValue(OpBuilder &b, Location loc, Value value, double factor,
   ValueSharding sharding = state[value];
   state.of[scale] = ValueSharding::replicated(0);
   state.of[product] = std::move(sharding);
+  // The product holds the shares as the value does (a strided loss
+  // gradient: rows of a batch and a split sequence flattened).
+  if (auto strided = state.strided.find(value); strided != state.strided.end())
+    state.strided[product] = SmallVector<StridedDim, 1>(strided->second);
   return product;
 }
 

@@ -139,6 +139,8 @@ static llvm::Error parseItem(StringRef key, StringRef value,
   };
   const int most = bm::cost::kLargestCount;
   // Keys alphabetical.
+  if (key == "cp")
+    return count(fixed.cp, 1, most);
   if (key == "dp")
     return count(fixed.dp, 1, most);
   if (key == "ep")
@@ -162,7 +164,7 @@ static llvm::Error parseItem(StringRef key, StringRef value,
   if (key == "zero")
     return count(fixed.zeroStage, 0, 3);
   return fixError("unknown key '" + key +
-                  "' (keys: dp, ep, mb, offload, pp, recompute, schedule, "
+                  "' (keys: cp, dp, ep, mb, offload, pp, recompute, schedule, "
                   "stream, tp, v, zero)");
 }
 
@@ -218,6 +220,7 @@ std::string bm::plan::formatFixedChoices(const FixedChoices &fixed) {
       parts.push_back(std::string(key) + "=" + std::to_string(*value));
   };
   add("dp", fixed.dp);
+  add("cp", fixed.cp);
   add("ep", fixed.ep);
   add("tp", fixed.tp);
   add("pp", fixed.pp);
@@ -244,6 +247,10 @@ std::string bm::plan::formatStream(StreamLayout layout,
 std::string ParallelConfig::str() const {
   FixedChoices fixed;
   fixed.dp = dp;
+  // Written only where the sequence is split: other configurations print
+  // as they always have.
+  if (cp > 1)
+    fixed.cp = cp;
   if (ep > 1)
     fixed.ep = ep;
   fixed.tp = tp;
@@ -268,8 +275,8 @@ std::string ParallelConfig::str() const {
 }
 
 bool ParallelConfig::operator==(const ParallelConfig &other) const {
-  return dp == other.dp && tp == other.tp && pp == other.pp && ep == other.ep &&
-         microBatch == other.microBatch &&
+  return dp == other.dp && cp == other.cp && tp == other.tp && pp == other.pp &&
+         ep == other.ep && microBatch == other.microBatch &&
          numMicroBatches == other.numMicroBatches &&
          zeroStage == other.zeroStage && recompute == other.recompute &&
          schedule == other.schedule && chunks == other.chunks &&

@@ -36,6 +36,8 @@ GraphAnalysis::GraphAnalysis(const ModelGraph &graph, bool fold,
   parameterOwner_.assign(numValues, -1);
   isView_.assign(numOps, 0);
   tokenFactor_.assign(numOps, {});
+  contextFactor_.assign(numOps, -1);
+  contextDim_.assign(numValues, -1);
   attentionSoftmax_.assign(numOps, 0);
   attentionCoreValue_.assign(numValues, 0);
   materialized_.assign(numValues, 0);
@@ -204,6 +206,7 @@ void GraphAnalysis::analyseSearchedOps() {
       continue;
     isView_[o] = !kernelPerOp && graph.ops[o].isView;
     propagateTokens(static_cast<int>(o));
+    propagateContext(static_cast<int>(o));
     findExpertFactor(static_cast<int>(o));
   }
   for (size_t o = 0; o < numOps; ++o) {
@@ -453,6 +456,43 @@ void GraphAnalysis::propagateTokens(int o) {
         if (tokenFactor_[o][f] && shape[d] > 1)
           dims[d] = 1;
   }
+}
+
+void GraphAnalysis::propagateContext(int o) {
+  const OpInfo &op = graph_.ops[o];
+  const ShardingRule &rule = op.rule;
+  int factor = -1;
+  for (size_t i = 0; i < op.operands.size() && i < rule.operandFactors.size();
+       ++i) {
+    const int v = op.operands[i];
+    const ValueInfo &value = graph_.values[v];
+    if (value.kind == ValueKind::Input && !value.isFloat && contextDim_[v] < 0)
+      for (size_t d = 0; d < value.shape.size() && value.batchDim >= 0; ++d)
+        if (static_cast<int>(d) != value.batchDim && value.shape[d] > 1) {
+          contextDim_[v] = static_cast<int>(d);
+          hasContext_ = true;
+          break;
+        }
+    if (value.kind == ValueKind::Activation && value.producer >= 0 &&
+        !searched_[value.producer])
+      contextDim_[v] = contextDim_[representativeValue(v)];
+    const int dim = contextDim_[v];
+    if (dim < 0 || dim >= static_cast<int>(rule.operandFactors[i].size()))
+      continue;
+    // A dim of merged factors ([b * s] before a 2-D GEMM) splits along
+    // its innermost factor that is not the batch.
+    for (int f : rule.operandFactors[i][dim])
+      if (f != op.batchFactor)
+        factor = f;
+    if (factor >= 0)
+      break;
+  }
+  contextFactor_[o] = factor;
+  if (factor < 0)
+    return;
+  for (size_t r = 0; r < op.results.size() && r < rule.resultFactors.size();
+       ++r)
+    contextDim_[op.results[r]] = dimOfFactor(rule.resultFactors[r], factor);
 }
 
 // Whether `value` is a weight: a parameter, possibly through views.

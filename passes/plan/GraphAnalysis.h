@@ -71,6 +71,18 @@ public:
   bool isTokenFactor(int op, int factor) const {
     return tokenFactor_[op][factor];
   }
+  /// The factor of searched op `op` that context parallelism splits: the
+  /// one its first operand with a sequence dimension (contextDim) has
+  /// there; -1 for ops that read no sequence. Each value then has one
+  /// such dimension, the query positions: a product Q K^T splits its rows
+  /// and reads K^T whole, as does the product of the probabilities and V.
+  int contextFactor(int op) const { return contextFactor_[op]; }
+  /// The dimension of `value` that context parallelism splits, or -1.
+  /// Inputs: the first dimension of a batched integer input (token ids)
+  /// other than the batch that is longer than 1.
+  int contextDim(int value) const { return contextDim_[value]; }
+  /// Whether some input has a sequence context parallelism can split.
+  bool hasContext() const { return hasContext_; }
   /// Whether `value`, written by a searched op, is part of an attention's
   /// core: from the scores Q K^T through the scale, mask and softmax to the
   /// probabilities (maybe dropped out) that multiply V. These are what
@@ -202,6 +214,7 @@ private:
   /// to in the first instance of its producer's block class.
   int representativeValue(int value) const;
   void propagateTokens(int op);
+  void propagateContext(int op);
   void findExpertFactor(int op);
   bool isWeight(int value) const;
   /// The contraction of two activations (Q K^T) whose product softmax `op`
@@ -248,6 +261,9 @@ private:
   std::vector<int> consumerList_;
   std::vector<char> isView_;
   std::vector<std::vector<char>> tokenFactor_;
+  std::vector<int> contextFactor_; // per op
+  std::vector<int> contextDim_;    // per value
+  bool hasContext_ = false;
   std::vector<char> attentionSoftmax_;   // per op
   std::vector<char> attentionCoreValue_; // per value
   bool hasAttentionCore_ = false;

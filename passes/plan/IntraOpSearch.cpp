@@ -37,11 +37,12 @@ class SegmentCoster {
 public:
   SegmentCoster(const GraphAnalysis &analysis, const Segment &segment,
                 const cost::CostModel &model, const cost::CommGroup &tpGroup,
-                int microBatch, int streamDim, double stepWeight)
+                int microBatch, int streamDim, double stepWeight,
+                const ContextSplit &context)
       : analysis_(analysis), graph_(analysis.graph()), segment_(segment),
         model_(model), group_(tpGroup), tp_(tpGroup.size),
-        microBatch_(microBatch), streamDim_(streamDim),
-        stepWeight_(stepWeight) {
+        microBatch_(microBatch), streamDim_(streamDim), stepWeight_(stepWeight),
+        context_(context) {
     local_.reserve(segment.ops.size());
     for (size_t i = 0; i < segment.ops.size(); ++i)
       local_.push_back({segment.ops[i], static_cast<int>(i)});
@@ -122,6 +123,28 @@ private:
   int streamDim_;
   /// Weight of once-per-step collectives in the per-micro-batch objective.
   double stepWeight_;
+  ContextSplit context_;
+  /// Samples on one GPU of a value or an op: the micro-batch where it
+  /// has a batch, the cp-th of it where cp splits its sequence too.
+  double samples(bool batched, bool context) const {
+    if (!batched)
+      return 1;
+    return context ? static_cast<double>(microBatch_) / context_.cp
+                   : microBatch_;
+  }
+  double valueSamples(int value) const {
+    return samples(graph_.values[value].batchDim >= 0,
+                   analysis_.contextDim(value) >= 0);
+  }
+  double opSamples(int op) const {
+    return samples(graph_.ops[op].batchFactor >= 0,
+                   analysis_.contextFactor(op) >= 0);
+  }
+  /// Seconds of the all-gathers over cp of `op`'s operands whose sequence
+  /// it reads whole, and of their gradients' reduce-scatters, under tp
+  /// factor `factor`; records them when `out` is given.
+  double contextGathers(int op, int factor,
+                        std::vector<SegmentCollective> *out) const;
   /// Megatron-LM's sequence parallelism (Korthikanti et al. 2022): with the
   /// stream split along the sequence, the ops outside the GEMMs and the
   /// attention core may split the sequence too.
@@ -219,8 +242,8 @@ std::vector<int> SegmentCoster::strategiesOf(int op) const {
 double SegmentCoster::valueBytes(int value) const {
   const ValueInfo &v = graph_.values[value];
   double elementBytes = v.isFloat ? model_.activationBytes() : v.elementBytes;
-  double samples = v.batchDim >= 0 ? microBatch_ : 1;
-  return static_cast<double>(v.numElements()) * samples * elementBytes;
+  return static_cast<double>(v.numElements()) * valueSamples(value) *
+         elementBytes;
 }
 
 // Bytes a fused implementation moves: operands not fused in from a
@@ -282,7 +305,7 @@ void SegmentCoster::gemmShape(int op, int factor, double &m, double &n,
     bool inResult = dimOfFactor(rule.resultFactors[0], f) >= 0;
     double size = static_cast<double>(rule.factorSizes[f]);
     if (f == info.batchFactor)
-      size *= microBatch_;
+      size *= opSamples(op);
     if (f == factor)
       size /= tp_;
     if (inA && inB && !inResult)
@@ -300,7 +323,7 @@ double SegmentCoster::forwardComputeTime(int op, int factor) const {
   const OpInfo &info = graph_.ops[op];
   double split = factor >= 0 ? tp_ : 1;
   if (info.isContraction) {
-    double samples = info.batchFactor >= 0 ? microBatch_ : 1;
+    double samples = opSamples(op);
     double m, n, k;
     gemmShape(op, factor, m, n, k);
     return model_.gemmTime(info.flops * samples / split, m, n, k);
@@ -376,13 +399,50 @@ double SegmentCoster::reshard(int from, int to, int value, int op, Phase phase,
   return seconds;
 }
 
+// An operand whose own sequence dim is not where the op's context factor
+// lies (K^T in Q K^T, V in P V) is read whole: its cp shares are gathered
+// forward, and its gradient, a partial sum of every rank's queries, is
+// reduce-scattered back to the shares.
+double
+SegmentCoster::contextGathers(int op, int factor,
+                              std::vector<SegmentCollective> *out) const {
+  const int cf = analysis_.contextFactor(op);
+  if (context_.cp <= 1 || cf < 0)
+    return 0;
+  const OpInfo &info = graph_.ops[op];
+  double total = 0;
+  for (size_t i = 0; i < info.operands.size(); ++i) {
+    const int v = info.operands[i];
+    const int dim = analysis_.contextDim(v);
+    if (dim < 0 || graph_.values[v].kind != ValueKind::Activation ||
+        dim >= static_cast<int>(info.rule.operandFactors[i].size()) ||
+        llvm::is_contained(info.rule.operandFactors[i][dim], cf))
+      continue;
+    double bytes = valueBytes(v) * context_.cp;
+    if (operandState(op, static_cast<int>(i), factor) >= 0)
+      bytes /= tp_;
+    auto add = [&](CollectiveKind kind, Phase phase) {
+      double seconds = model_.collectiveTime(kind, bytes, context_.group);
+      total += seconds;
+      if (out)
+        out->push_back({kind, phase, op, bytes, seconds,
+                        analysis_.inAttentionCore(op), /*overContext=*/true});
+    };
+    add(CollectiveKind::AllGather, Phase::Forward);
+    if (analysis_.needsGradient(v))
+      add(CollectiveKind::ReduceScatter, Phase::Backward);
+  }
+  return total;
+}
+
 double SegmentCoster::unaryCost(int localOp, int factor,
                                 std::vector<SegmentCollective> *out) const {
   const int op = segment_.ops[localOp];
   const OpInfo &info = graph_.ops[op];
   // Forward, and backward at twice the forward (Kaplan et al. 2020, section
   // 2.1; Narayanan et al. 2021, section 5.1).
-  double total = 3 * forwardComputeTime(op, factor);
+  double total =
+      3 * forwardComputeTime(op, factor) + contextGathers(op, factor, out);
   for (size_t i = 0; i < info.operands.size(); ++i) {
     int v = info.operands[i];
     const ValueInfo &value = graph_.values[v];
@@ -444,7 +504,7 @@ double SegmentCoster::lossCost(int op, int v, int produced,
   if (tp_ <= 1 || value.shape.empty() ||
       produced != static_cast<int>(value.shape.size()) - 1)
     return 0;
-  double samples = value.batchDim >= 0 ? microBatch_ : 1;
+  double samples = valueSamples(v);
   double rows = static_cast<double>(value.numElements()) * samples /
                 static_cast<double>(value.shape.back());
   double bytes = 3 * rows * 4 * tp_;
@@ -605,6 +665,14 @@ void SegmentCoster::account(const std::vector<int> &choice,
         solution.storedBytesSelective += bytes;
     }
     solution.storedBytes += gatheredSavedBytes(i, choice);
+    // A contraction keeps its operands for backward: the whole sequence of
+    // the keys (values) it gathered over cp.
+    for (size_t c = before; c < collectives.size(); ++c)
+      if (collectives[c].overContext && info.isContraction &&
+          collectives[c].kind == CollectiveKind::AllGather) {
+        solution.storedBytes += collectives[c].bytes;
+        solution.storedBytesSelective += collectives[c].bytes;
+      }
     for (size_t o = 0; o < info.operands.size(); ++o) {
       int v = info.operands[o];
       const ValueInfo &value = graph_.values[v];
@@ -718,16 +786,18 @@ SegmentSolution bm::plan::solveSegment(const GraphAnalysis &analysis,
                                        const cost::CostModel &model,
                                        const cost::CommGroup &tpGroup,
                                        int microBatch, int streamDim,
-                                       double stepWeight) {
-  SegmentCoster coster(analysis, segment, model, tpGroup, microBatch,
-                       streamDim, stepWeight);
+                                       double stepWeight,
+                                       const ContextSplit &context) {
+  SegmentCoster coster(analysis, segment, model, tpGroup, microBatch, streamDim,
+                       stepWeight, context);
   return coster.solve();
 }
 
 BlockSharding bm::plan::describeSegment(const GraphAnalysis &analysis,
                                         const Segment &segment,
                                         const SegmentSolution &solution,
-                                        int expertParallel) {
+                                        int expertParallel,
+                                        int contextParallel) {
   const ModelGraph &graph = analysis.graph();
   BlockSharding block;
   block.name = segment.name;
@@ -744,10 +814,13 @@ BlockSharding bm::plan::describeSegment(const GraphAnalysis &analysis,
     sharding.rule = info.rule.str();
     const int expert =
         expertParallel > 1 ? analysis.expertFactor(op) : -1;
+    const int context = contextParallel > 1 ? analysis.contextFactor(op) : -1;
     auto axesOf = [&](int f) {
       std::vector<const char *> axes;
       if (f == info.batchFactor)
         axes.push_back(kDataAxis);
+      if (f == context)
+        axes.push_back(kContextAxis);
       if (f == expert)
         axes.push_back(kExpertAxis);
       if (f == factor && solution.tp > 1)
@@ -770,13 +843,21 @@ BlockSharding bm::plan::describeSegment(const GraphAnalysis &analysis,
         t.partialAxes.push_back(kTensorAxis);
       return t;
     };
+    // A result without the context factor, when cp splits a reduction
+    // over it (a sum over the sequence), is a partial sum over cp.
+    const bool contextReduced =
+        context >= 0 && info.rule.factorKinds[context] == FactorKind::Reduction;
     for (const TensorFactors &operand : info.rule.operandFactors)
       sharding.operands.push_back(describe(operand, false));
     bool reduction = factor >= 0 && solution.tp > 1 &&
                      info.rule.factorKinds[factor] == FactorKind::Reduction;
-    for (const TensorFactors &result : info.rule.resultFactors)
-      sharding.results.push_back(
-          describe(result, reduction && dimOfFactor(result, factor) < 0));
+    for (const TensorFactors &result : info.rule.resultFactors) {
+      TensorSharding t =
+          describe(result, reduction && dimOfFactor(result, factor) < 0);
+      if (contextReduced && dimOfFactor(result, context) < 0)
+        t.partialAxes.push_back(kContextAxis);
+      sharding.results.push_back(std::move(t));
+    }
     block.ops.push_back(std::move(sharding));
   }
   return block;

@@ -57,6 +57,8 @@ struct SegmentCollective {
   /// Run for an op of the attention core (what selective recomputation
   /// repeats in forward).
   bool attentionCore = false;
+  /// Over the context axis (an attention's keys and values), else tp.
+  bool overContext = false;
 };
 
 struct SegmentSolution {
@@ -109,18 +111,30 @@ struct SegmentSolution {
 /// micro-batch; collectives that run once per step (the tp all-reduce of a
 /// replicated weight's gradient) count `stepWeight` times, 1 / (micro-batches
 /// per step).
+/// Context parallelism (`context`: cp ranks, their group) splits the
+/// sequence of every op with a context factor (GraphAnalysis::contextFactor)
+/// cp ways, and all-gathers each operand whose sequence is not the op's
+/// (an attention's keys and values) forward, reduce-scattering its
+/// gradient backward.
+struct ContextSplit {
+  int cp = 1;
+  cost::CommGroup group;
+};
+
 SegmentSolution solveSegment(const GraphAnalysis &analysis,
                              const Segment &segment,
                              const cost::CostModel &model,
                              const cost::CommGroup &tpGroup, int microBatch,
-                             int streamDim = -1, double stepWeight = 1.0);
+                             int streamDim = -1, double stepWeight = 1.0,
+                             const ContextSplit &context = {});
 
 /// The decisions of a solution as #bm.sharding-ready descriptions; expert
-/// factors go on the "ep" axis when `expertParallel` > 1.
+/// factors go on the "ep" axis when `expertParallel` > 1, context factors
+/// on "cp" when `contextParallel` > 1.
 BlockSharding describeSegment(const GraphAnalysis &analysis,
                               const Segment &segment,
                               const SegmentSolution &solution,
-                              int expertParallel = 1);
+                              int expertParallel = 1, int contextParallel = 1);
 
 } // namespace bm::plan
 

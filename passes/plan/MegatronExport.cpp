@@ -169,6 +169,8 @@ bm::plan::exportMegatronArguments(const Plan &plan) {
   };
   add("--tensor-model-parallel-size", llvm::Twine(c.tp));
   add("--pipeline-model-parallel-size", llvm::Twine(c.pp));
+  if (c.cp > 1)
+    add("--context-parallel-size", llvm::Twine(c.cp));
   if (c.ep > 1)
     add("--expert-model-parallel-size", llvm::Twine(c.ep));
   std::vector<int> stageLayers;

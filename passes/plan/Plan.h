@@ -27,10 +27,17 @@ inline constexpr const char *kPipelineAxis = "pp";
 /// Expert parallelism splits the experts of MoE layers over ep of the dp
 /// ranks (ep divides dp; dense ops stay data-parallel over all of dp).
 inline constexpr const char *kExpertAxis = "ep";
+/// Context parallelism splits the sequence of every token-wise op over cp
+/// ranks; an attention reads the keys and values of the whole sequence
+/// (all-gathered over cp, Megatron-Core's context parallelism in its
+/// all-gather form, as Llama 3 was trained).
+inline constexpr const char *kContextAxis = "cp";
 
 /// The parallel configuration: what `--fix` can pin.
 struct ParallelConfig {
   int dp = 1, tp = 1, pp = 1;
+  /// Context-parallel degree: ranks that split each sequence.
+  int cp = 1;
   /// Expert-parallel degree, a divisor of dp; 1 without experts.
   int ep = 1;
   int microBatch = 1;

@@ -56,6 +56,10 @@ struct PlanContext {
   /// of layers and for interludes.
   std::vector<std::pair<int, int64_t>> layerRuns;
   int prologue = -1, epilogue = -1, firstLayerSegment = -1;
+  /// The context-parallel degree of every configuration of this search
+  /// (--fix cp, else 1): each segment is costed on cp's share of the
+  /// sequence, so the segment caches hold one degree.
+  int cp = 1;
   /// config.globalBatch, or the default: one sample per GPU, rounded up to
   /// whole token groups.
   int64_t globalBatch = 0;

@@ -25,6 +25,9 @@ using llvm::json::OStream;
 
 static void writeConfig(OStream &j, const ParallelConfig &c) {
   j.attribute("dp", c.dp);
+  // Only where the sequence is split: other plans keep their bytes.
+  if (c.cp > 1)
+    j.attribute("cp", c.cp);
   j.attribute("ep", c.ep);
   j.attribute("tp", c.tp);
   j.attribute("pp", c.pp);
@@ -142,8 +145,9 @@ static void writeConfigAndMesh(OStream &j, const Plan &plan) {
     for (auto [name, size] : {std::pair{kDataAxis, plan.config.dp},
                               std::pair{kTensorAxis, plan.config.tp},
                               std::pair{kPipelineAxis, plan.config.pp},
-                              std::pair{kExpertAxis, plan.config.ep}})
-      if (name != kExpertAxis || size > 1)
+                              std::pair{kExpertAxis, plan.config.ep},
+                              std::pair{kContextAxis, plan.config.cp}})
+      if ((name != kExpertAxis && name != kContextAxis) || size > 1)
         j.object([&] {
           j.attribute("name", name);
           j.attribute("size", size);
@@ -463,6 +467,8 @@ private:
 
 static void readConfig(Reader r, ParallelConfig &c) {
   r.integer("dp", c.dp);
+  c.cp = 1;
+  r.optionalInteger("cp", c.cp);
   c.ep = 1;
   r.optionalInteger("ep", c.ep);
   r.integer("tp", c.tp);

@@ -83,9 +83,19 @@ static void printRequest(const Plan &plan, llvm::raw_ostream &os) {
 /// The mesh, schedule, stream layout, fold and stages.
 static void printConfiguration(const Plan &plan, llvm::raw_ostream &os) {
   const ParallelConfig &c = plan.config;
-  os << llvm::formatv("mesh        dp={0} x tp={1} x pp={2} (ranks: tp "
-                      "innermost, then dp, then pp)\n",
-                      c.dp, c.tp, c.pp);
+  if (c.cp > 1)
+    os << llvm::formatv("mesh        dp={0} x cp={1} x tp={2} x pp={3} "
+                        "(ranks: tp innermost, then cp, dp, pp)\n",
+                        c.dp, c.cp, c.tp, c.pp);
+  else
+    os << llvm::formatv("mesh        dp={0} x tp={1} x pp={2} (ranks: tp "
+                        "innermost, then dp, then pp)\n",
+                        c.dp, c.tp, c.pp);
+  if (c.cp > 1)
+    os << llvm::formatv("context     cp={0}: each sequence split {0} ways, "
+                        "every attention's keys and values all-gathered over "
+                        "cp\n",
+                        c.cp);
   if (c.ep > 1)
     os << llvm::formatv("experts     ep={0}: each expert on dp/ep={1} "
                         "replicas, tokens exchanged all-to-all\n",

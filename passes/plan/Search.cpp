@@ -69,6 +69,7 @@ void Planner::scoreZeroStages(const Candidate &c, ScheduleKind schedule,
       continue;
     ParallelConfig config;
     config.dp = c.dp;
+    config.cp = ctx_.cp;
     config.ep = c.ep;
     config.tp = c.tp;
     config.pp = c.pp;

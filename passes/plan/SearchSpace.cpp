@@ -104,8 +104,8 @@ llvm::Error SearchSpace::validateMesh() const {
   int64_t product = 1;
   std::string named;
   for (auto [key, value] :
-       {std::pair{"dp", fixed.dp}, std::pair{"tp", fixed.tp},
-        std::pair{"pp", fixed.pp}})
+       {std::pair{"dp", fixed.dp}, std::pair{"cp", fixed.cp},
+        std::pair{"tp", fixed.tp}, std::pair{"pp", fixed.pp}})
     if (value) {
       product *= *value;
       named += (named.empty() ? "" : ",") + std::string(key) + "=" +
@@ -123,7 +123,7 @@ llvm::Error SearchSpace::validateMesh() const {
         "--fix pp={0} exceeds the model's {1} layers", *fixed.pp, layers));
   std::optional<int> dp = fixed.dp;
   if (!dp && fixed.tp && fixed.pp)
-    dp = gpus / (*fixed.tp * *fixed.pp);
+    dp = gpus / (*fixed.tp * *fixed.pp * ctx_.cp);
   if (dp && globalBatch % *dp != 0)
     return planError(llvm::formatv(
         "--global-batch {0} is not divisible by dp={1}", globalBatch, *dp));
@@ -178,6 +178,47 @@ llvm::Error SearchSpace::validateModelChoices() const {
   if (fixed.schedule && *fixed.schedule == ScheduleKind::Interleaved &&
       fixed.chunks && *fixed.chunks < 2)
     return planError("--fix schedule=interleaved needs v >= 2");
+  return validateContext();
+}
+
+// What context parallelism runs today: the all-gather form over unfused
+// attention (its kernels take whole query rows: the causal mask is a
+// tensor cp slices), dense models, ZeRO 0 or 1 (the optimizer's shards
+// are dp's).
+llvm::Error SearchSpace::validateContext() const {
+  const int cp = ctx_.cp;
+  if (cp <= 1)
+    return llvm::Error::success();
+  const GraphAnalysis &analysis = ctx_.analysis;
+  if (ctx_.config.gpus % cp != 0)
+    return planError(llvm::formatv("--fix cp={0} does not divide --gpus {1}",
+                                   cp, ctx_.config.gpus));
+  if (!analysis.hasContext())
+    return planError(llvm::formatv(
+        "--fix cp={0} needs a sequence to split: an integer input (token "
+        "ids) with a dimension besides the batch; this model has none",
+        cp));
+  if (analysis.tokensPerSample() % cp != 0)
+    return planError(
+        llvm::formatv("--fix cp={0} does not divide the sequence of {1} tokens",
+                      cp, analysis.tokensPerSample()));
+  if (analysis.hasExperts())
+    return planError(llvm::formatv(
+        "--fix cp={0}: context parallelism of mixture-of-experts models is "
+        "not built yet",
+        cp));
+  if (ctx_.graph.fusedAttention)
+    return planError(llvm::formatv(
+        "--fix cp={0}: the fused attention's kernels take whole query "
+        "sequences; context parallelism runs unfused attention "
+        "(--fuse-attention off)",
+        cp));
+  const FixedChoices &fixed = ctx_.config.fixed;
+  if (fixed.zeroStage && *fixed.zeroStage >= 2)
+    return planError(llvm::formatv(
+        "--fix cp={0} runs with ZeRO stage 0 or 1 (the optimizer's shards "
+        "are over dp alone); got zero={1}",
+        cp, *fixed.zeroStage));
   return llvm::Error::success();
 }
 
@@ -361,9 +402,9 @@ double SearchSpace::syncLowerBound(int dp, int tp, int pp) const {
   double shareOfParams =
       static_cast<double>(ctx_.analysis.numParameters()) / (tp * pp);
   double syncBytes = shareOfParams * ctx_.perParam.grads;
-  double sync =
-      ctx_.model.collectiveTime(CollectiveKind::AllReduce, syncBytes,
-                                cost::placeMesh(ctx_.cluster, dp, tp, pp).dp);
+  double sync = ctx_.model.collectiveTime(
+      CollectiveKind::AllReduce, syncBytes,
+      cost::placeMesh(ctx_.cluster, dp, tp, pp, 1, ctx_.cp).dp);
   return sync - cost::hiddenGradientReduction(sync, syncBytes, kInfinity,
                                               ctx_.cluster.gradReduceOverlap);
 }
@@ -373,7 +414,9 @@ void SearchSpace::addCandidates(int tp, int pp,
                                 std::vector<Candidate> &out) {
   const FixedChoices &fixed = ctx_.config.fixed;
   const int layers = ctx_.graph.numLayers();
-  const int dp = ctx_.config.gpus / (tp * pp);
+  if (ctx_.config.gpus % (tp * pp * ctx_.cp))
+    return;
+  const int dp = ctx_.config.gpus / (tp * pp * ctx_.cp);
   if ((fixed.dp && *fixed.dp != dp) || ctx_.globalBatch % dp)
     return;
   const int64_t perReplica = ctx_.globalBatch / dp;
@@ -503,6 +546,7 @@ std::vector<int> SearchSpace::zeroStages() const {
   std::vector<int> stages;
   for (int zero : {3, 0, 1, 2})
     if ((!fixed.zeroStage || *fixed.zeroStage == zero) &&
+        (ctx_.cp == 1 || zero <= 1) &&
         !(ctx_.config.megatronOnly &&
           megatronMismatch(zero, std::nullopt, std::nullopt, std::nullopt,
                            std::nullopt, fixed.offload)))

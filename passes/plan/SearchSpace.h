@@ -70,6 +70,7 @@ private:
   llvm::Error validateCluster() const;
   llvm::Error validateMesh() const;
   llvm::Error validateModelChoices() const;
+  llvm::Error validateContext() const;
   llvm::Error validateMegatron() const;
   llvm::Error validateStream() const;
   /// The candidates with tensor degree `tp`, pipeline degree `pp` and one

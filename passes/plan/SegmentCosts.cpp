@@ -48,11 +48,13 @@ const SegmentSolution &SegmentCosts::solution(int segment, int tp,
       static_cast<double>(ctx_.globalBatch) * tp /
       (static_cast<double>(ctx_.config.gpus) * microBatch);
   double stepWeight = 1.0 / std::max(1.0, fewestMicroBatches);
+  ContextSplit context{ctx_.cp,
+                       cost::placeMesh(ctx_.cluster, 1, tp, 1, 1, ctx_.cp).cp};
   return solutions_
       .emplace(key,
                solveSegment(ctx_.analysis, ctx_.segments[segment], ctx_.model,
                             group, ctx_.graph.unitsOf(microBatch), stream,
-                            stepWeight))
+                            stepWeight, context))
       .first->second;
 }
 
@@ -162,8 +164,10 @@ double SegmentCosts::workPerMicroBatch(int tp, int microBatch, int stream,
 
 double SegmentCosts::sideInputValueBytes(int value, int microBatch) const {
   const ValueInfo &v = ctx_.graph.values[value];
-  return static_cast<double>(v.numElements()) *
-         (v.batchDim >= 0 ? ctx_.graph.unitsOf(microBatch) : 1) *
+  double samples = v.batchDim >= 0 ? ctx_.graph.unitsOf(microBatch) : 1;
+  if (ctx_.analysis.contextDim(value) >= 0)
+    samples /= ctx_.cp;
+  return static_cast<double>(v.numElements()) * samples *
          ctx_.model.activationBytes();
 }
 

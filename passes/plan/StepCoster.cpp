@@ -13,7 +13,7 @@ using cost::MeshPlacement;
 
 MeshPlacement StepCoster::meshOf(const ParallelConfig &config) const {
   return cost::placeMesh(ctx_.cluster, config.dp, config.tp, config.pp,
-                         std::max(config.ep, 1));
+                         std::max(config.ep, 1), config.cp);
 }
 
 // Dense parameters are replicated over dp (ZeRO shards them over dp);

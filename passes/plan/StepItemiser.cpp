@@ -143,28 +143,31 @@ void StepItemiser::itemiseSegments(ItemList &list,
   list.compute("recompute", m, m * sum.recomputeCompute);
   // Each op's tensor-parallel collectives, as often as the stage runs it.
   const char *tpLink = cost::toString(ctx_.model.linkClass(placement.tp));
+  const char *cpLink = cost::toString(ctx_.model.linkClass(placement.cp));
   for (auto [segment, count] : held) {
     const bool isLayer = ctx_.segments[segment].kind == SegmentKind::Layer;
     for (const SegmentCollective &c :
          segments_.solution(segment, tp, mb, config.streamDim).collectives) {
       const char *kind = cost::toString(c.kind);
       const std::string &where = ctx_.graph.ops[c.op].label;
+      const char *axis = c.overContext ? kContextAxis : kTensorAxis;
+      const char *link = c.overContext ? cpLink : tpLink;
       if (c.phase == Phase::Step) {
-        list.comm(CostItem::Kind::Collective, kind, kTensorAxis, tpLink, "step",
-                  where, c.bytes, count, count * c.seconds,
+        list.comm(CostItem::Kind::Collective, kind, axis, link, "step", where,
+                  c.bytes, count, count * c.seconds,
                   /*afterPipeline=*/true);
         continue;
       }
       const int64_t calls = count * m;
-      list.comm(CostItem::Kind::Collective, kind, kTensorAxis, tpLink,
-                toString(c.phase), where, c.bytes, calls, calls * c.seconds);
+      list.comm(CostItem::Kind::Collective, kind, axis, link, toString(c.phase),
+                where, c.bytes, calls, calls * c.seconds);
       bool repeated =
           isLayer && c.phase == Phase::Forward &&
           (config.recompute == Recompute::Full ||
            (config.recompute == Recompute::Selective && c.attentionCore));
       if (repeated)
-        list.comm(CostItem::Kind::Collective, kind, kTensorAxis, tpLink,
-                  "recompute", where, c.bytes, calls, calls * c.seconds);
+        list.comm(CostItem::Kind::Collective, kind, axis, link, "recompute",
+                  where, c.bytes, calls, calls * c.seconds);
     }
   }
 }

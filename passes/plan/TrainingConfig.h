@@ -47,6 +47,8 @@ const char *toString(StreamLayout layout);
 /// Choices the user pins with `--fix`; unset ones are searched.
 struct FixedChoices {
   std::optional<int> dp, tp, pp, ep, microBatch, zeroStage, chunks;
+  /// Context parallelism: the sequence split over cp ranks.
+  std::optional<int> cp;
   std::optional<Recompute> recompute;
   std::optional<ScheduleKind> schedule;
   std::optional<StreamLayout> stream;
@@ -56,13 +58,14 @@ struct FixedChoices {
   std::optional<Offload> offload;
 
   bool empty() const {
-    return !dp && !tp && !pp && !ep && !microBatch && !zeroStage && !chunks &&
-           !recompute && !schedule && !stream && !offload;
+    return !dp && !cp && !tp && !pp && !ep && !microBatch && !zeroStage &&
+           !chunks && !recompute && !schedule && !stream && !offload;
   }
 };
 
 /// Parses `dp=4,tp=8,pp=2,mb=1,zero=1,recompute=full,schedule=1f1b,v=2`.
-/// Keys: dp, ep (expert parallelism, divides dp), tp, pp, mb, zero (0-3),
+/// Keys: dp, cp (context parallelism: the sequence split over cp ranks),
+/// ep (expert parallelism, divides dp), tp, pp, mb, zero (0-3),
 /// recompute (none|selective|full), schedule (gpipe|1f1b|interleaved), v
 /// (chunks per device, interleaved), stream (replicated|sequence|hidden,
 /// the split ones optionally with the dimension: hidden:1), offload

@@ -45,17 +45,18 @@ Mesh::Mesh(std::vector<MeshAxis> axesInnermostFirst)
 }
 
 Mesh Mesh::fromPlan(const std::map<std::string, int> &sizes) {
-  // PLAN_SCHEMA.md: tp innermost, then dp (whose innermost ranks form the
-  // ep groups), then pp.
-  static const char *const kOrder[] = {"tp", "ep", "dp", "pp"};
+  // PLAN_SCHEMA.md: the ep groups are the innermost of dp's ranks.
   for (const auto &[name, size] : sizes)
-    BMRT_CHECK(std::find_if(std::begin(kOrder), std::end(kOrder),
+    BMRT_CHECK(std::find_if(std::begin(kMeshAxes), std::end(kMeshAxes),
                             [&](const char *known) { return name == known; }) !=
-                   std::end(kOrder),
-               "unknown mesh axis '" + name + "' (expected tp, ep, dp, pp)");
+                   std::end(kMeshAxes),
+               "unknown mesh axis '" + name +
+                   "' (expected tp, cp, ep, dp, pp)");
   std::vector<MeshAxis> axes;
-  for (const char *name : kOrder) {
+  for (const char *name : kMeshAxes) {
     auto it = sizes.find(name);
+    if (it == sizes.end() && isOptionalAxis(name))
+      continue;
     axes.push_back({name, it == sizes.end() ? 1 : it->second});
   }
   return Mesh(std::move(axes));

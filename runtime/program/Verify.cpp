@@ -1503,13 +1503,12 @@ void checkGradients(const Program &program, const std::vector<bool> &computed,
 
 /// The mesh's axes are those bmrt::Mesh::fromPlan lays out.
 void checkMesh(const Program &program, const std::string &source) {
-  static const char *const kKnown[] = {"dp", "ep", "pp", "tp"};
   for (const MeshAxis &axis : program.mesh)
-    BMRT_CHECK(std::find_if(std::begin(kKnown), std::end(kKnown),
+    BMRT_CHECK(std::find_if(std::begin(kMeshAxes), std::end(kMeshAxes),
                             [&](const char *k) { return axis.name == k; }) !=
-                   std::end(kKnown),
+                   std::end(kMeshAxes),
                source + ": the mesh names axis '" + axis.name +
-                   "'; the runtime knows tp, ep, dp and pp");
+                   "'; the runtime knows tp, cp, ep, dp and pp");
 }
 
 /// A slot's sharding and partial sums name axes of the mesh, each once;

@@ -50,7 +50,9 @@ OPTIONS:
                         interleaved), v (chunks per device), stream
                         (replicated|sequence|hidden[:DIM]: how the values
                         between blocks lie over tp), offload (none|
-                        optimizer: its state and step in host memory)
+                        optimizer: its state and step in host memory), cp
+                        (context parallelism: each sequence split over cp
+                        ranks; only where fixed, with unfused attention)
   --fuse-attention on|off
                         price each attention core (scores, scale, causal
                         mask, softmax, context) as one fused op that never

@@ -90,7 +90,7 @@ TEST(FixedChoicesTest, OneLineErrors) {
   EXPECT_EQ(errorOf("zero=4"),
             "--fix: zero must be an integer in [0, 3], got '4'");
   EXPECT_EQ(errorOf("sp=2"),
-            "--fix: unknown key 'sp' (keys: dp, ep, mb, offload, pp, "
+            "--fix: unknown key 'sp' (keys: cp, dp, ep, mb, offload, pp, "
             "recompute, schedule, stream, tp, v, zero)");
   EXPECT_EQ(errorOf("offload=cpu"),
             "--fix: offload must be none or optimizer, got 'cpu'");

@@ -22,6 +22,13 @@ struct MeshAxis {
   int size = 1;
 };
 
+/// The axes of bmc's plans, innermost first: Megatron-Core's order
+/// tp-cp-ep-dp-pp. Every partitioned program has tp, ep, dp and pp (size 1
+/// where the plan does not split); cp (context parallelism) only where the
+/// plan splits sequences, so that other programs' meshes read as before.
+inline constexpr const char *kMeshAxes[] = {"tp", "cp", "ep", "dp", "pp"};
+inline bool isOptionalAxis(const std::string &axis) { return axis == "cp"; }
+
 /// How the ranks of a job lie on the device mesh. A rank's coordinates are
 /// its mixed-radix digits, the first axis innermost (stride 1).
 class Mesh {
@@ -30,10 +37,11 @@ public:
   /// repeated name.
   explicit Mesh(std::vector<MeshAxis> axesInnermostFirst);
 
-  /// bmc's layout: every rank is numbered tp innermost, then ep, then dp,
-  /// then pp. `sizes` are those of the step program's `bm.mesh` (with expert
-  /// parallelism its "dp" is the plan's dp / ep); axes it leaves out have
-  /// size 1, so all four axes always exist. Throws on another axis name.
+  /// bmc's layout (kMeshAxes): every rank is numbered tp innermost, then
+  /// cp, ep, dp, pp. `sizes` are those of the step program's `bm.mesh`
+  /// (with expert parallelism its "dp" is the plan's dp / ep); axes it
+  /// leaves out have size 1, so tp, ep, dp and pp always exist. Throws on
+  /// another axis name.
   static Mesh fromPlan(const std::map<std::string, int> &sizes);
 
   const std::vector<MeshAxis> &axes() const { return meshAxes; }

@@ -128,8 +128,8 @@ TEST(MeshProgram, BadMeshesAndShardingsAreOneLineErrors) {
   };
   const Case cases[] = {
       {"mesh tp=2 ep=1 dp=2 pp=1", "mesh tp=2 sp=1 dp=2",
-       "mesh.bmp: the mesh names axis 'sp'; the runtime knows tp, ep, dp and "
-       "pp"},
+       "mesh.bmp: the mesh names axis 'sp'; the runtime knows tp, cp, ep, dp "
+       "and pp"},
       {"mesh tp=2 ep=1 dp=2 pp=1", "mesh tp=2 dp=0",
        "mesh.bmp:3: mesh axis 'dp' has size 0"},
       {"mesh tp=2 ep=1 dp=2 pp=1", "mesh tp=2 tp=2",
@@ -149,10 +149,12 @@ TEST(MeshProgram, BadMeshesAndShardingsAreOneLineErrors) {
        "grad f32[8,8] \"w1\" sharding=[[\"tp\"],[]]",
        "mesh.bmp: the gradient of 'w1' is sharded unlike the parameter"},
       // w2's global [16, 8] is a view of [16, 2, 4] or [128], not these.
-      {"\"w2\" sharding=[[\"tp\"],[]]", "\"w2\" sharding=[[\"tp\"],[]] model=[8,2,4]",
+      {"\"w2\" sharding=[[\"tp\"],[]]",
+       "\"w2\" sharding=[[\"tp\"],[]] model=[8,2,4]",
        "mesh.bmp: slot %2 'w2' is stored as [16,8], which is no view of its "
        "model shape [8,2,4]"},
-      {"\"w2\" sharding=[[\"tp\"],[]]", "\"w2\" sharding=[[\"tp\"],[]] model=[8,16]",
+      {"\"w2\" sharding=[[\"tp\"],[]]",
+       "\"w2\" sharding=[[\"tp\"],[]] model=[8,16]",
        "mesh.bmp: slot %2 'w2' is stored as [16,8], which is no view of its "
        "model shape [8,16]"},
       {"slot %4 value f32[4,8]", "slot %4 value f32[4,8] model=[32]",
