@@ -399,6 +399,10 @@ CONFIGS: list[Config] = [
     # ---- LLaMA-2 ----------------------------------------------------------------------
     Config("llama2-7b", "llama", "graph-only", "6.74B", 0.0, LLAMA2.format("7b"),
            layers=32, hidden=4096, heads=32, seq=4096, vocab=32000, ffn=11008),
+    Config("llama2-7b-128k", "llama", "graph-only", "6.74B", 0.0,
+           LLAMA2.format("7b") + "; its rotary tables extended to 128k positions, the "
+           "long-context setting of context parallelism (Llama 3.1 trains at this length)",
+           layers=32, hidden=4096, heads=32, seq=131072, vocab=32000, ffn=11008),
     Config("llama2-13b", "llama", "graph-only", "13.0B", 0.0, LLAMA2.format("13b"),
            layers=40, hidden=5120, heads=40, seq=4096, vocab=32000, ffn=13824),
     Config("llama2-70b", "llama", "graph-only", "69.0B", 0.0, LLAMA2.format("70b"),

@@ -122,6 +122,28 @@ Mask classify(const HostValues &hidden, int64_t s, int64_t t) {
   return none ? Mask::None : Mask::Causal;
 }
 
+/// The mask an added `value` applies to s x t scores, read from its form
+/// without evaluating it (a long sequence's [s, t] mask is too large to
+/// evaluate on the host): the upper triangle j - i >= k of a splat that
+/// hides (ONNX's Trilu over ConstantOfShape, as exporters build causal
+/// masks) is the causal mask when k is 1 + t - s. Mask::Other for
+/// anything else.
+Mask classifyTriangle(Value value, int64_t s, int64_t t) {
+  auto trilu = value.getDefiningOp<TriluOp>();
+  auto type = cast<RankedTensorType>(value.getType());
+  if (!trilu || !trilu.getUpper() || type.getRank() != 2 ||
+      type.getDimSize(0) != s || type.getDimSize(1) != t ||
+      trilu.getK() != 1 + t - s)
+    return Mask::Other;
+  auto constant = trilu.getInput().getDefiningOp<ConstantOp>();
+  auto dense = constant ? dyn_cast<DenseElementsAttr>(constant.getValue())
+                        : DenseElementsAttr();
+  if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
+    return Mask::Other;
+  double fill = dense.getSplatValue<APFloat>().convertToDouble();
+  return fill <= kHidden ? Mask::Causal : Mask::Other;
+}
+
 /// 1 where `values` hides a key (<= kHidden), 0 where it adds 0; nothing
 /// when it adds anything else (a bias, not a mask).
 std::optional<HostValues> hiddenByAddition(HostValues values) {
@@ -157,12 +179,17 @@ Value overMask(Value x, int64_t s, int64_t t, Mask &mask) {
   Value inner;
   if (auto add = x.getDefiningOp<AddOp>()) {
     for (auto [scores, other] : {std::pair{add.getLhs(), add.getRhs()},
-                                 std::pair{add.getRhs(), add.getLhs()}})
+                                 std::pair{add.getRhs(), add.getLhs()}}) {
+      if (classifyTriangle(other, s, t) == Mask::Causal) {
+        mask = Mask::Causal;
+        return scores;
+      }
       if (std::optional<HostValues> values = evaluate(other)) {
         hidden = hiddenByAddition(std::move(*values));
         inner = scores;
         break;
       }
+    }
   } else if (auto where = x.getDefiningOp<WhereOp>()) {
     double fill;
     std::optional<HostValues> seen = evaluate(where.getCondition());
@@ -280,6 +307,7 @@ struct FuseAttentionPass : impl::BmFuseAttentionPassBase<FuseAttentionPass> {
       OpBuilder b(context);
       auto attention = AttentionOp::create(
           b, context->getLoc(), chain.q, chain.kt, chain.v,
+          /*positions=*/Value(),
           b.getF32FloatAttr(static_cast<float>(chain.scale)),
           b.getBoolAttr(chain.mask == Mask::Causal));
       if (attention.getType() != context->getResult(0).getType()) {

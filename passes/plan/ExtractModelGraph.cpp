@@ -177,6 +177,8 @@ private:
     info.isView = op.hasTrait<mlir::bm::View>();
     info.isSoftmax = isa<mlir::bm::SoftmaxOp>(op);
     info.isTopK = isa<mlir::bm::TopKOp>(op);
+    if (auto attention = dyn_cast<mlir::bm::AttentionOp>(op))
+      info.isCausalAttention = attention.getCausal();
     info.flops = costOp.getFlops();
     info.gradientReads = gradientReadsOf(op);
     std::optional<::bm::cost::MemoryKernelClass> memoryClass =

@@ -140,6 +140,20 @@ private:
     return samples(graph_.ops[op].batchFactor >= 0,
                    analysis_.contextFactor(op) >= 0);
   }
+  /// A fused causal attention split over cp in contiguous chunks: the
+  /// rank holding the last queries sees the most keys, sl (S - sl / 2)
+  /// pairs against the mean S^2 / 2cp (sl = S / cp), (2cp - 1) / cp times
+  /// the share the FLOPs give, and every rank waits for it at the next
+  /// collective. (Megatron-Core balances it by giving each rank two
+  /// mirrored chunks; bmc does not yet.) Unfused, every rank computes all
+  /// its rows' scores: no imbalance.
+  double causalImbalance(int op) const {
+    const int cp = context_.cp;
+    if (cp <= 1 || !graph_.ops[op].isCausalAttention ||
+        analysis_.contextFactor(op) < 0)
+      return 1;
+    return (2.0 * cp - 1) / cp;
+  }
   /// Seconds of the all-gathers over cp of `op`'s operands whose sequence
   /// it reads whole, and of their gradients' reduce-scatters, under tp
   /// factor `factor`; records them when `out` is given.
@@ -326,7 +340,8 @@ double SegmentCoster::forwardComputeTime(int op, int factor) const {
     double samples = opSamples(op);
     double m, n, k;
     gemmShape(op, factor, m, n, k);
-    return model_.gemmTime(info.flops * samples / split, m, n, k);
+    return model_.gemmTime(info.flops * samples / split, m, n, k) *
+           causalImbalance(op);
   }
   return model_.memoryTime(trafficBytes(op) / split, info.memoryClass);
 }
@@ -703,6 +718,14 @@ void SegmentCoster::account(const std::vector<int> &choice,
   }
   accountExperts(choice, solution);
   for (const SegmentCollective &c : collectives) {
+    if (c.overContext && c.phase != Phase::Step) {
+      solution.contextComm += c.seconds;
+      if (c.phase == Phase::Forward) {
+        solution.contextForwardComm += c.seconds;
+        if (c.attentionCore)
+          solution.contextCoreComm += c.seconds;
+      }
+    }
     if (c.phase == Phase::Forward)
       solution.forwardComm += c.seconds;
     else if (c.phase == Phase::Backward)

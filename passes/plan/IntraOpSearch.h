@@ -78,6 +78,11 @@ struct SegmentSolution {
   /// Forward compute of the contractions outside the attention core.
   double gemmCompute = 0;
   double attentionCoreComm = 0;
+  /// The parts of forwardComm + backwardComm and of attentionCoreComm
+  /// over the context axis.
+  double contextComm = 0;
+  double contextCoreComm = 0;
+  double contextForwardComm = 0;
   /// Bytes per micro-batch per GPU of the activations kept for backward.
   double storedBytes = 0;
   /// The same without the sequence x sequence tensors (selective recompute).

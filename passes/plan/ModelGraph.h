@@ -94,6 +94,8 @@ struct OpInfo {
   /// A softmax (attention probabilities, when over a product of two
   /// activations) and a top-k (a mixture-of-experts router).
   bool isSoftmax = false, isTopK = false;
+  /// A fused causal attention (its kernels skip the masked key blocks).
+  bool isCausalAttention = false;
   /// What its gradient rule reads (GradientReads.h); empty when unknown, for
   /// graphs built by hand: then `backwardReads` says.
   GradientReads gradientReads;

@@ -17,6 +17,7 @@ StageStats &StageStats::operator+=(const StageStats &other) {
   recomputeCompute += other.recomputeCompute;
   forward += other.forward;
   comm += other.comm;
+  contextComm += other.contextComm;
   stepComm += other.stepComm;
   params += other.params;
   stored += other.stored;
@@ -37,12 +38,13 @@ StageStats &StageStats::operator+=(const StageStats &other) {
 
 bool StageStats::operator==(const StageStats &other) const {
   auto fields = [](const StageStats &s) {
-    return std::make_tuple(
-        s.compute, s.gemmCompute, s.attentionCompute, s.recomputeCompute,
-        s.forward, s.comm, s.stepComm, s.params, s.stored, s.workingSet,
-        s.expertParams, s.exchangeBytes, s.exchanges, s.sideInputBytes,
-        s.sideInputSource, s.sideInputReceivers, s.receivedSideBytes,
-        s.madeSideBytes, s.shared, s.sharedParams, s.layers);
+    return std::make_tuple(s.compute, s.gemmCompute, s.attentionCompute,
+                           s.recomputeCompute, s.forward, s.comm, s.contextComm,
+                           s.stepComm, s.params, s.stored, s.workingSet,
+                           s.expertParams, s.exchangeBytes, s.exchanges,
+                           s.sideInputBytes, s.sideInputSource,
+                           s.sideInputReceivers, s.receivedSideBytes,
+                           s.madeSideBytes, s.shared, s.sharedParams, s.layers);
   };
   return fields(*this) == fields(other);
 }
@@ -81,6 +83,7 @@ StageStats StageStats::scaled(int64_t count) const {
   s.recomputeCompute *= count;
   s.forward *= count;
   s.comm *= count;
+  s.contextComm *= count;
   s.stepComm *= count;
   s.params *= count;
   s.stored *= count;

@@ -34,6 +34,9 @@ struct StageStats {
   /// time() before the backward: how the pipeline schedule splits a stage.
   double forward = 0;
   double comm = 0;           // seconds of tensor-parallel collectives
+  /// The part of `comm` over the context axis (keys and values gathered
+  /// over cp), which runs on cp's link.
+  double contextComm = 0;
   double stepComm = 0;       // seconds once per step
   double params = 0;         // parameter elements per GPU (after tp)
   double stored = 0;         // activation bytes kept per micro-batch

@@ -50,6 +50,11 @@ public:
   void run();
   /// The best plan, or why there is none; `suggest` adds what would fit.
   llvm::Expected<Plan> result(bool suggest);
+  /// Whether any configuration was scored (else none divides the batch).
+  bool scoredAny() const { return evaluated_ > 0; }
+  /// Whether some configuration scored fits, and the best one's step.
+  bool fits() const { return best_.haveBest(); }
+  double bestStep() const { return best_.best().step; }
 
 private:
   /// Scores `c` under `schedule` at each of `zeroStages` worth trying

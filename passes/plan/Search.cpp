@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <memory>
 #include <optional>
 
 using namespace bm;
@@ -309,6 +310,32 @@ llvm::Expected<Plan> Planner::result(bool suggest) {
   return plan;
 }
 
+/// Context parallelism, as offload, is tried only where nothing fits
+/// without it (a long sequence's activations): each degree up to
+/// kLargestContext that the search space takes is searched in turn, and
+/// the fastest that fits wins. Not otherwise: contiguous chunks leave a
+/// causal attention's work unbalanced over cp (causalImbalance), which
+/// tensor and sequence parallelism do not.
+static std::unique_ptr<Planner> searchContext(const ModelGraph &graph,
+                                              const cost::Cluster &cluster,
+                                              const TrainingConfig &config) {
+  constexpr int kLargestContext = 16;
+  std::unique_ptr<Planner> best;
+  for (int cp = 2; cp <= kLargestContext && cp <= config.gpus; cp *= 2) {
+    TrainingConfig split = config;
+    split.fixed.cp = cp;
+    auto planner = std::make_unique<Planner>(graph, cluster, split);
+    if (llvm::Error error = planner->validate()) {
+      llvm::consumeError(std::move(error));
+      continue;
+    }
+    planner->run();
+    if (planner->fits() && (!best || planner->bestStep() < best->bestStep()))
+      best = std::move(planner);
+  }
+  return best;
+}
+
 llvm::Expected<Plan> bm::plan::searchPlan(const ModelGraph &graph,
                                           const cost::Cluster &cluster,
                                           const TrainingConfig &config) {
@@ -316,6 +343,9 @@ llvm::Expected<Plan> bm::plan::searchPlan(const ModelGraph &graph,
   if (llvm::Error error = planner.validate())
     return std::move(error);
   planner.run();
+  if (planner.scoredAny() && !planner.fits() && !config.fixed.cp)
+    if (std::unique_ptr<Planner> split = searchContext(graph, cluster, config))
+      return split->result(/*suggest=*/true);
   return planner.result(/*suggest=*/true);
 }
 

@@ -181,10 +181,8 @@ llvm::Error SearchSpace::validateModelChoices() const {
   return validateContext();
 }
 
-// What context parallelism runs today: the all-gather form over unfused
-// attention (its kernels take whole query rows: the causal mask is a
-// tensor cp slices), dense models, ZeRO 0 or 1 (the optimizer's shards
-// are dp's).
+// What context parallelism runs today: the all-gather form, dense
+// models, ZeRO 0 or 1 (the optimizer's shards are dp's).
 llvm::Error SearchSpace::validateContext() const {
   const int cp = ctx_.cp;
   if (cp <= 1)
@@ -206,12 +204,6 @@ llvm::Error SearchSpace::validateContext() const {
     return planError(llvm::formatv(
         "--fix cp={0}: context parallelism of mixture-of-experts models is "
         "not built yet",
-        cp));
-  if (ctx_.graph.fusedAttention)
-    return planError(llvm::formatv(
-        "--fix cp={0}: the fused attention's kernels take whole query "
-        "sequences; context parallelism runs unfused attention "
-        "(--fuse-attention off)",
         cp));
   const FixedChoices &fixed = ctx_.config.fixed;
   if (fixed.zeroStage && *fixed.zeroStage >= 2)

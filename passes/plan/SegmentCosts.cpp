@@ -91,6 +91,7 @@ StageStats SegmentCosts::itemStats(int segment, int tp, int microBatch,
   stats.attentionCompute = 3 * s.attentionCoreCompute;
   stats.forward = s.forwardCompute + s.forwardComm;
   stats.comm = s.forwardComm + s.backwardComm;
+  stats.contextComm = s.contextComm;
   stats.stepComm = s.stepComm;
   stats.params = s.paramsPerGpu;
   // A shared parameter counts on every device that holds it
@@ -125,6 +126,7 @@ StageStats SegmentCosts::itemStats(int segment, int tp, int microBatch,
     stats.compute += s.attentionCoreCompute;
     stats.recomputeCompute = s.attentionCoreCompute;
     stats.comm += s.attentionCoreComm;
+    stats.contextComm += s.contextCoreComm;
     stats.workingSet = s.storedBytes - s.storedBytesSelective;
     return stats;
   }
@@ -134,6 +136,7 @@ StageStats SegmentCosts::itemStats(int segment, int tp, int microBatch,
   stats.compute += s.forwardCompute;
   stats.recomputeCompute = s.forwardCompute;
   stats.comm += s.forwardComm;
+  stats.contextComm += s.contextForwardComm;
   stats.workingSet = s.storedBytes;
   return stats;
 }

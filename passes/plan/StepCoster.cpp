@@ -358,7 +358,9 @@ Evaluation StepCoster::score(const ParallelConfig &config,
   e.time.compute = m * critical.compute + tail.optimizer + tail.hostOptimizer;
   e.time.hostLink = tail.toHost + tail.toDevice;
   e.hostStep = tail.hostOptimizer;
-  addComm(m * critical.comm + tail.stepComm, placement.tp.crossesNodes);
+  addComm(m * (critical.comm - critical.contextComm) + tail.stepComm,
+          placement.tp.crossesNodes);
+  addComm(m * critical.contextComm, placement.cp.crossesNodes);
   addComm(tail.sharedSync, placement.pp.crossesNodes);
   addComm(m * extras.p2pLink, pipelineOnNetwork);
   addComm(m * extras.p2pGather, placement.tp.crossesNodes);

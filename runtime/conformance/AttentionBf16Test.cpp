@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace bmrt::conformance {
 namespace {
@@ -43,7 +44,17 @@ struct Geometry {
   std::string name;
   int64_t batch, s, t, d;
   bool causal;
+  /// The queries' place among the keys (a positions operand), if given.
+  std::optional<int64_t> positions = std::nullopt;
 };
+
+/// The positions operand of `g`: one consecutive place per query.
+HostTensor positionsOf(const Geometry &g) {
+  std::vector<int64_t> values(g.s);
+  for (int64_t i = 0; i < g.s; ++i)
+    values[i] = *g.positions + i;
+  return ints(DType::I64, {g.s}, values);
+}
 
 /// Row-major views of one leading index's operands, in double.
 struct Operands {
@@ -108,24 +119,26 @@ void expectWithin(const std::string &what, const HostTensor &got,
 }
 
 Case forwardCase(const Geometry &g, float scale) {
-  return Build("attention_" + g.name, "attention")
-      .in(uniform({g.batch, g.s, g.d}, 11, -1, 1))
+  Build b("attention_" + g.name, "attention");
+  b.in(uniform({g.batch, g.s, g.d}, 11, -1, 1))
       .in(uniform({g.batch, g.d, g.t}, 12, -1, 1))
-      .in(uniform({g.batch, g.t, g.d}, 13, -1, 1))
-      .out({g.batch, g.s, g.d})
-      .f("scale", scale)
-      .i("causal", g.causal);
+      .in(uniform({g.batch, g.t, g.d}, 13, -1, 1));
+  if (g.positions)
+    b.in(positionsOf(g));
+  return b.out({g.batch, g.s, g.d}).f("scale", scale).i("causal", g.causal);
 }
 
 Case gradCase(const Geometry &g, float scale, const Case &forward,
               const HostTensor &out) {
-  return Build("attention_grad_" + g.name, "attention_grad")
-      .in(forward.operands[0])
+  Build b("attention_grad_" + g.name, "attention_grad");
+  b.in(forward.operands[0])
       .in(forward.operands[1])
       .in(forward.operands[2])
       .in(out)
-      .in(uniform({g.batch, g.s, g.d}, 14, -1, 1))
-      .out({g.batch, g.s, g.d})
+      .in(uniform({g.batch, g.s, g.d}, 14, -1, 1));
+  if (g.positions)
+    b.in(positionsOf(g));
+  return b.out({g.batch, g.s, g.d})
       .out({g.batch, g.d, g.t})
       .out({g.batch, g.t, g.d})
       .f("scale", scale)
@@ -133,7 +146,10 @@ Case gradCase(const Geometry &g, float scale, const Case &forward,
 }
 
 AttentionShape shapeOf(const Geometry &g) {
-  return {g.batch, g.s, g.t, g.d, g.d, g.causal};
+  AttentionShape a{g.batch, g.s, g.t, g.d, g.d, g.causal};
+  if (g.positions)
+    a.offset = *g.positions;
+  return a;
 }
 
 /// The forward's bound per element of out (the file's comment).
@@ -211,9 +227,10 @@ std::vector<std::vector<double>> gradBounds(const Geometry &g, const Case &c,
 /// host.
 Case roundedOperands(Case c) {
   for (size_t k = 0; k < c.operands.size(); ++k) {
-    if (c.op == "attention_grad" && k == 3)
-      continue;
     HostTensor &operand = c.operands[k];
+    // The forward result is the true one; positions are integers.
+    if ((c.op == "attention_grad" && k == 3) || operand.dtype != DType::F32)
+      continue;
     auto *values = reinterpret_cast<float *>(operand.bytes.data());
     for (int64_t i = 0; i < operand.size(); ++i)
       values[i] = roundToBf16(values[i]);
@@ -279,12 +296,15 @@ TEST_P(AttentionBf16, GradientsWithinBound) {
 // Head dims 64 and 128 (the tensor-core kernels' two); one tile and
 // several with ragged ends; causal with as many, more and fewer keys than
 // queries. Rows of 20-150 keys keep each probability a visible share.
-const auto kShapes =
-    testing::Values(Geometry{"s20_d64_causal", 2, 20, 20, 64, true},
-                    Geometry{"s130_d64_causal", 1, 130, 130, 64, true},
-                    Geometry{"s70_t150_d128", 2, 70, 150, 128, false},
-                    Geometry{"s64_t96_d64_causal", 3, 64, 96, 64, true},
-                    Geometry{"s100_t40_d128_causal", 1, 100, 40, 128, true});
+const auto kShapes = testing::Values(
+    Geometry{"s20_d64_causal", 2, 20, 20, 64, true},
+    Geometry{"s130_d64_causal", 1, 130, 130, 64, true},
+    Geometry{"s70_t150_d128", 2, 70, 150, 128, false},
+    Geometry{"s64_t96_d64_causal", 3, 64, 96, 64, true},
+    Geometry{"s100_t40_d128_causal", 1, 100, 40, 128, true},
+    // A context-parallel rank's queries: keys 40..103
+    // of 160.
+    Geometry{"s64_t160_d64_positions", 2, 64, 160, 64, true, 40});
 std::string nameOf(const testing::TestParamInfo<Geometry> &info) {
   return info.param.name;
 }

@@ -32,15 +32,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace bmrt::conformance {
 namespace {
 
-/// One case's sizes: leading dims, then q [s, d], kt [d, t], v [t, e].
+/// One case's sizes: leading dims, then q [s, d], kt [d, t], v [t, e];
+/// with `positions`, the queries sit at keys offset, offset + 1, ... (a
+/// context-parallel rank's share of the queries against every key).
 struct Sizes {
   Shape lead;
   int64_t s, t, d, e;
   bool causal;
+  std::optional<int64_t> positions = std::nullopt;
 
   Shape with(int64_t rows, int64_t cols) const {
     Shape shape = lead;
@@ -48,7 +52,18 @@ struct Sizes {
     return shape;
   }
   AttentionShape geometry() const {
-    return attentionShape(with(s, d), with(d, t), with(t, e), causal);
+    AttentionShape a =
+        attentionShape(with(s, d), with(d, t), with(t, e), causal);
+    if (positions)
+      a.offset = *positions;
+    return a;
+  }
+  /// The positions operand: offset, offset + 1, ..., one per query.
+  HostTensor positionsOperand() const {
+    std::vector<int64_t> values(s);
+    for (int64_t i = 0; i < s; ++i)
+      values[i] = *positions + i;
+    return ints(DType::I64, {s}, values);
   }
   double scale() const { return 1 / std::sqrt(static_cast<double>(d)); }
 };
@@ -93,6 +108,8 @@ Case attention(const std::string &name, const Sizes &z, uint32_t seed) {
   Build b(name, "attention");
   for (HostTensor &x : operands(z, seed))
     b.in(std::move(x));
+  if (z.positions)
+    b.in(z.positionsOperand());
   b.out(z.with(z.s, z.e)).f("scale", z.scale()).tol(kReduction);
   if (z.causal)
     b.i("causal", 1);
@@ -107,6 +124,8 @@ Case attentionGrad(const std::string &name, const Sizes &z, uint32_t seed) {
   for (HostTensor &operand : x)
     b.in(std::move(operand));
   b.in(result).in(uniform(z.with(z.s, z.e), seed + 3));
+  if (z.positions)
+    b.in(z.positionsOperand());
   b.out(z.with(z.s, z.d)).out(z.with(z.d, z.t)).out(z.with(z.t, z.e));
   b.f("scale", z.scale()).tol(kReduction);
   if (z.causal)
@@ -189,6 +208,11 @@ std::vector<Case> attentionCases() {
   const Sizes wideMixed{{1}, 66, 65, 40, 100, true};
   // 128 leading indices of one tile each.
   const Sizes heads{{8, 16}, 9, 9, 8, 8, true};
+  // Context parallelism's share of the queries against every key: 5
+  // queries at keys 4..8 of 12; 70 queries at 35..104 of 140 (tiles that
+  // straddle the offset and keys past the last query).
+  const Sizes placed{{2, 3}, 5, 12, 4, 4, true, 4};
+  const Sizes placedTiles{{1, 2}, 70, 140, 64, 64, true, 35};
   std::vector<Case> cases = {
       attention("attention", odd, 901),
       attention("attention_causal", oddCausal, 905),
@@ -206,6 +230,10 @@ std::vector<Case> attentionCases() {
       attentionGrad("attention_grad_head_dim_128", wide, 951),
       attentionGrad("attention_grad_causal_mixed_head_dims", wideMixed, 955),
       attentionGrad("attention_grad_causal_many_heads", heads, 959),
+      attention("attention_causal_positions", placed, 961),
+      attention("attention_causal_positions_tiles", placedTiles, 965),
+      attentionGrad("attention_grad_causal_positions", placed, 969),
+      attentionGrad("attention_grad_causal_positions_tiles", placedTiles, 973),
   };
   for (Case &c : cases) {
     if (c.name == "attention_causal")

@@ -88,12 +88,22 @@ bool spreadOverThreads(const AttentionShape &a) {
          !omp_in_parallel();
 }
 
+/// The geometry, with the queries where `positions` places them.
+AttentionShape placed(const TensorView &q, const TensorView &kt,
+                      const TensorView &v, bool causal,
+                      const TensorView *positions) {
+  AttentionShape a = attentionShape(q.shape, kt.shape, v.shape, causal);
+  if (positions && a.s > 0)
+    a.offset = positions->i64()[0];
+  return a;
+}
+
 } // namespace
 
 void attention(Stream &, const TensorView &q, const TensorView &kt,
                const TensorView &v, const TensorView &out, float scale,
-               bool causal) {
-  AttentionShape a = attentionShape(q.shape, kt.shape, v.shape, causal);
+               bool causal, const TensorView *positions) {
+  AttentionShape a = placed(q, kt, v, causal, positions);
 #pragma omp parallel for if (spreadOverThreads(a)) schedule(static)
   for (int64_t b = 0; b < a.batch; ++b) {
     std::vector<float> p(a.s * a.t);
@@ -108,8 +118,8 @@ void attentionGrad(Stream &, const TensorView &q, const TensorView &kt,
                    const TensorView &v, const TensorView &,
                    const TensorView &dout, const TensorView &dq,
                    const TensorView &dkt, const TensorView &dv, float scale,
-                   bool causal) {
-  AttentionShape a = attentionShape(q.shape, kt.shape, v.shape, causal);
+                   bool causal, const TensorView *positions) {
+  AttentionShape a = placed(q, kt, v, causal, positions);
 #pragma omp parallel for if (spreadOverThreads(a)) schedule(static)
   for (int64_t b = 0; b < a.batch; ++b) {
     std::vector<float> p(a.s * a.t), dp(a.s * a.t);

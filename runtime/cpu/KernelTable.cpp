@@ -136,15 +136,17 @@ float scaleOf(const Instr &i) {
 
 void launchAttention(E &e, const Instr &i) {
   attention(e.stream(), e.operand(i, 0), e.operand(i, 1), e.operand(i, 2),
-            e.result(i, 0), scaleOf(i), i.getInt("causal", 0));
+            e.result(i, 0), scaleOf(i), i.getInt("causal", 0),
+            e.optionalOperand(i, 3));
 }
 
-/// Operands q, kt, v, result, result_grad; results dq, dkt, dv.
+/// Operands q, kt, v, result, result_grad[, positions]; results dq, dkt,
+/// dv.
 void launchAttentionGrad(E &e, const Instr &i) {
   attentionGrad(e.stream(), e.operand(i, 0), e.operand(i, 1), e.operand(i, 2),
                 e.operand(i, 3), e.operand(i, 4), e.result(i, 0),
                 e.result(i, 1), e.result(i, 2), scaleOf(i),
-                i.getInt("causal", 0));
+                i.getInt("causal", 0), e.optionalOperand(i, 5));
 }
 
 //===----------------------------------------------------------------------===//

@@ -111,15 +111,16 @@ void convGradWeight(Stream &stream, const TensorView &dy, const TensorView &x,
 
 /// out = softmax(scale * q kt + causal mask) v per leading index; the
 /// scores live in a per-thread scratch row block, never in a tensor.
+/// `positions` (i64 [s], consecutive) places the queries among the keys.
 void attention(Stream &stream, const TensorView &q, const TensorView &kt,
                const TensorView &v, const TensorView &out, float scale,
-               bool causal);
+               bool causal, const TensorView *positions = nullptr);
 /// dq, dkt and dv of attention, recomputing the probabilities from q and kt.
 void attentionGrad(Stream &stream, const TensorView &q, const TensorView &kt,
                    const TensorView &v, const TensorView &out,
                    const TensorView &dout, const TensorView &dq,
                    const TensorView &dkt, const TensorView &dv, float scale,
-                   bool causal);
+                   bool causal, const TensorView *positions = nullptr);
 
 //===----------------------------------------------------------------------===//
 // Softmax and normalisation

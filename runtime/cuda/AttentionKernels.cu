@@ -74,14 +74,22 @@ struct Dims {
   int s, t, d, e;
   bool causal;
   float scale;
+  /// AttentionShape::offset, and where to read it instead (place()).
+  int offset;
+  const int64_t *positions;
 
+  /// Reads the offset from the positions, if any: each kernel's first act.
+  __device__ void place() {
+    if (positions)
+      offset = static_cast<int>(*positions);
+  }
   /// AttentionShape::visibleKeys: query i sees keys [0, visibleKeys(i)).
   __device__ int visibleKeys(int i) const {
-    return causal ? min(max(i + t - s + 1, 0), t) : t;
+    return causal ? min(max(i + offset + 1, 0), t) : t;
   }
   /// AttentionShape::firstQuery: the first query that sees key j.
   __device__ int firstQuery(int j) const {
-    return causal ? min(max(j - (t - s), 0), s) : 0;
+    return causal ? min(max(j - offset, 0), s) : 0;
   }
   /// Whether query i (a row of the tensor) sees key j.
   __device__ bool sees(int i, int j) const {
@@ -331,6 +339,7 @@ __global__ void __launch_bounds__(kThreads, HD <= 64 ? 2 : 1)
     attentionForwardKernel(Dims g, const float *q, const float *kt,
                            const float *v, float *out, const float *dout,
                            float *lse, float *delta) {
+  g.place();
   extern __shared__ float4 sharedRaw[];
   float *qs = reinterpret_cast<float *>(sharedRaw);
   float *kts = qs + kRows * (HD + kPad);
@@ -504,6 +513,7 @@ __global__ void __launch_bounds__(kThreads, HD <= 64 ? 2 : 1)
     attentionKeyGradKernel(Dims g, const float *q, const float *kt,
                            const float *v, const float *dout, const float *lse,
                            const float *delta, float *dkt, float *dv) {
+  g.place();
   extern __shared__ float4 sharedRaw[];
   constexpr int kStride = HD + kPad, kPStride = kKeys + kPad;
   float *kts = reinterpret_cast<float *>(sharedRaw); // [HD][kKeys]
@@ -632,6 +642,7 @@ __global__ void __launch_bounds__(kThreads, HD <= 64 ? 2 : 1)
     attentionQueryGradKernel(Dims g, const float *q, const float *kt,
                              const float *v, const float *dout,
                              const float *lse, const float *delta, float *dq) {
+  g.place();
   extern __shared__ float4 sharedRaw[];
   constexpr int kStride = HD + kPad, kDsStride = kRows + kPad;
   float *qs = reinterpret_cast<float *>(sharedRaw); // [kRows][kStride]
@@ -727,12 +738,17 @@ Dims dimsOf(const AttentionShape &a, float scale, const std::string &op) {
              "cuda " + op + " over " + std::to_string(a.batch) + " x " +
                  std::to_string(a.s) + " queries x " + std::to_string(a.t) +
                  " keys exceeds its 32-bit offsets or one cuda grid");
+  BMRT_CHECK(std::abs(a.offset) <= INT_MAX,
+             "cuda " + op + ": the queries' offset " +
+                 std::to_string(a.offset) + " exceeds 32 bits");
   return {static_cast<int>(a.s),
           static_cast<int>(a.t),
           static_cast<int>(a.d),
           static_cast<int>(a.e),
           a.causal,
-          scale};
+          scale,
+          static_cast<int>(a.offset),
+          a.positions};
 }
 
 /// Launches `kernel` with `floats` of dynamic shared memory (above the
@@ -826,9 +842,15 @@ void attentionBackward(cudaStream_t stream, const AttentionShape &a,
     backward<128>(stream, a, g, q, kt, v, out, dout, lse, delta, dq, dkt, dv);
 }
 
-AttentionShape shapeOf(E &e, const Instr &i) {
-  return attentionShape(e.operand(i, 0).shape, e.operand(i, 1).shape,
-                        e.operand(i, 2).shape, i.getInt("causal", 0) != 0);
+/// The geometry of instruction `i`, whose operand `positionsAt` holds the
+/// queries' positions where it is present.
+AttentionShape shapeOf(E &e, const Instr &i, size_t positionsAt) {
+  AttentionShape a =
+      attentionShape(e.operand(i, 0).shape, e.operand(i, 1).shape,
+                     e.operand(i, 2).shape, i.getInt("causal", 0) != 0);
+  if (const TensorView *positions = e.optionalOperand(i, positionsAt))
+    a.positions = positions->i64();
+  return a;
 }
 
 float scaleOf(const Instr &i) {
@@ -844,7 +866,7 @@ bool onTensorCores(E &e, const AttentionShape &a) {
 }
 
 void launchAttention(E &e, const Instr &i) {
-  AttentionShape a = shapeOf(e, i);
+  AttentionShape a = shapeOf(e, i, 3);
   const float *q = e.operand(i, 0).f32(), *kt = e.operand(i, 1).f32(),
               *v = e.operand(i, 2).f32();
   if (onTensorCores(e, a))
@@ -854,9 +876,10 @@ void launchAttention(E &e, const Instr &i) {
                    e.result(i, 0).f32());
 }
 
-/// Operands q, kt, v, result, result_grad; results dq, dkt, dv.
+/// Operands q, kt, v, result, result_grad[, positions]; results dq, dkt,
+/// dv.
 void launchAttentionGrad(E &e, const Instr &i) {
-  AttentionShape a = shapeOf(e, i);
+  AttentionShape a = shapeOf(e, i, 5);
   Carver carver;
   size_t scratchAt = carver.reserve(backwardScratchFloats(a) * sizeof(float));
   carver.allocate(e);

@@ -138,19 +138,28 @@ struct Geometry {
   int s, t;
   bool causal;
   float scale;
+  /// AttentionShape::offset, and where to read it instead (place()).
+  int offset;
+  const int64_t *positions;
+
+  /// Reads the offset from the positions, if any: each kernel's first act.
+  __device__ void place() {
+    if (positions)
+      offset = static_cast<int>(*positions);
+  }
   __device__ bool hidden(int query, int key) const {
-    return query >= s || key >= t || (causal && key > query + (t - s));
+    return query >= s || key >= t || (causal && key > query + offset);
   }
   /// The keys the queries [q0, q0 + n) see between them: [0, keyEnd).
   __device__ int keyEnd(int q0, int n) const {
     if (!causal)
       return t;
     int last = min(q0 + n, s) - 1;
-    return max(0, min(t, last + (t - s) + 1));
+    return max(0, min(t, last + offset + 1));
   }
   /// The first query that sees key k0 (bmrt/Attention.h's firstQuery).
   __device__ int firstQuery(int k0) const {
-    return causal ? max(0, min(s, k0 - (t - s))) : 0;
+    return causal ? max(0, min(s, k0 - offset)) : 0;
   }
 };
 
@@ -162,6 +171,7 @@ template <int D, bool kStats>
 __global__ void __launch_bounds__(kThreads)
     forwardKernel(const float *q, const float *kt, const float *v, float *out,
                   float *lse, Geometry geo) {
+  geo.place();
   constexpr int LD = D + kPad, LDV = kWalk + kPad;
   extern __shared__ __align__(16) unsigned char shared[];
   bf16 *Qs = reinterpret_cast<bf16 *>(shared); // [kTile][LD]
@@ -300,6 +310,7 @@ __global__ void __launch_bounds__(kThreads)
     keysKernel(const float *q, const float *kt, const float *v,
                const float *dout, const float *lse, const float *delta,
                float *dkt, float *dv, Geometry geo) {
+  geo.place();
   constexpr int LD = D + kPad, LDQ = kWalkQ + kPad;
   extern __shared__ __align__(16) unsigned char shared[];
   bf16 *Qs = reinterpret_cast<bf16 *>(shared);          // [kWalkQ][LD]
@@ -385,6 +396,7 @@ __global__ void __launch_bounds__(kThreads)
     queriesKernel(const float *q, const float *kt, const float *v,
                   const float *dout, const float *lse, const float *delta,
                   float *dq, Geometry geo) {
+  geo.place();
   constexpr int LD = D + kPad, LDK = kWalk + kPad;
   extern __shared__ __align__(16) unsigned char shared[];
   bf16 *Ks = reinterpret_cast<bf16 *>(shared); // [kWalk][LD]: keys x d
@@ -480,7 +492,8 @@ dim3 gridOf(const AttentionShape &a, int64_t rows) {
 }
 
 Geometry geometryOf(const AttentionShape &a, float scale) {
-  return {static_cast<int>(a.s), static_cast<int>(a.t), a.causal, scale};
+  return {static_cast<int>(a.s), static_cast<int>(a.t), a.causal, scale,
+          static_cast<int>(a.offset), a.positions};
 }
 
 template <int D>

@@ -672,16 +672,33 @@ Shape checkAttentionOperands(Check &c) {
   return out;
 }
 
+/// The optional positions (operand `i`): i64 [s], under a causal mask.
+void checkAttentionPositions(Check &c, size_t i) {
+  std::optional<Arg> positions = c.optionalOperand(i);
+  if (!positions)
+    return;
+  Arg q = c.operand(0);
+  if (!c.intAttr("causal", 0))
+    c.fail(positions->is() + ": positions need a causal mask");
+  c.dtypeIs(*positions, DType::I64);
+  c.shapeIs(*positions, Shape{q.dim(q.rank() - 2)}, "one position per query");
+}
+
 void checkAttention(Check &c) {
-  c.counts(3, 1);
+  c.operandCount(3, 4);
+  c.resultCount(1, 1);
+  checkAttentionPositions(c, 3);
   Shape out = checkAttentionOperands(c);
   c.dtypeIs(c.result(0), DType::F32);
   c.shapeIs(c.result(0), out, "q's rows by v's columns");
 }
 
-/// Operands q, kt, v, result, result_grad; results dq, dkt, dv.
+/// Operands q, kt, v, result, result_grad[, positions]; results dq, dkt,
+/// dv.
 void checkAttentionGrad(Check &c) {
-  c.counts(5, 3);
+  c.operandCount(5, 6);
+  c.resultCount(3, 3);
+  checkAttentionPositions(c, 5);
   Shape out = checkAttentionOperands(c);
   for (size_t i : {3, 4}) {
     c.dtypeIs(c.operand(i), DType::F32);

@@ -19,14 +19,21 @@ from conftest import MODELS, run, tool
 from test_layerwise_optimizers import losses, mpirun
 
 
-@pytest.mark.parametrize("ranks,mesh", [(2, "cp=2,mb=4"), (4, "cp=4,mb=8")])
-def test_ranks_train_as_one(compiled, tmp_path, ranks, mesh):
+@pytest.mark.parametrize("ranks,mesh,fused", [
+    (2, "cp=2,mb=4", "off"),
+    (4, "cp=4,mb=8", "off"),
+    # Fused attention: each rank's kernels place its queries among the
+    # gathered keys through the positions the partitioner slices.
+    (2, "cp=2,mb=4", "on"),
+    (4, "cp=4,mb=8", "on"),
+])
+def test_ranks_train_as_one(compiled, tmp_path, ranks, mesh, fused):
     # fp32 summation orders change (the gradients' sums over cp ranks, the
     # keys' gradients summed over every rank's queries): 1e-5 relative
     # over the steps, as the other N-rank tests (measured ~1e-7). A lost
     # share of the keys or a missing gradient sum moves the loss from the
     # second step on by more than 1e-3 relative (seen while building it).
-    flags = ("--global-batch", "8")
+    flags = ("--global-batch", "8", "--fuse-attention", fused)
     one = compiled("gpt3-tiny", *flags)
     split = compiled("gpt3-tiny", *flags, "--gpus", str(ranks), "--fix", mesh)
     steps = "4" if ranks == 2 else "3"
@@ -51,3 +58,15 @@ def test_compile_follows_the_plan(tmp_path):
         program = f.read()
     assert "cp=2" in program.splitlines()[2]
     assert 'all_gather' in program and 'axes="cp"' in program
+
+
+def test_fused_queries_are_placed(compiled):
+    # Each causal attention gets its queries' positions, sliced per rank:
+    # without them a rank's queries would be aligned to the last keys.
+    out = compiled("gpt3-tiny", "--global-batch", "8", "--fuse-attention", "on",
+                   "--gpus", "2", "--fix", "cp=2,mb=4")
+    with open(os.path.join(out, "step.bmp")) as f:
+        program = f.read()
+    attentions = [line for line in program.splitlines() if " = attention " in line]
+    assert attentions and all(len(line.split("{")[0].split(",")) == 4
+                              for line in attentions), attentions

@@ -52,7 +52,7 @@ OPTIONS:
                         between blocks lie over tp), offload (none|
                         optimizer: its state and step in host memory), cp
                         (context parallelism: each sequence split over cp
-                        ranks; only where fixed, with unfused attention)
+                        ranks; searched only where nothing fits without)
   --fuse-attention on|off
                         price each attention core (scores, scale, causal
                         mask, softmax, context) as one fused op that never

@@ -151,6 +151,27 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// The positions of an attention's queries: [s], one per query, only
+/// under a causal mask (elsewhere every query sees every key).
+static LogicalResult verifyPositions(Operation *op, Value q, Value positions,
+                                     bool causal) {
+  if (!positions)
+    return success();
+  if (!causal)
+    return op->emitOpError("positions need a causal mask");
+  auto queries = cast<RankedTensorType>(q.getType());
+  auto type = cast<RankedTensorType>(positions.getType());
+  int64_t s = queries.getDimSize(queries.getRank() - 2);
+  if (type.getRank() != 1 || type.getDimSize(0) != s)
+    return op->emitOpError("positions must be [")
+           << s << "], one per query, got " << type;
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyPositions(*this, getQ(), getPositions(), getCausal());
+}
+
 LogicalResult AttentionGradOp::verify() {
   auto result = attentionResult(getLoc(), getQ().getType(), getKt().getType(),
                                 getV().getType());
@@ -159,7 +180,7 @@ LogicalResult AttentionGradOp::verify() {
   if (*result != getResult().getType())
     return emitOpError("result must be the attention's result ")
            << *result << ", got " << getResult().getType();
-  return success();
+  return verifyPositions(*this, getQ(), getPositions(), getCausal());
 }
 
 LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,

@@ -377,8 +377,8 @@ LogicalResult attentionRule(Operation *op, GradBuilder &g, ArrayRef<Value> dys,
   auto attention = cast<AttentionOp>(op);
   auto grad = AttentionGradOp::create(
       g.b, g.loc, attention.getQ(), attention.getKt(), attention.getV(),
-      attention.getResult(), dys[0], attention.getScaleAttr(),
-      attention.getCausalAttr());
+      attention.getResult(), dys[0], attention.getPositions(),
+      attention.getScaleAttr(), attention.getCausalAttr());
   dxs[0] = grad.getQGrad();
   dxs[1] = grad.getKtGrad();
   dxs[2] = grad.getVGrad();

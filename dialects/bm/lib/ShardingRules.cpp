@@ -629,14 +629,22 @@ static TensorFactors rowFactors(ShardingRule &rule, ArrayRef<int64_t> shape,
   return dims;
 }
 
-/// attention (q, kt, v) -> result and attention_grad (q, kt, v, result,
-/// dresult) -> (dq, dkt, dv): the leading dims (batch, heads) are parallel;
-/// queries, keys and both head dims need replication (a query's softmax runs
-/// over every key, and the causal mask is indexed by whole positions).
+/// attention (q, kt, v[, positions]) -> result and attention_grad (q, kt,
+/// v, result, dresult[, positions]) -> (dq, dkt, dv): the leading dims
+/// (batch, heads) are parallel; keys and both head dims need replication (a
+/// query's softmax runs over every key). The queries split where each
+/// knows its place among the keys: without a causal mask, or with the
+/// positions (context parallelism); attention_grad's dkt and dv are then
+/// sums over the queries (a reduction).
 static ShardingRule attentionRule(Operation *op) {
   ArrayRef<int64_t> q = shapeOf(op->getOperand(0));
   ArrayRef<int64_t> v = shapeOf(op->getOperand(2));
   size_t rank = q.size();
+  const bool isGrad = isa<AttentionGradOp>(op);
+  Value positions = isGrad ? cast<AttentionGradOp>(op).getPositions()
+                           : cast<AttentionOp>(op).getPositions();
+  const bool causal = op->hasAttrOfType<BoolAttr>("causal") &&
+                      cast<BoolAttr>(op->getAttr("causal")).getValue();
   ShardingRule rule;
   TensorFactors lead;
   for (int64_t size : q.drop_back(2))
@@ -644,7 +652,11 @@ static ShardingRule attentionRule(Operation *op) {
   auto replicated = [&](int64_t size) {
     return single(rule.addFactor(size, FactorKind::NeedReplication), size);
   };
-  DimFactors s = replicated(q[rank - 2]), d = replicated(q[rank - 1]);
+  FactorKind queries = causal && !positions ? FactorKind::NeedReplication
+                       : isGrad             ? FactorKind::Reduction
+                                            : FactorKind::Parallel;
+  DimFactors s = single(rule.addFactor(q[rank - 2], queries), q[rank - 2]);
+  DimFactors d = replicated(q[rank - 1]);
   DimFactors t = replicated(v[rank - 2]), e = replicated(v[rank - 1]);
   auto tensor = [&](DimFactors rows, DimFactors cols) {
     TensorFactors dims = lead;
@@ -655,13 +667,15 @@ static ShardingRule attentionRule(Operation *op) {
   TensorFactors qDims = tensor(s, d), ktDims = tensor(d, t),
                 vDims = tensor(t, e), out = tensor(s, e);
   rule.operandFactors = {qDims, ktDims, vDims};
-  if (isa<AttentionGradOp>(op)) {
+  if (isGrad) {
     rule.operandFactors.push_back(out);
     rule.operandFactors.push_back(out);
     rule.resultFactors = {qDims, ktDims, vDims};
   } else {
     rule.resultFactors = {out};
   }
+  if (positions)
+    rule.operandFactors.push_back({s});
   return rule;
 }
 

@@ -1053,6 +1053,22 @@ func.func @attention_values(%q: tensor<8x16xf32>, %kt: tensor<16x8xf32>, %v: ten
 
 // -----
 
+func.func @attention_positions_uncausal(%q: tensor<8x16xf32>, %kt: tensor<16x8xf32>, %v: tensor<8x4xf32>, %p: tensor<8xi64>) {
+  // expected-error @+1 {{'bm.attention' op positions need a causal mask}}
+  %0 = bm.attention %q, %kt, %v positions %p {scale = 1.0 : f32} : tensor<8x16xf32>, tensor<16x8xf32>, tensor<8x4xf32>, tensor<8xi64>
+  return
+}
+
+// -----
+
+func.func @attention_positions_count(%q: tensor<8x16xf32>, %kt: tensor<16x8xf32>, %v: tensor<8x4xf32>, %p: tensor<6xi64>) {
+  // expected-error @+1 {{'bm.attention' op positions must be [8], one per query, got 'tensor<6xi64>'}}
+  %0 = bm.attention %q, %kt, %v positions %p {scale = 1.0 : f32, causal = true} : tensor<8x16xf32>, tensor<16x8xf32>, tensor<8x4xf32>, tensor<6xi64>
+  return
+}
+
+// -----
+
 func.func @attention_grad_result(%q: tensor<8x16xf32>, %kt: tensor<16x8xf32>, %v: tensor<8x4xf32>, %o: tensor<8x5xf32>) {
   // expected-error @+1 {{'bm.attention_grad' op result must be the attention's result 'tensor<8x4xf32>', got 'tensor<8x5xf32>'}}
   %0:3 = bm.attention_grad %q, %kt, %v, %o, %o {scale = 1.0 : f32} : tensor<8x16xf32>, tensor<16x8xf32>, tensor<8x4xf32>, tensor<8x5xf32>

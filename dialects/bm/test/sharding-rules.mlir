@@ -297,16 +297,24 @@ func.func @element_indexing(%d: tensor<4x6xf32>, %i: tensor<4x3xi64>,
 
 // -----
 
-// Fused attention: batch and heads parallel; queries, keys and both head
-// dims need replication. FLOPs 2 s t (d + e) per (batch, head), the causal
-// triangle's pairs only (35 - 10 of 5 x 7).
+// Fused attention: batch and heads parallel; keys and both head dims need
+// replication. The queries split where each knows its place among the
+// keys: without a causal mask, or with positions (context parallelism);
+// attention_grad's dkt and dv then sum over them (a reduction). FLOPs 2 s
+// t (d + e) per (batch, head), the causal triangle's pairs only (35 - 10
+// of 5 x 7).
 func.func @attention(%q: tensor<2x3x5x4xf32>, %kt: tensor<2x3x4x7xf32>,
-                     %v: tensor<2x3x7x6xf32>, %o: tensor<2x3x5x6xf32>) {
-  // expected-remark @+1 {{rule ([i, j, k, l], [i, j, l, m], [i, j, m, n]) -> ([i, j, k, n]) {i=2, j=3, k=5, l=4, m=7, n=6} need_replication={k, l, m, n} flops 4200.00}}
+                     %v: tensor<2x3x7x6xf32>, %o: tensor<2x3x5x6xf32>,
+                     %pos: tensor<5xi64>) {
+  // expected-remark @+1 {{rule ([i, j, k, l], [i, j, l, m], [i, j, m, n]) -> ([i, j, k, n]) {i=2, j=3, k=5, l=4, m=7, n=6} need_replication={l, m, n} flops 4200.00}}
   %0 = bm.attention %q, %kt, %v {scale = 0.5 : f32} : tensor<2x3x5x4xf32>, tensor<2x3x4x7xf32>, tensor<2x3x7x6xf32>
-  // expected-remark @+1 {{flops 3000.00}}
+  // expected-remark @+1 {{need_replication={k, l, m, n} flops 3000.00}}
   %1 = bm.attention %q, %kt, %v {scale = 0.5 : f32, causal = true} : tensor<2x3x5x4xf32>, tensor<2x3x4x7xf32>, tensor<2x3x7x6xf32>
-  // expected-remark @+1 {{rule ([i, j, k, l], [i, j, l, m], [i, j, m, n], [i, j, k, n], [i, j, k, n]) -> ([i, j, k, l], [i, j, l, m], [i, j, m, n]) {i=2, j=3, k=5, l=4, m=7, n=6} need_replication={k, l, m, n}}}
+  // expected-remark @+1 {{rule ([i, j, k, l], [i, j, l, m], [i, j, m, n], [k]) -> ([i, j, k, n]) {i=2, j=3, k=5, l=4, m=7, n=6} need_replication={l, m, n} flops 3000.00}}
+  %3 = bm.attention %q, %kt, %v positions %pos {scale = 0.5 : f32, causal = true} : tensor<2x3x5x4xf32>, tensor<2x3x4x7xf32>, tensor<2x3x7x6xf32>, tensor<5xi64>
+  // expected-remark @+1 {{rule ([i, j, k, l], [i, j, l, m], [i, j, m, n], [i, j, k, n], [i, j, k, n]) -> ([i, j, k, l], [i, j, l, m], [i, j, m, n]) {i=2, j=3, k=5, l=4, m=7, n=6} reduction={k} need_replication={l, m, n}}}
   %2:3 = bm.attention_grad %q, %kt, %v, %o, %o {scale = 0.5 : f32} : tensor<2x3x5x4xf32>, tensor<2x3x4x7xf32>, tensor<2x3x7x6xf32>, tensor<2x3x5x6xf32>
+  // expected-remark @+1 {{rule ([i, j, k, l], [i, j, l, m], [i, j, m, n], [i, j, k, n], [i, j, k, n], [k]) -> ([i, j, k, l], [i, j, l, m], [i, j, m, n]) {i=2, j=3, k=5, l=4, m=7, n=6} reduction={k} need_replication={l, m, n}}}
+  %4:3 = bm.attention_grad %q, %kt, %v, %o, %o positions %pos {scale = 0.5 : f32, causal = true} : tensor<2x3x5x4xf32>, tensor<2x3x4x7xf32>, tensor<2x3x7x6xf32>, tensor<2x3x5x6xf32>, tensor<5xi64>
   return
 }

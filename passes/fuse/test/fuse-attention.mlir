@@ -165,3 +165,40 @@ func.func @causal_with_prefix(%q: tensor<1x2x4xf32>, %kt: tensor<1x4x5xf32>,
   %o = bm.matmul %p, %v : tensor<1x2x5xf32>, tensor<1x5x4xf32>
   return %o : tensor<1x2x4xf32>
 }
+
+// -----
+
+// A long sequence's mask (16384 x 16384: 2^28 elements, too many to
+// evaluate on the host) is read from its form, a trilu of a hiding splat.
+// CHECK-LABEL: func.func @long_causal
+// CHECK-NEXT: %[[A:.*]] = bm.attention %arg0, %arg1, %arg2 {causal = true, scale = 1.250000e-01 : f32}
+// CHECK-NEXT: return %[[A]]
+func.func @long_causal(%q: tensor<1x1x16384x64xf32>, %kt: tensor<1x1x64x16384xf32>,
+                       %v: tensor<1x1x16384x64xf32>) -> tensor<1x1x16384x64xf32> {
+  %big = bm.constant dense<-1.0e9> : tensor<16384x16384xf32>
+  %mask = bm.trilu %big {k = 1 : i64} : tensor<16384x16384xf32>
+  %s = bm.matmul %q, %kt : tensor<1x1x16384x64xf32>, tensor<1x1x64x16384xf32>
+  %c = bm.constant dense<0.125> : tensor<f32>
+  %scaled = bm.mul %s, %c : tensor<1x1x16384x16384xf32>, tensor<f32>
+  %masked = bm.add %scaled, %mask : tensor<1x1x16384x16384xf32>, tensor<16384x16384xf32>
+  %p = bm.softmax %masked {axis = 3 : i64} : tensor<1x1x16384x16384xf32>
+  %o = bm.matmul %p, %v : tensor<1x1x16384x16384xf32>, tensor<1x1x16384x64xf32>
+  return %o : tensor<1x1x16384x64xf32>
+}
+
+// -----
+
+// The triangle of a splat that adds a bias (not below the hiding value)
+// is no mask: nothing fuses.
+// CHECK-LABEL: func.func @long_bias
+// CHECK: bm.softmax
+func.func @long_bias(%q: tensor<1x1x16384x64xf32>, %kt: tensor<1x1x64x16384xf32>,
+                     %v: tensor<1x1x16384x64xf32>) -> tensor<1x1x16384x64xf32> {
+  %big = bm.constant dense<-2.0> : tensor<16384x16384xf32>
+  %mask = bm.trilu %big {k = 1 : i64} : tensor<16384x16384xf32>
+  %s = bm.matmul %q, %kt : tensor<1x1x16384x64xf32>, tensor<1x1x64x16384xf32>
+  %masked = bm.add %s, %mask : tensor<1x1x16384x16384xf32>, tensor<16384x16384xf32>
+  %p = bm.softmax %masked {axis = 3 : i64} : tensor<1x1x16384x16384xf32>
+  %o = bm.matmul %p, %v : tensor<1x1x16384x16384xf32>, tensor<1x1x16384x64xf32>
+  return %o : tensor<1x1x16384x64xf32>
+}

@@ -166,16 +166,21 @@ TEST(ErrorsTest, NoFeasiblePlanNamesASmallerBatchThatFits) {
             "");
 }
 
-TEST(ErrorsTest, NoFeasiblePlanWhenMoreGpusStopHelping) {
-  // One head's attention scores at a 256K sequence are 128 GiB in bf16:
-  // no degree splits them, so no count of GPUs and no batch fits.
+/// One head at a 256K sequence: its attention scores are 128 GiB in bf16.
+ModelGraph oneHeadLongSequence() {
   GptDims dims;
   dims.layers = 2;
   dims.hidden = 64;
   dims.heads = 1;
   dims.sequence = 256 * 1024;
-  ModelGraph graph = buildGpt(dims);
-  std::string message = searchError(graph, trainingConfig(8, 8));
+  return buildGpt(dims);
+}
+
+TEST(ErrorsTest, NoFeasiblePlanWhenMoreGpusStopHelping) {
+  // Without context parallelism no degree splits the scores (cp=1 pins
+  // it), so no count of GPUs and no batch fits.
+  std::string message =
+      searchError(oneHeadLongSequence(), trainingConfig(8, 8), "cp=1");
   EXPECT_NE(message.find(": more GPUs stop helping (the smallest need is "
                          "still "),
             std::string::npos)
@@ -184,6 +189,21 @@ TEST(ErrorsTest, NoFeasiblePlanWhenMoreGpusStopHelping) {
                          "with more memory"),
             std::string::npos)
       << message;
+}
+
+TEST(ErrorsTest, ContextParallelismSplitsScoresNothingElseFits) {
+  // Searched only where nothing fits without it: context parallelism
+  // splits the queries, and with them the scores, over cp ranks.
+  llvm::Expected<Plan> plan =
+      searchPlan(oneHeadLongSequence(), a100(), trainingConfig(8, 8));
+  ASSERT_TRUE(!!plan) << llvm::toString(plan.takeError());
+  EXPECT_GT(plan->config.cp, 1);
+  EXPECT_LE(plan->memory.total(), a100().memoryBytes);
+  // A model that fits without it does not get it.
+  llvm::Expected<Plan> small =
+      searchPlan(smallGpt(), a100(), trainingConfig(8, 8));
+  ASSERT_TRUE(!!small) << llvm::toString(small.takeError());
+  EXPECT_EQ(small->config.cp, 1);
 }
 
 /// Four layers of a two-GEMM MLP: no attention anywhere. Without

@@ -55,6 +55,7 @@ slot %33 value f32[2,5,8]
 slot %34 value f32[2,5,8]
 slot %35 value f32[2,8,5]
 slot %36 value f32[2,5,8]
+slot %37 const i64[5] = 0 1 2 3 4
 
 %9 = conv %0, %1, %2 {dilations=[1,1], group=1, pads=[0,0,0,0], strides=[1,1]}  # conv
 %10 = max_pool %9 {kernel_shape=[2,2], pads=[0,0,0,0], strides=[2,2]}  # pool
@@ -78,7 +79,7 @@ slot %36 value f32[2,5,8]
 %30 = exp %23  # exp
 %31 = gather_elements %14, %25 {axis=2}  # pick
 %32 = scatter_elements %14, %25, %24 {axis=2, reduction="add"}  # put
-%33 = attention %14, %15, %14 {causal=1, scale=0.35}  # attend
+%33 = attention %14, %15, %14, %37 {causal=1, scale=0.35}  # attend
 %34, %35, %36 = attention_grad %14, %15, %14, %33, %33 {scale=0.35}  # attend back
 
 loss %13
@@ -204,6 +205,12 @@ TEST(Verify, InconsistentProgramsAreOneLineErrors) {
        "dims, then q's head dim by the keys)"},
       {"{causal=1, scale=0.35}", "{causal=1}", "attention",
        "attribute 'scale' is missing"},
+      {"%14, %37 {causal=1, scale=0.35}", "%14, %5 {causal=1, scale=0.35}",
+       "attention",
+       "operand 3 is i64[2,5], its shape must be [5] (one position per "
+       "query)"},
+      {"%14, %37 {causal=1, scale=0.35}", "%14, %37 {scale=0.35}",
+       "attention", "operand 3 is i64[5]: positions need a causal mask"},
       {"slot %35 value f32[2,8,5]", "slot %35 value f32[2,5,8]",
        "attention_grad",
        "result 1 is f32[2,5,8], its shape must be [2,8,5] (that of operand "

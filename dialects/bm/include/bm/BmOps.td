@@ -250,18 +250,24 @@ def Bm_AttentionOp : Bm_Op<"attention", Bm_ContractionTraits> {
     q [..., s, d], kt [..., d, t] (the keys transposed, as exported graphs
     hold them) and v [..., t, e], with equal leading dims, give
     [..., s, e]. Under `causal`, query i sees key j only where
-    j <= i + (t - s). bm-fuse-attention makes it from the matmul, scale,
-    mask, softmax and matmul that exporters write, so that a backend can
-    run it without storing the [s, t] scores (FlashAttention, Dao et al.
-    2022), and its gradient (bm.attention_grad) recomputes them.
+    j <= i + (t - s), or, given `positions` (i64 [s], consecutive: each
+    one more than the one before), where j <= positions[i]: the queries'
+    places among the keys, once context parallelism has split the queries
+    and gathered every key. bm-fuse-attention makes it from the matmul,
+    scale, mask, softmax and matmul that exporters write, so that a
+    backend can run it without storing the [s, t] scores (FlashAttention,
+    Dao et al. 2022), and its gradient (bm.attention_grad) recomputes them.
   }];
   let arguments = (ins Bm_FloatTensor:$q, Bm_FloatTensor:$kt,
-                       Bm_FloatTensor:$v, F32Attr:$scale,
+                       Bm_FloatTensor:$v, Optional<Bm_I64Tensor>:$positions,
+                       F32Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal);
   let results = (outs Bm_FloatTensor:$result);
   let assemblyFormat = [{
-    $q `,` $kt `,` $v attr-dict `:` type($q) `,` type($kt) `,` type($v)
+    $q `,` $kt `,` $v (`positions` $positions^)? attr-dict `:` type($q) `,`
+    type($kt) `,` type($v) (`,` type($positions)^)?
   }];
+  let hasVerifier = 1;
 }
 
 def Bm_LayerNormOp : Bm_Op<"layer_norm", Bm_ComputeTraits #
@@ -585,13 +591,15 @@ def Bm_AttentionGradOp : Bm_GradOp<"attention_grad", [
   let summary = "gradients of attention: q, kt and v";
   let arguments = (ins Bm_FloatTensor:$q, Bm_FloatTensor:$kt,
                        Bm_FloatTensor:$v, Bm_FloatTensor:$result,
-                       Bm_FloatTensor:$result_grad, F32Attr:$scale,
+                       Bm_FloatTensor:$result_grad,
+                       Optional<Bm_I64Tensor>:$positions, F32Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal);
   let results = (outs Bm_FloatTensor:$q_grad, Bm_FloatTensor:$kt_grad,
                       Bm_FloatTensor:$v_grad);
   let assemblyFormat = [{
-    $q `,` $kt `,` $v `,` $result `,` $result_grad attr-dict `:` type($q)
-    `,` type($kt) `,` type($v) `,` type($result)
+    $q `,` $kt `,` $v `,` $result `,` $result_grad
+    (`positions` $positions^)? attr-dict `:` type($q) `,` type($kt) `,`
+    type($v) `,` type($result) (`,` type($positions)^)?
   }];
   let hasVerifier = 1;
 }
