@@ -48,10 +48,11 @@ MODELS_USED = {
 # layers per pipeline rank, and GPT's tied embedding cannot interleave yet.
 GENERATED = {"vit-tiny-4l": ("vit-tiny", 4)}
 
-# (model, ranks, --fix[, optimizer]): dp, tp, pp with 1F1B and
+# (model, ranks, --fix[, optimizer[, "fused"]]): dp, tp, pp with 1F1B and
 # interleaving, ZeRO stages, recomputation, expert parallelism, offload; the
 # optimizer is adam unless named (LAMB and LARS: their per-tensor norms and
-# second pass, and under ZeRO their norms' sums over dp).
+# second pass, and under ZeRO their norms' sums over dp); "fused" plans
+# and runs fused attention (--fuse-attention on).
 CONFIGS = [
     ("gpt3-small-cpu", 1, "dp=1,tp=1,pp=1,mb=8"),
     ("gpt3-small-cpu", 1, "dp=1,tp=1,pp=1,mb=8,recompute=full"),
@@ -81,6 +82,10 @@ CONFIGS = [
     # up and the host step, one after another.
     ("gpt3-small-cpu", 1, "dp=1,tp=1,pp=1,mb=8,offload=optimizer"),
     ("gpt3-small-cpu", 2, "dp=2,tp=1,pp=1,mb=4,zero=1,offload=optimizer"),
+    # Context parallelism (issue 29): the sequence split over cp ranks,
+    # keys and values gathered, unfused and fused attention.
+    ("gpt3-small-cpu", 2, "dp=1,cp=2,tp=1,pp=1,mb=8"),
+    ("gpt3-small-cpu", 2, "dp=1,cp=2,tp=1,pp=1,mb=8", "adam", "fused"),
 ]
 
 # The plan's memory kinds and the trainer's names for them.
@@ -108,12 +113,20 @@ def model_args(model: str) -> list[str]:
 
 
 def plan(model: str, ranks: int, fix: str | None, cluster: str, out: str,
-         optimizer: str = "adam") -> dict:
+         optimizer: str = "adam", fused: bool = False) -> dict:
     command = [tool("bmc"), "plan", *model_args(model), "--gpus", str(ranks),
                "--cluster", cluster, "--optimizer", optimizer, "--json", "-o", out]
+    if fused:
+        command += ["--fuse-attention", "on"]
     run(command + (["--fix", fix] if fix else []))
     with open(out) as f:
         return json.load(f)
+
+
+def options_of(rest: list) -> tuple[str, bool]:
+    """A configuration's optimizer (adam unless named) and whether it runs
+    fused attention."""
+    return (rest[0] if rest else "adam", len(rest) > 1 and rest[1] == "fused")
 
 
 def measure(model: str, ranks: int, plan_file: str, steps: int, work: str) -> dict:
@@ -170,7 +183,10 @@ def predicted(p: dict) -> dict:
 def fix_of(config: dict) -> str:
     """The --fix spelling of a plan's configuration, the parts that differ
     from the defaults."""
-    parts = [f"dp={config['dp']}", f"tp={config['tp']}", f"pp={config['pp']}"]
+    parts = [f"dp={config['dp']}"]
+    if config.get("cp", 1) > 1:
+        parts.append(f"cp={config['cp']}")
+    parts += [f"tp={config['tp']}", f"pp={config['pp']}"]
     if config["ep"] > 1:
         parts.append(f"ep={config['ep']}")
     parts.append(f"mb={config['micro_batch']}")
@@ -313,12 +329,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         plan_file = os.path.join(work, "plan.json")
         for round_ in range(1, args.rounds + 1):
-            for i, (model, ranks, fix, *optimizer) in enumerate(configs):
+            for i, (model, ranks, fix, *rest) in enumerate(configs):
                 if i in errors:
                     continue
                 try:
                     preds[i] = predicted(plan(model, ranks, fix, cluster, plan_file,
-                                              optimizer[0] if optimizer else "adam"))
+                                              *options_of(rest)))
                     runs[i].append(measure(model, ranks, plan_file, args.steps, work))
                 except SystemExit as failure:
                     errors[i] = failure_text(failure)
@@ -338,10 +354,11 @@ def main() -> None:
             picks[(model, ranks)] = pick
             print(f"planner's pick for {model} on {ranks} ranks: {pick['fix']}")
     rows = []
-    for i, (model, ranks, fix, *optimizer) in enumerate(configs):
-        optimizer = optimizer[0] if optimizer else "adam"
+    for i, (model, ranks, fix, *rest) in enumerate(configs):
+        optimizer, fused = options_of(rest)
+        label = fix if optimizer == "adam" else f"{fix} {optimizer}"
         row = {"model": model, "ranks": ranks,
-               "fix": fix if optimizer == "adam" else f"{fix} {optimizer}",
+               "fix": label + (" fused" if fused else ""),
                "optimizer": optimizer}
         if i in errors:
             row["error"] = errors[i]

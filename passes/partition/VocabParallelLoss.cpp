@@ -113,6 +113,11 @@ LogicalResult VocabParallelLoss::rewrite(Operation *op, OpBuilder &b) {
         b, loc, logits.getType(), logits, *rowLabels, *stats, *dloss,
         state.meshRef, axesAttr(b, split.dims[1]));
     state.of[result] = split;
+    // The gradient's rows are the logits' (a strided share where a batch
+    // and a split sequence were flattened into them).
+    if (auto strided = state.strided.find(logits);
+        strided != state.strided.end())
+      state.strided[result] = SmallVector<StridedDim, 1>(strided->second);
   }
   Value share = meanShare(result, logits, b, loc);
   op->getResult(0).replaceAllUsesWith(share);
