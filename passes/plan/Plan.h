@@ -225,6 +225,10 @@ struct Plan {
   /// `bmc compile --plan` fuses exactly when the plan did. Written as
   /// `fused_attention` only when true.
   bool fusedAttention = false;
+  /// Why the search split the sequence (context parallelism, tried only
+  /// where nothing fits without it): the smallest plan without it; empty
+  /// where --fix asked for it or it is not used.
+  std::string contextReason;
   Precision precision = Precision::Bf16Mixed;
   Optimizer optimizer = Optimizer::Adam;
 

@@ -134,6 +134,8 @@ static void writeRequest(OStream &j, const Plan &plan) {
     });
   if (plan.fusedAttention)
     j.attribute("fused_attention", true);
+  if (!plan.contextReason.empty())
+    j.attribute("context_reason", plan.contextReason);
   j.attribute("precision", bm::cost::toString(plan.precision));
   j.attribute("optimizer", bm::cost::toString(plan.optimizer));
 }
@@ -679,6 +681,7 @@ static void readRequest(Reader &r, const llvm::json::Object &root, Plan &plan) {
   r.integer("global_batch", plan.globalBatch);
   r.integer("sequence_length", plan.sequenceLength);
   r.optionalBoolean("fused_attention", plan.fusedAttention);
+  r.optionalString("context_reason", plan.contextReason);
   // Optional: plans whose only symbolic dimension is "seq" (and plans
   // written before the key) have no `symbolic_dims`.
   if (root.get("symbolic_dims")) {

@@ -96,6 +96,8 @@ static void printConfiguration(const Plan &plan, llvm::raw_ostream &os) {
                         "every attention's keys and values all-gathered over "
                         "cp\n",
                         c.cp);
+  if (!plan.contextReason.empty())
+    os << "            (" << plan.contextReason << ")\n";
   if (c.ep > 1)
     os << llvm::formatv("experts     ep={0}: each expert on dp/ep={1} "
                         "replicas, tokens exchanged all-to-all\n",

@@ -344,8 +344,17 @@ llvm::Expected<Plan> bm::plan::searchPlan(const ModelGraph &graph,
     return std::move(error);
   planner.run();
   if (planner.scoredAny() && !planner.fits() && !config.fixed.cp)
-    if (std::unique_ptr<Planner> split = searchContext(graph, cluster, config))
-      return split->result(/*suggest=*/true);
+    if (std::unique_ptr<Planner> split =
+            searchContext(graph, cluster, config)) {
+      llvm::Expected<Plan> plan = split->result(/*suggest=*/true);
+      llvm::Expected<Plan> whole = planner.result(/*suggest=*/false);
+      if (plan && !whole)
+        plan->contextReason =
+            "chosen because, without it, " + llvm::toString(whole.takeError());
+      else if (!whole)
+        llvm::consumeError(whole.takeError());
+      return plan;
+    }
   return planner.result(/*suggest=*/true);
 }
 
