@@ -44,16 +44,22 @@ struct Geometry {
   std::string name;
   int64_t batch, s, t, d;
   bool causal;
-  /// The queries' place among the keys (a positions operand), if given.
-  std::optional<int64_t> positions = std::nullopt;
+  /// Each query's place among the keys (a positions operand), if given.
+  std::vector<int64_t> positions = {};
 };
 
-/// The positions operand of `g`: one consecutive place per query.
 HostTensor positionsOf(const Geometry &g) {
-  std::vector<int64_t> values(g.s);
-  for (int64_t i = 0; i < g.s; ++i)
-    values[i] = *g.positions + i;
-  return ints(DType::I64, {g.s}, values);
+  return ints(DType::I64, {g.s}, g.positions);
+}
+
+/// Two runs of consecutive places, as a rank of balanced context
+/// parallelism holds: `n` from `first`, `n` from `second`.
+std::vector<int64_t> twoRuns(int64_t first, int64_t second, int64_t n) {
+  std::vector<int64_t> all;
+  for (int64_t start : {first, second})
+    for (int64_t i = 0; i < n; ++i)
+      all.push_back(start + i);
+  return all;
 }
 
 /// Row-major views of one leading index's operands, in double.
@@ -123,7 +129,7 @@ Case forwardCase(const Geometry &g, float scale) {
   b.in(uniform({g.batch, g.s, g.d}, 11, -1, 1))
       .in(uniform({g.batch, g.d, g.t}, 12, -1, 1))
       .in(uniform({g.batch, g.t, g.d}, 13, -1, 1));
-  if (g.positions)
+  if (!g.positions.empty())
     b.in(positionsOf(g));
   return b.out({g.batch, g.s, g.d}).f("scale", scale).i("causal", g.causal);
 }
@@ -136,7 +142,7 @@ Case gradCase(const Geometry &g, float scale, const Case &forward,
       .in(forward.operands[2])
       .in(out)
       .in(uniform({g.batch, g.s, g.d}, 14, -1, 1));
-  if (g.positions)
+  if (!g.positions.empty())
     b.in(positionsOf(g));
   return b.out({g.batch, g.s, g.d})
       .out({g.batch, g.d, g.t})
@@ -147,8 +153,8 @@ Case gradCase(const Geometry &g, float scale, const Case &forward,
 
 AttentionShape shapeOf(const Geometry &g) {
   AttentionShape a{g.batch, g.s, g.t, g.d, g.d, g.causal};
-  if (g.positions)
-    a.offset = *g.positions;
+  if (!g.positions.empty())
+    a.positions = g.positions.data();
   return a;
 }
 
@@ -296,15 +302,19 @@ TEST_P(AttentionBf16, GradientsWithinBound) {
 // Head dims 64 and 128 (the tensor-core kernels' two); one tile and
 // several with ragged ends; causal with as many, more and fewer keys than
 // queries. Rows of 20-150 keys keep each probability a visible share.
-const auto kShapes = testing::Values(
-    Geometry{"s20_d64_causal", 2, 20, 20, 64, true},
-    Geometry{"s130_d64_causal", 1, 130, 130, 64, true},
-    Geometry{"s70_t150_d128", 2, 70, 150, 128, false},
-    Geometry{"s64_t96_d64_causal", 3, 64, 96, 64, true},
-    Geometry{"s100_t40_d128_causal", 1, 100, 40, 128, true},
-    // A context-parallel rank's queries: keys 40..103
-    // of 160.
-    Geometry{"s64_t160_d64_positions", 2, 64, 160, 64, true, 40});
+const auto kShapes =
+    testing::Values(Geometry{"s20_d64_causal", 2, 20, 20, 64, true},
+                    Geometry{"s130_d64_causal", 1, 130, 130, 64, true},
+                    Geometry{"s70_t150_d128", 2, 70, 150, 128, false},
+                    Geometry{"s64_t96_d64_causal", 3, 64, 96, 64, true},
+                    Geometry{"s100_t40_d128_causal", 1, 100, 40, 128, true},
+                    // A context-parallel rank's queries: keys 40..103
+                    // of 160.
+                    Geometry{"s64_t160_d64_positions", 2, 64, 160, 64, true,
+                             twoRuns(40, 72, 32)},
+                    // Two mirrored chunks: 0..31 and 128..159.
+                    Geometry{"s64_t160_d64_mirrored", 2, 64, 160, 64, true,
+                             twoRuns(0, 128, 32)});
 std::string nameOf(const testing::TestParamInfo<Geometry> &info) {
   return info.param.name;
 }

@@ -32,19 +32,21 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
+#include <initializer_list>
+#include <utility>
+#include <vector>
 
 namespace bmrt::conformance {
 namespace {
 
 /// One case's sizes: leading dims, then q [s, d], kt [d, t], v [t, e];
-/// with `positions`, the queries sit at keys offset, offset + 1, ... (a
+/// with `positions`, each query's place among the keys (a
 /// context-parallel rank's share of the queries against every key).
 struct Sizes {
   Shape lead;
   int64_t s, t, d, e;
   bool causal;
-  std::optional<int64_t> positions = std::nullopt;
+  std::vector<int64_t> positions = {};
 
   Shape with(int64_t rows, int64_t cols) const {
     Shape shape = lead;
@@ -54,19 +56,25 @@ struct Sizes {
   AttentionShape geometry() const {
     AttentionShape a =
         attentionShape(with(s, d), with(d, t), with(t, e), causal);
-    if (positions)
-      a.offset = *positions;
+    if (!positions.empty())
+      a.positions = positions.data();
     return a;
   }
-  /// The positions operand: offset, offset + 1, ..., one per query.
   HostTensor positionsOperand() const {
-    std::vector<int64_t> values(s);
-    for (int64_t i = 0; i < s; ++i)
-      values[i] = *positions + i;
-    return ints(DType::I64, {s}, values);
+    return ints(DType::I64, {s}, positions);
   }
   double scale() const { return 1 / std::sqrt(static_cast<double>(d)); }
 };
+
+/// Runs of consecutive places: (first, count) each.
+std::vector<int64_t>
+places(std::initializer_list<std::pair<int64_t, int64_t>> runs) {
+  std::vector<int64_t> all;
+  for (auto [first, count] : runs)
+    for (int64_t i = 0; i < count; ++i)
+      all.push_back(first + i);
+  return all;
+}
 
 /// The operands q, kt, v of `z`, seeded from `seed`.
 std::vector<HostTensor> operands(const Sizes &z, uint32_t seed) {
@@ -108,7 +116,7 @@ Case attention(const std::string &name, const Sizes &z, uint32_t seed) {
   Build b(name, "attention");
   for (HostTensor &x : operands(z, seed))
     b.in(std::move(x));
-  if (z.positions)
+  if (!z.positions.empty())
     b.in(z.positionsOperand());
   b.out(z.with(z.s, z.e)).f("scale", z.scale()).tol(kReduction);
   if (z.causal)
@@ -124,7 +132,7 @@ Case attentionGrad(const std::string &name, const Sizes &z, uint32_t seed) {
   for (HostTensor &operand : x)
     b.in(std::move(operand));
   b.in(result).in(uniform(z.with(z.s, z.e), seed + 3));
-  if (z.positions)
+  if (!z.positions.empty())
     b.in(z.positionsOperand());
   b.out(z.with(z.s, z.d)).out(z.with(z.d, z.t)).out(z.with(z.t, z.e));
   b.f("scale", z.scale()).tol(kReduction);
@@ -210,9 +218,14 @@ std::vector<Case> attentionCases() {
   const Sizes heads{{8, 16}, 9, 9, 8, 8, true};
   // Context parallelism's share of the queries against every key: 5
   // queries at keys 4..8 of 12; 70 queries at 35..104 of 140 (tiles that
-  // straddle the offset and keys past the last query).
-  const Sizes placed{{2, 3}, 5, 12, 4, 4, true, 4};
-  const Sizes placedTiles{{1, 2}, 70, 140, 64, 64, true, 35};
+  // straddle the offset and keys past the last query); a rank's two
+  // mirrored chunks (the balanced layout): 6 queries at 0..2 and 9..11 of
+  // 12, 70 at 0..34 and 105..139 of 140.
+  const Sizes placed{{2, 3}, 5, 12, 4, 4, true, places({{4, 5}})};
+  const Sizes placedTiles{{1, 2}, 70, 140, 64, 64, true, places({{35, 70}})};
+  const Sizes mirrored{{2, 3}, 6, 12, 4, 4, true, places({{0, 3}, {9, 3}})};
+  const Sizes mirroredTiles{
+      {1, 2}, 70, 140, 64, 64, true, places({{0, 35}, {105, 35}})};
   std::vector<Case> cases = {
       attention("attention", odd, 901),
       attention("attention_causal", oddCausal, 905),
@@ -234,6 +247,10 @@ std::vector<Case> attentionCases() {
       attention("attention_causal_positions_tiles", placedTiles, 965),
       attentionGrad("attention_grad_causal_positions", placed, 969),
       attentionGrad("attention_grad_causal_positions_tiles", placedTiles, 973),
+      attention("attention_causal_mirrored", mirrored, 977),
+      attention("attention_causal_mirrored_tiles", mirroredTiles, 981),
+      attentionGrad("attention_grad_causal_mirrored", mirrored, 985),
+      attentionGrad("attention_grad_causal_mirrored_tiles", mirroredTiles, 989),
   };
   for (Case &c : cases) {
     if (c.name == "attention_causal")

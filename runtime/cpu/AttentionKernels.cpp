@@ -88,13 +88,17 @@ bool spreadOverThreads(const AttentionShape &a) {
          !omp_in_parallel();
 }
 
-/// The geometry, with the queries where `positions` places them.
+/// The geometry, with the queries where `positions` places them (which
+/// must not decrease: each query's keys are a prefix of the next one's).
 AttentionShape placed(const TensorView &q, const TensorView &kt,
                       const TensorView &v, bool causal,
                       const TensorView *positions) {
   AttentionShape a = attentionShape(q.shape, kt.shape, v.shape, causal);
-  if (positions && a.s > 0)
-    a.offset = positions->i64()[0];
+  if (!positions)
+    return a;
+  a.positions = positions->i64();
+  BMRT_CHECK(std::is_sorted(a.positions, a.positions + a.s),
+             "attention: the queries' positions decrease");
   return a;
 }
 

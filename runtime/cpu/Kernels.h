@@ -111,7 +111,7 @@ void convGradWeight(Stream &stream, const TensorView &dy, const TensorView &x,
 
 /// out = softmax(scale * q kt + causal mask) v per leading index; the
 /// scores live in a per-thread scratch row block, never in a tensor.
-/// `positions` (i64 [s], consecutive) places the queries among the keys.
+/// `positions` (i64 [s], non-decreasing) places the queries among the keys.
 void attention(Stream &stream, const TensorView &q, const TensorView &kt,
                const TensorView &v, const TensorView &out, float scale,
                bool causal, const TensorView *positions = nullptr);

@@ -37,6 +37,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "AttentionMma.h"
+#include "AttentionPlaces.cuh"
 #include "KernelFamilies.h"
 #include "KernelSupport.cuh"
 
@@ -74,22 +75,21 @@ struct Dims {
   int s, t, d, e;
   bool causal;
   float scale;
-  /// AttentionShape::offset, and where to read it instead (place()).
+  /// AttentionShape::offset and positions (device memory, or null).
   int offset;
   const int64_t *positions;
 
-  /// Reads the offset from the positions, if any: each kernel's first act.
-  __device__ void place() {
-    if (positions)
-      offset = static_cast<int>(*positions);
+  /// AttentionShape::position: query i's place among the keys.
+  __device__ int position(int i) const {
+    return positions ? static_cast<int>(positions[i]) : i + offset;
   }
   /// AttentionShape::visibleKeys: query i sees keys [0, visibleKeys(i)).
   __device__ int visibleKeys(int i) const {
-    return causal ? min(max(i + offset + 1, 0), t) : t;
+    return causal ? min(max(position(i) + 1, 0), t) : t;
   }
   /// AttentionShape::firstQuery: the first query that sees key j.
   __device__ int firstQuery(int j) const {
-    return causal ? min(max(j - offset, 0), s) : 0;
+    return causal ? firstPlacedAt(positions, s, offset, j) : 0;
   }
   /// Whether query i (a row of the tensor) sees key j.
   __device__ bool sees(int i, int j) const {
@@ -339,7 +339,6 @@ __global__ void __launch_bounds__(kThreads, HD <= 64 ? 2 : 1)
     attentionForwardKernel(Dims g, const float *q, const float *kt,
                            const float *v, float *out, const float *dout,
                            float *lse, float *delta) {
-  g.place();
   extern __shared__ float4 sharedRaw[];
   float *qs = reinterpret_cast<float *>(sharedRaw);
   float *kts = qs + kRows * (HD + kPad);
@@ -513,7 +512,6 @@ __global__ void __launch_bounds__(kThreads, HD <= 64 ? 2 : 1)
     attentionKeyGradKernel(Dims g, const float *q, const float *kt,
                            const float *v, const float *dout, const float *lse,
                            const float *delta, float *dkt, float *dv) {
-  g.place();
   extern __shared__ float4 sharedRaw[];
   constexpr int kStride = HD + kPad, kPStride = kKeys + kPad;
   float *kts = reinterpret_cast<float *>(sharedRaw); // [HD][kKeys]
@@ -642,7 +640,6 @@ __global__ void __launch_bounds__(kThreads, HD <= 64 ? 2 : 1)
     attentionQueryGradKernel(Dims g, const float *q, const float *kt,
                              const float *v, const float *dout,
                              const float *lse, const float *delta, float *dq) {
-  g.place();
   extern __shared__ float4 sharedRaw[];
   constexpr int kStride = HD + kPad, kDsStride = kRows + kPad;
   float *qs = reinterpret_cast<float *>(sharedRaw); // [kRows][kStride]

@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "AttentionMma.h"
+#include "AttentionPlaces.cuh"
 #include "CudaCheck.h"
 
 #include "bmrt/Error.h"
@@ -138,28 +139,28 @@ struct Geometry {
   int s, t;
   bool causal;
   float scale;
-  /// AttentionShape::offset, and where to read it instead (place()).
+  /// AttentionShape::offset and positions (device memory, or null).
   int offset;
   const int64_t *positions;
 
-  /// Reads the offset from the positions, if any: each kernel's first act.
-  __device__ void place() {
-    if (positions)
-      offset = static_cast<int>(*positions);
+  /// AttentionShape::position: a query's place among the keys.
+  __device__ int position(int query) const {
+    return positions ? static_cast<int>(positions[query]) : query + offset;
   }
   __device__ bool hidden(int query, int key) const {
-    return query >= s || key >= t || (causal && key > query + offset);
+    return query >= s || key >= t || (causal && key > position(query));
   }
-  /// The keys the queries [q0, q0 + n) see between them: [0, keyEnd).
+  /// The keys the queries [q0, q0 + n) see between them: [0, keyEnd)
+  /// (the last one's, positions not decreasing).
   __device__ int keyEnd(int q0, int n) const {
     if (!causal)
       return t;
     int last = min(q0 + n, s) - 1;
-    return max(0, min(t, last + offset + 1));
+    return max(0, min(t, position(last) + 1));
   }
   /// The first query that sees key k0 (bmrt/Attention.h's firstQuery).
   __device__ int firstQuery(int k0) const {
-    return causal ? max(0, min(s, k0 - offset)) : 0;
+    return causal ? firstPlacedAt(positions, s, offset, k0) : 0;
   }
 };
 
@@ -171,7 +172,6 @@ template <int D, bool kStats>
 __global__ void __launch_bounds__(kThreads)
     forwardKernel(const float *q, const float *kt, const float *v, float *out,
                   float *lse, Geometry geo) {
-  geo.place();
   constexpr int LD = D + kPad, LDV = kWalk + kPad;
   extern __shared__ __align__(16) unsigned char shared[];
   bf16 *Qs = reinterpret_cast<bf16 *>(shared); // [kTile][LD]
@@ -310,7 +310,6 @@ __global__ void __launch_bounds__(kThreads)
     keysKernel(const float *q, const float *kt, const float *v,
                const float *dout, const float *lse, const float *delta,
                float *dkt, float *dv, Geometry geo) {
-  geo.place();
   constexpr int LD = D + kPad, LDQ = kWalkQ + kPad;
   extern __shared__ __align__(16) unsigned char shared[];
   bf16 *Qs = reinterpret_cast<bf16 *>(shared);          // [kWalkQ][LD]
@@ -396,7 +395,6 @@ __global__ void __launch_bounds__(kThreads)
     queriesKernel(const float *q, const float *kt, const float *v,
                   const float *dout, const float *lse, const float *delta,
                   float *dq, Geometry geo) {
-  geo.place();
   constexpr int LD = D + kPad, LDK = kWalk + kPad;
   extern __shared__ __align__(16) unsigned char shared[];
   bf16 *Ks = reinterpret_cast<bf16 *>(shared); // [kWalk][LD]: keys x d

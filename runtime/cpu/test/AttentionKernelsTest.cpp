@@ -112,5 +112,22 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernel,
                                   (g.causal ? "causal" : "");
                          });
 
+TEST(AttentionKernelPositions, DecreasingPositionsAreOneLineError) {
+  // Each query's keys must be a prefix of the next one's: positions that
+  // go back are refused, not computed with a wrong mask.
+  Owned q = randomF32({1, 3, 4}, 1), kt = randomF32({1, 4, 6}, 2);
+  Owned v = randomF32({1, 6, 4}, 3), out(DType::F32, {1, 3, 4});
+  Owned positions = i64({3}, {4, 2, 5});
+  try {
+    cpu::attention(cpuStream(), q.view, kt.view, v.view, out.view, 0.5f, true,
+                   &positions.view);
+    FAIL() << "decreasing positions were accepted";
+  } catch (const Error &error) {
+    EXPECT_NE(std::string(error.what()).find("positions decrease"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
 } // namespace
 } // namespace bmrt::test

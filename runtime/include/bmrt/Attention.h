@@ -4,11 +4,12 @@
 // Shared by every backend's attention kernels and the program verifier:
 // attention(q [..., s, d], kt [..., d, t], v [..., t, e]) -> [..., s, e]
 // is softmax(scale * q kt + mask) v for each of `batch` leading indices,
-// where under a causal mask query i sees keys j <= i + offset: offset
-// t - s by default (the last query sees every key, as in a decoder
-// continuing a cached prefix), or the first of the op's positions (its
-// queries' consecutive places among the keys, where context parallelism
-// has split the queries and gathered the keys).
+// where under a causal mask query i sees keys j <= position(i): i + t - s
+// by default (the last query sees every key, as in a decoder continuing a
+// cached prefix), or the op's positions[i], non-decreasing (its queries'
+// places among the keys, where context parallelism has split the queries
+// and gathered the keys: one run of consecutive places, or two where each
+// rank holds two mirrored chunks).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,21 +27,28 @@ struct AttentionShape {
   int64_t batch = 1; // the product of the leading dims
   int64_t s = 0, t = 0, d = 0, e = 0;
   bool causal = false;
-  /// The place of query 0 among the keys (see above); t - s unless the
-  /// op's positions say otherwise.
+  /// Query i's place among the keys is i + offset without positions.
   int64_t offset = t - s;
-  /// Where a device kernel reads the offset instead (the op's positions,
-  /// in device memory), or null: kernels launched before the positions
-  /// are known on the host read their first element themselves.
+  /// The op's positions, one per query, non-decreasing, or null. In host
+  /// memory where the methods below read them (the CPU backend, the
+  /// references); CUDA's kernels read them from device memory themselves.
   const int64_t *positions = nullptr;
 
+  int64_t position(int64_t i) const {
+    return positions ? positions[i] : i + offset;
+  }
   /// How many keys query i sees: a prefix of the keys, [0, visibleKeys(i)).
   int64_t visibleKeys(int64_t i) const {
-    return causal ? std::clamp<int64_t>(i + offset + 1, 0, t) : t;
+    return causal ? std::clamp<int64_t>(position(i) + 1, 0, t) : t;
   }
-  /// The first query that sees key j (queries from there on all see it).
+  /// The first query that sees key j (queries from there on all see it,
+  /// the positions being non-decreasing).
   int64_t firstQuery(int64_t j) const {
-    return causal ? std::clamp<int64_t>(j - offset, 0, s) : 0;
+    if (!causal)
+      return 0;
+    if (!positions)
+      return std::clamp<int64_t>(j - offset, 0, s);
+    return std::lower_bound(positions, positions + s, j) - positions;
   }
 };
 

@@ -250,10 +250,10 @@ def Bm_AttentionOp : Bm_Op<"attention", Bm_ContractionTraits> {
     q [..., s, d], kt [..., d, t] (the keys transposed, as exported graphs
     hold them) and v [..., t, e], with equal leading dims, give
     [..., s, e]. Under `causal`, query i sees key j only where
-    j <= i + (t - s), or, given `positions` (i64 [s], consecutive: each
-    one more than the one before), where j <= positions[i]: the queries'
-    places among the keys, once context parallelism has split the queries
-    and gathered every key. bm-fuse-attention makes it from the matmul,
+    j <= i + (t - s), or, given `positions` (i64 [s], non-decreasing),
+    where j <= positions[i]: the queries' places among the keys, once
+    context parallelism has split the queries and gathered every key (a
+    run of consecutive places, or two for a rank's mirrored chunks). bm-fuse-attention makes it from the matmul,
     scale, mask, softmax and matmul that exporters write, so that a
     backend can run it without storing the [s, t] scores (FlashAttention,
     Dao et al. 2022), and its gradient (bm.attention_grad) recomputes them.
