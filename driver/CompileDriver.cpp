@@ -373,6 +373,19 @@ llvm::Expected<CompiledModel> compileModel(mlir::MLIRContext &context,
       return program.takeError();
     compiled.stages.push_back(std::move(*program));
   }
+  // The forward program computes what one device computes from inputs in
+  // natural order (bmrt-forward checks it against a reference). Under
+  // context parallelism's mirrored chunks the annotated model runs on
+  // sequences in the mirrored order: the forward program comes from the
+  // model as one device runs it.
+  mlir::OwningOpRef<mlir::ModuleOp> whole;
+  if (compiled.plan.config.cp > 1 && compiled.plan.config.cpMirrored) {
+    auto imported = importWhole(context, options, *file, compiled.plan);
+    if (!imported)
+      return imported.takeError();
+    whole = std::move(*imported);
+    main = whole->lookupSymbol<mlir::func::FuncOp>("main");
+  }
   auto forwardProgram = lowerAndOutline(main, name);
   if (!forwardProgram)
     return forwardProgram.takeError();

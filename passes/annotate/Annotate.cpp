@@ -2,6 +2,8 @@
 
 #include "passes/annotate/Annotate.h"
 
+#include "passes/annotate/ContextLayout.h"
+
 #include "bm/BmOps.h"
 #include "bm/FirstDiagnostic.h"
 #include "passes/Passes.h"
@@ -450,6 +452,8 @@ llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
   annotateArguments(func);
   if (plan.config.cp > 1)
     placeContextQueries(func);
+  if (plan.config.cp > 1 && plan.config.cpMirrored)
+    layOutMirroredContext(func, plan.config.cp);
   setMesh(module, plan);
 
   // The shardings must hold against the mesh and the shapes; a plan made

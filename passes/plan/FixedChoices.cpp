@@ -125,6 +125,16 @@ static llvm::Error parseStream(StringRef value, FixedChoices &fixed) {
   return llvm::Error::success();
 }
 
+static llvm::Error parseContextLayout(StringRef value, FixedChoices &fixed) {
+  if (fixed.cpMirrored)
+    return fixError("cp_layout is given twice");
+  if (value != "contiguous" && value != "mirrored")
+    return fixError("cp_layout must be contiguous or mirrored, got '" + value +
+                    "'");
+  fixed.cpMirrored = value == "mirrored";
+  return llvm::Error::success();
+}
+
 /// One key=value item into `fixed`.
 static llvm::Error parseItem(StringRef key, StringRef value,
                              FixedChoices &fixed) {
@@ -141,6 +151,8 @@ static llvm::Error parseItem(StringRef key, StringRef value,
   // Keys alphabetical.
   if (key == "cp")
     return count(fixed.cp, 1, most);
+  if (key == "cp_layout")
+    return parseContextLayout(value, fixed);
   if (key == "dp")
     return count(fixed.dp, 1, most);
   if (key == "ep")
@@ -163,9 +175,10 @@ static llvm::Error parseItem(StringRef key, StringRef value,
     return count(fixed.chunks, 1, most);
   if (key == "zero")
     return count(fixed.zeroStage, 0, 3);
-  return fixError("unknown key '" + key +
-                  "' (keys: cp, dp, ep, mb, offload, pp, recompute, schedule, "
-                  "stream, tp, v, zero)");
+  return fixError(
+      "unknown key '" + key +
+      "' (keys: cp, cp_layout, dp, ep, mb, offload, pp, recompute, schedule, "
+      "stream, tp, v, zero)");
 }
 
 /// Choices that contradict each other, whatever the model.
@@ -180,6 +193,9 @@ static llvm::Error checkCombination(const FixedChoices &fixed) {
     return fixError(
         llvm::Twine("schedule=") + bmrt::toString(*fixed.schedule) +
         " runs v=2 chunks per device, got v=" + llvm::Twine(*fixed.chunks));
+  if (fixed.cpMirrored && fixed.cp && *fixed.cp == 1)
+    return fixError("cp_layout lays out the shares of cp > 1 ranks; cp=1 "
+                    "splits nothing");
   if (fixed.ep && fixed.dp && *fixed.dp % *fixed.ep != 0)
     return fixError("ep=" + llvm::Twine(*fixed.ep) +
                     " must divide dp=" + llvm::Twine(*fixed.dp));
@@ -221,6 +237,9 @@ std::string bm::plan::formatFixedChoices(const FixedChoices &fixed) {
   };
   add("dp", fixed.dp);
   add("cp", fixed.cp);
+  if (fixed.cpMirrored)
+    parts.push_back(std::string("cp_layout=") +
+                    (*fixed.cpMirrored ? "mirrored" : "contiguous"));
   add("ep", fixed.ep);
   add("tp", fixed.tp);
   add("pp", fixed.pp);
@@ -251,6 +270,9 @@ std::string ParallelConfig::str() const {
   // as they always have.
   if (cp > 1)
     fixed.cp = cp;
+  // Mirrored is the default wherever it runs: only the other is written.
+  if (cp > 1 && !cpMirrored)
+    fixed.cpMirrored = false;
   if (ep > 1)
     fixed.ep = ep;
   fixed.tp = tp;
@@ -275,8 +297,9 @@ std::string ParallelConfig::str() const {
 }
 
 bool ParallelConfig::operator==(const ParallelConfig &other) const {
-  return dp == other.dp && cp == other.cp && tp == other.tp && pp == other.pp &&
-         ep == other.ep && microBatch == other.microBatch &&
+  return dp == other.dp && cp == other.cp && cpMirrored == other.cpMirrored &&
+         tp == other.tp && pp == other.pp && ep == other.ep &&
+         microBatch == other.microBatch &&
          numMicroBatches == other.numMicroBatches &&
          zeroStage == other.zeroStage && recompute == other.recompute &&
          schedule == other.schedule && chunks == other.chunks &&

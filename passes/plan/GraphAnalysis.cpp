@@ -567,6 +567,28 @@ void GraphAnalysis::markAttentionCore(int softmax, int scores) {
   }
 }
 
+bool GraphAnalysis::mixesSequenceOnlyInAttention() const {
+  for (size_t o = 0; o < graph_.ops.size(); ++o) {
+    const int factor = contextFactor_[o];
+    if (!searched_[o] || factor < 0)
+      continue;
+    const OpInfo &op = graph_.ops[o];
+    if (op.opName == "bm.attention" || inAttentionCore(static_cast<int>(o)))
+      continue;
+    if (op.rule.factorKinds[factor] != FactorKind::Parallel)
+      return false;
+    // An operand read along a sequence that is not the op's own.
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+      const int dim = contextDim_[op.operands[i]];
+      if (dim >= 0 &&
+          dim < static_cast<int>(op.rule.operandFactors[i].size()) &&
+          !llvm::is_contained(op.rule.operandFactors[i][dim], factor))
+        return false;
+    }
+  }
+  return true;
+}
+
 bool GraphAnalysis::inAttentionCore(int op) const {
   const OpInfo &info = graph_.ops[op];
   auto core = [&](int v) { return attentionCoreValue_[v] != 0; };

@@ -83,6 +83,13 @@ public:
   int contextDim(int value) const { return contextDim_[value]; }
   /// Whether some input has a sequence context parallelism can split.
   bool hasContext() const { return hasContext_; }
+  /// Whether the searched ops mix a sequence's positions only in attention
+  /// (Q K^T, the softmax over the keys, the sum over the values, or
+  /// bm.attention): every other op works position by position. Then the
+  /// positions may go in any order that the inputs and every table of
+  /// positions (position ids, rotary tables, masks) follow alike, and
+  /// context parallelism may give each rank two mirrored chunks.
+  bool mixesSequenceOnlyInAttention() const;
   /// Whether `value`, written by a searched op, is part of an attention's
   /// core: from the scores Q K^T through the scale, mask and softmax to the
   /// probabilities (maybe dropped out) that multiply V. These are what

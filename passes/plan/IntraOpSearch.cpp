@@ -144,12 +144,11 @@ private:
   /// rank holding the last queries sees the most keys, sl (S - sl / 2)
   /// pairs against the mean S^2 / 2cp (sl = S / cp), (2cp - 1) / cp times
   /// the share the FLOPs give, and every rank waits for it at the next
-  /// collective. (Megatron-Core balances it by giving each rank two
-  /// mirrored chunks; bmc does not yet.) Unfused, every rank computes all
-  /// its rows' scores: no imbalance.
+  /// collective. Mirrored chunks (Megatron-Core's balancing) even it out.
+  /// Unfused, every rank computes all its rows' scores: no imbalance.
   double causalImbalance(int op) const {
     const int cp = context_.cp;
-    if (cp <= 1 || !graph_.ops[op].isCausalAttention ||
+    if (cp <= 1 || context_.mirrored || !graph_.ops[op].isCausalAttention ||
         analysis_.contextFactor(op) < 0)
       return 1;
     return (2.0 * cp - 1) / cp;

@@ -124,6 +124,8 @@ struct SegmentSolution {
 struct ContextSplit {
   int cp = 1;
   cost::CommGroup group;
+  /// Each rank holds two mirrored chunks: causal attention's work is even.
+  bool mirrored = false;
 };
 
 SegmentSolution solveSegment(const GraphAnalysis &analysis,

@@ -38,6 +38,10 @@ struct ParallelConfig {
   int dp = 1, tp = 1, pp = 1;
   /// Context-parallel degree: ranks that split each sequence.
   int cp = 1;
+  /// With cp > 1, each rank holds two mirrored chunks of each sequence
+  /// (chunks r and 2cp - 1 - r of 2cp, Megatron-Core's load balancing of
+  /// causal attention), else one contiguous share.
+  bool cpMirrored = false;
   /// Expert-parallel degree, a divisor of dp; 1 without experts.
   int ep = 1;
   int microBatch = 1;

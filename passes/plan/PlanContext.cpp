@@ -22,6 +22,7 @@ PlanContext::PlanContext(const ModelGraph &graph, const cost::Cluster &cluster,
   globalBatch = config.globalBatch > 0
                     ? config.globalBatch
                     : (std::max(config.gpus, 1) + unit - 1) / unit * unit;
+  cpMirrored = cp > 1 && config.fixed.cpMirrored.value_or(true) && mirrorable();
   for (auto [segment, count] : analysis.sequence()) {
     SegmentKind kind = segments[segment].kind;
     if (kind == SegmentKind::Layer || kind == SegmentKind::Interlude)

@@ -36,6 +36,13 @@ struct PlanContext {
   /// need to describe the model.
   int numBlockClasses() const;
   int attentionsPerBlock() const;
+  /// Whether cp's ranks can hold mirrored chunks: 2cp chunks divide the
+  /// sequence and the model mixes positions only in attention.
+  bool mirrorable() const {
+    return analysis.hasContext() &&
+           analysis.tokensPerSample() % (2 * cp) == 0 &&
+           analysis.mixesSequenceOnlyInAttention();
+  }
   /// The segment sequence the partitioner splits: the prologue, the runs
   /// of layers and interludes, the epilogue, as (segment, instances).
   std::vector<std::pair<int, int64_t>> partitionedSequence() const;
@@ -60,6 +67,10 @@ struct PlanContext {
   /// (--fix cp, else 1): each segment is costed on cp's share of the
   /// sequence, so the segment caches hold one degree.
   int cp = 1;
+  /// Whether those ranks hold mirrored chunks (ParallelConfig::cpMirrored):
+  /// wherever the model mixes positions only in attention and 2cp chunks
+  /// divide the sequence.
+  bool cpMirrored = false;
   /// config.globalBatch, or the default: one sample per GPU, rounded up to
   /// whole token groups.
   int64_t globalBatch = 0;

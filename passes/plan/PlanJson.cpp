@@ -26,8 +26,10 @@ using llvm::json::OStream;
 static void writeConfig(OStream &j, const ParallelConfig &c) {
   j.attribute("dp", c.dp);
   // Only where the sequence is split: other plans keep their bytes.
-  if (c.cp > 1)
+  if (c.cp > 1) {
     j.attribute("cp", c.cp);
+    j.attribute("cp_layout", c.cpMirrored ? "mirrored" : "contiguous");
+  }
   j.attribute("ep", c.ep);
   j.attribute("tp", c.tp);
   j.attribute("pp", c.pp);
@@ -471,6 +473,12 @@ static void readConfig(Reader r, ParallelConfig &c) {
   r.integer("dp", c.dp);
   c.cp = 1;
   r.optionalInteger("cp", c.cp);
+  std::string layout = "contiguous";
+  r.optionalString("cp_layout", layout);
+  if (layout != "contiguous" && layout != "mirrored")
+    r.fail("'" + r.name("cp_layout") +
+           "' must be contiguous or mirrored, got '" + layout + "'");
+  c.cpMirrored = layout == "mirrored";
   c.ep = 1;
   r.optionalInteger("ep", c.ep);
   r.integer("tp", c.tp);

@@ -92,10 +92,14 @@ static void printConfiguration(const Plan &plan, llvm::raw_ostream &os) {
                         "innermost, then dp, then pp)\n",
                         c.dp, c.tp, c.pp);
   if (c.cp > 1)
-    os << llvm::formatv("context     cp={0}: each sequence split {0} ways, "
+    os << llvm::formatv("context     cp={0}: each sequence split {0} ways{1}, "
                         "every attention's keys and values all-gathered over "
                         "cp\n",
-                        c.cp);
+                        c.cp,
+                        c.cpMirrored
+                            ? " in mirrored chunks (rank r holds chunks r and "
+                              "2cp-1-r: even causal work)"
+                            : " in contiguous shares");
   if (!plan.contextReason.empty())
     os << "            (" << plan.contextReason << ")\n";
   if (c.ep > 1)

@@ -71,6 +71,7 @@ void Planner::scoreZeroStages(const Candidate &c, ScheduleKind schedule,
     ParallelConfig config;
     config.dp = c.dp;
     config.cp = ctx_.cp;
+    config.cpMirrored = ctx_.cpMirrored;
     config.ep = c.ep;
     config.tp = c.tp;
     config.pp = c.pp;

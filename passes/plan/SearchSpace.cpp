@@ -206,6 +206,12 @@ llvm::Error SearchSpace::validateContext() const {
         "not built yet",
         cp));
   const FixedChoices &fixed = ctx_.config.fixed;
+  if (fixed.cpMirrored.value_or(false) && !ctx_.mirrorable())
+    return planError(llvm::formatv(
+        "--fix cp_layout=mirrored needs 2 x cp = {0} chunks to divide the "
+        "sequence of {1} tokens and attention to be the only op that mixes "
+        "positions (this model's other ops must see its tokens in order)",
+        2 * cp, analysis.tokensPerSample()));
   if (fixed.zeroStage && *fixed.zeroStage >= 2)
     return planError(llvm::formatv(
         "--fix cp={0} runs with ZeRO stage 0 or 1 (the optimizer's shards "

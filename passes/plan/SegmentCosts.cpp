@@ -49,7 +49,8 @@ const SegmentSolution &SegmentCosts::solution(int segment, int tp,
       (static_cast<double>(ctx_.config.gpus) * microBatch);
   double stepWeight = 1.0 / std::max(1.0, fewestMicroBatches);
   ContextSplit context{ctx_.cp,
-                       cost::placeMesh(ctx_.cluster, 1, tp, 1, 1, ctx_.cp).cp};
+                       cost::placeMesh(ctx_.cluster, 1, tp, 1, 1, ctx_.cp).cp,
+                       ctx_.cpMirrored};
   return solutions_
       .emplace(key,
                solveSegment(ctx_.analysis, ctx_.segments[segment], ctx_.model,

@@ -47,8 +47,11 @@ const char *toString(StreamLayout layout);
 /// Choices the user pins with `--fix`; unset ones are searched.
 struct FixedChoices {
   std::optional<int> dp, tp, pp, ep, microBatch, zeroStage, chunks;
-  /// Context parallelism: the sequence split over cp ranks.
+  /// Context parallelism: the sequence split over cp ranks; in mirrored
+  /// chunks (`cp_layout=mirrored`, the default wherever the model allows)
+  /// or contiguous shares.
   std::optional<int> cp;
+  std::optional<bool> cpMirrored;
   std::optional<Recompute> recompute;
   std::optional<ScheduleKind> schedule;
   std::optional<StreamLayout> stream;
@@ -58,13 +61,15 @@ struct FixedChoices {
   std::optional<Offload> offload;
 
   bool empty() const {
-    return !dp && !cp && !tp && !pp && !ep && !microBatch && !zeroStage &&
-           !chunks && !recompute && !schedule && !stream && !offload;
+    return !dp && !cp && !cpMirrored && !tp && !pp && !ep && !microBatch &&
+           !zeroStage && !chunks && !recompute && !schedule && !stream &&
+           !offload;
   }
 };
 
 /// Parses `dp=4,tp=8,pp=2,mb=1,zero=1,recompute=full,schedule=1f1b,v=2`.
 /// Keys: dp, cp (context parallelism: the sequence split over cp ranks),
+/// cp_layout (contiguous|mirrored),
 /// ep (expert parallelism, divides dp), tp, pp, mb, zero (0-3),
 /// recompute (none|selective|full), schedule (gpipe|1f1b|interleaved), v
 /// (chunks per device, interleaved), stream (replicated|sequence|hidden,

@@ -2,6 +2,7 @@
 
 #include "Feeder.h"
 
+#include "bmrt/ContextLayout.h"
 #include "bmrt/Error.h"
 #include "bmrt/Sharding.h"
 
@@ -28,9 +29,10 @@ int64_t Feeder::lossClasses(const Program &program) {
 
 Feeder::Feeder(const Program &program, Executor &executor,
                const std::string &task, const TrainerOptions &options,
-               const Mesh &mesh, int rank, int64_t lossClassCount)
+               const Mesh &mesh, int rank, int64_t lossClassCount,
+               bool mirrored)
     : program(program), executor(executor), mesh(mesh), rank(rank),
-      noise(options.seed ^ 0x5eed) {
+      mirrored(mirrored), noise(options.seed ^ 0x5eed) {
   lm = task == "language-model";
   regression = task == "regression";
   classes = lossClassCount ? lossClassCount : lossClasses(program);
@@ -264,15 +266,46 @@ Shape Feeder::allRanks(int slot) const {
 /// Writes this rank's box of `global` (the slot's data for all ranks) into
 /// the slot.
 template <typename T>
-void Feeder::upload(int slot, const std::vector<T> &global) const {
+void Feeder::upload(int slot, const std::vector<T> &natural) const {
   const TensorView &view = executor.view(slot);
   const Shape &local = program.slots[slot].shape;
+  std::vector<T> global = mirrored ? inMirroredLayout(slot, natural) : natural;
   std::vector<T> box(view.size());
   copyBox(global.data(), allRanks(slot),
           shardOffsets(local, dataSharding(program, slot), mesh, rank),
           box.data(), local, Shape(local.size(), 0), local, sizeof(T));
   executor.device().copyToDevice(view.data, box.data(), view.bytes(),
                                  executor.stream());
+}
+
+/// `global` (the slot's data for all ranks) with the dim that cp splits
+/// reordered into context parallelism's mirrored layout.
+template <typename T>
+std::vector<T> Feeder::inMirroredLayout(int slot,
+                                        const std::vector<T> &global) const {
+  const Shape shape = allRanks(slot);
+  const std::vector<std::vector<std::string>> sharding =
+      dataSharding(program, slot);
+  int dim = -1;
+  for (size_t d = 0; d < sharding.size(); ++d)
+    if (std::find(sharding[d].begin(), sharding[d].end(), "cp") !=
+        sharding[d].end())
+      dim = static_cast<int>(d);
+  if (dim < 0)
+    return global;
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < dim; ++d)
+    outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  const std::vector<int64_t> order =
+      mirroredOrder(shape[dim], mesh.axisSize("cp"));
+  std::vector<T> laid(global.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t p = 0; p < order.size(); ++p)
+      std::copy_n(global.begin() + (o * shape[dim] + order[p]) * inner, inner,
+                  laid.begin() + (o * shape[dim] + int64_t(p)) * inner);
+  return laid;
 }
 
 /// Sample s's rows of the token stream and their labels (the stream

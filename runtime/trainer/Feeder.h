@@ -39,9 +39,11 @@ public:
   /// model) where `program` has no loss of its own (a pipeline stage
   /// before the last, which draws the same batches to keep its inputs);
   /// 0 reads it off `program`.
+  /// `mirrored`: the sequences lie in context parallelism's mirrored
+  /// layout (bmrt/ContextLayout.h) along each slot's dim split over cp.
   Feeder(const Program &program, Executor &executor, const std::string &task,
          const TrainerOptions &options, const Mesh &mesh, int rank,
-         int64_t classes = 0);
+         int64_t classes = 0, bool mirrored = false);
 
   /// The class count of the step's cross-entropy, or 0 without one.
   static int64_t lossClasses(const Program &program);
@@ -86,11 +88,15 @@ private:
   Shape allRanks(int slot) const;
   template <typename T>
   void upload(int slot, const std::vector<T> &global) const;
+  template <typename T>
+  std::vector<T> inMirroredLayout(int slot, const std::vector<T> &global) const;
 
   const Program &program;
   Executor &executor;
   const Mesh &mesh;
   int rank;
+  /// Sequences in context parallelism's mirrored layout (constructor).
+  bool mirrored = false;
   bool lm = false, regression = false;
   int labels = -1, target = -1, image = -1, tokenSource = -1;
   int64_t classes = 0, items = 0;

@@ -99,7 +99,7 @@ void Trainer::placeStage(Stage &stage, const std::string &source) {
       !stage.program.slotsOf(SlotKind::Label).empty())
     stage.feeder = std::make_unique<Feeder>(
         stage.program, *stage.executor, config.task, options, parallel.mesh(),
-        world.rank(), lossClasses);
+        world.rank(), lossClasses, config.cpLayout == "mirrored");
 }
 
 void Trainer::startPipeline() {

@@ -54,6 +54,7 @@ CompiledConfig readFields(const json &j, const std::string &dir) {
   c.ranks = j.value("ranks", 1);
   c.zero = j.value("zero", 0);
   c.offload = j.value("offload", std::string("none"));
+  c.cpLayout = j.value("cp_layout", std::string("contiguous"));
   c.overlapGradReduce = j.value("overlap_grad_reduce", true);
   c.pp = j.value("pp", 1);
   c.chunks = j.value("chunks", 1);
@@ -95,6 +96,9 @@ void checkFields(const CompiledConfig &c, const std::string &path) {
   BMRT_CHECK(c.offload == "none" || c.offload == "optimizer",
              "'" + path + "': offload is '" + c.offload +
                  "'; this trainer offloads none or optimizer");
+  BMRT_CHECK(c.cpLayout == "contiguous" || c.cpLayout == "mirrored",
+             "'" + path + "': cp_layout is '" + c.cpLayout +
+                 "'; this trainer lays sequences out contiguous or mirrored");
 }
 
 } // namespace
@@ -116,6 +120,8 @@ std::string printConfig(const CompiledConfig &config) {
   j["zero"] = config.zero;
   if (config.offload != "none")
     j["offload"] = config.offload;
+  if (config.cpLayout != "contiguous")
+    j["cp_layout"] = config.cpLayout;
   j["overlap_grad_reduce"] = config.overlapGradReduce;
   j["pp"] = config.pp;
   j["chunks"] = config.chunks;

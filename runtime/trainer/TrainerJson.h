@@ -60,6 +60,11 @@ struct CompiledConfig {
   /// memory and runs the optimizer step there (ZeRO-Offload: Ren et al.
   /// 2021); bmc writes the key only when it is not "none".
   std::string offload = "none";
+  /// "cp_layout" (optional, contiguous): "mirrored" where the plan's
+  /// context parallelism gives each rank two mirrored chunks of each
+  /// sequence (bmrt/ContextLayout.h): the feeder lays its inputs and
+  /// labels out so. bmc writes the key only when mirrored.
+  std::string cpLayout = "contiguous";
   /// "overlap_grad_reduce" (optional, true): reduce gradients during the
   /// backward (the plan's cluster hides some of that); the trainer's
   /// --overlap / --no-overlap decide instead.

@@ -1,7 +1,9 @@
 """Context parallelism (issue 29): the sequence split over cp ranks, each
 attention's keys and values all-gathered over cp and their gradients
-reduce-scattered back. N ranks must train as one does: the same losses
-over several steps, on gpt3-tiny (seq 16).
+reduce-scattered back; by default each rank holds two mirrored chunks
+(cp_layout=mirrored: the feeder and every table of positions follow that
+order), else one contiguous share. N ranks must train as one does: the
+same losses over several steps, on gpt3-tiny (seq 16).
 
 The micro-batch holds several samples, so the loss reads rows of a batch
 and a split sequence flattened together (a strided share, which the
@@ -10,7 +12,9 @@ a micro-batch of one sample would not show that."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -26,6 +30,9 @@ from test_layerwise_optimizers import losses, mpirun
     # gathered keys through the positions the partitioner slices.
     (2, "cp=2,mb=4", "on"),
     (4, "cp=4,mb=8", "on"),
+    # One contiguous share per rank.
+    (2, "cp=2,mb=4,cp_layout=contiguous", "off"),
+    (2, "cp=2,mb=4,cp_layout=contiguous", "on"),
     # With data parallelism.
     (4, "cp=2,dp=2,mb=4", "on"),
 ])
@@ -77,6 +84,38 @@ def test_compile_follows_the_plan(tmp_path):
         program = f.read()
     assert "cp=2" in program.splitlines()[2]
     assert 'all_gather' in program and 'axes="cp"' in program
+
+
+def test_mirrored_layout_is_in_effect(compiled, tmp_path):
+    # The mirrored layout reorders the data and the tables of positions
+    # together: fed in natural order, the same program trains on scrambled
+    # sequences, and the losses move.
+    out = compiled("gpt3-tiny", "--global-batch", "8", "--gpus", "2", "--fix", "cp=2,mb=4")
+    with open(os.path.join(out, "trainer.json")) as f:
+        config = json.load(f)
+    assert config["cp_layout"] == "mirrored"
+    scrambled = tmp_path / "scrambled"
+    shutil.copytree(out, scrambled)
+    config["cp_layout"] = "contiguous"
+    with open(scrambled / "trainer.json", "w") as f:
+        json.dump(config, f)
+    mpirun(2, out, "--steps", "2", "--log", str(tmp_path / "laid.jsonl"))
+    mpirun(2, str(scrambled), "--steps", "2", "--log", str(tmp_path / "natural.jsonl"))
+    laid, natural = losses(tmp_path / "laid.jsonl"), losses(tmp_path / "natural.jsonl")
+    assert abs(laid[0] - natural[0]) > 1e-4 * laid[0], (laid, natural)
+
+
+def test_forward_program_is_the_models(compiled):
+    # bmrt-forward feeds inputs in natural order: the forward program of a
+    # mirrored compile is the model as one device runs it, not the step's
+    # reordered one.
+    one = compiled("gpt3-tiny", "--global-batch", "8")
+    split = compiled("gpt3-tiny", "--global-batch", "8", "--gpus", "2", "--fix", "cp=2")
+
+    def body(out: str) -> list[str]:
+        with open(os.path.join(out, "forward.bmp")) as f:
+            return [line for line in f if not line.startswith(("model", "#"))]
+    assert body(split) == body(one)
 
 
 def test_fused_queries_are_placed(compiled):

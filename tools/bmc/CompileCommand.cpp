@@ -237,6 +237,8 @@ bmrt::CompiledConfig trainerConfig(const bm::CompiledModel &model,
   config.recompute = bm::plan::toString(plan.config.recompute);
   config.zero = plan.config.zeroStage;
   config.offload = bm::plan::toString(plan.config.offload);
+  if (plan.config.cp > 1 && plan.config.cpMirrored)
+    config.cpLayout = "mirrored";
   // Overlap where the cluster hides some of it, as the plan assumed.
   config.overlapGradReduce = plan.gradReduceOverlap > 0;
   config.pp = plan.config.pp;

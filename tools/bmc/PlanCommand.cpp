@@ -52,7 +52,10 @@ OPTIONS:
                         between blocks lie over tp), offload (none|
                         optimizer: its state and step in host memory), cp
                         (context parallelism: each sequence split over cp
-                        ranks; searched only where nothing fits without)
+                        ranks; searched only where nothing fits without),
+                        cp_layout (mirrored|contiguous: two mirrored chunks
+                        per rank, the default where the model allows, or
+                        one share)
   --fuse-attention on|off
                         price each attention core (scores, scale, causal
                         mask, softmax, context) as one fused op that never

@@ -89,9 +89,10 @@ TEST(FixedChoicesTest, OneLineErrors) {
             "--fix: tp must be an integer in [1, 16777216], got 'eight'");
   EXPECT_EQ(errorOf("zero=4"),
             "--fix: zero must be an integer in [0, 3], got '4'");
-  EXPECT_EQ(errorOf("sp=2"),
-            "--fix: unknown key 'sp' (keys: cp, dp, ep, mb, offload, pp, "
-            "recompute, schedule, stream, tp, v, zero)");
+  EXPECT_EQ(
+      errorOf("sp=2"),
+      "--fix: unknown key 'sp' (keys: cp, cp_layout, dp, ep, mb, offload, pp, "
+      "recompute, schedule, stream, tp, v, zero)");
   EXPECT_EQ(errorOf("offload=cpu"),
             "--fix: offload must be none or optimizer, got 'cpu'");
   EXPECT_EQ(errorOf("offload=none,offload=optimizer"),
