@@ -567,6 +567,16 @@ void GraphAnalysis::markAttentionCore(int softmax, int scores) {
   }
 }
 
+bool GraphAnalysis::contextDivisibleBy(int64_t n) const {
+  for (size_t v = 0; v < graph_.values.size(); ++v) {
+    const int dim = contextDim_[v];
+    if (dim >= 0 && graph_.values[v].kind == ValueKind::Input &&
+        graph_.values[v].shape[dim] % n != 0)
+      return false;
+  }
+  return true;
+}
+
 bool GraphAnalysis::mixesSequenceOnlyInAttention() const {
   for (size_t o = 0; o < graph_.ops.size(); ++o) {
     const int factor = contextFactor_[o];

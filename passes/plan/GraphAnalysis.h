@@ -83,6 +83,8 @@ public:
   int contextDim(int value) const { return contextDim_[value]; }
   /// Whether some input has a sequence context parallelism can split.
   bool hasContext() const { return hasContext_; }
+  /// Whether `n` divides the length of every input's sequence (T5 has two).
+  bool contextDivisibleBy(int64_t n) const;
   /// Whether the searched ops mix a sequence's positions only in attention
   /// (Q K^T, the softmax over the keys, the sum over the values, or
   /// bm.attention): every other op works position by position. Then the

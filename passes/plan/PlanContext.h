@@ -39,8 +39,7 @@ struct PlanContext {
   /// Whether cp's ranks can hold mirrored chunks: 2cp chunks divide the
   /// sequence and the model mixes positions only in attention.
   bool mirrorable() const {
-    return analysis.hasContext() &&
-           analysis.tokensPerSample() % (2 * cp) == 0 &&
+    return analysis.hasContext() && analysis.contextDivisibleBy(2 * cp) &&
            analysis.mixesSequenceOnlyInAttention();
   }
   /// The segment sequence the partitioner splits: the prologue, the runs

@@ -196,7 +196,7 @@ llvm::Error SearchSpace::validateContext() const {
         "--fix cp={0} needs a sequence to split: an integer input (token "
         "ids) with a dimension besides the batch; this model has none",
         cp));
-  if (analysis.tokensPerSample() % cp != 0)
+  if (!analysis.contextDivisibleBy(cp))
     return planError(
         llvm::formatv("--fix cp={0} does not divide the sequence of {1} tokens",
                       cp, analysis.tokensPerSample()));
@@ -208,8 +208,8 @@ llvm::Error SearchSpace::validateContext() const {
   const FixedChoices &fixed = ctx_.config.fixed;
   if (fixed.cpMirrored.value_or(false) && !ctx_.mirrorable())
     return planError(llvm::formatv(
-        "--fix cp_layout=mirrored needs 2 x cp = {0} chunks to divide the "
-        "sequence of {1} tokens and attention to be the only op that mixes "
+        "--fix cp_layout=mirrored needs 2 x cp = {0} chunks to divide every "
+        "sequence ({1} tokens) and attention to be the only op that mixes "
         "positions (this model's other ops must see its tokens in order)",
         2 * cp, analysis.tokensPerSample()));
   if (fixed.zeroStage && *fixed.zeroStage >= 2)

@@ -298,8 +298,13 @@ std::vector<T> Feeder::inMirroredLayout(int slot,
     outer *= shape[d];
   for (size_t d = dim + 1; d < shape.size(); ++d)
     inner *= shape[d];
-  const std::vector<int64_t> order =
-      mirroredOrder(shape[dim], mesh.axisSize("cp"));
+  const int64_t cp = mesh.axisSize("cp");
+  BMRT_CHECK(shape[dim] % (2 * cp) == 0,
+             "the mirrored layout cuts a sequence into 2 x cp = " +
+                 std::to_string(2 * cp) + " chunks; slot '" +
+                 program.slots[slot].name + "' has " +
+                 std::to_string(shape[dim]) + " positions");
+  const std::vector<int64_t> order = mirroredOrder(shape[dim], cp);
   std::vector<T> laid(global.size());
   for (int64_t o = 0; o < outer; ++o)
     for (size_t p = 0; p < order.size(); ++p)
