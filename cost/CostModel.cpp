@@ -127,6 +127,7 @@ MeshPlacement bm::cost::placeMesh(const Cluster &cluster, int dp, int tp,
   cp = std::max(cp, 1);
   placement.tp = stridedGroup(perNode, tp, 1);
   placement.cp = stridedGroup(perNode, cp, tp);
+  placement.dpShards = stridedGroup(perNode, dp, tp * cp);
   dp *= cp;
   placement.dp = stridedGroup(perNode, dp, tp);
   ep = std::max(ep, 1);

@@ -64,6 +64,9 @@ struct MeshPlacement {
   /// Megatron-Core orders tp-cp-dp-pp: what gathers an attention's keys
   /// and values.
   CommGroup cp;
+  /// The ranks ZeRO shards over: dp's alone (stride tp x cp); each cp rank
+  /// holds its dp peers' shard. The same group as `dp` without cp.
+  CommGroup dpShards;
   /// Expert parallelism takes the ep innermost of the dp ranks (stride tp):
   /// `ep` exchanges tokens all-to-all, `expertDp` (the other dp / ep) syncs
   /// expert gradients.

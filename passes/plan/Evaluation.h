@@ -69,9 +69,12 @@ struct DeviceExtras {
   double zero3 = 0, zero3Experts = 0;  // ZeRO-3 gathers and scatters
   double exchange = 0;                 // expert all-to-all
   double sideLink = 0, sideGather = 0; // side inputs
+  /// ZeRO 2 and 3 with context parallelism: each backward's gradients
+  /// all-reduced over cp before their reduce-scatter over dp.
+  double contextGradients = 0;
   double total() const {
     return p2pLink + p2pGather + zero3 + zero3Experts + exchange + sideLink +
-           sideGather;
+           sideGather + contextGradients;
   }
 };
 

@@ -182,7 +182,7 @@ llvm::Error SearchSpace::validateModelChoices() const {
 }
 
 // What context parallelism runs today: the all-gather form, dense
-// models, ZeRO 0 or 1 (the optimizer's shards are dp's).
+// models.
 llvm::Error SearchSpace::validateContext() const {
   const int cp = ctx_.cp;
   if (cp <= 1)
@@ -212,11 +212,6 @@ llvm::Error SearchSpace::validateContext() const {
         "sequence ({1} tokens) and attention to be the only op that mixes "
         "positions (this model's other ops must see its tokens in order)",
         2 * cp, analysis.tokensPerSample()));
-  if (fixed.zeroStage && *fixed.zeroStage >= 2)
-    return planError(llvm::formatv(
-        "--fix cp={0} runs with ZeRO stage 0 or 1 (the optimizer's shards "
-        "are over dp alone); got zero={1}",
-        cp, *fixed.zeroStage));
   return llvm::Error::success();
 }
 
@@ -544,7 +539,6 @@ std::vector<int> SearchSpace::zeroStages() const {
   std::vector<int> stages;
   for (int zero : {3, 0, 1, 2})
     if ((!fixed.zeroStage || *fixed.zeroStage == zero) &&
-        (ctx_.cp == 1 || zero <= 1) &&
         !(ctx_.config.megatronOnly &&
           megatronMismatch(zero, std::nullopt, std::nullopt, std::nullopt,
                            std::nullopt, fixed.offload)))

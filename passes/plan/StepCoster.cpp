@@ -16,6 +16,26 @@ MeshPlacement StepCoster::meshOf(const ParallelConfig &config) const {
                          std::max(config.ep, 1), config.cp);
 }
 
+// ZeRO 0 and 1 reduce the gradients over every replica, dp x cp (bmrt
+// all-reduces over both axes at once; ZeRO 1's parameter all-gather, over
+// dp alone, is priced there too); ZeRO 2 and 3 reduce-scatter and gather
+// over dp alone, after an all-reduce over cp (contextGradientTime).
+const CommGroup &
+StepCoster::dataParallelGroup(const ParallelConfig &config,
+                              const MeshPlacement &placement) const {
+  return config.zeroStage >= 2 ? placement.dpShards : placement.dp;
+}
+
+// bmrt's reduceGradient under ZeRO 2 and 3: the whole gradient of each
+// micro-batch's backward all-reduced over cp, then reduce-scattered over
+// dp (Parallel::reduceGradient).
+double StepCoster::contextGradientTime(const StageStats &stats,
+                                       const MeshPlacement &placement) const {
+  return ctx_.model.collectiveTime(
+      CollectiveKind::AllReduce,
+      (stats.params - stats.expertParams) * ctx_.perParam.grads, placement.cp);
+}
+
 // Dense parameters are replicated over dp (ZeRO shards them over dp);
 // expert parameters are split over ep and replicated over the other dp / ep
 // ranks (Rajbhandari et al. 2022, "DeepSpeed-MoE", section 5.1).
@@ -160,9 +180,12 @@ DeviceExtras StepCoster::deviceExtras(const StageStats &stats,
                     ctx_.model.collectiveTime(CollectiveKind::AllGather,
                                               boundary, placement.tp);
   }
+  if (config.zeroStage >= 2 && config.cp > 1)
+    c.contextGradients = contextGradientTime(stats, placement);
   if (config.zeroStage >= 3) {
     c.zero3 = dataParallelTime(stats.params - stats.expertParams, config,
-                               placement.dp, /*perMicroBatch=*/true);
+                               dataParallelGroup(config, placement),
+                               /*perMicroBatch=*/true);
     c.zero3Experts =
         dataParallelTime(stats.expertParams / ep, config, placement.expertDp,
                          /*perMicroBatch=*/true);
@@ -221,9 +244,11 @@ void StepCoster::hideGradientReductions(StepTail &t, const StageStats &stats,
   const int ep = std::max(config.ep, 1);
   const double denseParams = overlappableParams(stats);
   const double expertParams = stats.expertParams / ep;
-  double dense = config.dp > 1 ? stepGradientReductionTime(denseParams, config,
-                                                           placement.dp)
-                               : 0;
+  double dense =
+      config.dp > 1
+          ? stepGradientReductionTime(denseParams, config,
+                                      dataParallelGroup(config, placement))
+          : 0;
   double experts =
       expertParams > 0 && placement.expertDp.size > 1
           ? stepGradientReductionTime(expertParams, config, placement.expertDp)
@@ -281,7 +306,8 @@ StepTail StepCoster::stepTail(const StageStats &stats,
   const double denseParams = stats.params - stats.expertParams;
   const double expertParams = stats.expertParams / ep;
   StepTail t;
-  t.dpSync = dataParallelTime(denseParams, config, placement.dp,
+  t.dpSync = dataParallelTime(denseParams, config,
+                              dataParallelGroup(config, placement),
                               /*perMicroBatch=*/false);
   t.expertSync = expertParams > 0 ? dataParallelTime(expertParams, config,
                                                      placement.expertDp,
@@ -364,7 +390,9 @@ Evaluation StepCoster::score(const ParallelConfig &config,
   addComm(tail.sharedSync, placement.pp.crossesNodes);
   addComm(m * extras.p2pLink, pipelineOnNetwork);
   addComm(m * extras.p2pGather, placement.tp.crossesNodes);
-  addComm(tail.dpSync + m * extras.zero3, placement.dp.crossesNodes);
+  addComm(tail.dpSync + m * extras.zero3,
+          dataParallelGroup(config, placement).crossesNodes);
+  addComm(m * extras.contextGradients, placement.cp.crossesNodes);
   addComm(tail.expertSync + m * extras.zero3Experts,
           placement.expertDp.crossesNodes);
   addComm(m * extras.exchange, placement.ep.crossesNodes);

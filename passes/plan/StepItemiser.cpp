@@ -246,7 +246,14 @@ void StepItemiser::itemiseDataParallel(ItemList &list, const StageStats &stats,
                 hides);
     }
   };
-  add(stats.params - stats.expertParams, "", placement.dp, tail.dpHidden);
+  add(stats.params - stats.expertParams, "",
+      coster_.dataParallelGroup(config, placement), tail.dpHidden);
+  if (config.zeroStage >= 2 && config.cp > 1)
+    list.comm(CostItem::Kind::Collective, "all_reduce", kContextAxis,
+              cost::toString(ctx_.model.linkClass(placement.cp)), "backward",
+              "gradients",
+              (stats.params - stats.expertParams) * ctx_.perParam.grads, m,
+              m * coster_.contextGradientTime(stats, placement));
   add(stats.expertParams / std::max(config.ep, 1), "expert ",
       placement.expertDp, tail.expertHidden);
   for (const SharedGradientSum &sum :

@@ -33,8 +33,11 @@ from test_layerwise_optimizers import losses, mpirun
     # One contiguous share per rank.
     (2, "cp=2,mb=4,cp_layout=contiguous", "off"),
     (2, "cp=2,mb=4,cp_layout=contiguous", "on"),
-    # With data parallelism.
+    # With data parallelism, ZeRO 3 (its shards over dp, the gradients
+    # all-reduced over cp first), and pipeline stages.
     (4, "cp=2,dp=2,mb=4", "on"),
+    (4, "cp=2,dp=2,mb=4,zero=3", "on"),
+    (4, "cp=2,pp=2,mb=2", "off"),
 ])
 def test_ranks_train_as_one(compiled, tmp_path, ranks, mesh, fused):
     # fp32 summation orders change (the gradients' sums over cp ranks, the
