@@ -161,6 +161,12 @@ bm::plan::exportMegatronArguments(const Plan &plan) {
   if (std::optional<MegatronMismatch> mismatch =
           megatronOptimizerMismatch(plan.optimizer, c.offload))
     return exportError(mismatch->reason + "; re-plan with " + mismatch->fix);
+  // Megatron-Core's context parallelism always balances causal attention
+  // with mirrored chunks (its get_batch_on_this_cp_rank).
+  if (c.cp > 1 && !c.cpMirrored)
+    return exportError("Megatron-LM lays context parallelism's shares out in "
+                       "mirrored chunks; re-plan with --fix "
+                       "cp_layout=mirrored");
   // Megatron counts attention layers; a block may hold several.
   const int perBlock = plan.attentionsPerBlock;
   std::vector<std::string> args;
