@@ -357,50 +357,6 @@ static void setMesh(ModuleOp module, const Plan &plan) {
       mlir::bm::MeshAttr::get(module.getContext(), names, sizes));
 }
 
-/// Context parallelism splits a causal attention's queries: each rank's
-/// kernels must know where its queries sit among the gathered keys. Gives
-/// every such bm.attention the positions of its queries (i64 [s]: t - s,
-/// ..., t - 1, the default causal alignment), split as its queries are;
-/// the partitioner slices each rank's share.
-static void placeContextQueries(func::FuncOp func) {
-  using mlir::bm::AttentionOp;
-  using mlir::bm::BmDialect;
-  func.walk([&](AttentionOp attention) {
-    auto operands = attention->getAttrOfType<ArrayAttr>(
-        BmDialect::kOperandShardingAttrName);
-    if (!attention.getCausal() || attention.getPositions() || !operands)
-      return;
-    auto q = cast<mlir::bm::ShardingAttr>(operands[0]);
-    auto qType = cast<RankedTensorType>(attention.getQ().getType());
-    int64_t rows = qType.getRank() - 2;
-    auto queryAxes = cast<ArrayAttr>(q.getDims()[rows]);
-    if (queryAxes.empty())
-      return;
-    OpBuilder b(attention);
-    int64_t s = qType.getDimSize(rows);
-    int64_t t = cast<RankedTensorType>(attention.getKt().getType())
-                    .getDimSize(qType.getRank() - 1);
-    SmallVector<int64_t> values;
-    for (int64_t i = 0; i < s; ++i)
-      values.push_back(t - s + i);
-    auto type = RankedTensorType::get({s}, b.getI64Type());
-    auto positions = mlir::bm::ConstantOp::create(
-        b, attention.getLoc(), DenseElementsAttr::get(type, ArrayRef(values)));
-    for (StringRef name : BmDialect::placementAttrNames())
-      if (Attribute attr = attention->getAttr(name))
-        positions->setAttr(name, attr);
-    auto split = mlir::bm::ShardingAttr::get(b.getContext(), q.getMesh(),
-                                             b.getArrayAttr({queryAxes}),
-                                             b.getArrayAttr({}));
-    positions->setAttr(BmDialect::kShardingAttrName, b.getArrayAttr({split}));
-    attention.getPositionsMutable().assign(positions.getResult());
-    SmallVector<Attribute> wanted(operands.begin(), operands.end());
-    wanted.push_back(split);
-    attention->setAttr(BmDialect::kOperandShardingAttrName,
-                       b.getArrayAttr(wanted));
-  });
-}
-
 llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
                          const ModelGraph *planned,
                          const ModelGraph *annotated) {

@@ -1,11 +1,14 @@
-//===- ContextLayout.h - mirrored chunks of a split sequence ----*- C++ -*-===//
+//===- ContextLayout.h - context parallelism's positions -------*- C++ -*-===//
+//-*-===//
 //
-// Part of bm-annotate: where the plan gives each context-parallel rank two
-// mirrored chunks of each sequence (bmrt/ContextLayout.h), the whole step
-// runs on sequences in that order. The trainer feeds the inputs and labels
-// so; this reorders what the model computes from positions alone (position
-// ids, rotary tables, masks, attention positions) the same way, and puts
-// the keys and values an attention reads whole back in natural order.
+// Part of bm-annotate, for plans that split sequences over cp ranks: each
+// causal attention learns where its queries sit among the keys; and where
+// the plan gives each rank two mirrored chunks of each sequence
+// (bmrt/ContextLayout.h), the whole step runs on sequences in that order. The
+// trainer feeds the inputs and labels so; this reorders what the model computes
+// from positions alone (position ids, rotary tables, masks, attention
+// positions) the same way, and puts the keys and values an attention reads
+// whole back in natural order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +18,11 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace bm::plan {
+
+/// Gives every causal bm.attention whose queries cp splits their
+/// positions (i64 [s], the default alignment t - s, ..., t - 1), split as
+/// its queries are; the partitioner slices each rank's share.
+void placeContextQueries(mlir::func::FuncOp func);
 
 /// Inserts the reorderings into annotated `func` for `cp` ranks: a gather
 /// into the mirrored order on every operand not computed from the data

@@ -466,9 +466,12 @@ void GraphAnalysis::propagateContext(int o) {
        ++i) {
     const int v = op.operands[i];
     const ValueInfo &value = graph_.values[v];
-    if (value.kind == ValueKind::Input && !value.isFloat && contextDim_[v] < 0)
-      for (size_t d = 0; d < value.shape.size() && value.batchDim >= 0; ++d)
-        if (static_cast<int>(d) != value.batchDim && value.shape[d] > 1) {
+    // An input's sequence: the first of its token dims (propagateTokens,
+    // run just before), for token ids, not images.
+    if (value.kind == ValueKind::Input && !value.isFloat &&
+        value.batchDim >= 0 && contextDim_[v] < 0)
+      for (size_t d = 0; d < value.shape.size(); ++d)
+        if (isTokenDim(v, static_cast<int>(d))) {
           contextDim_[v] = static_cast<int>(d);
           hasContext_ = true;
           break;

@@ -83,14 +83,11 @@ static void printRequest(const Plan &plan, llvm::raw_ostream &os) {
 /// The mesh, schedule, stream layout, fold and stages.
 static void printConfiguration(const Plan &plan, llvm::raw_ostream &os) {
   const ParallelConfig &c = plan.config;
-  if (c.cp > 1)
-    os << llvm::formatv("mesh        dp={0} x cp={1} x tp={2} x pp={3} "
-                        "(ranks: tp innermost, then cp, dp, pp)\n",
-                        c.dp, c.cp, c.tp, c.pp);
-  else
-    os << llvm::formatv("mesh        dp={0} x tp={1} x pp={2} (ranks: tp "
-                        "innermost, then dp, then pp)\n",
-                        c.dp, c.tp, c.pp);
+  const std::string cp =
+      c.cp > 1 ? llvm::formatv("cp={0} x ", c.cp).str() : std::string();
+  os << llvm::formatv("mesh        dp={0} x {3}tp={1} x pp={2} (ranks: tp "
+                      "innermost, then {4}dp, then pp)\n",
+                      c.dp, c.tp, c.pp, cp, c.cp > 1 ? "cp, then " : "");
   if (c.cp > 1)
     os << llvm::formatv("context     cp={0}: each sequence split {0} ways{1}, "
                         "every attention's keys and values all-gathered over "

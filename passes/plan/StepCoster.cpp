@@ -19,21 +19,11 @@ MeshPlacement StepCoster::meshOf(const ParallelConfig &config) const {
 // ZeRO 0 and 1 reduce the gradients over every replica, dp x cp (bmrt
 // all-reduces over both axes at once; ZeRO 1's parameter all-gather, over
 // dp alone, is priced there too); ZeRO 2 and 3 reduce-scatter and gather
-// over dp alone, after an all-reduce over cp (contextGradientTime).
+// over dp alone, after an all-reduce over cp (deviceExtras).
 const CommGroup &
 StepCoster::dataParallelGroup(const ParallelConfig &config,
                               const MeshPlacement &placement) const {
   return config.zeroStage >= 2 ? placement.dpShards : placement.dp;
-}
-
-// bmrt's reduceGradient under ZeRO 2 and 3: the whole gradient of each
-// micro-batch's backward all-reduced over cp, then reduce-scattered over
-// dp (Parallel::reduceGradient).
-double StepCoster::contextGradientTime(const StageStats &stats,
-                                       const MeshPlacement &placement) const {
-  return ctx_.model.collectiveTime(
-      CollectiveKind::AllReduce,
-      (stats.params - stats.expertParams) * ctx_.perParam.grads, placement.cp);
 }
 
 // Dense parameters are replicated over dp (ZeRO shards them over dp);
@@ -180,8 +170,14 @@ DeviceExtras StepCoster::deviceExtras(const StageStats &stats,
                     ctx_.model.collectiveTime(CollectiveKind::AllGather,
                                               boundary, placement.tp);
   }
+  // bmrt's reduceGradient under ZeRO 2 and 3: the whole gradient of each
+  // micro-batch's backward all-reduced over cp, then reduce-scattered
+  // over dp.
   if (config.zeroStage >= 2 && config.cp > 1)
-    c.contextGradients = contextGradientTime(stats, placement);
+    c.contextGradients = ctx_.model.collectiveTime(
+        CollectiveKind::AllReduce,
+        (stats.params - stats.expertParams) * ctx_.perParam.grads,
+        placement.cp);
   if (config.zeroStage >= 3) {
     c.zero3 = dataParallelTime(stats.params - stats.expertParams, config,
                                dataParallelGroup(config, placement),

@@ -28,10 +28,6 @@ public:
   const cost::CommGroup &
   dataParallelGroup(const ParallelConfig &config,
                     const cost::MeshPlacement &placement) const;
-  /// Seconds of one backward's gradient all-reduce over cp (ZeRO 2 and 3
-  /// with context parallelism) for a stage's dense parameters.
-  double contextGradientTime(const StageStats &stats,
-                             const cost::MeshPlacement &placement) const;
   /// Time and memory of `config` with the stages of `entry`.
   Evaluation score(const ParallelConfig &config,
                    const PartitionEntry &entry) const;

@@ -200,6 +200,13 @@ void StepItemiser::itemiseTransfers(ItemList &list, const StageStats &stats,
   list.comm(Kind::Collective, "all_gather", kTensorAxis, tpLink,
             "forward+backward", "side inputs", side,
             x.sideGather > 0 ? sideCalls : 0, m * x.sideGather);
+  // ZeRO 2 and 3 with cp: each backward's gradients all-reduced over cp.
+  if (x.contextGradients > 0)
+    list.comm(Kind::Collective, "all_reduce", kContextAxis,
+              cost::toString(ctx_.model.linkClass(placement.cp)), "backward",
+              "gradients",
+              (stats.params - stats.expertParams) * ctx_.perParam.grads, m,
+              m * x.contextGradients);
   if (x.exchange > 0)
     list.comm(Kind::Collective, "all_to_all", kExpertAxis,
               cost::toString(ctx_.model.linkClass(placement.ep)),
@@ -248,12 +255,6 @@ void StepItemiser::itemiseDataParallel(ItemList &list, const StageStats &stats,
   };
   add(stats.params - stats.expertParams, "",
       coster_.dataParallelGroup(config, placement), tail.dpHidden);
-  if (config.zeroStage >= 2 && config.cp > 1)
-    list.comm(CostItem::Kind::Collective, "all_reduce", kContextAxis,
-              cost::toString(ctx_.model.linkClass(placement.cp)), "backward",
-              "gradients",
-              (stats.params - stats.expertParams) * ctx_.perParam.grads, m,
-              m * coster_.contextGradientTime(stats, placement));
   add(stats.expertParams / std::max(config.ep, 1), "expert ",
       placement.expertDp, tail.expertHidden);
   for (const SharedGradientSum &sum :

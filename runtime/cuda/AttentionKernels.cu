@@ -75,13 +75,12 @@ struct Dims {
   int s, t, d, e;
   bool causal;
   float scale;
-  /// AttentionShape::offset and positions (device memory, or null).
-  int offset;
+  /// AttentionShape::positions (device memory, or null).
   const int64_t *positions;
 
   /// AttentionShape::position: query i's place among the keys.
   __device__ int position(int i) const {
-    return positions ? static_cast<int>(positions[i]) : i + offset;
+    return positions ? static_cast<int>(positions[i]) : i + t - s;
   }
   /// AttentionShape::visibleKeys: query i sees keys [0, visibleKeys(i)).
   __device__ int visibleKeys(int i) const {
@@ -89,7 +88,7 @@ struct Dims {
   }
   /// AttentionShape::firstQuery: the first query that sees key j.
   __device__ int firstQuery(int j) const {
-    return causal ? firstPlacedAt(positions, s, offset, j) : 0;
+    return causal ? firstPlacedAt(positions, s, t, j) : 0;
   }
   /// Whether query i (a row of the tensor) sees key j.
   __device__ bool sees(int i, int j) const {
@@ -735,16 +734,12 @@ Dims dimsOf(const AttentionShape &a, float scale, const std::string &op) {
              "cuda " + op + " over " + std::to_string(a.batch) + " x " +
                  std::to_string(a.s) + " queries x " + std::to_string(a.t) +
                  " keys exceeds its 32-bit offsets or one cuda grid");
-  BMRT_CHECK(std::abs(a.offset) <= INT_MAX,
-             "cuda " + op + ": the queries' offset " +
-                 std::to_string(a.offset) + " exceeds 32 bits");
   return {static_cast<int>(a.s),
           static_cast<int>(a.t),
           static_cast<int>(a.d),
           static_cast<int>(a.e),
           a.causal,
           scale,
-          static_cast<int>(a.offset),
           a.positions};
 }
 

@@ -139,13 +139,12 @@ struct Geometry {
   int s, t;
   bool causal;
   float scale;
-  /// AttentionShape::offset and positions (device memory, or null).
-  int offset;
+  /// AttentionShape::positions (device memory, or null).
   const int64_t *positions;
 
   /// AttentionShape::position: a query's place among the keys.
   __device__ int position(int query) const {
-    return positions ? static_cast<int>(positions[query]) : query + offset;
+    return positions ? static_cast<int>(positions[query]) : query + t - s;
   }
   __device__ bool hidden(int query, int key) const {
     return query >= s || key >= t || (causal && key > position(query));
@@ -160,7 +159,7 @@ struct Geometry {
   }
   /// The first query that sees key k0 (bmrt/Attention.h's firstQuery).
   __device__ int firstQuery(int k0) const {
-    return causal ? firstPlacedAt(positions, s, offset, k0) : 0;
+    return causal ? firstPlacedAt(positions, s, t, k0) : 0;
   }
 };
 
@@ -491,7 +490,7 @@ dim3 gridOf(const AttentionShape &a, int64_t rows) {
 
 Geometry geometryOf(const AttentionShape &a, float scale) {
   return {static_cast<int>(a.s), static_cast<int>(a.t), a.causal, scale,
-          static_cast<int>(a.offset), a.positions};
+          a.positions};
 }
 
 template <int D>

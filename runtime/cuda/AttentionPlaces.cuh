@@ -15,13 +15,13 @@
 namespace bmrt::cuda {
 
 /// The first of `s` queries that sees key `key` under a causal mask: the
-/// first whose place is at least `key`. Places are `positions` (device
-/// memory, non-decreasing; a binary search) or, where that is null, query
-/// i's i + offset.
-__device__ inline int firstPlacedAt(const int64_t *positions, int s,
-                                    int offset, int key) {
+/// first whose place is at least `key`, of `t` keys. Places are
+/// `positions` (device memory, non-decreasing; a binary search) or, where
+/// that is null, query i's i + t - s.
+__device__ inline int firstPlacedAt(const int64_t *positions, int s, int t,
+                                    int key) {
   if (!positions)
-    return max(0, min(s, key - offset));
+    return max(0, min(s, key - (t - s)));
   int low = 0, high = s;
   while (low < high) {
     int middle = (low + high) / 2;

@@ -269,7 +269,10 @@ template <typename T>
 void Feeder::upload(int slot, const std::vector<T> &natural) const {
   const TensorView &view = executor.view(slot);
   const Shape &local = program.slots[slot].shape;
-  std::vector<T> global = mirrored ? inMirroredLayout(slot, natural) : natural;
+  std::vector<T> laid;
+  if (mirrored)
+    laid = inMirroredLayout(slot, natural);
+  const std::vector<T> &global = mirrored ? laid : natural;
   std::vector<T> box(view.size());
   copyBox(global.data(), allRanks(slot),
           shardOffsets(local, dataSharding(program, slot), mesh, rank),

@@ -27,15 +27,13 @@ struct AttentionShape {
   int64_t batch = 1; // the product of the leading dims
   int64_t s = 0, t = 0, d = 0, e = 0;
   bool causal = false;
-  /// Query i's place among the keys is i + offset without positions.
-  int64_t offset = t - s;
   /// The op's positions, one per query, non-decreasing, or null. In host
   /// memory where the methods below read them (the CPU backend, the
   /// references); CUDA's kernels read them from device memory themselves.
   const int64_t *positions = nullptr;
 
   int64_t position(int64_t i) const {
-    return positions ? positions[i] : i + offset;
+    return positions ? positions[i] : i + t - s;
   }
   /// How many keys query i sees: a prefix of the keys, [0, visibleKeys(i)).
   int64_t visibleKeys(int64_t i) const {
@@ -47,7 +45,7 @@ struct AttentionShape {
     if (!causal)
       return 0;
     if (!positions)
-      return std::clamp<int64_t>(j - offset, 0, s);
+      return std::clamp<int64_t>(j - (t - s), 0, s);
     return std::lower_bound(positions, positions + s, j) - positions;
   }
 };
@@ -65,7 +63,6 @@ inline AttentionShape attentionShape(const Shape &q, const Shape &kt,
   a.t = kt[rank - 1];
   a.e = v[rank - 1];
   a.causal = causal;
-  a.offset = a.t - a.s;
   return a;
 }
 
