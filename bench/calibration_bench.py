@@ -86,6 +86,10 @@ CONFIGS = [
     # keys and values gathered, unfused and fused attention.
     ("gpt3-small-cpu", 2, "dp=1,cp=2,tp=1,pp=1,mb=8"),
     ("gpt3-small-cpu", 2, "dp=1,cp=2,tp=1,pp=1,mb=8", "adam", "fused"),
+    # 2-D tensor parallelism (issue 29): a tp=2 x tp2=2 grid, each weight
+    # gathered over tp2 before use, beside 1-D tp=4 on the same 4 ranks.
+    ("gpt3-small-cpu", 4, "dp=1,tp=2,tp2=2,pp=1,mb=8"),
+    ("gpt3-small-cpu", 4, "dp=1,tp=4,pp=1,mb=8"),
 ]
 
 # The plan's memory kinds and the trainer's names for them.
@@ -186,7 +190,10 @@ def fix_of(config: dict) -> str:
     parts = [f"dp={config['dp']}"]
     if config.get("cp", 1) > 1:
         parts.append(f"cp={config['cp']}")
-    parts += [f"tp={config['tp']}", f"pp={config['pp']}"]
+    parts.append(f"tp={config['tp']}")
+    if config.get("tp2", 1) > 1:
+        parts.append(f"tp2={config['tp2']}")
+    parts.append(f"pp={config['pp']}")
     if config["ep"] > 1:
         parts.append(f"ep={config['ep']}")
     parts.append(f"mb={config['micro_batch']}")

@@ -119,23 +119,27 @@ static CommGroup stridedGroup(int perNode, int size, int stride) {
 }
 
 MeshPlacement bm::cost::placeMesh(const Cluster &cluster, int dp, int tp,
-                                  int pp, int ep, int cp) {
+                                  int pp, int ep, int cp, int tp2) {
   const int perNode = cluster.gpusPerNode;
   MeshPlacement placement;
-  // tp: `tp` consecutive ranks; cp: `cp` ranks at stride tp; the replicas
-  // of a parameter: dp x cp ranks at stride tp.
+  // tp: `tp` consecutive ranks; tp2: `tp2` ranks at stride tp (a grid's
+  // tp x tp2 ranks consecutive); cp: `cp` ranks at stride tp x tp2; the
+  // replicas of a parameter: dp x cp ranks at stride tp x tp2.
   cp = std::max(cp, 1);
+  tp2 = std::max(tp2, 1);
+  const int grid = tp * tp2;
   placement.tp = stridedGroup(perNode, tp, 1);
-  placement.cp = stridedGroup(perNode, cp, tp);
-  placement.dpShards = stridedGroup(perNode, dp, tp * cp);
+  placement.tp2 = stridedGroup(perNode, tp2, tp);
+  placement.cp = stridedGroup(perNode, cp, grid);
+  placement.dpShards = stridedGroup(perNode, dp, grid * cp);
   dp *= cp;
-  placement.dp = stridedGroup(perNode, dp, tp);
+  placement.dp = stridedGroup(perNode, dp, grid);
   ep = std::max(ep, 1);
-  placement.ep = stridedGroup(perNode, ep, tp);
-  placement.expertDp = stridedGroup(perNode, std::max(dp / ep, 1), tp * ep);
-  // pp: stages at stride dp * tp; some neighbours straddle a node boundary
-  // as soon as the whole pipeline does not fit in one node.
-  placement.pp = stridedGroup(perNode, pp, dp * tp);
+  placement.ep = stridedGroup(perNode, ep, grid);
+  placement.expertDp = stridedGroup(perNode, std::max(dp / ep, 1), grid * ep);
+  // pp: stages at stride dp x tp x tp2; some neighbours straddle a node
+  // boundary as soon as the whole pipeline does not fit in one node.
+  placement.pp = stridedGroup(perNode, pp, dp * grid);
   placement.pipelineCrossesNodes = pp > 1 && placement.pp.crossesNodes;
   return placement;
 }

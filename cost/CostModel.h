@@ -57,6 +57,9 @@ struct CommGroup {
 /// crosses).
 struct MeshPlacement {
   CommGroup tp;
+  /// 2-D tensor parallelism's rows: tp2 ranks at stride tp, what gathers
+  /// each weight's row shards (one grid's ranks are consecutive).
+  CommGroup tp2;
   /// The ranks that sum each parameter's gradient: dp's, times cp's with
   /// context parallelism (each cp rank holds a replica too).
   CommGroup dp;
@@ -81,7 +84,7 @@ struct MeshPlacement {
 
 /// `dp` counts the data-parallel ranks without cp's.
 MeshPlacement placeMesh(const Cluster &cluster, int dp, int tp, int pp,
-                        int ep = 1, int cp = 1);
+                        int ep = 1, int cp = 1, int tp2 = 1);
 
 /// A measured GEMM rate grid (Calibration::gemm) ready for lookups: the
 /// sizes of each dimension, ascending, and the rates in (m, n, k) order.

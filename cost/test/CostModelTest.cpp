@@ -70,6 +70,22 @@ TEST(CostModelTest, PlacementTensorInsideNode) {
   EXPECT_NEAR(model.busBandwidth(wide.dp), 185e9, 1);
 }
 
+TEST(CostModelTest, Tensor2RowsFollowTheTensorGroup) {
+  // A tp=4 x tp2=2 grid fills a node (ranks tp innermost, then tp2): tp2's
+  // pairs are 4 apart in it; dp's replicas are one grid apart, one per
+  // node; pp's stages dp x 8 apart.
+  MeshPlacement placement = placeMesh(a100(), 2, 4, 2, 1, 1, 2);
+  EXPECT_EQ(placement.tp2.size, 2);
+  EXPECT_FALSE(placement.tp2.crossesNodes);
+  EXPECT_EQ(placement.tp2.ranksPerNode, 2);
+  EXPECT_EQ(placement.dp.size, 2);
+  EXPECT_TRUE(placement.dp.crossesNodes);
+  EXPECT_EQ(placement.dp.ranksPerNode, 1);
+  EXPECT_EQ(placement.pp.size, 2);
+  EXPECT_TRUE(placement.pipelineCrossesNodes);
+  EXPECT_EQ(placeMesh(a100(), 2, 4, 2).tp2.size, 1);
+}
+
 TEST(CostModelTest, ExpertParallelGroupsSplitDataParallel) {
   // dp=32 over 4 nodes with tp=1: ep=8 is one node, its dp/ep = 4 peers
   // are one per node.

@@ -59,7 +59,7 @@ static std::vector<int> stageOfLayers(const Plan &plan) {
   return stages;
 }
 
-/// Moves the data-parallel axes (dp, ep) of `tensor` from dimension `from`
+/// Moves the data-parallel axes (dp, ep, tp2) of `tensor` from dimension `from`
 /// to `to` (dropping them when `to` is -1).
 static TensorSharding moveBatchAxes(TensorSharding tensor, int from, int to) {
   if (from < 0 || from >= static_cast<int>(tensor.dims.size()) ||
@@ -67,20 +67,26 @@ static TensorSharding moveBatchAxes(TensorSharding tensor, int from, int to) {
     return tensor;
   std::vector<std::string> moved, kept;
   for (const std::string &axis : tensor.dims[from])
-    (axis == kDataAxis || axis == kExpertAxis ? moved : kept).push_back(axis);
+    (axis == kDataAxis || axis == kExpertAxis || axis == kTensor2Axis ? moved
+                                                                      : kept)
+        .push_back(axis);
   tensor.dims[from] = kept;
   if (to >= 0)
     tensor.dims[to].insert(tensor.dims[to].begin(), moved.begin(), moved.end());
   return tensor;
 }
 
-/// Data parallel on `batchDim` where dp divides it, else replicated.
+/// Data parallel on `batchDim` where dp divides it (and over tp2 too where
+/// dp x tp2 does, as planned ops split their samples), else replicated.
 static TensorSharding dataParallelSharding(RankedTensorType type, int batchDim,
-                                           int dp) {
+                                           int dp, int tp2) {
   TensorSharding tensor;
   tensor.dims.assign(type.getRank(), {});
-  if (batchDim >= 0 && type.getDimSize(batchDim) % dp == 0)
-    tensor.dims[batchDim] = {kDataAxis};
+  if (batchDim < 0 || type.getDimSize(batchDim) % dp != 0)
+    return tensor;
+  tensor.dims[batchDim] = {kDataAxis};
+  if (tp2 > 1 && type.getDimSize(batchDim) % (dp * tp2) == 0)
+    tensor.dims[batchDim].push_back(kTensor2Axis);
   return tensor;
 }
 
@@ -220,6 +226,44 @@ static void annotateArguments(func::FuncOp func) {
   });
 }
 
+/// 2-D tensor parallelism stores each parameter split over tp2 too, along
+/// the dimension tensor2Dim picks (the planner prices the same one): its
+/// readers, which want it whole along that dimension, then gather it (the
+/// partitioner's reshards: SUMMA's broadcasts along the grid's rows, as
+/// one all-gather) and its gradient is reduce-scattered back.
+static void splitParameterRows(func::FuncOp func, int tp2) {
+  MLIRContext *context = func.getContext();
+  for (BlockArgument arg : func.getArguments()) {
+    unsigned index = arg.getArgNumber();
+    auto kind = func.getArgAttrOfType<StringAttr>(
+        index, mlir::bm::BmDialect::kParamKindAttrName);
+    auto stored = func.getArgAttrOfType<mlir::bm::ShardingAttr>(
+        index, mlir::bm::BmDialect::kShardingAttrName);
+    if (!kind || kind.getValue() != mlir::bm::BmDialect::kKindParameter ||
+        !stored)
+      continue;
+    auto type = cast<RankedTensorType>(arg.getType());
+    SmallVector<Attribute> dims(stored.getDims().begin(),
+                                stored.getDims().end());
+    int tpDim = -1;
+    for (auto [d, axes] : llvm::enumerate(dims))
+      for (Attribute axis : cast<ArrayAttr>(axes))
+        if (cast<StringAttr>(axis).getValue() == kTensorAxis)
+          tpDim = static_cast<int>(d);
+    const int rows = tensor2Dim(
+        std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
+        tpDim, tp2);
+    if (rows < 0 || !cast<ArrayAttr>(dims[rows]).empty())
+      continue;
+    dims[rows] =
+        ArrayAttr::get(context, {StringAttr::get(context, kTensor2Axis)});
+    func.setArgAttr(index, mlir::bm::BmDialect::kShardingAttrName,
+                    mlir::bm::ShardingAttr::get(context, stored.getMesh(),
+                                                ArrayAttr::get(context, dims),
+                                                stored.getPartial()));
+  }
+}
+
 /// Where each annotated op comes from in the planned model: the op made
 /// from the same ONNX node, counting several ops of one node in order.
 /// Host-side folding can differ between batch sizes (a mask folds at batch
@@ -298,7 +342,7 @@ private:
       results.push_back(toShardingAttr(
           b_,
           dataParallelSharding(cast<RankedTensorType>(result.getType()),
-                               batchDim, plan_.config.dp),
+                               batchDim, plan_.config.dp, plan_.config.tp2),
           expertParallel_));
     }
     op->setAttr(mlir::bm::BmDialect::kShardingAttrName,
@@ -349,6 +393,10 @@ static void setMesh(ModuleOp module, const Plan &plan) {
   if (plan.config.cp > 1) {
     names.push_back(b.getStringAttr(kContextAxis));
     sizes.push_back(plan.config.cp);
+  }
+  if (plan.config.tp2 > 1) {
+    names.push_back(b.getStringAttr(kTensor2Axis));
+    sizes.push_back(plan.config.tp2);
   }
   names.append({b.getStringAttr(kTensorAxis), b.getStringAttr(kPipelineAxis)});
   sizes.append({plan.config.tp, plan.config.pp});
@@ -406,6 +454,8 @@ llvm::Error annotatePlan(ModuleOp module, func::FuncOp func, const Plan &plan,
                   b.getI64IntegerAttr(stage));
   }
   annotateArguments(func);
+  if (plan.config.tp2 > 1)
+    splitParameterRows(func, plan.config.tp2);
   if (plan.config.cp > 1)
     placeContextQueries(func);
   if (plan.config.cp > 1 && plan.config.cpMirrored)

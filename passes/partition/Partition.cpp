@@ -74,7 +74,8 @@ private:
           llvm::erase_if(axes, [](const std::string &axis) {
             return axis != ::bm::plan::kDataAxis &&
                    axis != ::bm::plan::kExpertAxis &&
-                   axis != ::bm::plan::kContextAxis;
+                   axis != ::bm::plan::kContextAxis &&
+                   axis != ::bm::plan::kTensor2Axis;
           });
       else if (std::optional<ValueSharding> table = tableLayout(arg))
         sharding = *table;

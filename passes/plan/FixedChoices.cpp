@@ -171,6 +171,8 @@ static llvm::Error parseItem(StringRef key, StringRef value,
     return parseStream(value, fixed);
   if (key == "tp")
     return count(fixed.tp, 1, most);
+  if (key == "tp2")
+    return count(fixed.tp2, 1, most);
   if (key == "v")
     return count(fixed.chunks, 1, most);
   if (key == "zero")
@@ -178,7 +180,7 @@ static llvm::Error parseItem(StringRef key, StringRef value,
   return fixError(
       "unknown key '" + key +
       "' (keys: cp, cp_layout, dp, ep, mb, offload, pp, recompute, schedule, "
-      "stream, tp, v, zero)");
+      "stream, tp, tp2, v, zero)");
 }
 
 /// Choices that contradict each other, whatever the model.
@@ -242,6 +244,7 @@ std::string bm::plan::formatFixedChoices(const FixedChoices &fixed) {
                     (*fixed.cpMirrored ? "mirrored" : "contiguous"));
   add("ep", fixed.ep);
   add("tp", fixed.tp);
+  add("tp2", fixed.tp2);
   add("pp", fixed.pp);
   add("mb", fixed.microBatch);
   add("zero", fixed.zeroStage);
@@ -276,6 +279,8 @@ std::string ParallelConfig::str() const {
   if (ep > 1)
     fixed.ep = ep;
   fixed.tp = tp;
+  if (tp2 > 1)
+    fixed.tp2 = tp2;
   fixed.pp = pp;
   fixed.microBatch = microBatch;
   fixed.zeroStage = zeroStage;
@@ -298,8 +303,8 @@ std::string ParallelConfig::str() const {
 
 bool ParallelConfig::operator==(const ParallelConfig &other) const {
   return dp == other.dp && cp == other.cp && cpMirrored == other.cpMirrored &&
-         tp == other.tp && pp == other.pp && ep == other.ep &&
-         microBatch == other.microBatch &&
+         tp == other.tp && tp2 == other.tp2 && pp == other.pp &&
+         ep == other.ep && microBatch == other.microBatch &&
          numMicroBatches == other.numMicroBatches &&
          zeroStage == other.zeroStage && recompute == other.recompute &&
          schedule == other.schedule && chunks == other.chunks &&

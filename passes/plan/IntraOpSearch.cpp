@@ -38,11 +38,11 @@ public:
   SegmentCoster(const GraphAnalysis &analysis, const Segment &segment,
                 const cost::CostModel &model, const cost::CommGroup &tpGroup,
                 int microBatch, int streamDim, double stepWeight,
-                const ContextSplit &context)
+                const MeshSplits &splits)
       : analysis_(analysis), graph_(analysis.graph()), segment_(segment),
         model_(model), group_(tpGroup), tp_(tpGroup.size),
         microBatch_(microBatch), streamDim_(streamDim), stepWeight_(stepWeight),
-        context_(context) {
+        splits_(splits) {
     local_.reserve(segment.ops.size());
     for (size_t i = 0; i < segment.ops.size(); ++i)
       local_.push_back({segment.ops[i], static_cast<int>(i)});
@@ -123,14 +123,15 @@ private:
   int streamDim_;
   /// Weight of once-per-step collectives in the per-micro-batch objective.
   double stepWeight_;
-  ContextSplit context_;
-  /// Samples on one GPU of a value or an op: the micro-batch where it
-  /// has a batch, the cp-th of it where cp splits its sequence too.
+  MeshSplits splits_;
+  /// Samples on one GPU of a value or an op: the tp2-th of the micro-batch
+  /// where it has a batch, the cp-th of that where cp splits its sequence
+  /// too.
   double samples(bool batched, bool context) const {
     if (!batched)
       return 1;
-    return context ? static_cast<double>(microBatch_) / context_.cp
-                   : microBatch_;
+    double share = static_cast<double>(microBatch_) / splits_.tp2;
+    return context ? share / splits_.cp : share;
   }
   double valueSamples(int value) const {
     return samples(graph_.values[value].batchDim >= 0,
@@ -147,8 +148,8 @@ private:
   /// collective. Mirrored chunks (Megatron-Core's balancing) even it out.
   /// Unfused, every rank computes all its rows' scores: no imbalance.
   double causalImbalance(int op) const {
-    const int cp = context_.cp;
-    if (cp <= 1 || context_.mirrored || !graph_.ops[op].isCausalAttention ||
+    const int cp = splits_.cp;
+    if (cp <= 1 || splits_.mirrored || !graph_.ops[op].isCausalAttention ||
         analysis_.contextFactor(op) < 0)
       return 1;
     return (2.0 * cp - 1) / cp;
@@ -157,6 +158,19 @@ private:
   /// it reads whole, and of their gradients' reduce-scatters, under tp
   /// factor `factor`; records them when `out` is given.
   double contextGathers(int op, int factor,
+                        std::vector<SegmentCollective> *out) const;
+  /// Seconds of one collective of `op` over cp (`overContext`) or tp2;
+  /// recorded when `out` is given.
+  double splitCollective(int op, CollectiveKind kind, Phase phase, double bytes,
+                         bool overContext,
+                         std::vector<SegmentCollective> *out) const;
+  /// The dimension tp2 splits of parameter operand `operand` of `op` under
+  /// tp factor `factor` (tensor2Dim), -1 where tp2 leaves it whole.
+  int tensor2DimOf(int op, int operand, int factor) const;
+  /// Seconds of the all-gathers over tp2 of `op`'s parameters (forward,
+  /// and again for backward) and of their gradients' reduce-scatters;
+  /// records them when `out` is given.
+  double tensor2Gathers(int op, int factor,
                         std::vector<SegmentCollective> *out) const;
   /// Megatron-LM's sequence parallelism (Korthikanti et al. 2022): with the
   /// stream split along the sequence, the ops outside the GEMMs and the
@@ -421,7 +435,7 @@ double
 SegmentCoster::contextGathers(int op, int factor,
                               std::vector<SegmentCollective> *out) const {
   const int cf = analysis_.contextFactor(op);
-  if (context_.cp <= 1 || cf < 0)
+  if (splits_.cp <= 1 || cf < 0)
     return 0;
   const OpInfo &info = graph_.ops[op];
   double total = 0;
@@ -432,19 +446,62 @@ SegmentCoster::contextGathers(int op, int factor,
         dim >= static_cast<int>(info.rule.operandFactors[i].size()) ||
         llvm::is_contained(info.rule.operandFactors[i][dim], cf))
       continue;
-    double bytes = valueBytes(v) * context_.cp;
+    double bytes = valueBytes(v) * splits_.cp;
     if (operandState(op, static_cast<int>(i), factor) >= 0)
       bytes /= tp_;
-    auto add = [&](CollectiveKind kind, Phase phase) {
-      double seconds = model_.collectiveTime(kind, bytes, context_.group);
-      total += seconds;
-      if (out)
-        out->push_back({kind, phase, op, bytes, seconds,
-                        analysis_.inAttentionCore(op), /*overContext=*/true});
-    };
-    add(CollectiveKind::AllGather, Phase::Forward);
+    total += splitCollective(op, CollectiveKind::AllGather, Phase::Forward,
+                             bytes, /*overContext=*/true, out);
     if (analysis_.needsGradient(v))
-      add(CollectiveKind::ReduceScatter, Phase::Backward);
+      total +=
+          splitCollective(op, CollectiveKind::ReduceScatter, Phase::Backward,
+                          bytes, /*overContext=*/true, out);
+  }
+  return total;
+}
+
+double
+SegmentCoster::splitCollective(int op, CollectiveKind kind, Phase phase,
+                               double bytes, bool overContext,
+                               std::vector<SegmentCollective> *out) const {
+  double seconds = model_.collectiveTime(
+      kind, bytes, overContext ? splits_.cpGroup : splits_.tp2Group);
+  if (out)
+    out->push_back({kind, phase, op, bytes, seconds,
+                    analysis_.inAttentionCore(op), overContext, !overContext});
+  return seconds;
+}
+
+int SegmentCoster::tensor2DimOf(int op, int operand, int factor) const {
+  const OpInfo &info = graph_.ops[op];
+  const ValueInfo &value = graph_.values[info.operands[operand]];
+  if (splits_.tp2 <= 1 || value.kind != ValueKind::Parameter)
+    return -1;
+  return tensor2Dim(value.shape, operandState(op, operand, factor),
+                    splits_.tp2);
+}
+
+// Every reader of a parameter gathers its tp2 shards forward (a reshard the
+// partitioner lowers to an all-gather, in the compute precision); the
+// backward reads that gathered copy, which the step keeps until then, and
+// the gradient, a partial sum over tp2's samples, is reduce-scattered to
+// the shards (the reshard's transpose).
+double
+SegmentCoster::tensor2Gathers(int op, int factor,
+                              std::vector<SegmentCollective> *out) const {
+  const OpInfo &info = graph_.ops[op];
+  double total = 0;
+  for (size_t i = 0; i < info.operands.size(); ++i) {
+    if (tensor2DimOf(op, static_cast<int>(i), factor) < 0)
+      continue;
+    const ValueInfo &value = graph_.values[info.operands[i]];
+    double bytes =
+        static_cast<double>(value.numElements()) * model_.activationBytes();
+    if (operandState(op, static_cast<int>(i), factor) >= 0)
+      bytes /= tp_;
+    total += splitCollective(op, CollectiveKind::AllGather, Phase::Forward,
+                             bytes, /*overContext=*/false, out);
+    total += splitCollective(op, CollectiveKind::ReduceScatter, Phase::Backward,
+                             bytes, /*overContext=*/false, out);
   }
   return total;
 }
@@ -455,8 +512,9 @@ double SegmentCoster::unaryCost(int localOp, int factor,
   const OpInfo &info = graph_.ops[op];
   // Forward, and backward at twice the forward (Kaplan et al. 2020, section
   // 2.1; Narayanan et al. 2021, section 5.1).
-  double total =
-      3 * forwardComputeTime(op, factor) + contextGathers(op, factor, out);
+  double total = 3 * forwardComputeTime(op, factor) +
+                 contextGathers(op, factor, out) +
+                 tensor2Gathers(op, factor, out);
   for (size_t i = 0; i < info.operands.size(); ++i) {
     int v = info.operands[i];
     const ValueInfo &value = graph_.values[v];
@@ -466,6 +524,8 @@ double SegmentCoster::unaryCost(int localOp, int factor,
           analysis_.parameterOwner(v) == op) {
         double bytes = static_cast<double>(value.numElements()) *
                        model_.activationBytes();
+        if (tensor2DimOf(op, static_cast<int>(i), factor) >= 0)
+          bytes /= splits_.tp2;
         double seconds =
             model_.collectiveTime(CollectiveKind::AllReduce, bytes, group_);
         if (out)
@@ -680,10 +740,12 @@ void SegmentCoster::account(const std::vector<int> &choice,
     }
     solution.storedBytes += gatheredSavedBytes(i, choice);
     // A contraction keeps its operands for backward: the whole sequence of
-    // the keys (values) it gathered over cp.
+    // the keys (values) it gathered over cp; and every op the weights it
+    // gathered over tp2.
     for (size_t c = before; c < collectives.size(); ++c)
-      if (collectives[c].overContext && info.isContraction &&
-          collectives[c].kind == CollectiveKind::AllGather) {
+      if (collectives[c].kind == CollectiveKind::AllGather &&
+          ((collectives[c].overContext && info.isContraction) ||
+           collectives[c].overTensor2)) {
         solution.storedBytes += collectives[c].bytes;
         solution.storedBytesSelective += collectives[c].bytes;
       }
@@ -696,7 +758,9 @@ void SegmentCoster::account(const std::vector<int> &choice,
         double elements = static_cast<double>(value.numElements());
         solution.paramsTotal += elements;
         bool split = operandState(op, static_cast<int>(o), factor) >= 0;
-        solution.paramsPerGpu += elements / (split ? tp_ : 1);
+        bool rows = tensor2DimOf(op, static_cast<int>(o), factor) >= 0;
+        solution.paramsPerGpu +=
+            elements / (split ? tp_ : 1) / (rows ? splits_.tp2 : 1);
         continue;
       }
       if (value.producer >= 0 && insideSegment(value.producer))
@@ -717,6 +781,11 @@ void SegmentCoster::account(const std::vector<int> &choice,
   }
   accountExperts(choice, solution);
   for (const SegmentCollective &c : collectives) {
+    if (c.overTensor2) {
+      solution.tensor2Comm += c.seconds;
+      if (c.phase == Phase::Forward)
+        solution.tensor2ForwardComm += c.seconds;
+    }
     if (c.overContext && c.phase != Phase::Step) {
       solution.contextComm += c.seconds;
       if (c.phase == Phase::Forward) {
@@ -809,17 +878,17 @@ SegmentSolution bm::plan::solveSegment(const GraphAnalysis &analysis,
                                        const cost::CommGroup &tpGroup,
                                        int microBatch, int streamDim,
                                        double stepWeight,
-                                       const ContextSplit &context) {
+                                       const MeshSplits &splits) {
   SegmentCoster coster(analysis, segment, model, tpGroup, microBatch, streamDim,
-                       stepWeight, context);
+                       stepWeight, splits);
   return coster.solve();
 }
 
 BlockSharding bm::plan::describeSegment(const GraphAnalysis &analysis,
                                         const Segment &segment,
                                         const SegmentSolution &solution,
-                                        int expertParallel,
-                                        int contextParallel) {
+                                        int expertParallel, int contextParallel,
+                                        int tensor2) {
   const ModelGraph &graph = analysis.graph();
   BlockSharding block;
   block.name = segment.name;
@@ -841,6 +910,8 @@ BlockSharding bm::plan::describeSegment(const GraphAnalysis &analysis,
       std::vector<const char *> axes;
       if (f == info.batchFactor)
         axes.push_back(kDataAxis);
+      if (f == info.batchFactor && tensor2 > 1)
+        axes.push_back(kTensor2Axis);
       if (f == context)
         axes.push_back(kContextAxis);
       if (f == expert)

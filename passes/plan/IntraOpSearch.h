@@ -59,6 +59,8 @@ struct SegmentCollective {
   bool attentionCore = false;
   /// Over the context axis (an attention's keys and values), else tp.
   bool overContext = false;
+  /// Over 2-D tensor parallelism's tp2 (a weight's row shards).
+  bool overTensor2 = false;
 };
 
 struct SegmentSolution {
@@ -83,6 +85,10 @@ struct SegmentSolution {
   double contextComm = 0;
   double contextCoreComm = 0;
   double contextForwardComm = 0;
+  /// The part of forwardComm + backwardComm over tp2 (the weights' row
+  /// shards gathered, their gradients reduce-scattered).
+  double tensor2Comm = 0;
+  double tensor2ForwardComm = 0;
   /// Bytes per micro-batch per GPU of the activations kept for backward.
   double storedBytes = 0;
   /// The same without the sequence x sequence tensors (selective recompute).
@@ -116,16 +122,22 @@ struct SegmentSolution {
 /// micro-batch; collectives that run once per step (the tp all-reduce of a
 /// replicated weight's gradient) count `stepWeight` times, 1 / (micro-batches
 /// per step).
-/// Context parallelism (`context`: cp ranks, their group) splits the
-/// sequence of every op with a context factor (GraphAnalysis::contextFactor)
-/// cp ways, and all-gathers each operand whose sequence is not the op's
-/// (an attention's keys and values) forward, reduce-scattering its
-/// gradient backward.
-struct ContextSplit {
+/// The mesh axes besides tp that divide a segment's work. Context
+/// parallelism (cp ranks, `cpGroup`) splits the sequence of every op with a
+/// context factor (GraphAnalysis::contextFactor) cp ways, and all-gathers
+/// each operand whose sequence is not the op's (an attention's keys and
+/// values) forward, reduce-scattering its gradient backward. 2-D tensor
+/// parallelism's tp2 (Plan.h's kTensor2Axis; `tp2Group`) splits every op's
+/// samples tp2 ways and each weight's tensor2Dim: every reader all-gathers
+/// it forward (the backward reads that copy) and its gradient is
+/// reduce-scattered.
+struct MeshSplits {
   int cp = 1;
-  cost::CommGroup group;
+  cost::CommGroup cpGroup;
   /// Each rank holds two mirrored chunks: causal attention's work is even.
   bool mirrored = false;
+  int tp2 = 1;
+  cost::CommGroup tp2Group;
 };
 
 SegmentSolution solveSegment(const GraphAnalysis &analysis,
@@ -133,15 +145,17 @@ SegmentSolution solveSegment(const GraphAnalysis &analysis,
                              const cost::CostModel &model,
                              const cost::CommGroup &tpGroup, int microBatch,
                              int streamDim = -1, double stepWeight = 1.0,
-                             const ContextSplit &context = {});
+                             const MeshSplits &splits = {});
 
 /// The decisions of a solution as #bm.sharding-ready descriptions; expert
 /// factors go on the "ep" axis when `expertParallel` > 1, context factors
-/// on "cp" when `contextParallel` > 1.
+/// on "cp" when `contextParallel` > 1, and batch factors on "dp" and, with
+/// 2-D tensor parallelism (`tensor2` > 1), "tp2".
 BlockSharding describeSegment(const GraphAnalysis &analysis,
                               const Segment &segment,
                               const SegmentSolution &solution,
-                              int expertParallel = 1, int contextParallel = 1);
+                              int expertParallel = 1, int contextParallel = 1,
+                              int tensor2 = 1);
 
 } // namespace bm::plan
 

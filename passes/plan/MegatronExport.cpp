@@ -167,6 +167,9 @@ bm::plan::exportMegatronArguments(const Plan &plan) {
     return exportError("Megatron-LM lays context parallelism's shares out in "
                        "mirrored chunks; re-plan with --fix "
                        "cp_layout=mirrored");
+  if (c.tp2 > 1)
+    return exportError("Megatron-LM has no 2-D tensor parallelism; re-plan "
+                       "with --fix tp2=1");
   // Megatron counts attention layers; a block may hold several.
   const int perBlock = plan.attentionsPerBlock;
   std::vector<std::string> args;

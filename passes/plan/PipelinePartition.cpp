@@ -18,6 +18,7 @@ StageStats &StageStats::operator+=(const StageStats &other) {
   forward += other.forward;
   comm += other.comm;
   contextComm += other.contextComm;
+  tensor2Comm += other.tensor2Comm;
   stepComm += other.stepComm;
   params += other.params;
   stored += other.stored;
@@ -40,9 +41,9 @@ bool StageStats::operator==(const StageStats &other) const {
   auto fields = [](const StageStats &s) {
     return std::make_tuple(s.compute, s.gemmCompute, s.attentionCompute,
                            s.recomputeCompute, s.forward, s.comm, s.contextComm,
-                           s.stepComm, s.params, s.stored, s.workingSet,
-                           s.expertParams, s.exchangeBytes, s.exchanges,
-                           s.sideInputBytes, s.sideInputSource,
+                           s.tensor2Comm, s.stepComm, s.params, s.stored,
+                           s.workingSet, s.expertParams, s.exchangeBytes,
+                           s.exchanges, s.sideInputBytes, s.sideInputSource,
                            s.sideInputReceivers, s.receivedSideBytes,
                            s.madeSideBytes, s.shared, s.sharedParams, s.layers);
   };
@@ -84,6 +85,7 @@ StageStats StageStats::scaled(int64_t count) const {
   s.forward *= count;
   s.comm *= count;
   s.contextComm *= count;
+  s.tensor2Comm *= count;
   s.stepComm *= count;
   s.params *= count;
   s.stored *= count;

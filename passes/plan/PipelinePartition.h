@@ -37,6 +37,8 @@ struct StageStats {
   /// The part of `comm` over the context axis (keys and values gathered
   /// over cp), which runs on cp's link.
   double contextComm = 0;
+  /// The part of `comm` over tp2 (weights' row shards), on tp2's link.
+  double tensor2Comm = 0;
   double stepComm = 0;       // seconds once per step
   double params = 0;         // parameter elements per GPU (after tp)
   double stored = 0;         // activation bytes kept per micro-batch

@@ -32,12 +32,34 @@ inline constexpr const char *kExpertAxis = "ep";
 /// (all-gathered over cp, Megatron-Core's context parallelism in its
 /// all-gather form, as Llama 3 was trained).
 inline constexpr const char *kContextAxis = "cp";
+/// 2-D tensor parallelism (Optimus, Xu et al. 2021) lays each tensor group
+/// out as a tp x tp2 grid: tp splits the weights' and activations' columns
+/// as 1-D tensor parallelism does, tp2 splits the samples of a micro-batch
+/// and the weights' other dimension (their rows), so that neither weights
+/// nor activations are replicated within the grid. A weight's tp2 shards
+/// are all-gathered before each use (SUMMA's broadcasts along the grid's
+/// rows, batched) and its gradient reduce-scattered back.
+inline constexpr const char *kTensor2Axis = "tp2";
+
+/// The dimension of a parameter of `shape` that tp2 splits: the first that
+/// tp does not (`tpDim`; -1 when tp splits none) and that tp2 divides; -1
+/// where there is none (the parameter is then replicated over tp2 and its
+/// gradient summed over it). The planner's costs and bm-annotate's
+/// layout both read it.
+inline int tensor2Dim(const std::vector<int64_t> &shape, int tpDim, int tp2) {
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (static_cast<int>(d) != tpDim && tp2 > 1 && shape[d] % tp2 == 0)
+      return static_cast<int>(d);
+  return -1;
+}
 
 /// The parallel configuration: what `--fix` can pin.
 struct ParallelConfig {
   int dp = 1, tp = 1, pp = 1;
   /// Context-parallel degree: ranks that split each sequence.
   int cp = 1;
+  /// 2-D tensor parallelism's second axis (kTensor2Axis), 1 without it.
+  int tp2 = 1;
   /// With cp > 1, each rank holds two mirrored chunks of each sequence
   /// (chunks r and 2cp - 1 - r of 2cp, Megatron-Core's load balancing of
   /// causal attention), else one contiguous share.
@@ -233,6 +255,9 @@ struct Plan {
   /// where nothing fits without it): the smallest plan without it; empty
   /// where --fix asked for it or it is not used.
   std::string contextReason;
+  /// How the best 2-D tensor-parallel grid compared with the best 1-D plan
+  /// ("chosen: ..." or "not chosen: ..."); empty where none was searched.
+  std::string tensor2Reason;
   Precision precision = Precision::Bf16Mixed;
   Optimizer optimizer = Optimizer::Adam;
 

@@ -141,9 +141,9 @@ void PlanAssembler::describeStep(Plan &plan, const Evaluation &chosen) {
       listed[segment] = 1;
       const SegmentSolution &sol = segments_.solution(
           segment, config.tp, config.microBatch, config.streamDim);
-      plan.blocks.push_back(describeSegment(ctx_.analysis,
-                                            ctx_.segments[segment], sol,
-                                            std::max(config.ep, 1), config.cp));
+      plan.blocks.push_back(
+          describeSegment(ctx_.analysis, ctx_.segments[segment], sol,
+                          std::max(config.ep, 1), config.cp, config.tp2));
     }
   plan.items = itemiser_.itemise(chosen);
   plan.collectives = collectivesOf(plan.items);

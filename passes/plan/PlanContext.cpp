@@ -17,7 +17,8 @@ PlanContext::PlanContext(const ModelGraph &graph, const cost::Cluster &cluster,
       perParam(cost::modelStateBytesPerParam(precision, config.optimizer)),
       offloadPerParam(cost::offloadBytesPerParam(precision, config.optimizer,
                                                  cluster.runtime)),
-      segments(analysis.segments()), cp(config.fixed.cp.value_or(1)) {
+      segments(analysis.segments()), cp(config.fixed.cp.value_or(1)),
+      tp2(config.fixed.tp2.value_or(1)) {
   const int64_t unit = graph.batchGranularity;
   globalBatch = config.globalBatch > 0
                     ? config.globalBatch

@@ -70,6 +70,10 @@ struct PlanContext {
   /// wherever the model mixes positions only in attention and 2cp chunks
   /// divide the sequence.
   bool cpMirrored = false;
+  /// 2-D tensor parallelism's second degree in every configuration of this
+  /// search (--fix tp2, else 1): it divides each segment's samples and
+  /// weights, so the segment caches hold one degree too.
+  int tp2 = 1;
   /// config.globalBatch, or the default: one sample per GPU, rounded up to
   /// whole token groups.
   int64_t globalBatch = 0;

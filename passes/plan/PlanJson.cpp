@@ -32,6 +32,9 @@ static void writeConfig(OStream &j, const ParallelConfig &c) {
   }
   j.attribute("ep", c.ep);
   j.attribute("tp", c.tp);
+  // Only with 2-D tensor parallelism, as cp.
+  if (c.tp2 > 1)
+    j.attribute("tp2", c.tp2);
   j.attribute("pp", c.pp);
   j.attribute("micro_batch", c.microBatch);
   j.attribute("num_micro_batches", c.numMicroBatches);
@@ -138,6 +141,8 @@ static void writeRequest(OStream &j, const Plan &plan) {
     j.attribute("fused_attention", true);
   if (!plan.contextReason.empty())
     j.attribute("context_reason", plan.contextReason);
+  if (!plan.tensor2Reason.empty())
+    j.attribute("tensor2_reason", plan.tensor2Reason);
   j.attribute("precision", bm::cost::toString(plan.precision));
   j.attribute("optimizer", bm::cost::toString(plan.optimizer));
 }
@@ -150,8 +155,11 @@ static void writeConfigAndMesh(OStream &j, const Plan &plan) {
                               std::pair{kTensorAxis, plan.config.tp},
                               std::pair{kPipelineAxis, plan.config.pp},
                               std::pair{kExpertAxis, plan.config.ep},
-                              std::pair{kContextAxis, plan.config.cp}})
-      if ((name != kExpertAxis && name != kContextAxis) || size > 1)
+                              std::pair{kContextAxis, plan.config.cp},
+                              std::pair{kTensor2Axis, plan.config.tp2}})
+      if ((name != kExpertAxis && name != kContextAxis &&
+           name != kTensor2Axis) ||
+          size > 1)
         j.object([&] {
           j.attribute("name", name);
           j.attribute("size", size);
@@ -482,6 +490,8 @@ static void readConfig(Reader r, ParallelConfig &c) {
   c.ep = 1;
   r.optionalInteger("ep", c.ep);
   r.integer("tp", c.tp);
+  c.tp2 = 1;
+  r.optionalInteger("tp2", c.tp2);
   r.integer("pp", c.pp);
   r.integer("micro_batch", c.microBatch);
   r.integer("num_micro_batches", c.numMicroBatches);
@@ -690,6 +700,7 @@ static void readRequest(Reader &r, const llvm::json::Object &root, Plan &plan) {
   r.integer("sequence_length", plan.sequenceLength);
   r.optionalBoolean("fused_attention", plan.fusedAttention);
   r.optionalString("context_reason", plan.contextReason);
+  r.optionalString("tensor2_reason", plan.tensor2Reason);
   // Optional: plans whose only symbolic dimension is "seq" (and plans
   // written before the key) have no `symbolic_dims`.
   if (root.get("symbolic_dims")) {

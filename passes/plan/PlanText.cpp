@@ -85,9 +85,19 @@ static void printConfiguration(const Plan &plan, llvm::raw_ostream &os) {
   const ParallelConfig &c = plan.config;
   const std::string cp =
       c.cp > 1 ? llvm::formatv("cp={0} x ", c.cp).str() : std::string();
-  os << llvm::formatv("mesh        dp={0} x {3}tp={1} x pp={2} (ranks: tp "
-                      "innermost, then {4}dp, then pp)\n",
-                      c.dp, c.tp, c.pp, cp, c.cp > 1 ? "cp, then " : "");
+  const std::string tp2 =
+      c.tp2 > 1 ? llvm::formatv(" x tp2={0}", c.tp2).str() : std::string();
+  os << llvm::formatv("mesh        dp={0} x {3}tp={1}{5} x pp={2} (ranks: tp "
+                      "innermost, then {6}{4}dp, then pp)\n",
+                      c.dp, c.tp, c.pp, cp, c.cp > 1 ? "cp, then " : "", tp2,
+                      c.tp2 > 1 ? "tp2, then " : "");
+  if (c.tp2 > 1)
+    os << llvm::formatv("2-D tensor  tp={0} x tp2={1} grid (Optimus): tp2 "
+                        "splits each micro-batch's samples and the weights' "
+                        "other dimension, gathered over tp2 for each use\n",
+                        c.tp, c.tp2);
+  if (!plan.tensor2Reason.empty())
+    os << "2-D tensor  " << plan.tensor2Reason << "\n";
   if (c.cp > 1)
     os << llvm::formatv("context     cp={0}: each sequence split {0} ways{1}, "
                         "every attention's keys and values all-gathered over "

@@ -55,6 +55,7 @@ public:
   /// Whether some configuration scored fits, and the best one's step.
   bool fits() const { return best_.haveBest(); }
   double bestStep() const { return best_.best().step; }
+  const Evaluation &best() const { return best_.best(); }
 
 private:
   /// Scores `c` under `schedule` at each of `zeroStages` worth trying

@@ -8,6 +8,7 @@
 
 #include "passes/plan/Search.h"
 
+#include "passes/plan/PlanAssembler.h"
 #include "passes/plan/PlanOutput.h"
 #include "passes/plan/Planner.h"
 
@@ -71,6 +72,7 @@ void Planner::scoreZeroStages(const Candidate &c, ScheduleKind schedule,
     ParallelConfig config;
     config.dp = c.dp;
     config.cp = ctx_.cp;
+    config.tp2 = ctx_.tp2;
     config.cpMirrored = ctx_.cpMirrored;
     config.ep = c.ep;
     config.tp = c.tp;
@@ -311,30 +313,126 @@ llvm::Expected<Plan> Planner::result(bool suggest) {
   return plan;
 }
 
+namespace {
+/// A search under a configuration of its own: the planner holds a
+/// reference to it, so the two live together.
+struct VariantSearch {
+  VariantSearch(const ModelGraph &graph, const cost::Cluster &cluster,
+                const TrainingConfig &config)
+      : config(config), planner(graph, cluster, this->config) {}
+  const TrainingConfig config;
+  Planner planner;
+};
+} // namespace
+
+/// The fastest plan of `variants` that fits, each searched in turn (those
+/// the search space refuses skipped); null where none fits.
+static std::unique_ptr<VariantSearch>
+fastestOf(const ModelGraph &graph, const cost::Cluster &cluster,
+          const std::vector<TrainingConfig> &variants) {
+  std::unique_ptr<VariantSearch> best;
+  for (const TrainingConfig &variant : variants) {
+    auto search = std::make_unique<VariantSearch>(graph, cluster, variant);
+    if (llvm::Error error = search->planner.validate()) {
+      llvm::consumeError(std::move(error));
+      continue;
+    }
+    search->planner.run();
+    if (search->planner.fits() &&
+        (!best || search->planner.bestStep() < best->planner.bestStep()))
+      best = std::move(search);
+  }
+  return best;
+}
+
 /// Context parallelism, as offload, is tried only where nothing fits
 /// without it (a long sequence's activations): each degree up to
 /// kLargestContext that the search space takes is searched in turn, and
 /// the fastest that fits wins. Not otherwise: contiguous chunks leave a
 /// causal attention's work unbalanced over cp (causalImbalance), which
 /// tensor and sequence parallelism do not.
-static std::unique_ptr<Planner> searchContext(const ModelGraph &graph,
-                                              const cost::Cluster &cluster,
-                                              const TrainingConfig &config) {
+static std::unique_ptr<VariantSearch>
+searchContext(const ModelGraph &graph, const cost::Cluster &cluster,
+              const TrainingConfig &config) {
   constexpr int kLargestContext = 16;
-  std::unique_ptr<Planner> best;
+  std::vector<TrainingConfig> splits;
   for (int cp = 2; cp <= kLargestContext && cp <= config.gpus; cp *= 2) {
-    TrainingConfig split = config;
-    split.fixed.cp = cp;
-    auto planner = std::make_unique<Planner>(graph, cluster, split);
-    if (llvm::Error error = planner->validate()) {
-      llvm::consumeError(std::move(error));
-      continue;
-    }
-    planner->run();
-    if (planner->fits() && (!best || planner->bestStep() < best->bestStep()))
-      best = std::move(planner);
+    splits.push_back(config);
+    splits.back().fixed.cp = cp;
   }
-  return best;
+  return fastestOf(graph, cluster, splits);
+}
+
+/// 2-D tensor parallelism (Optimus) is a layout for a tensor group: it is
+/// searched on each square grid (q x q, as Xu et al. 2021 lay it out) that
+/// the GPUs hold, up to the tensor groups the 1-D search tries
+/// (SearchSpace::tpOptions), each a search of its own with tp = q fixed.
+static std::unique_ptr<VariantSearch>
+searchTensor2(const ModelGraph &graph, const cost::Cluster &cluster,
+              const TrainingConfig &config) {
+  std::vector<TrainingConfig> grids;
+  const int largest = std::max(2 * cluster.gpusPerNode, 2);
+  for (int q = 2; q <= largest && q * q <= config.gpus; ++q) {
+    if (config.gpus % (q * q) != 0 ||
+        (config.fixed.tp && *config.fixed.tp != q))
+      continue;
+    grids.push_back(config);
+    grids.back().fixed.tp = q;
+    grids.back().fixed.tp2 = q;
+  }
+  return fastestOf(graph, cluster, grids);
+}
+
+/// Whether the search compares 2-D grids with the 1-D plan: not where
+/// --fix pins tp2, the whole mesh, or what 2-D tensor parallelism does
+/// not run with (context parallelism, Megatron-LM; experts are refused by
+/// the grid's own validation).
+static bool triesTensor2(const TrainingConfig &config) {
+  const FixedChoices &fixed = config.fixed;
+  return !fixed.tp2 && !fixed.cp && !config.megatronOnly &&
+         !(fixed.dp && fixed.tp && fixed.pp);
+}
+
+/// `with`'s plan, chosen where `without` (the search without its
+/// technique) has none; `reason` says what `without` failed with.
+static llvm::Expected<Plan> chosenForWant(Planner &with, Planner &without,
+                                          std::string Plan::*reason) {
+  llvm::Expected<Plan> plan = with.result(/*suggest=*/true);
+  llvm::Expected<Plan> failed = without.result(/*suggest=*/false);
+  if (plan && !failed)
+    (*plan).*reason =
+        "chosen because, without it, " + llvm::toString(failed.takeError());
+  else if (!failed)
+    llvm::consumeError(failed.takeError());
+  return plan;
+}
+
+/// The faster of the best 1-D plan and the best 2-D grid, saying why 2-D
+/// won or lost (Plan::tensor2Reason).
+static llvm::Expected<Plan> fasterOf(Planner &line, Planner &grid,
+                                     const cost::Cluster &cluster) {
+  if (!line.fits())
+    return chosenForWant(grid, line, &Plan::tensor2Reason);
+  if (grid.bestStep() < line.bestStep()) {
+    llvm::Expected<Plan> plan = grid.result(/*suggest=*/true);
+    if (plan)
+      plan->tensor2Reason =
+          llvm::formatv("chosen: {0} a step against {1} for the best 1-D "
+                        "plan ({2})",
+                        formatSeconds(grid.bestStep()),
+                        formatSeconds(line.bestStep()),
+                        line.best().config.str())
+              .str();
+    return plan;
+  }
+  llvm::Expected<Plan> plan = line.result(/*suggest=*/true);
+  if (plan)
+    plan->tensor2Reason =
+        llvm::formatv("not chosen: the best grid ({0}) is {1}",
+                      grid.best().config.str(),
+                      lossReason(grid.best(), line.best(), cluster))
+            .str();
+  return plan;
 }
 
 llvm::Expected<Plan> bm::plan::searchPlan(const ModelGraph &graph,
@@ -345,17 +443,16 @@ llvm::Expected<Plan> bm::plan::searchPlan(const ModelGraph &graph,
     return std::move(error);
   planner.run();
   if (planner.scoredAny() && !planner.fits() && !config.fixed.cp)
-    if (std::unique_ptr<Planner> split =
-            searchContext(graph, cluster, config)) {
-      llvm::Expected<Plan> plan = split->result(/*suggest=*/true);
-      llvm::Expected<Plan> whole = planner.result(/*suggest=*/false);
-      if (plan && !whole)
-        plan->contextReason =
-            "chosen because, without it, " + llvm::toString(whole.takeError());
-      else if (!whole)
-        llvm::consumeError(whole.takeError());
-      return plan;
-    }
+    if (std::unique_ptr<VariantSearch> split =
+            searchContext(graph, cluster, config))
+      return chosenForWant(split->planner, planner, &Plan::contextReason);
+  // Grids where the best 1-D plan has a tensor group, or where no 1-D plan
+  // fits or none has the mesh --fix asks for (dp=1 with pp=1 leaves 1-D
+  // only tp = GPUs, beyond the tensor groups it searches).
+  if (triesTensor2(config) && (!planner.fits() || planner.best().config.tp > 1))
+    if (std::unique_ptr<VariantSearch> grid =
+            searchTensor2(graph, cluster, config))
+      return fasterOf(planner, grid->planner, cluster);
   return planner.result(/*suggest=*/true);
 }
 

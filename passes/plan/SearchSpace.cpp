@@ -105,7 +105,8 @@ llvm::Error SearchSpace::validateMesh() const {
   std::string named;
   for (auto [key, value] :
        {std::pair{"dp", fixed.dp}, std::pair{"cp", fixed.cp},
-        std::pair{"tp", fixed.tp}, std::pair{"pp", fixed.pp}})
+        std::pair{"tp", fixed.tp}, std::pair{"tp2", fixed.tp2},
+        std::pair{"pp", fixed.pp}})
     if (value) {
       product *= *value;
       named += (named.empty() ? "" : ",") + std::string(key) + "=" +
@@ -123,7 +124,7 @@ llvm::Error SearchSpace::validateMesh() const {
         "--fix pp={0} exceeds the model's {1} layers", *fixed.pp, layers));
   std::optional<int> dp = fixed.dp;
   if (!dp && fixed.tp && fixed.pp)
-    dp = gpus / (*fixed.tp * *fixed.pp * ctx_.cp);
+    dp = gpus / (*fixed.tp * *fixed.pp * ctx_.cp * ctx_.tp2);
   if (dp && globalBatch % *dp != 0)
     return planError(llvm::formatv(
         "--global-batch {0} is not divisible by dp={1}", globalBatch, *dp));
@@ -178,7 +179,43 @@ llvm::Error SearchSpace::validateModelChoices() const {
   if (fixed.schedule && *fixed.schedule == ScheduleKind::Interleaved &&
       fixed.chunks && *fixed.chunks < 2)
     return planError("--fix schedule=interleaved needs v >= 2");
+  if (llvm::Error error = validateTensor2())
+    return error;
   return validateContext();
+}
+
+// What 2-D tensor parallelism runs today: dense models, without cp.
+llvm::Error SearchSpace::validateTensor2() const {
+  const int tp2 = ctx_.tp2;
+  if (tp2 <= 1)
+    return llvm::Error::success();
+  const FixedChoices &fixed = ctx_.config.fixed;
+  if (ctx_.config.gpus % tp2 != 0)
+    return planError(llvm::formatv("--fix tp2={0} does not divide --gpus {1}",
+                                   tp2, ctx_.config.gpus));
+  if (fixed.tp && *fixed.tp == 1)
+    return planError(llvm::formatv(
+        "--fix tp2={0} is the second axis of a tp x tp2 grid and needs tp > "
+        "1 (tp=1 would be data parallelism that gathers its weights, which "
+        "zero=3 is)",
+        tp2));
+  const int64_t unit = ctx_.graph.batchGranularity;
+  if (fixed.microBatch && *fixed.microBatch % (tp2 * unit) != 0)
+    return planError(llvm::formatv(
+        "--fix tp2={0} splits each micro-batch's samples over tp2 ranks: "
+        "mb={1} is not a multiple of {2}",
+        tp2, *fixed.microBatch, tp2 * unit));
+  if (ctx_.analysis.hasExperts())
+    return planError(llvm::formatv(
+        "--fix tp2={0}: 2-D tensor parallelism of mixture-of-experts models "
+        "is not built yet",
+        tp2));
+  if (ctx_.cp > 1)
+    return planError(llvm::formatv(
+        "--fix tp2={0} with cp={1}: 2-D tensor parallelism with context "
+        "parallelism is not built yet",
+        tp2, ctx_.cp));
+  return llvm::Error::success();
 }
 
 // What context parallelism runs today: the all-gather form, dense
@@ -219,6 +256,9 @@ llvm::Error SearchSpace::validateMegatron() const {
   if (!ctx_.config.megatronOnly)
     return llvm::Error::success();
   const FixedChoices &fixed = ctx_.config.fixed;
+  if (ctx_.tp2 > 1)
+    return planError("--export megatron: Megatron-LM has no 2-D tensor "
+                     "parallelism; use tp2=1");
   if (std::optional<MegatronMismatch> mismatch =
           megatronMismatch(fixed.zeroStage, fixed.schedule, fixed.stream,
                            fixed.ep, fixed.tp, fixed.offload))
@@ -397,7 +437,7 @@ double SearchSpace::syncLowerBound(int dp, int tp, int pp) const {
   double syncBytes = shareOfParams * ctx_.perParam.grads;
   double sync = ctx_.model.collectiveTime(
       CollectiveKind::AllReduce, syncBytes,
-      cost::placeMesh(ctx_.cluster, dp, tp, pp, 1, ctx_.cp).dp);
+      cost::placeMesh(ctx_.cluster, dp, tp, pp, 1, ctx_.cp, ctx_.tp2).dp);
   return sync - cost::hiddenGradientReduction(sync, syncBytes, kInfinity,
                                               ctx_.cluster.gradReduceOverlap);
 }
@@ -407,9 +447,10 @@ void SearchSpace::addCandidates(int tp, int pp,
                                 std::vector<Candidate> &out) {
   const FixedChoices &fixed = ctx_.config.fixed;
   const int layers = ctx_.graph.numLayers();
-  if (ctx_.config.gpus % (tp * pp * ctx_.cp))
+  const int grid = tp * ctx_.tp2;
+  if (ctx_.config.gpus % (grid * pp * ctx_.cp))
     return;
-  const int dp = ctx_.config.gpus / (tp * pp * ctx_.cp);
+  const int dp = ctx_.config.gpus / (grid * pp * ctx_.cp);
   if ((fixed.dp && *fixed.dp != dp) || ctx_.globalBatch % dp)
     return;
   const int64_t perReplica = ctx_.globalBatch / dp;
@@ -419,7 +460,8 @@ void SearchSpace::addCandidates(int tp, int pp,
                                    ? std::vector<int>{*fixed.microBatch}
                                    : divisors(perReplica, kLargestMicroBatch);
   for (int mb : mbOptions) {
-    if (perReplica % mb || mb % ctx_.graph.batchGranularity)
+    // tp2 splits each micro-batch's samples.
+    if (perReplica % mb || mb % (ctx_.graph.batchGranularity * ctx_.tp2))
       continue;
     const int m = static_cast<int>(perReplica / mb);
     for (Recompute recompute : recomputations()) {
@@ -449,7 +491,8 @@ std::vector<Candidate> SearchSpace::candidates() {
   const int gpus = ctx_.config.gpus;
   std::vector<Candidate> all;
   for (int tp : tpOptions()) {
-    if (gpus % tp)
+    // tp2 is a grid's second axis (validateTensor2).
+    if (gpus % tp || (ctx_.tp2 > 1 && tp == 1))
       continue;
     const std::vector<StreamOption> streams = streamOptions(tp);
     std::vector<int> ppOptions =

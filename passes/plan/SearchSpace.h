@@ -71,6 +71,7 @@ private:
   llvm::Error validateMesh() const;
   llvm::Error validateModelChoices() const;
   llvm::Error validateContext() const;
+  llvm::Error validateTensor2() const;
   llvm::Error validateMegatron() const;
   llvm::Error validateStream() const;
   /// The candidates with tensor degree `tp`, pipeline degree `pp` and one

@@ -48,14 +48,15 @@ const SegmentSolution &SegmentCosts::solution(int segment, int tp,
       static_cast<double>(ctx_.globalBatch) * tp /
       (static_cast<double>(ctx_.config.gpus) * microBatch);
   double stepWeight = 1.0 / std::max(1.0, fewestMicroBatches);
-  ContextSplit context{ctx_.cp,
-                       cost::placeMesh(ctx_.cluster, 1, tp, 1, 1, ctx_.cp).cp,
-                       ctx_.cpMirrored};
+  const cost::MeshPlacement placement =
+      cost::placeMesh(ctx_.cluster, 1, tp, 1, 1, ctx_.cp, ctx_.tp2);
+  MeshSplits splits{ctx_.cp, placement.cp, ctx_.cpMirrored, ctx_.tp2,
+                    placement.tp2};
   return solutions_
       .emplace(key,
                solveSegment(ctx_.analysis, ctx_.segments[segment], ctx_.model,
                             group, ctx_.graph.unitsOf(microBatch), stream,
-                            stepWeight, context))
+                            stepWeight, splits))
       .first->second;
 }
 
@@ -93,6 +94,7 @@ StageStats SegmentCosts::itemStats(int segment, int tp, int microBatch,
   stats.forward = s.forwardCompute + s.forwardComm;
   stats.comm = s.forwardComm + s.backwardComm;
   stats.contextComm = s.contextComm;
+  stats.tensor2Comm = s.tensor2Comm;
   stats.stepComm = s.stepComm;
   stats.params = s.paramsPerGpu;
   // A shared parameter counts on every device that holds it
@@ -138,6 +140,7 @@ StageStats SegmentCosts::itemStats(int segment, int tp, int microBatch,
   stats.recomputeCompute = s.forwardCompute;
   stats.comm += s.forwardComm;
   stats.contextComm += s.contextForwardComm;
+  stats.tensor2Comm += s.tensor2ForwardComm;
   stats.workingSet = s.storedBytes;
   return stats;
 }
@@ -168,7 +171,8 @@ double SegmentCosts::workPerMicroBatch(int tp, int microBatch, int stream,
 
 double SegmentCosts::sideInputValueBytes(int value, int microBatch) const {
   const ValueInfo &v = ctx_.graph.values[value];
-  double samples = v.batchDim >= 0 ? ctx_.graph.unitsOf(microBatch) : 1;
+  double samples =
+      v.batchDim >= 0 ? ctx_.graph.unitsOf(microBatch) / double(ctx_.tp2) : 1;
   if (ctx_.analysis.contextDim(value) >= 0)
     samples /= ctx_.cp;
   return static_cast<double>(v.numElements()) * samples *

@@ -13,7 +13,7 @@ using cost::MeshPlacement;
 
 MeshPlacement StepCoster::meshOf(const ParallelConfig &config) const {
   return cost::placeMesh(ctx_.cluster, config.dp, config.tp, config.pp,
-                         std::max(config.ep, 1), config.cp);
+                         std::max(config.ep, 1), config.cp, config.tp2);
 }
 
 // ZeRO 0 and 1 reduce the gradients over every replica, dp x cp (bmrt
@@ -380,9 +380,11 @@ Evaluation StepCoster::score(const ParallelConfig &config,
   e.time.compute = m * critical.compute + tail.optimizer + tail.hostOptimizer;
   e.time.hostLink = tail.toHost + tail.toDevice;
   e.hostStep = tail.hostOptimizer;
-  addComm(m * (critical.comm - critical.contextComm) + tail.stepComm,
+  addComm(m * (critical.comm - critical.contextComm - critical.tensor2Comm) +
+              tail.stepComm,
           placement.tp.crossesNodes);
   addComm(m * critical.contextComm, placement.cp.crossesNodes);
+  addComm(m * critical.tensor2Comm, placement.tp2.crossesNodes);
   addComm(tail.sharedSync, placement.pp.crossesNodes);
   addComm(m * extras.p2pLink, pipelineOnNetwork);
   addComm(m * extras.p2pGather, placement.tp.crossesNodes);

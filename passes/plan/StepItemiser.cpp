@@ -144,14 +144,19 @@ void StepItemiser::itemiseSegments(ItemList &list,
   // Each op's tensor-parallel collectives, as often as the stage runs it.
   const char *tpLink = cost::toString(ctx_.model.linkClass(placement.tp));
   const char *cpLink = cost::toString(ctx_.model.linkClass(placement.cp));
+  const char *tp2Link = cost::toString(ctx_.model.linkClass(placement.tp2));
   for (auto [segment, count] : held) {
     const bool isLayer = ctx_.segments[segment].kind == SegmentKind::Layer;
     for (const SegmentCollective &c :
          segments_.solution(segment, tp, mb, config.streamDim).collectives) {
       const char *kind = cost::toString(c.kind);
       const std::string &where = ctx_.graph.ops[c.op].label;
-      const char *axis = c.overContext ? kContextAxis : kTensorAxis;
-      const char *link = c.overContext ? cpLink : tpLink;
+      const char *axis = c.overContext   ? kContextAxis
+                         : c.overTensor2 ? kTensor2Axis
+                                         : kTensorAxis;
+      const char *link = c.overContext   ? cpLink
+                         : c.overTensor2 ? tp2Link
+                                         : tpLink;
       if (c.phase == Phase::Step) {
         list.comm(CostItem::Kind::Collective, kind, axis, link, "step", where,
                   c.bytes, count, count * c.seconds,

@@ -52,6 +52,9 @@ struct FixedChoices {
   /// or contiguous shares.
   std::optional<int> cp;
   std::optional<bool> cpMirrored;
+  /// 2-D tensor parallelism: each tensor group a tp x tp2 grid (Plan.h's
+  /// kTensor2Axis).
+  std::optional<int> tp2;
   std::optional<Recompute> recompute;
   std::optional<ScheduleKind> schedule;
   std::optional<StreamLayout> stream;

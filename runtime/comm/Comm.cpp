@@ -51,7 +51,7 @@ Mesh Mesh::fromPlan(const std::map<std::string, int> &sizes) {
                             [&](const char *known) { return name == known; }) !=
                    std::end(kMeshAxes),
                "unknown mesh axis '" + name +
-                   "' (expected tp, cp, ep, dp, pp)");
+                   "' (expected tp, tp2, cp, ep, dp, pp)");
   std::vector<MeshAxis> axes;
   for (const char *name : kMeshAxes) {
     auto it = sizes.find(name);

@@ -1525,7 +1525,7 @@ void checkMesh(const Program &program, const std::string &source) {
                             [&](const char *k) { return axis.name == k; }) !=
                    std::end(kMeshAxes),
                source + ": the mesh names axis '" + axis.name +
-                   "'; the runtime knows tp, cp, ep, dp and pp");
+                   "'; the runtime knows tp, tp2, cp, ep, dp and pp");
 }
 
 /// A slot's sharding and partial sums name axes of the mesh, each once;

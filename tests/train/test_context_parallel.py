@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from conftest import MODELS, run, tool
-from test_layerwise_optimizers import losses, mpirun
+from test_layerwise_optimizers import check_resume_across, losses, mpirun
 
 
 @pytest.mark.parametrize("ranks,mesh,fused", [
@@ -162,18 +162,4 @@ def test_checkpoints_move_between_layouts(compiled, tmp_path):
     # does (1e-5 as above; one rank resumed from cp=2 measured bit for bit).
     one = compiled("gpt3-tiny", "--global-batch", "8")
     split = compiled("gpt3-tiny", "--global-batch", "8", "--gpus", "2", "--fix", "cp=2")
-    run([os.path.join(one, "trainer"), "--threads", "1", "--steps", "4",
-         "--log", str(tmp_path / "straight.jsonl")])
-    straight = losses(tmp_path / "straight.jsonl")
-    for name, first, second in (("to_one", split, one), ("to_cp", one, split)):
-        ckpt = str(tmp_path / name)
-        def train(out, *flags):
-            command = ["--steps", "4", "--checkpoint", ckpt, *flags]
-            if out == split:
-                mpirun(2, out, *command)
-            else:
-                run([os.path.join(out, "trainer"), "--threads", "1", *command])
-        train(first, "--stop-at", "2")
-        train(second, "--resume", "--log", str(tmp_path / f"{name}.jsonl"))
-        np.testing.assert_allclose(losses(tmp_path / f"{name}.jsonl"), straight[2:],
-                                   rtol=1e-5)
+    check_resume_across(one, split, 2, tmp_path)

@@ -36,6 +36,29 @@ def losses(path) -> list[float]:
     return [r["loss"] for r in read_log(str(path))]
 
 
+def check_resume_across(one: str, split: str, ranks: int, tmp_path):
+    """A run stopped at step 2 of 4 on one layout (one rank, or `ranks`
+    ranks of compile `split`) and resumed on the other goes on as a straight
+    one-rank run does, both ways: 1e-5 relative, as the N-rank tests (fp32
+    summation orders change with the layout)."""
+    run([os.path.join(one, "trainer"), "--threads", "1", "--steps", "4",
+         "--log", str(tmp_path / "straight.jsonl")])
+    straight = losses(tmp_path / "straight.jsonl")
+    for name, first, second in (("to_one", split, one), ("to_split", one, split)):
+        ckpt = str(tmp_path / name)
+
+        def train(out, *flags):
+            command = ["--steps", "4", "--checkpoint", ckpt, *flags]
+            if out == split:
+                mpirun(ranks, out, *command)
+            else:
+                run([os.path.join(out, "trainer"), "--threads", "1", *command])
+        train(first, "--stop-at", "2")
+        train(second, "--resume", "--log", str(tmp_path / f"{name}.jsonl"))
+        np.testing.assert_allclose(losses(tmp_path / f"{name}.jsonl"), straight[2:],
+                                   rtol=1e-5)
+
+
 @pytest.mark.parametrize("optimizer", ["lamb", "lars"])
 @pytest.mark.parametrize("mesh", sorted(MESHES))
 def test_two_ranks_step_as_one(compiled, tmp_path, optimizer, mesh):

@@ -28,6 +28,22 @@ TEST(FixedChoicesTest, ParsesEveryKey) {
                                    "selective,schedule=interleaved,v=3");
 }
 
+TEST(FixedChoicesTest, Tensor2IsPrintedOnlyWithAGrid) {
+  // tp2 reads back, and a configuration prints it only where it is a
+  // grid: 1-D configurations print as they always have.
+  FixedChoices f = llvm::cantFail(parseFixedChoices("tp=4,tp2=4"));
+  EXPECT_EQ(*f.tp2, 4);
+  EXPECT_EQ(formatFixedChoices(f), "tp=4,tp2=4");
+  ParallelConfig c;
+  c.tp = 4;
+  EXPECT_EQ(c.str().find("tp2"), std::string::npos);
+  c.tp2 = 4;
+  EXPECT_NE(c.str().find(",tp=4,tp2=4,"), std::string::npos);
+  ParallelConfig line = c;
+  line.tp2 = 1;
+  EXPECT_FALSE(c == line);
+}
+
 TEST(FixedChoicesTest, StreamWithAndWithoutItsDimension) {
   FixedChoices any = llvm::cantFail(parseFixedChoices("stream=hidden"));
   EXPECT_EQ(*any.stream, StreamLayout::Hidden);
@@ -92,7 +108,7 @@ TEST(FixedChoicesTest, OneLineErrors) {
   EXPECT_EQ(
       errorOf("sp=2"),
       "--fix: unknown key 'sp' (keys: cp, cp_layout, dp, ep, mb, offload, pp, "
-      "recompute, schedule, stream, tp, v, zero)");
+      "recompute, schedule, stream, tp, tp2, v, zero)");
   EXPECT_EQ(errorOf("offload=cpu"),
             "--fix: offload must be none or optimizer, got 'cpu'");
   EXPECT_EQ(errorOf("offload=none,offload=optimizer"),

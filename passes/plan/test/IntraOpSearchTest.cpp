@@ -182,6 +182,52 @@ TEST_F(MegatronPatternTest, ActivationMemoryMatchesKorthikanti) {
   EXPECT_DOUBLE_EQ(solution_.storedBytesSelective, 32 * sbh / t);
 }
 
+TEST_F(MegatronPatternTest, Tensor2SplitsSamplesAndWeightRows) {
+  // A tp=8 x tp2=2 grid against tp=8 alone: the same Megatron choice per
+  // op; half the samples (so half the stored activations, the gathered
+  // weights aside) and half of every weight, whose tp2 shards each reader
+  // gathers forward and whose gradient is reduce-scattered backward, one
+  // pair per weight the layer reads.
+  ASSERT_NO_FATAL_FAILURE(solveBlock(8, 2));
+  const SegmentSolution line = solution_;
+  cost::Cluster cluster = a100();
+  cost::CostModel model(cluster, cost::Precision::Bf16Mixed);
+  GraphAnalysis analysis(graph_, true);
+  cost::MeshPlacement placement = cost::placeMesh(cluster, 1, 8, 1, 1, 1, 2);
+  MeshSplits splits;
+  splits.tp2 = 2;
+  splits.tp2Group = placement.tp2;
+  solution_ =
+      solveSegment(analysis, segment_, model, placement.tp, 2, -1, 1.0, splits);
+  EXPECT_EQ(solution_.tpFactor, line.tpFactor);
+  // Half the rows: each GEMM at a little less efficiency than twice as
+  // large a one.
+  EXPECT_GE(solution_.forwardCompute * 2, line.forwardCompute);
+  EXPECT_NEAR(solution_.forwardCompute * 2, line.forwardCompute,
+              0.05 * line.forwardCompute);
+  EXPECT_NEAR(solution_.paramsPerGpu * 2, line.paramsPerGpu,
+              line.paramsPerGpu * 0.01);
+  int gathers = 0, scatters = 0;
+  double gathered = 0;
+  for (const SegmentCollective &c : solution_.collectives) {
+    if (!c.overTensor2)
+      continue;
+    if (c.kind == cost::CollectiveKind::AllGather) {
+      ++gathers;
+      gathered += c.bytes;
+      EXPECT_EQ(c.phase, Phase::Forward);
+    } else {
+      ++scatters;
+      EXPECT_EQ(c.kind, cost::CollectiveKind::ReduceScatter);
+      EXPECT_EQ(c.phase, Phase::Backward);
+    }
+  }
+  EXPECT_GE(gathers, 4); // the four GEMMs' weights at least
+  EXPECT_EQ(gathers, scatters);
+  EXPECT_GT(solution_.tensor2Comm, 0);
+  EXPECT_DOUBLE_EQ(solution_.storedBytes, line.storedBytes / 2 + gathered);
+}
+
 TEST(DescribeSegmentTest, WritesFactorAxesAndPartialResults) {
   GptDims dims;
   dims.layers = 1;

@@ -1,7 +1,7 @@
 //===- Mesh.h - how the ranks of a job lie on the device mesh ---*- C++ -*-===//
 //
-// The plan's device mesh (tp, ep, dp, pp) and the coordinates of each rank
-// on it: what the step program's shardings and collectives refer to, and
+// The plan's device mesh (tp, tp2, cp, ep, dp, pp) and the coordinates of each
+// rank on it: what the step program's shardings and collectives refer to, and
 // what the communicators of Comm.h group ranks by.
 //
 //===----------------------------------------------------------------------===//
@@ -23,11 +23,16 @@ struct MeshAxis {
 };
 
 /// The axes of bmc's plans, innermost first: Megatron-Core's order
-/// tp-cp-ep-dp-pp. Every partitioned program has tp, ep, dp and pp (size 1
-/// where the plan does not split); cp (context parallelism) only where the
-/// plan splits sequences, so that other programs' meshes read as before.
-inline constexpr const char *kMeshAxes[] = {"tp", "cp", "ep", "dp", "pp"};
-inline bool isOptionalAxis(const std::string &axis) { return axis == "cp"; }
+/// tp-cp-ep-dp-pp, with 2-D tensor parallelism's second axis (tp2, the
+/// rows of the tp x tp2 grid) right after tp so that one grid's ranks are
+/// consecutive. Every partitioned program has tp, ep, dp and pp (size 1
+/// where the plan does not split); tp2 and cp only where the plan uses
+/// them, so that other programs' meshes read as before.
+inline constexpr const char *kMeshAxes[] = {"tp", "tp2", "cp",
+                                            "ep", "dp",  "pp"};
+inline bool isOptionalAxis(const std::string &axis) {
+  return axis == "cp" || axis == "tp2";
+}
 
 /// How the ranks of a job lie on the device mesh. A rank's coordinates are
 /// its mixed-radix digits, the first axis innermost (stride 1).
@@ -38,7 +43,7 @@ public:
   explicit Mesh(std::vector<MeshAxis> axesInnermostFirst);
 
   /// bmc's layout (kMeshAxes): every rank is numbered tp innermost, then
-  /// cp, ep, dp, pp. `sizes` are those of the step program's `bm.mesh`
+  /// tp2, cp, ep, dp, pp. `sizes` are those of the step program's `bm.mesh`
   /// (with expert parallelism its "dp" is the plan's dp / ep); axes it
   /// leaves out have size 1, so tp, ep, dp and pp always exist. Throws on
   /// another axis name.

@@ -128,7 +128,8 @@ TEST(MeshProgram, BadMeshesAndShardingsAreOneLineErrors) {
   };
   const Case cases[] = {
       {"mesh tp=2 ep=1 dp=2 pp=1", "mesh tp=2 sp=1 dp=2",
-       "mesh.bmp: the mesh names axis 'sp'; the runtime knows tp, cp, ep, dp "
+       "mesh.bmp: the mesh names axis 'sp'; the runtime knows tp, tp2, cp, ep, "
+       "dp "
        "and pp"},
       {"mesh tp=2 ep=1 dp=2 pp=1", "mesh tp=2 dp=0",
        "mesh.bmp:3: mesh axis 'dp' has size 0"},

@@ -82,9 +82,10 @@ void bmc::report::summarySection(const ReportInput &input,
               : llvm::formatv("{0} samples", plan.globalBatch).str());
   fact(os, "mesh",
        llvm::formatv(
-           "dp={0} x {4}tp={1} x pp={2}{3}", c.dp, c.tp, c.pp,
+           "dp={0} x {4}tp={1}{5} x pp={2}{3}", c.dp, c.tp, c.pp,
            c.ep > 1 ? llvm::formatv(" (ep={0})", c.ep).str() : std::string(),
-           c.cp > 1 ? llvm::formatv("cp={0} x ", c.cp).str() : std::string())
+           c.cp > 1 ? llvm::formatv("cp={0} x ", c.cp).str() : std::string(),
+           c.tp2 > 1 ? llvm::formatv(" x tp2={0}", c.tp2).str() : std::string())
            .str());
   fact(os, "schedule",
        llvm::formatv("{0}, {1} micro-batches of {2}{3}",
@@ -131,13 +132,17 @@ void bmc::report::summarySection(const ReportInput &input,
   os << "</section>\n";
 }
 
-/// Pipeline rank, data-parallel, context-parallel and tensor-parallel
-/// coordinates of a rank: tp innermost, then cp, dp, pp (PLAN_SCHEMA.md).
-static std::tuple<int, int, int, int> coordinates(const ParallelConfig &c,
-                                                  int rank) {
-  const int cp = std::max(c.cp, 1);
-  return {rank / (c.tp * cp * c.dp), (rank / (c.tp * cp)) % c.dp,
-          (rank / c.tp) % cp, rank % c.tp};
+/// A rank's coordinates on the mesh.
+struct RankCoordinates {
+  int stage, dp, cp, tp2, tp;
+};
+
+/// Ranks are numbered tp innermost, then tp2, cp, dp, pp (PLAN_SCHEMA.md).
+static RankCoordinates coordinates(const ParallelConfig &c, int rank) {
+  const int cp = std::max(c.cp, 1), tp2 = std::max(c.tp2, 1);
+  const int grid = c.tp * tp2;
+  return {rank / (grid * cp * c.dp), (rank / (grid * cp)) % c.dp,
+          (rank / grid) % cp, (rank / c.tp) % tp2, rank % c.tp};
 }
 
 void bmc::report::meshSection(const ReportInput &input,
@@ -149,8 +154,8 @@ void bmc::report::meshSection(const ReportInput &input,
   os << "<section id=\"mesh\"><h2>Mesh over the nodes</h2>";
   os << llvm::formatv("<p class=\"note\">{0} node{3} of {1} GPUs{2}. Colour: "
                       "pipeline stage; label: dp.tp coordinates. Ranks are "
-                      "numbered tp innermost, then cp (where the plan has "
-                      "it), dp, pp.</p>",
+                      "numbered tp innermost, then tp2 and cp (where the "
+                      "plan has them), dp, pp.</p>",
                       nodes, perNode,
                       input.gpusPerNode > 0 ? ""
                                             : " (cluster unknown: 8 assumed)",
@@ -171,12 +176,14 @@ void bmc::report::meshSection(const ReportInput &input,
              "#555");
     for (int g = 0; g < perNode && node * perNode + g < plan.gpus; ++g) {
       int rank = node * perNode + g;
-      auto [stage, dp, cp, tp] = coordinates(c, rank);
+      auto [stage, dp, cp, tp2, tp] = coordinates(c, rank);
       // The innermost ep of the dp ranks share an expert group.
       std::string expert =
           c.ep > 1 ? llvm::formatv(", ep {0}", dp % c.ep).str() : "";
       if (c.cp > 1)
         expert += llvm::formatv(", cp {0}", cp).str();
+      if (c.tp2 > 1)
+        expert += llvm::formatv(", tp2 {0}", tp2).str();
       svg.rect(x + 4 + g * cell, y + 15, cell - 2, cell - 2, palette(stage),
                llvm::formatv("rank {0}: pp stage {1}, dp {2}, tp {3}{4}",
                              rank, stage, dp, tp, expert)
@@ -194,8 +201,9 @@ void bmc::report::meshSection(const ReportInput &input,
   for (auto [axis, size] :
        {std::pair{kDataAxis, c.dp}, std::pair{kExpertAxis, c.ep},
         std::pair{kContextAxis, c.cp}, std::pair{kTensorAxis, c.tp},
-        std::pair{kPipelineAxis, c.pp}}) {
-    if ((axis == kExpertAxis || axis == kContextAxis) && size == 1)
+        std::pair{kTensor2Axis, c.tp2}, std::pair{kPipelineAxis, c.pp}}) {
+    if ((axis == kExpertAxis || axis == kContextAxis || axis == kTensor2Axis) &&
+        size == 1)
       continue;
     std::string link = size > 1 ? "" : "-";
     for (const CollectiveSummary &s : plan.collectives)
