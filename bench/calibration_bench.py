@@ -325,13 +325,15 @@ def main() -> None:
                              "each once, then round 2, so that load hits all alike")
     parser.add_argument("--only", help="one model")
     parser.add_argument("--match", help="only the configurations whose --fix "
-                                        "contains this (cp= for context parallelism)")
+                                        "contains this (cp= for context parallelism; "
+                                        "several separated by |)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
     cluster = calibrated_cluster(args)
     print(f"cluster {cluster}; {args.steps} steps per run, one thread per rank")
     configs = [c for c in CONFIGS if (not args.only or c[0] == args.only)
-               and (not args.match or args.match in c[2])]
+               and (not args.match
+                    or any(m in c[2] for m in args.match.split("|")))]
     preds: dict[int, dict] = {}
     runs: dict[int, list[dict]] = {i: [] for i in range(len(configs))}
     errors: dict[int, str] = {}

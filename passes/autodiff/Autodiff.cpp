@@ -13,6 +13,7 @@
 
 #include "bm/BmOps.h"
 #include "passes/Passes.h"
+#include "passes/plan/Plan.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -415,6 +416,55 @@ FailureOr<Segments> recomputeSegments(StringRef recompute,
          << recompute << "'";
 }
 
+/// Whether `reshard` gathers a parameter's shards over 2-D tensor
+/// parallelism's tp2: the parameter is stored split over tp2 (bm-annotate's
+/// splitParameterRows) and the reshard's sharding is not.
+bool gathersRowsOfParameter(ReshardOp reshard) {
+  auto arg = dyn_cast<BlockArgument>(reshard.getInput());
+  if (!arg || !isParameterArgument(arg))
+    return false;
+  auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  auto stored = func.getArgAttrOfType<ShardingAttr>(
+      arg.getArgNumber(), BmDialect::kShardingAttrName);
+  auto splitsRows = [](ShardingAttr sharding) {
+    for (int64_t d = 0, e = sharding.getDims().size(); d < e; ++d)
+      if (llvm::is_contained(sharding.getDimAxes(d), ::bm::plan::kTensor2Axis))
+        return true;
+    return false;
+  };
+  return stored && splitsRows(stored) && !splitsRows(reshard.getSharding());
+}
+
+/// A weight gathered over tp2 is gathered again for the backward that reads
+/// it (as Optimus's SUMMA broadcasts again), rather than kept from the
+/// forward: the gathered copy is a whole weight per layer, an all-gather
+/// over a few ranks its cost. Each such reshard read after `firstBackward`
+/// gets a copy before its first reader there (bm-partition lowers the copy
+/// to a collective of its own).
+void regatherParameterRows(Block &body, Operation *firstBackward) {
+  for (Operation &op : body) {
+    if (&op == firstBackward)
+      break;
+    auto reshard = dyn_cast<ReshardOp>(op);
+    if (!reshard || !gathersRowsOfParameter(reshard))
+      continue;
+    SmallVector<OpOperand *> backwardUses;
+    for (OpOperand &use : reshard->getUses())
+      if (!use.getOwner()->isBeforeInBlock(firstBackward))
+        backwardUses.push_back(&use);
+    if (backwardUses.empty())
+      continue;
+    Operation *first = backwardUses.front()->getOwner();
+    for (OpOperand *use : backwardUses)
+      if (use->getOwner()->isBeforeInBlock(first))
+        first = use->getOwner();
+    OpBuilder b(first);
+    Operation *again = b.clone(op);
+    for (OpOperand *use : backwardUses)
+      use->set(again->getResult(0));
+  }
+}
+
 LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main,
                              StringRef recompute, StringRef lossName) {
   OpBuilder b(module.getContext());
@@ -477,6 +527,7 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp main,
   func::ReturnOp::create(b, ret.getLoc(), results);
   ret.erase();
   markBackward(firstBackward);
+  regatherParameterRows(body, firstBackward);
   eraseDeadOps(firstBackward);
   step.setType(b.getFunctionType(step.getArgumentTypes(),
                                  ValueRange(results).getTypes()));

@@ -44,9 +44,11 @@ public:
     SmallVector<Operation *> ops;
     for (Operation &op : step.getBody().front())
       ops.push_back(&op);
-    for (Operation *op : ops)
+    for (Operation *op : ops) {
+      inBackward |= op->hasAttr(BmDialect::kGradientSeedAttrName);
       if (failed(visitPlaced(op)))
         return failure();
+    }
     localizeTypes();
     return success();
   }
@@ -130,8 +132,28 @@ private:
       auto type = cast<RankedTensorType>(v.getType());
       return type.getNumElements() * type.getElementTypeBitWidth();
     };
-    return !table.isPartial() && !table.dims[gather.getAxis()].empty() &&
+    const AxisList &rows = table.dims[gather.getAxis()];
+    return !table.isPartial() && !rows.empty() &&
+           !splitsIndices(gather, rows) &&
            bytes(reshard.getInput()) > bytes(gather.getResult());
+  }
+
+  /// Whether the plan splits `gather`'s indices over one of `axes`: then a
+  /// table's rows split over it cannot be read in place (each rank looks up
+  /// other samples than its peers, in rows they hold; 2-D tensor
+  /// parallelism's tp2 splits both).
+  static bool splitsIndices(GatherOp gather, const AxisList &axes) {
+    auto operands =
+        gather->getAttrOfType<ArrayAttr>(BmDialect::kOperandShardingAttrName);
+    if (!operands || operands.size() < 2)
+      return false;
+    ValueSharding planned =
+        ValueSharding::fromAttr(cast<ShardingAttr>(operands[1]));
+    return llvm::any_of(planned.dims, [&](const AxisList &dim) {
+      return llvm::any_of(dim, [&](const std::string &axis) {
+        return llvm::is_contained(axes, axis);
+      });
+    });
   }
 
   /// Collectives and scalings made for an op join its layer and block
@@ -180,6 +202,15 @@ private:
       if (Attribute attr = reshard->getAttr(name))
         key += " " + name.str() + "=" +
                std::to_string(cast<IntegerAttr>(attr).getInt());
+    // A weight's tp2 shards read again in backward are gathered again there
+    // (autodiff's regatherParameterRows): the forward's copy is not kept.
+    auto splitsRows = [](const ValueSharding &sharding) {
+      return llvm::any_of(sharding.dims, [](const AxisList &axes) {
+        return llvm::is_contained(axes, ::bm::plan::kTensor2Axis);
+      });
+    };
+    if (inBackward && splitsRows(state[reshard.getInput()]) && !splitsRows(to))
+      key += " backward";
     Value &known = reshardedCopies[reshard.getInput()][key];
     if (known)
       return known;
@@ -367,6 +398,8 @@ private:
   llvm::DenseMap<Value, bool> fromParameters;
   /// Reshards lowered so far: (value, sharding and placement) -> its copy.
   llvm::DenseMap<Value, std::map<std::string, Value>> reshardedCopies;
+  /// Whether the ops visited so far reached the backward pass (its seed).
+  bool inBackward = false;
 };
 
 struct PartitionPass : impl::BmPartitionPassBase<PartitionPass> {

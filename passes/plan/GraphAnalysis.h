@@ -133,6 +133,9 @@ public:
   /// write recomputes that value from it. Known for the values of searched
   /// ops; what a layer keeps for backward is its materialized saved values.
   bool isSavedForBackward(int value) const { return saved_[value]; }
+  /// Whether `op`'s backward reads its operand (or, from
+  /// operands.size() on, its result) `index`, by its gradient rule.
+  bool backwardReads(int op, size_t index) const;
   /// For a parameter, the first op that reads it (the op whose sharding
   /// decides how it is stored); -1 otherwise.
   int parameterOwner(int value) const { return parameterOwner_[value]; }

@@ -59,6 +59,9 @@ private:
   std::vector<int> strategiesOf(int op) const;
   /// The factor of a parameter read by several ops that `op` looks up
   /// (see strategiesOf), or -1.
+  /// The factor of parameter operand `operand` of `op` that `op` looks up
+  /// (a reduction no other operand carries: a table's gathered rows), or -1.
+  int lookupFactor(int op, int operand) const;
   int sharedLookupFactor(int op) const;
   /// Whether the stream layout splits the border values along a sequence.
   bool streamOnSequence() const;
@@ -216,23 +219,29 @@ bool SegmentCoster::streamOnSequence() const {
 // from this op's layout every step, which is not priced: not offered.
 int SegmentCoster::sharedLookupFactor(int op) const {
   const OpInfo &info = graph_.ops[op];
-  for (size_t i = 0; i < info.operands.size(); ++i) {
-    int v = info.operands[i];
-    if (graph_.values[v].kind != ValueKind::Parameter ||
-        analysis_.consumers(v).size() < 2)
-      continue;
-    for (const auto &dim : info.rule.operandFactors[i])
-      for (int f : dim) {
-        if (info.rule.factorKinds[f] != FactorKind::Reduction)
-          continue;
-        bool elsewhere = false;
-        for (size_t j = 0; j < info.operands.size(); ++j)
-          if (j != i && dimOfFactor(info.rule.operandFactors[j], f) >= 0)
-            elsewhere = true;
-        if (!elsewhere)
-          return f;
-      }
-  }
+  for (size_t i = 0; i < info.operands.size(); ++i)
+    if (analysis_.consumers(info.operands[i]).size() >= 2)
+      if (int f = lookupFactor(op, static_cast<int>(i)); f >= 0)
+        return f;
+  return -1;
+}
+
+int SegmentCoster::lookupFactor(int op, int operand) const {
+  const OpInfo &info = graph_.ops[op];
+  if (graph_.values[info.operands[operand]].kind != ValueKind::Parameter)
+    return -1;
+  for (const auto &dim : info.rule.operandFactors[operand])
+    for (int f : dim) {
+      if (info.rule.factorKinds[f] != FactorKind::Reduction)
+        continue;
+      bool elsewhere = false;
+      for (size_t j = 0; j < info.operands.size(); ++j)
+        if (static_cast<int>(j) != operand &&
+            dimOfFactor(info.rule.operandFactors[j], f) >= 0)
+          elsewhere = true;
+      if (!elsewhere)
+        return f;
+    }
   return -1;
 }
 
@@ -481,10 +490,11 @@ int SegmentCoster::tensor2DimOf(int op, int operand, int factor) const {
 }
 
 // Every reader of a parameter gathers its tp2 shards forward (a reshard the
-// partitioner lowers to an all-gather, in the compute precision); the
-// backward reads that gathered copy, which the step keeps until then, and
-// the gradient, a partial sum over tp2's samples, is reduce-scattered to
-// the shards (the reshard's transpose).
+// partitioner lowers to an all-gather, in the compute precision) and, where
+// its backward reads it, again for that (autodiff's regatherParameterRows:
+// the gathered copy is not kept), and the gradient, a partial sum over
+// tp2's samples, is reduce-scattered to the shards (the reshard's
+// transpose).
 double
 SegmentCoster::tensor2Gathers(int op, int factor,
                               std::vector<SegmentCollective> *out) const {
@@ -498,8 +508,23 @@ SegmentCoster::tensor2Gathers(int op, int factor,
         static_cast<double>(value.numElements()) * model_.activationBytes();
     if (operandState(op, static_cast<int>(i), factor) >= 0)
       bytes /= tp_;
+    // A lookup smaller than its table, which tp splits along the rows it
+    // looks up, reads its tp2 shard in place and gathers the rows it looked
+    // up (bm-partition's gatherReadsInPlace); its backward reads neither.
+    const int rows = lookupFactor(op, static_cast<int>(i));
+    const double looked = valueBytes(info.results[0]);
+    if (rows >= 0 && looked < bytes &&
+        operandState(op, static_cast<int>(i), factor) ==
+            dimOfFactor(info.rule.operandFactors[i], rows)) {
+      total += splitCollective(op, CollectiveKind::AllGather, Phase::Forward,
+                               looked, /*overContext=*/false, out);
+      continue;
+    }
     total += splitCollective(op, CollectiveKind::AllGather, Phase::Forward,
                              bytes, /*overContext=*/false, out);
+    if (analysis_.backwardReads(op, i))
+      total += splitCollective(op, CollectiveKind::AllGather, Phase::Backward,
+                               bytes, /*overContext=*/false, out);
     total += splitCollective(op, CollectiveKind::ReduceScatter, Phase::Backward,
                              bytes, /*overContext=*/false, out);
   }
@@ -740,12 +765,10 @@ void SegmentCoster::account(const std::vector<int> &choice,
     }
     solution.storedBytes += gatheredSavedBytes(i, choice);
     // A contraction keeps its operands for backward: the whole sequence of
-    // the keys (values) it gathered over cp; and every op the weights it
-    // gathered over tp2.
+    // the keys (values) it gathered over cp.
     for (size_t c = before; c < collectives.size(); ++c)
-      if (collectives[c].kind == CollectiveKind::AllGather &&
-          ((collectives[c].overContext && info.isContraction) ||
-           collectives[c].overTensor2)) {
+      if (collectives[c].overContext && info.isContraction &&
+          collectives[c].kind == CollectiveKind::AllGather) {
         solution.storedBytes += collectives[c].bytes;
         solution.storedBytesSelective += collectives[c].bytes;
       }
@@ -783,8 +806,10 @@ void SegmentCoster::account(const std::vector<int> &choice,
   for (const SegmentCollective &c : collectives) {
     if (c.overTensor2) {
       solution.tensor2Comm += c.seconds;
-      if (c.phase == Phase::Forward)
-        solution.tensor2ForwardComm += c.seconds;
+      if (c.kind == CollectiveKind::AllGather)
+        (c.phase == Phase::Forward ? solution.tensor2ForwardGathers
+                                   : solution.tensor2BackwardGathers) +=
+            c.seconds;
     }
     if (c.overContext && c.phase != Phase::Step) {
       solution.contextComm += c.seconds;

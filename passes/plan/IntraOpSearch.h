@@ -88,7 +88,8 @@ struct SegmentSolution {
   /// The part of forwardComm + backwardComm over tp2 (the weights' row
   /// shards gathered, their gradients reduce-scattered).
   double tensor2Comm = 0;
-  double tensor2ForwardComm = 0;
+  /// Its gathers forward, and backward (of the weights a backward reads).
+  double tensor2ForwardGathers = 0, tensor2BackwardGathers = 0;
   /// Bytes per micro-batch per GPU of the activations kept for backward.
   double storedBytes = 0;
   /// The same without the sequence x sequence tensors (selective recompute).
@@ -129,8 +130,7 @@ struct SegmentSolution {
 /// values) forward, reduce-scattering its gradient backward. 2-D tensor
 /// parallelism's tp2 (Plan.h's kTensor2Axis; `tp2Group`) splits every op's
 /// samples tp2 ways and each weight's tensor2Dim: every reader all-gathers
-/// it forward (the backward reads that copy) and its gradient is
-/// reduce-scattered.
+/// it forward and again backward, and its gradient is reduce-scattered.
 struct MeshSplits {
   int cp = 1;
   cost::CommGroup cpGroup;

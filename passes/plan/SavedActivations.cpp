@@ -12,6 +12,38 @@
 using namespace bm;
 using namespace bm::plan;
 
+// By the gradient rule where the graph has it (GradientReads): whether the
+// gradient of an operand that needs one reads position `index` (operands,
+// then results); else by the op's class.
+bool GraphAnalysis::backwardReads(int consumer, size_t index) const {
+  const OpInfo &op = graph_.ops[consumer];
+  if (!op.gradientReads.empty()) {
+    for (size_t j = 0; j < op.gradientReads.size(); ++j)
+      if (needsGradient_[op.operands[j]] && op.gradientReads[j][index])
+        return true;
+    return false;
+  }
+  if (index >= op.operands.size())
+    return op.backwardReads == BackwardReads::Output;
+  switch (op.backwardReads) {
+  case BackwardReads::Nothing:
+  case BackwardReads::Output:
+    return false;
+  case BackwardReads::Operands:
+    return true;
+  case BackwardReads::Condition:
+    return index == 0;
+  case BackwardReads::Divide:
+    return index == 1 || needsGradient_[op.operands[1]];
+  case BackwardReads::OtherOperands:
+    for (size_t j = 0; j < op.operands.size(); ++j)
+      if (j != index && needsGradient_[op.operands[j]])
+        return true;
+    return false;
+  }
+  return true;
+}
+
 // Korthikanti et al. 2022, section 4.1, count a transformer layer's
 // activations the same way: the inputs of the GEMMs, norms and GELU, the
 // softmax output; none of the additions.
@@ -24,48 +56,15 @@ void GraphAnalysis::findSavedValues(const std::vector<int> &searchedOps) {
     return value.kind == ValueKind::Activation &&
            (value.batchDim >= 0 || needsGradient_[v]);
   };
-  // Whether the gradient of an operand of `op` that needs one reads
-  // position `index` (operands, then results) of `op`, by its rule.
-  auto ruleReads = [&](const OpInfo &op, size_t index) {
-    for (size_t j = 0; j < op.gradientReads.size(); ++j)
-      if (needsGradient_[op.operands[j]] && op.gradientReads[j][index])
-        return true;
-    return false;
-  };
-  // Whether `consumer`'s backward reads its operand `index`.
-  auto reads = [&](int consumer, size_t index) {
-    const OpInfo &op = graph_.ops[consumer];
-    if (!op.gradientReads.empty())
-      return ruleReads(op, index);
-    switch (op.backwardReads) {
-    case BackwardReads::Nothing:
-    case BackwardReads::Output:
-      return false;
-    case BackwardReads::Operands:
-      return true;
-    case BackwardReads::Condition:
-      return index == 0;
-    case BackwardReads::Divide:
-      return index == 1 || needsGradient_[op.operands[1]];
-    case BackwardReads::OtherOperands:
-      for (size_t j = 0; j < op.operands.size(); ++j)
-        if (j != index && needsGradient_[op.operands[j]])
-          return true;
-      return false;
-    }
-    return true;
-  };
   for (int o : searchedOps) {
     const OpInfo &op = graph_.ops[o];
     for (auto [r, v] : llvm::enumerate(op.results)) {
-      bool readsOutput = op.gradientReads.empty()
-                             ? op.backwardReads == BackwardReads::Output
-                             : ruleReads(op, op.operands.size() + r);
-      bool saved = readsOutput || v == graph_.output;
+      bool saved =
+          backwardReads(o, op.operands.size() + r) || v == graph_.output;
       for (int user : consumers(v)) {
         const std::vector<int> &operands = graph_.ops[user].operands;
         for (size_t i = 0; i < operands.size() && !saved; ++i)
-          saved = operands[i] == v && reads(user, i);
+          saved = operands[i] == v && backwardReads(user, i);
       }
       saved_[v] = saved && keptPerMicroBatch(v);
     }

@@ -138,9 +138,11 @@ StageStats SegmentCosts::itemStats(int segment, int tp, int microBatch,
   stats.stored = s.inputBytes;
   stats.compute += s.forwardCompute;
   stats.recomputeCompute = s.forwardCompute;
-  stats.comm += s.forwardComm;
+  // The rerun gathers tp2's weight shards, which the backward then reads
+  // rather than gathering them once more.
+  stats.comm += s.forwardComm - s.tensor2BackwardGathers;
   stats.contextComm += s.contextForwardComm;
-  stats.tensor2Comm += s.tensor2ForwardComm;
+  stats.tensor2Comm += s.tensor2ForwardGathers - s.tensor2BackwardGathers;
   stats.workingSet = s.storedBytes;
   return stats;
 }

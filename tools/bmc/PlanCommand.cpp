@@ -55,7 +55,9 @@ OPTIONS:
                         ranks; searched only where nothing fits without),
                         cp_layout (mirrored|contiguous: two mirrored chunks
                         per rank, the default where the model allows, or
-                        one share)
+                        one share), tp2 (2-D tensor parallelism: each tensor
+                        group a tp x tp2 grid; tp2 splits the samples and
+                        each weight's other dimension)
   --fuse-attention on|off
                         price each attention core (scores, scale, causal
                         mask, softmax, context) as one fused op that never
