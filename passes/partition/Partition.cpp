@@ -80,11 +80,22 @@ private:
                    axis != ::bm::plan::kTensor2Axis;
           });
       else if (std::optional<ValueSharding> table = tableLayout(arg))
-        sharding = *table;
+        sharding = keepingRows(*table, sharding);
       state.of[arg] = sharding;
       step.setArgAttr(index, BmDialect::kShardingAttrName,
                       sharding.toAttr(context, state.meshRef));
     }
+  }
+
+  /// `layout` with the tp2 split of `annotated` (2-D tensor parallelism's
+  /// rows, bm-annotate's splitParameterRows) where that dimension is free.
+  static ValueSharding keepingRows(ValueSharding layout,
+                                   const ValueSharding &annotated) {
+    for (size_t d = 0; d < annotated.dims.size(); ++d)
+      if (llvm::is_contained(annotated.dims[d], ::bm::plan::kTensor2Axis) &&
+          d < layout.dims.size() && layout.dims[d].empty())
+        layout.dims[d] = {::bm::plan::kTensor2Axis};
+    return layout;
   }
 
   /// The gather that reads `reshard`'s result as its table, if that is
