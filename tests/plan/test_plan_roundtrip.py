@@ -35,7 +35,9 @@ LARGE = {"gpt3-175b": 1024, "llama2-70b": 512, "moe-27b": 64, "t5-large": 64}
 TINY_GPUS = 4
 
 # The choices, one axis each ("" leaves it to the search).
-MESHES = ["", "dp=4", "tp=2", "pp=2", "dp=2,tp=2", "dp=2,pp=2", "tp=2,pp=2"]
+# tp=2,tp2=2: a 2-D tensor-parallel grid (issue 29).
+MESHES = ["", "dp=4", "tp=2", "pp=2", "dp=2,tp=2", "dp=2,pp=2", "tp=2,pp=2",
+          "tp=2,tp2=2"]
 ZERO = ["zero=0", "zero=1", "zero=2", "zero=3"]
 RECOMPUTE = ["recompute=none", "recompute=selective", "recompute=full"]
 SCHEDULES = ["", "schedule=gpipe", "schedule=1f1b", "schedule=interleaved,v=2",
@@ -57,7 +59,8 @@ def large_mesh(mesh, gpus):
     """The tiny meshes scaled to a large model's cluster: dp=4 takes what
     is left, tp and pp keep the shapes a full-size model plans with."""
     scaled = {"dp=4": "", "tp=2": "tp=8", "pp=2": "pp=8", "dp=2,tp=2": "dp=8,tp=8",
-              "dp=2,pp=2": "dp=8,pp=8", "tp=2,pp=2": "tp=8,pp=8"}
+              "dp=2,pp=2": "dp=8,pp=8", "tp=2,pp=2": "tp=8,pp=8",
+              "tp=2,tp2=2": "tp=8,tp2=8"}
     return scaled.get(mesh, mesh)
 
 
