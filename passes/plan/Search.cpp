@@ -279,6 +279,9 @@ llvm::Expected<Plan> Planner::result(bool suggest) {
     return planError("--fix " + formatFixedChoices(ctx_.config.fixed) +
                      ": no configuration runs it: " +
                      space_.whyFixedChoicesExcludeAll(passedSchedule_));
+  if (std::optional<std::string> why = space_.whyTensorGroupUnsearched();
+      evaluated_ == 0 && why)
+    return planError(*why);
   if (evaluated_ == 0)
     return planError(llvm::formatv(
         "no configuration of {0} GPUs{1} divides --global-batch {2} into "
@@ -371,8 +374,8 @@ static std::unique_ptr<VariantSearch>
 searchTensor2(const ModelGraph &graph, const cost::Cluster &cluster,
               const TrainingConfig &config) {
   std::vector<TrainingConfig> grids;
-  const int largest = std::max(2 * cluster.gpusPerNode, 2);
-  for (int q = 2; q <= largest && q * q <= config.gpus; ++q) {
+  for (int q = 2; q <= largestSearchedTp(cluster) && q * q <= config.gpus;
+       ++q) {
     if (config.gpus % (q * q) != 0 ||
         (config.fixed.tp && *config.fixed.tp != q))
       continue;

@@ -345,13 +345,31 @@ std::string SearchSpace::whyFixedChoicesExcludeAll(bool passedSchedule) const {
 // Enumeration
 //===----------------------------------------------------------------------===//
 
+int bm::plan::detail::largestSearchedTp(const cost::Cluster &cluster) {
+  return std::max(2 * cluster.gpusPerNode, 1);
+}
+
 std::vector<int> SearchSpace::tpOptions() const {
-  // Tensor groups larger than a node are searched too (the cost model prices
-  // their network all-reduces), up to two nodes.
   const FixedChoices &fixed = ctx_.config.fixed;
   return fixed.tp ? std::vector<int>{*fixed.tp}
-                  : divisors(ctx_.config.gpus,
-                             std::max(2 * ctx_.cluster.gpusPerNode, 1));
+                  : divisors(ctx_.config.gpus, largestSearchedTp(ctx_.cluster));
+}
+
+std::optional<std::string> SearchSpace::whyTensorGroupUnsearched() const {
+  const FixedChoices &fixed = ctx_.config.fixed;
+  if (fixed.tp || !fixed.dp || !fixed.pp)
+    return std::nullopt;
+  const int64_t others = int64_t{*fixed.dp} * *fixed.pp * ctx_.cp * ctx_.tp2;
+  const int64_t tp = ctx_.config.gpus / std::max<int64_t>(others, 1);
+  if (tp <= largestSearchedTp(ctx_.cluster))
+    return std::nullopt;
+  return llvm::formatv(
+             "--fix {0} leaves tp={1} for the {2} GPUs, beyond the tensor "
+             "groups the search tries (up to {3}: two nodes); add tp={1} to "
+             "--fix to evaluate it, or let dp or pp take GPUs",
+             formatFixedChoices(fixed), tp, ctx_.config.gpus,
+             largestSearchedTp(ctx_.cluster))
+      .str();
 }
 
 std::vector<StreamOption> SearchSpace::streamOptions(int tp) const {

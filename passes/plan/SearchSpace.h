@@ -16,6 +16,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,11 @@ struct Candidate {
   StreamOption stream;
   Recompute recompute;
 };
+
+/// The largest tensor group the search tries unless --fix gives tp: two
+/// nodes (the cost model prices the network all-reduces of groups larger
+/// than one).
+int largestSearchedTp(const cost::Cluster &cluster);
 
 class SearchSpace {
 public:
@@ -65,6 +71,9 @@ public:
   /// schedule it allows runs on them (`passedSchedule` false), or its ZeRO
   /// stage needs dp > 1.
   std::string whyFixedChoicesExcludeAll(bool passedSchedule) const;
+  /// Why no mesh was tried where --fix pins dp and pp and leaves a tensor
+  /// group larger than the search tries; nullopt otherwise.
+  std::optional<std::string> whyTensorGroupUnsearched() const;
 
 private:
   llvm::Error validateCluster() const;
