@@ -163,6 +163,13 @@ void StepItemiser::itemiseSegments(ItemList &list,
                   /*afterPipeline=*/true);
         continue;
       }
+      // Full recomputation reruns a layer's gathers of tp2 shards, which its
+      // backward then reads instead of gathering them again
+      // (SegmentCosts::itemStats).
+      if (isLayer && config.recompute == Recompute::Full && c.overTensor2 &&
+          c.kind == cost::CollectiveKind::AllGather &&
+          c.phase == Phase::Backward)
+        continue;
       const int64_t calls = count * m;
       list.comm(CostItem::Kind::Collective, kind, axis, link, toString(c.phase),
                 where, c.bytes, calls, calls * c.seconds);
