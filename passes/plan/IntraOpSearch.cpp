@@ -59,10 +59,10 @@ private:
   std::vector<int> strategiesOf(int op) const;
   /// The factor of a parameter read by several ops that `op` looks up
   /// (see strategiesOf), or -1.
+  int sharedLookupFactor(int op) const;
   /// The factor of parameter operand `operand` of `op` that `op` looks up
   /// (a reduction no other operand carries: a table's gathered rows), or -1.
   int lookupFactor(int op, int operand) const;
-  int sharedLookupFactor(int op) const;
   /// Whether the stream layout splits the border values along a sequence.
   bool streamOnSequence() const;
   double valueBytes(int value) const;

@@ -398,8 +398,9 @@ static bool triesTensor2(const TrainingConfig &config) {
 
 /// `with`'s plan, chosen where `without` (the search without its
 /// technique) has none; `reason` says what `without` failed with.
-static llvm::Expected<Plan> chosenForWant(Planner &with, Planner &without,
-                                          std::string Plan::*reason) {
+static llvm::Expected<Plan>
+chosenBecauseNoneWithout(Planner &with, Planner &without,
+                         std::string Plan::*reason) {
   llvm::Expected<Plan> plan = with.result(/*suggest=*/true);
   llvm::Expected<Plan> failed = without.result(/*suggest=*/false);
   if (plan && !failed)
@@ -415,7 +416,7 @@ static llvm::Expected<Plan> chosenForWant(Planner &with, Planner &without,
 static llvm::Expected<Plan> fasterOf(Planner &line, Planner &grid,
                                      const cost::Cluster &cluster) {
   if (!line.fits())
-    return chosenForWant(grid, line, &Plan::tensor2Reason);
+    return chosenBecauseNoneWithout(grid, line, &Plan::tensor2Reason);
   if (grid.bestStep() < line.bestStep()) {
     llvm::Expected<Plan> plan = grid.result(/*suggest=*/true);
     if (plan)
@@ -448,7 +449,8 @@ llvm::Expected<Plan> bm::plan::searchPlan(const ModelGraph &graph,
   if (planner.scoredAny() && !planner.fits() && !config.fixed.cp)
     if (std::unique_ptr<VariantSearch> split =
             searchContext(graph, cluster, config))
-      return chosenForWant(split->planner, planner, &Plan::contextReason);
+      return chosenBecauseNoneWithout(split->planner, planner,
+                                      &Plan::contextReason);
   // Grids where the best 1-D plan has a tensor group, or where no 1-D plan
   // fits or none has the mesh --fix asks for (dp=1 with pp=1 leaves 1-D
   // only tp = GPUs, beyond the tensor groups it searches).
