@@ -41,14 +41,22 @@ inline constexpr const char *kContextAxis = "cp";
 /// rows, batched) and its gradient reduce-scattered back.
 inline constexpr const char *kTensor2Axis = "tp2";
 
+/// Whether a plan lists mesh axis `axis` only where it splits (ep, cp,
+/// tp2), so that plans without it read as before; dp, tp and pp always.
+inline bool listedOnlyWhenSplit(const std::string &axis) {
+  return axis == kExpertAxis || axis == kContextAxis || axis == kTensor2Axis;
+}
+
 /// The dimension of a parameter of `shape` that tp2 splits: the first that
 /// tp does not (`tpDim`; -1 when tp splits none) and that tp2 divides; -1
 /// where there is none (the parameter is then replicated over tp2 and its
 /// gradient summed over it). The planner's costs and bm-annotate's
 /// layout both read it.
 inline int tensor2Dim(const std::vector<int64_t> &shape, int tpDim, int tp2) {
+  if (tp2 <= 1)
+    return -1;
   for (size_t d = 0; d < shape.size(); ++d)
-    if (static_cast<int>(d) != tpDim && tp2 > 1 && shape[d] % tp2 == 0)
+    if (static_cast<int>(d) != tpDim && shape[d] % tp2 == 0)
       return static_cast<int>(d);
   return -1;
 }

@@ -157,9 +157,7 @@ static void writeConfigAndMesh(OStream &j, const Plan &plan) {
                               std::pair{kExpertAxis, plan.config.ep},
                               std::pair{kContextAxis, plan.config.cp},
                               std::pair{kTensor2Axis, plan.config.tp2}})
-      if ((name != kExpertAxis && name != kContextAxis &&
-           name != kTensor2Axis) ||
-          size > 1)
+      if (!listedOnlyWhenSplit(name) || size > 1)
         j.object([&] {
           j.attribute("name", name);
           j.attribute("size", size);

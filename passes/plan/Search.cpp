@@ -279,9 +279,9 @@ llvm::Expected<Plan> Planner::result(bool suggest) {
     return planError("--fix " + formatFixedChoices(ctx_.config.fixed) +
                      ": no configuration runs it: " +
                      space_.whyFixedChoicesExcludeAll(passedSchedule_));
-  if (std::optional<std::string> why = space_.whyTensorGroupUnsearched();
-      evaluated_ == 0 && why)
-    return planError(*why);
+  if (evaluated_ == 0)
+    if (std::optional<std::string> why = space_.whyTensorGroupUnsearched())
+      return planError(*why);
   if (evaluated_ == 0)
     return planError(llvm::formatv(
         "no configuration of {0} GPUs{1} divides --global-batch {2} into "

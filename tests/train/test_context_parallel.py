@@ -16,11 +16,11 @@ import json
 import os
 import shutil
 
-import numpy as np
 import pytest
 
 from conftest import MODELS, run, tool
-from test_layerwise_optimizers import check_resume_across, losses, mpirun
+from test_layerwise_optimizers import (check_ranks_train_as_one, check_resume_across,
+                                       losses, mpirun)
 
 
 @pytest.mark.parametrize("ranks,mesh,fused", [
@@ -48,14 +48,8 @@ def test_ranks_train_as_one(compiled, tmp_path, ranks, mesh, fused):
     flags = ("--global-batch", "8", "--fuse-attention", fused)
     one = compiled("gpt3-tiny", *flags)
     split = compiled("gpt3-tiny", *flags, "--gpus", str(ranks), "--fix", mesh)
-    steps = "4" if ranks == 2 else "3"
-    run([os.path.join(one, "trainer"), "--threads", "1", "--steps", steps,
-         "--log", str(tmp_path / "one.jsonl")])
-    mpirun(ranks, split, "--steps", steps, "--log", str(tmp_path / "cp.jsonl"))
-    single = losses(tmp_path / "one.jsonl")
-    for rank in range(ranks):
-        log = "cp.jsonl" if rank == 0 else f"cp.rank{rank}.jsonl"
-        np.testing.assert_allclose(losses(tmp_path / log), single, rtol=1e-5)
+    check_ranks_train_as_one(one, split, ranks, 4 if ranks == 2 else 3, tmp_path,
+                             every_rank=True)
 
 
 @pytest.mark.parametrize("model,fused,ranks", [
@@ -70,11 +64,7 @@ def test_families_train_as_one(compiled, tmp_path, model, fused, ranks):
     flags = ("--global-batch", "8", "--fuse-attention", fused)
     one = compiled(model, *flags)
     split = compiled(model, *flags, "--gpus", str(ranks), "--fix", f"cp={ranks},mb=8")
-    run([os.path.join(one, "trainer"), "--threads", "1", "--steps", "3",
-         "--log", str(tmp_path / "one.jsonl")])
-    mpirun(ranks, split, "--steps", "3", "--log", str(tmp_path / "cp.jsonl"))
-    np.testing.assert_allclose(losses(tmp_path / "cp.jsonl"),
-                               losses(tmp_path / "one.jsonl"), rtol=1e-5)
+    check_ranks_train_as_one(one, split, ranks, 3, tmp_path)
 
 
 def test_compile_follows_the_plan(tmp_path):
@@ -148,11 +138,7 @@ def test_context_with_tensor_parallel_heads(compiled, tmp_path):
         program = f.read()
     assert any('axes="tp"' in line and "# h." in line
                for line in program.splitlines()), "tp splits nothing in the layers"
-    run([os.path.join(one, "trainer"), "--threads", "1", "--steps", "3",
-         "--log", str(tmp_path / "one.jsonl")])
-    mpirun(4, split, "--steps", "3", "--log", str(tmp_path / "cp.jsonl"))
-    np.testing.assert_allclose(losses(tmp_path / "cp.jsonl"),
-                               losses(tmp_path / "one.jsonl"), rtol=1e-5)
+    check_ranks_train_as_one(one, split, 4, 3, tmp_path)
 
 
 def test_checkpoints_move_between_layouts(compiled, tmp_path):

@@ -36,6 +36,21 @@ def losses(path) -> list[float]:
     return [r["loss"] for r in read_log(str(path))]
 
 
+def check_ranks_train_as_one(one: str, split: str, ranks: int, steps: int,
+                             tmp_path, every_rank: bool = False):
+    """Trains compile `one` on one rank and compile `split` on `ranks` ranks
+    for `steps` steps: the losses (rank 0's, or with `every_rank` each
+    rank's log) agree to 1e-5 relative, as the N-rank tests assert (fp32
+    summation orders change with the split)."""
+    run([os.path.join(one, "trainer"), "--threads", "1", "--steps", str(steps),
+         "--log", str(tmp_path / "one.jsonl")])
+    mpirun(ranks, split, "--steps", str(steps), "--log", str(tmp_path / "split.jsonl"))
+    single = losses(tmp_path / "one.jsonl")
+    for rank in range(ranks if every_rank else 1):
+        log = "split.jsonl" if rank == 0 else f"split.rank{rank}.jsonl"
+        np.testing.assert_allclose(losses(tmp_path / log), single, rtol=1e-5)
+
+
 def check_resume_across(one: str, split: str, ranks: int, tmp_path):
     """A run stopped at step 2 of 4 on one layout (one rank, or `ranks`
     ranks of compile `split`) and resumed on the other goes on as a straight

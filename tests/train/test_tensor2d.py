@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import pytest
 
 from conftest import MODELS, run, tool
-from test_layerwise_optimizers import check_resume_across, losses, mpirun
+from test_layerwise_optimizers import check_ranks_train_as_one, check_resume_across
 
 
 def program_of(out: str) -> str:
@@ -44,13 +43,7 @@ def test_grid_trains_as_one(compiled, tmp_path, model, flags):
     assert "tp2=2" in program.splitlines()[2]
     assert 'all_gather' in program and 'axes="tp2"' in program
     assert 'reduce_scatter' in program
-    run([os.path.join(one, "trainer"), "--threads", "1", "--steps", "3",
-         "--log", str(tmp_path / "one.jsonl")])
-    mpirun(4, grid, "--steps", "3", "--log", str(tmp_path / "grid.jsonl"))
-    single = losses(tmp_path / "one.jsonl")
-    for rank in range(4):
-        log = "grid.jsonl" if rank == 0 else f"grid.rank{rank}.jsonl"
-        np.testing.assert_allclose(losses(tmp_path / log), single, rtol=1e-5)
+    check_ranks_train_as_one(one, grid, 4, 3, tmp_path, every_rank=True)
 
 
 @pytest.mark.parametrize("ranks,mesh,optimizer", [
@@ -66,11 +59,7 @@ def test_grid_composes(compiled, tmp_path, ranks, mesh, optimizer):
     flags = ("--global-batch", "8", "--optimizer", optimizer)
     one = compiled("gpt3-tiny", *flags)
     grid = compiled("gpt3-tiny", *flags, "--gpus", str(ranks), "--fix", mesh)
-    run([os.path.join(one, "trainer"), "--threads", "1", "--steps", "3",
-         "--log", str(tmp_path / "one.jsonl")])
-    mpirun(ranks, grid, "--steps", "3", "--log", str(tmp_path / "grid.jsonl"))
-    np.testing.assert_allclose(losses(tmp_path / "grid.jsonl"),
-                               losses(tmp_path / "one.jsonl"), rtol=1e-5)
+    check_ranks_train_as_one(one, grid, ranks, 3, tmp_path)
 
 
 def test_checkpoints_move_between_grid_and_one_rank(compiled, tmp_path):

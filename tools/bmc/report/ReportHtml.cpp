@@ -202,8 +202,7 @@ void bmc::report::meshSection(const ReportInput &input,
        {std::pair{kDataAxis, c.dp}, std::pair{kExpertAxis, c.ep},
         std::pair{kContextAxis, c.cp}, std::pair{kTensorAxis, c.tp},
         std::pair{kTensor2Axis, c.tp2}, std::pair{kPipelineAxis, c.pp}}) {
-    if ((axis == kExpertAxis || axis == kContextAxis || axis == kTensor2Axis) &&
-        size == 1)
+    if (listedOnlyWhenSplit(axis) && size == 1)
       continue;
     std::string link = size > 1 ? "" : "-";
     for (const CollectiveSummary &s : plan.collectives)
