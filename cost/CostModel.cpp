@@ -380,6 +380,11 @@ OffloadBytes bm::cost::offloadBytesPerParam(Precision precision,
   return bytes;
 }
 
+bool bm::cost::offloadRunsBehind(Optimizer optimizer, RuntimeModel runtime) {
+  return runtime == RuntimeModel::Bmrt &&
+         (optimizer == Optimizer::Adam || optimizer == Optimizer::Sgd);
+}
+
 // GPipe (Huang et al. 2019) and 1F1B (Narayanan et al. 2021, section 2.2.1)
 // idle (p-1)(F+B+W): each rank waits for the first micro-batch to pass the
 // ranks before it and for the last one's backward to come back. The

@@ -201,6 +201,13 @@ struct OffloadBytes {
 };
 OffloadBytes offloadBytesPerParam(Precision precision, Optimizer optimizer,
                                   RuntimeModel runtime);
+/// Whether the offloaded host step of `optimizer` runs behind the next
+/// forward: bmrt's OptimizerOffload does so where an update of a range
+/// reads that range alone (Adam, SGD), not for LAMB and LARS, whose trust
+/// ratios sum norms over the ranks holding a tensor's parts. ZeRO-Offload
+/// overlaps it only by delaying the update a step (its DPU), which the
+/// planner does not model.
+bool offloadRunsBehind(Optimizer optimizer, RuntimeModel runtime);
 
 /// One micro-batch's pass through a stage, split as the zero-bubble
 /// schedules split it: forward, B (the input's gradient) and W (the

@@ -90,9 +90,12 @@ struct StepTail {
   /// stages hold (StepCoster::sharedGradientSums).
   double sharedSync = 0;
   double optimizer = 0; // the optimizer step on the device
-  /// The offloaded optimizer (Offload::Optimizer), one after another: the
-  /// gradients copied to the host, its step there, the parameters back.
+  /// The offloaded optimizer (Offload::Optimizer): the gradients copied to
+  /// the host, its step there, the parameters back; where they run behind
+  /// the next forward (cost::offloadRunsBehind), what that forward waits
+  /// for, and the rest of them, hidden behind it (not in the step).
   double toHost = 0, hostOptimizer = 0, toDevice = 0;
+  double toHostHidden = 0, hostOptimizerHidden = 0, toDeviceHidden = 0;
   double offload() const { return toHost + hostOptimizer + toDevice; }
   double total() const {
     return dpSync + expertSync + stepComm + sharedSync + optimizer + offload();

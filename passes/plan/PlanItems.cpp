@@ -93,6 +93,9 @@ std::optional<OffloadSummary> bm::plan::offloadOf(const Plan &plan) {
     else if (item->kind == CostItem::Kind::Compute &&
              item->what == kHostStepItem)
       offload.hostStep += item->seconds;
+    else
+      continue;
+    offload.behind += item->hiddenSeconds;
   }
   return offload;
 }

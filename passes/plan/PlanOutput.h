@@ -46,6 +46,9 @@ TimeBreakdown timeOfItems(const Plan &plan);
 struct OffloadSummary {
   double hostBytes = 0, hostMemoryBytes = 0;
   double toHost = 0, hostStep = 0, toDevice = 0;
+  /// Seconds of the copies and the host step that run behind the next
+  /// forward (not in the three above, which are what the step waits for).
+  double behind = 0;
   double hostLink() const { return toHost + toDevice; }
 };
 /// nullopt where the plan does not offload.

@@ -208,15 +208,23 @@ std::optional<std::string> bm::plan::offloadLine(const Plan &plan) {
           ? "of " + formatBytes(offload->hostMemoryBytes) + " host memory"
           : "in the device's own memory (the cluster's host has none "
             "apart)";
+  std::string behind =
+      offload->behind > 0
+          ? llvm::formatv("; {0} more of them run behind the next forward, "
+                          "whose first reader of each parameter waits for "
+                          "its range",
+                          formatSeconds(offload->behind))
+                .str()
+          : "";
   return llvm::formatv(
              "offload     optimizer state, fp32 master weights and gradient "
              "copies on the host: {0} per GPU {1}; each step copies the "
              "gradients to the host ({2}), steps there ({3}) and copies the "
-             "parameters back ({4}): {5} on the host link",
+             "parameters back ({4}): {5} on the host link{6}",
              formatBytes(offload->hostBytes), host,
              formatSeconds(offload->toHost), formatSeconds(offload->hostStep),
              formatSeconds(offload->toDevice),
-             formatSeconds(offload->hostLink()))
+             formatSeconds(offload->hostLink()), behind)
       .str();
 }
 

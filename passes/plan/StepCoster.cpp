@@ -96,6 +96,25 @@ double StepCoster::offloadedStep(const Evaluation &e,
          stepTail(tail.stats, offloaded, placement, entry).total();
 }
 
+// bmrt's worker takes the ranges in the order the next forward first reads
+// them, copying each down, stepping it and copying it up; each first reader
+// waits for its own range (runtime/trainer/OptimizerOffload.h). With the
+// device's parameters outside its layers (the embedding) taken as read first
+// and its forward spread evenly over its L layers, the forward waits for the
+// longer of the work before its first layer can run (those parameters and one
+// layer's) and the worker's lag at its last layer: W - F (L - 1) / L.
+double StepCoster::offloadExposed(double seconds, const StageStats &stats,
+                                  const PartitionEntry &entry) const {
+  if (seconds <= 0 || stats.layers <= 0 || stats.params <= 0)
+    return seconds;
+  const double layers = static_cast<double>(stats.layers);
+  const double first = std::clamp(
+      (stats.params - (layers - 1) * entry.layerParams) / stats.params, 0.0,
+      1.0);
+  const double lag = seconds - stats.forward * (layers - 1) / layers;
+  return std::clamp(std::max(seconds * first, lag), 0.0, seconds);
+}
+
 bool StepCoster::hostFits(const MemoryBreakdown &mem) const {
   if (mem.host <= 0)
     return true;
@@ -320,6 +339,17 @@ StepTail StepCoster::stepTail(const StageStats &stats,
     t.toHost = hostCopyTime(updated * bytes.toHost);
     t.hostOptimizer = hostOptimizerTime(updated * bytes.step);
     t.toDevice = hostCopyTime(updated * bytes.toDevice);
+    if (cost::offloadRunsBehind(ctx_.config.optimizer, ctx_.cluster.runtime)) {
+      const double behind = t.offload();
+      const double keep = offloadExposed(behind, stats, entry) / behind;
+      auto hide = [keep](double &exposed, double &hidden) {
+        hidden = exposed * (1 - keep);
+        exposed -= hidden;
+      };
+      hide(t.toHost, t.toHostHidden);
+      hide(t.hostOptimizer, t.hostOptimizerHidden);
+      hide(t.toDevice, t.toDeviceHidden);
+    }
     return t;
   }
   t.optimizer = ctx_.model.memoryTime(

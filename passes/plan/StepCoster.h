@@ -110,6 +110,11 @@ private:
   /// a host optimizer step moving `bytes`.
   double hostCopyTime(double bytes) const;
   double hostOptimizerTime(double bytes) const;
+  /// Of `seconds` of the offloaded optimizer's copies and host step run
+  /// behind the next forward on a device of `stats`, what that forward
+  /// waits for.
+  double offloadExposed(double seconds, const StageStats &stats,
+                        const PartitionEntry &entry) const;
 
   const PlanContext &ctx_;
 };

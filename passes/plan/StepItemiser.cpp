@@ -23,10 +23,11 @@ public:
       : items_(items), stage_(stage), devices_(devices) {}
 
   void compute(const char *what, int64_t count, double seconds,
-               bool afterPipeline = false) {
-    if (seconds <= 0)
+               bool afterPipeline = false, double hiddenSeconds = 0) {
+    if (seconds <= 0 && hiddenSeconds <= 0)
       return;
     CostItem item = base(CostItem::Kind::Compute, what);
+    item.hiddenSeconds = hiddenSeconds;
     item.phase = afterPipeline ? "step" : "forward+backward";
     item.count = count;
     item.seconds = seconds;
@@ -56,10 +57,11 @@ public:
   /// One copy of the offloaded optimizer between the device and host
   /// memory, once the pipeline has drained.
   void hostCopy(const char *what, const char *where, double bytes,
-                double seconds) {
-    if (seconds <= 0)
+                double seconds, double hiddenSeconds = 0) {
+    if (seconds <= 0 && hiddenSeconds <= 0)
       return;
     CostItem item = base(CostItem::Kind::HostCopy, what);
+    item.hiddenSeconds = hiddenSeconds;
     item.link = "host";
     item.phase = "step";
     item.where = where;
@@ -276,12 +278,14 @@ void StepItemiser::itemiseDataParallel(ItemList &list, const StageStats &stats,
               "shared gradients", sum.bytes, 1, sum.seconds,
               /*afterPipeline=*/true);
   list.compute("optimizer step", 1, tail.optimizer, /*afterPipeline=*/true);
-  // Offloaded: the gradients down, the host's step, the parameters up.
+  // Offloaded: the gradients down, the host's step, the parameters up (on
+  // bmrt with Adam and SGD partly hidden behind the next forward).
   const double updated = coster_.updatedParams(stats, config);
   const cost::OffloadBytes &bytes = ctx_.offloadPerParam;
-  list.hostCopy(kToHostItem, "gradients", updated * bytes.toHost, tail.toHost);
+  list.hostCopy(kToHostItem, "gradients", updated * bytes.toHost, tail.toHost,
+                tail.toHostHidden);
   list.compute(kHostStepItem, 1, tail.hostOptimizer,
-               /*afterPipeline=*/true);
+               /*afterPipeline=*/true, tail.hostOptimizerHidden);
   list.hostCopy(kToDeviceItem, "parameters", updated * bytes.toDevice,
-                tail.toDevice);
+                tail.toDevice, tail.toDeviceHidden);
 }

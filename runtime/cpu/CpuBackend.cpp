@@ -68,7 +68,7 @@ public:
 std::unique_ptr<Device> create(const DeviceOptions &options) {
   if (options.threads)
     setThreads(options.threads);
-  return createDevice(cpuBackend());
+  return createDevice(cpuBackend(), options.threads);
 }
 
 bool alwaysAvailable() { return true; }

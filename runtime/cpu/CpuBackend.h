@@ -12,8 +12,9 @@
 
 namespace bmrt::cpu {
 
-/// Host memory (64-byte aligned), streams that run work as it is enqueued.
-std::unique_ptr<Device> createDevice(const Backend &backend);
+/// Host memory (64-byte aligned), streams that run work as it is enqueued;
+/// `threads` for the kernels of a thread that binds to it (0: the default).
+std::unique_ptr<Device> createDevice(const Backend &backend, int threads);
 /// Every op of the step program (KernelTable.cpp).
 const KernelTable &kernelTable();
 

@@ -1,6 +1,7 @@
 //===- CpuDevice.cpp - host memory and streams that run work at once ------===//
 
 #include "CpuBackend.h"
+#include "Kernels.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -25,9 +26,14 @@ public:
 
 class CpuDevice final : public Device {
 public:
-  using Device::Device;
+  CpuDevice(const Backend &backend, int threads)
+      : Device(backend), threads(threads) {}
   std::string name() const override { return "cpu"; }
   bool hostAccessible() const override { return true; }
+  void bindCallingThread() override {
+    if (threads)
+      setThreadsOfCallingThread(threads);
+  }
   Stream &computeStream() override { return stream; }
   std::unique_ptr<Stream> createStream() override {
     return std::make_unique<CpuStream>();
@@ -68,12 +74,14 @@ protected:
 
 private:
   CpuStream stream;
+  /// The kernels' threads (0: the default).
+  int threads;
 };
 
 } // namespace
 
-std::unique_ptr<Device> createDevice(const Backend &backend) {
-  return std::make_unique<CpuDevice>(backend);
+std::unique_ptr<Device> createDevice(const Backend &backend, int threads) {
+  return std::make_unique<CpuDevice>(backend, threads);
 }
 
 } // namespace bmrt::cpu

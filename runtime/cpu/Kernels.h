@@ -327,6 +327,9 @@ void larsUpdate(Stream &stream, const TensorView &param, const TensorView &grad,
 
 /// Sets the threads the kernels use (OpenMP and OpenBLAS).
 void setThreads(int threads);
+/// Sets the OpenMP threads of the calling thread's kernels only (a thread
+/// other than the main one; OpenBLAS's count is the process's).
+void setThreadsOfCallingThread(int threads);
 
 } // namespace bmrt::cpu
 

@@ -171,4 +171,8 @@ void setThreads(int threads) {
   openblas_set_num_threads(threads);
 }
 
+void setThreadsOfCallingThread(int threads) {
+  omp_set_num_threads(std::max(threads, 1));
+}
+
 } // namespace bmrt::cpu

@@ -99,6 +99,7 @@ public:
   std::string name() const override {
     return "cuda:" + std::to_string(ordinal);
   }
+  void bindCallingThread() override { BMRT_CUDA_CHECK(cudaSetDevice(ordinal)); }
   size_t freeBytes() const override {
     // Asked while an out-of-memory error is being written: never throws.
     size_t free = 0, total = 0;

@@ -356,6 +356,8 @@ void Executor::releaseSlot(int index, SlotProvider &slots) {
 
 void Executor::runRange(size_t begin, size_t end) {
   for (size_t t = begin; t < end && t < prog.instrs.size(); ++t) {
+    if (beforeInstruction)
+      beforeInstruction(t);
     if (provider)
       for (int slot : acquireBefore[t])
         provider->acquire(*this, slot);

@@ -5,12 +5,18 @@
 
 #include "bmrt/Error.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace bmrt {
 
 OptimizerOffload::OptimizerOffload(Device &device, int threads)
     : device(device), hostDevice(createDevice("cpu", {threads})) {}
+
+OptimizerOffload::~OptimizerOffload() {
+  if (worker.joinable())
+    worker.join();
+}
 
 TensorView OptimizerOffload::hostCopy(const TensorView &like, MemoryKind kind) {
   TensorView copy = like;
@@ -20,10 +26,15 @@ TensorView OptimizerOffload::hostCopy(const TensorView &like, MemoryKind kind) {
 
 void OptimizerOffload::hold(const std::vector<TensorUpdate> &ranges) {
   BMRT_CHECK(copies.empty(), "the offloaded optimizer's copies are held");
-  for (const TensorUpdate &r : ranges)
+  for (const TensorUpdate &r : ranges) {
     copies.push_back({hostCopy(r.value, MemoryKind::Parameters),
                       hostCopy(r.grad, MemoryKind::Gradients), r.first,
                       r.second});
+    upEvents.push_back(device.createEvent());
+  }
+  upStream = device.createStream();
+  downStream = device.createStream();
+  gradientsWritten = device.createEvent();
 }
 
 void OptimizerOffload::checkHeld(
@@ -43,6 +54,8 @@ const std::vector<TensorUpdate> &
 OptimizerOffload::copyDown(const std::vector<TensorUpdate> &ranges,
                            Stream &stream) {
   checkHeld(ranges);
+  BMRT_CHECK(!worker.joinable(),
+             "the offloaded optimizer's last step has not settled");
   auto start = std::chrono::steady_clock::now();
   for (size_t k = 0; k < ranges.size(); ++k) {
     device.copyToHost(copies[k].grad.data, ranges[k].grad.data,
@@ -68,6 +81,114 @@ void OptimizerOffload::copyUp(const std::vector<TensorUpdate> &ranges,
                         ranges[k].value.bytes(), stream);
   stream.synchronize();
   times["copy_up"] += secondsSince(start);
+}
+
+void OptimizerOffload::stepBehind(const std::vector<TensorUpdate> &ranges,
+                                  Stream &stream, std::vector<size_t> stepOrder,
+                                  RangeStep step, Landed onLanded) {
+  checkHeld(ranges);
+  BMRT_CHECK(!worker.joinable(),
+             "the offloaded optimizer's last step has not settled");
+  BMRT_CHECK(stepOrder.size() == ranges.size(),
+             "the offloaded optimizer's order lists " +
+                 std::to_string(stepOrder.size()) + " of " +
+                 std::to_string(ranges.size()) + " ranges");
+  if (ranges.empty())
+    return;
+  order = std::move(stepOrder);
+  landed = std::move(onLanded);
+  reported = 0;
+  done = 0;
+  error = nullptr;
+  // The copies down start after the work that wrote the gradients.
+  gradientsWritten->record(stream);
+  bool readParameters = std::exchange(stale, false);
+  worker = std::thread(&OptimizerOffload::runBehind, this, ranges,
+                       readParameters, std::move(step));
+}
+
+/// The worker: each range's gradient (and, when the host's copy is stale,
+/// its parameter) copied down, stepped on the host, and its parameter
+/// copied up with the copy's event recorded, before the next one starts.
+void OptimizerOffload::runBehind(std::vector<TensorUpdate> ranges,
+                                 bool readParameters, RangeStep step) {
+  Phases spent;
+  try {
+    device.bindCallingThread();
+    hostDevice->bindCallingThread();
+    downStream->waitFor(*gradientsWritten);
+    for (size_t position = 0; position < order.size(); ++position) {
+      size_t k = order[position];
+      auto start = std::chrono::steady_clock::now();
+      device.copyToHost(copies[k].grad.data, ranges[k].grad.data,
+                        ranges[k].grad.bytes(), *downStream);
+      if (readParameters)
+        device.copyToHost(copies[k].value.data, ranges[k].value.data,
+                          ranges[k].value.bytes(), *downStream);
+      downStream->synchronize();
+      spent.down += secondsSince(start);
+      start = std::chrono::steady_clock::now();
+      step(copies[k]);
+      hostStream().synchronize();
+      spent.step += secondsSince(start);
+      start = std::chrono::steady_clock::now();
+      device.copyToDevice(ranges[k].value.data, copies[k].value.data,
+                          ranges[k].value.bytes(), *upStream);
+      upEvents[k]->record(*upStream);
+      spent.up += secondsSince(start);
+      std::lock_guard<std::mutex> lock(mutex);
+      done = position + 1;
+      progressed.notify_all();
+    }
+    auto start = std::chrono::steady_clock::now();
+    upStream->synchronize();
+    spent.up += secondsSince(start);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex);
+    error = std::current_exception();
+    done = order.size();
+    progressed.notify_all();
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  workerSpent = spent;
+}
+
+void OptimizerOffload::joinWorker() {
+  worker.join();
+  std::lock_guard<std::mutex> lock(mutex);
+  times["copy_down"] += workerSpent.down;
+  times["host_step"] += workerSpent.step;
+  times["copy_up"] += workerSpent.up;
+  workerSpent = {};
+  if (error)
+    std::rethrow_exception(std::exchange(error, nullptr));
+}
+
+void OptimizerOffload::awaitUpTo(size_t position, Stream &stream) {
+  if (!worker.joinable() || position < reported)
+    return;
+  position = std::min(position, order.size() - 1);
+  auto start = std::chrono::steady_clock::now();
+  bool failed;
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    progressed.wait(lock, [&] { return done > position; });
+    failed = error != nullptr;
+  }
+  times["wait"] += secondsSince(start);
+  if (failed)
+    joinWorker(); // rethrows
+  for (; reported <= position; ++reported) {
+    stream.waitFor(*upEvents[order[reported]]);
+    landed(order[reported]);
+  }
+  if (reported == order.size())
+    joinWorker();
+}
+
+void OptimizerOffload::settle(Stream &stream) {
+  if (worker.joinable())
+    awaitUpTo(order.size() - 1, stream);
 }
 
 std::map<std::string, double> OptimizerOffload::takeTimes() {

@@ -5,8 +5,25 @@
 // every range this rank updates live in host memory, and the optimizer
 // step runs on the host's cores. Each step the device's gradient ranges
 // are copied down, the host steps its copies, and the updated parameter
-// ranges are copied back up; the three phases run one after another, which
-// is what bmc's planner prices (passes/plan/StepCoster.cpp).
+// ranges are copied back up.
+//
+// Two ways to run it, both priced by bmc's planner (passes/plan/
+// StepCoster.cpp, offloadExposed):
+// - behind the next forward (stepBehind), for the optimizers whose update
+//   of a range reads that range alone (AdamW, SGD): a worker thread takes
+//   the ranges in the order the next forward first reads them, copies each
+//   one's gradient down, steps it and copies it up, each copy on a stream
+//   of its own, while the trainer goes on; the first reader of each
+//   parameter, and the first writer of its gradient, waits (awaitUpTo) for
+//   its range only. The forward thus starts once the first range has
+//   landed, and the rest of the host's work runs behind it. ZeRO-Offload
+//   copies the gradients down during the backward and overlaps the host's
+//   step only by delaying the update a step (its DPU); here all three
+//   phases run behind the forward and the losses stay those of a run
+//   without offload.
+// - one after another (copyDown, the step, copyUp), for LAMB and LARS,
+//   whose trust ratios sum norms over the ranks holding a tensor's other
+//   parts: collectives that belong on the trainer's thread.
 //
 // The host is a device of the CPU backend, so that the host step runs the
 // CPU backend's optimizer kernels; on the CPU backend this is the same code
@@ -23,9 +40,14 @@
 #include "bmrt/Backend.h"
 
 #include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace bmrt {
@@ -34,6 +56,10 @@ class OptimizerOffload {
 public:
   /// Offloads from `device`; the host step runs on `threads` threads.
   OptimizerOffload(Device &device, int threads);
+  /// Waits for a step still running behind (its error, if any, dropped).
+  ~OptimizerOffload();
+  OptimizerOffload(const OptimizerOffload &) = delete;
+  OptimizerOffload &operator=(const OptimizerOffload &) = delete;
 
   /// The host: where the optimizer state is allocated and stepped.
   Device &host() { return *hostDevice; }
@@ -47,14 +73,38 @@ public:
   void hold(const std::vector<TensorUpdate> &ranges);
   /// The host's copies of `ranges`: the gradients copied down on `stream`
   /// (the device's), and the parameters too when the host's are stale.
+  /// A step still running behind must have settled.
   const std::vector<TensorUpdate> &
   copyDown(const std::vector<TensorUpdate> &ranges, Stream &stream);
   /// Copies the host's stepped parameters back into `ranges` on `stream`,
   /// once the host step has run; returns when they have landed.
   void copyUp(const std::vector<TensorUpdate> &ranges, Stream &stream);
-  /// Seconds since the last take of the copies down, the host step and the
-  /// copies up ("copy_down", "host_step", "copy_up"), as the plan items
-  /// them.
+
+  /// Steps range k's host copy on the host's stream.
+  using RangeStep = std::function<void(const TensorUpdate &copy)>;
+  /// Called on the trainer's thread for each range k once it has landed.
+  using Landed = std::function<void(size_t k)>;
+  /// Starts a worker thread that takes `ranges` in `order` (a permutation
+  /// of them), each copied down once the work on `stream` so far has run,
+  /// stepped, and copied up as soon as it is stepped; returns at once. The
+  /// ranges' gradients and parameters must not be written, nor their
+  /// parameters read, until awaitUpTo has seen them land.
+  void stepBehind(const std::vector<TensorUpdate> &ranges, Stream &stream,
+                  std::vector<size_t> order, RangeStep step, Landed landed);
+  /// Blocks until the ranges at positions [0, position] of the order have
+  /// landed, orders `stream` after their copies and calls `landed` for
+  /// each not reported before. Returns at once when no step is behind;
+  /// rethrows the worker's error.
+  void awaitUpTo(size_t position, Stream &stream);
+  /// Every range of a step behind (before the next copy down, a
+  /// checkpoint, the end of training).
+  void settle(Stream &stream);
+
+  /// Seconds since the last take of the copies down, the host step, the
+  /// copies up and the trainer's waits for them ("copy_down", "host_step",
+  /// "copy_up", "wait"), as the plan items them. Behind the forward, the
+  /// three phases count when the step they ran behind has waited for them
+  /// all.
   std::map<std::string, double> takeTimes();
   /// The device's parameters changed (a resume loaded them): the next
   /// copyDown reads them again.
@@ -63,6 +113,9 @@ public:
 private:
   void checkHeld(const std::vector<TensorUpdate> &ranges) const;
   TensorView hostCopy(const TensorView &like, MemoryKind kind);
+  void runBehind(std::vector<TensorUpdate> ranges, bool readParameters,
+                 RangeStep step);
+  void joinWorker();
 
   Device &device;
   std::unique_ptr<Device> hostDevice;
@@ -73,6 +126,28 @@ private:
   /// When the last copy down ended, and the seconds of each phase.
   std::chrono::steady_clock::time_point downEnded;
   std::map<std::string, double> times;
+
+  /// A step behind the forward: the worker, the device streams its copies
+  /// down and up run on, the event the copies down wait for, one event per
+  /// range's copy up, the order and what landing calls.
+  std::thread worker;
+  std::unique_ptr<Stream> downStream, upStream;
+  std::unique_ptr<Event> gradientsWritten;
+  std::vector<std::unique_ptr<Event>> upEvents;
+  std::vector<size_t> order;
+  Landed landed;
+  /// Positions the trainer has seen land (the trainer's thread only).
+  size_t reported = 0;
+  /// Guarded by `mutex`: positions the worker has copied up, its error,
+  /// and its seconds in each phase.
+  struct Phases {
+    double down = 0, step = 0, up = 0;
+  };
+  std::mutex mutex;
+  std::condition_variable progressed;
+  size_t done = 0;
+  std::exception_ptr error;
+  Phases workerSpent;
 };
 
 } // namespace bmrt

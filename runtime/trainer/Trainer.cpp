@@ -474,10 +474,23 @@ Trainer::updateRanges(std::vector<const ParamSlot *> &trained) const {
 }
 
 /// Updates this rank's range of every parameter (under ZeRO its dp shard,
-/// then gathered back over dp), on the device or, offloaded, on the host.
+/// then gathered back over dp), on the device or, offloaded, on the host:
+/// there behind the next forward where the optimizer allows, each range
+/// gathered once it has landed.
 void Trainer::update(int64_t step, float lr, float gradScale) {
   std::vector<const ParamSlot *> trained;
   std::vector<TensorUpdate> tensors = updateRanges(trained);
+  if (updatesBehind()) {
+    offload->settle(stream());
+    offload->stepBehind(
+        tensors, stream(), hostOrder,
+        [this, step, lr, gradScale](const TensorUpdate &copy) {
+          stepRange(offload->hostKernels(), offload->hostStream(), copy, step,
+                    lr, gradScale);
+        },
+        [this, trained](size_t k) { gatherUpdated(*trained[k]); });
+    return;
+  }
   if (offload) {
     runOptimizer(offload->hostKernels(), offload->hostStream(),
                  offload->copyDown(tensors, stream()), trained, step, lr,
@@ -487,8 +500,87 @@ void Trainer::update(int64_t step, float lr, float gradScale) {
     runOptimizer(kernels(), stream(), tensors, trained, step, lr, gradScale);
   }
   for (const ParamSlot *p : trained)
-    if (config.zero && !p->shard.data)
-      parallel.gatherOverDp(*p, p->value, {}, stream());
+    gatherUpdated(*p);
+}
+
+/// Under ZeRO 1 and 2, `p`'s updated shards gathered over dp into the
+/// whole parameter every rank reads.
+void Trainer::gatherUpdated(const ParamSlot &p) {
+  if (config.zero && !p.shard.data)
+    parallel.gatherOverDp(p, p.value, {}, stream());
+}
+
+/// The first instruction of `instrs` that reads slot `param` or writes
+/// slot `grad` (-1: none); instrs.size() where none does.
+static size_t firstUse(const std::vector<Instr> &instrs, int param, int grad) {
+  auto has = [](const std::vector<int> &slots, int slot) {
+    return slot >= 0 && std::count(slots.begin(), slots.end(), slot) > 0;
+  };
+  for (size_t t = 0; t < instrs.size(); ++t)
+    if (has(instrs[t].operands, param) || has(instrs[t].results, grad))
+      return t;
+  return instrs.size();
+}
+
+/// Makes the first use of each trained parameter in every stage that holds
+/// it (its first reader, or its gradient's first writer if that comes
+/// first) wait for its range of a step behind, and orders the host's work
+/// as those uses come: the next forward starts once the first range has
+/// landed.
+void Trainer::gateParameterUses() {
+  std::vector<const ParamSlot *> trained;
+  size_t ranges = updateRanges(trained).size();
+  // Per range, its uses: (stage, instruction).
+  using Use = std::pair<size_t, size_t>;
+  std::vector<std::vector<Use>> uses(ranges);
+  for (size_t k = 0; k < ranges; ++k) {
+    std::vector<std::pair<int, int>> slots = {
+        {trained[k]->stage, trained[k]->slot}};
+    for (const ChunkCopy &copy : trained[k]->copies)
+      slots.push_back({copy.stage, copy.slot});
+    for (auto [st, slot] : slots) {
+      const std::vector<Instr> &instrs = stages[st].executor->program().instrs;
+      size_t t = firstUse(instrs, slot, stages[st].program.gradientOf(slot));
+      if (t < instrs.size())
+        uses[k].push_back({size_t(st), t});
+    }
+  }
+  // Unused ranges (none in a step program) go last, landed by settle().
+  auto firstOf = [&](size_t k) {
+    return uses[k].empty() ? Use{stages.size(), 0}
+                           : *std::min_element(uses[k].begin(), uses[k].end());
+  };
+  hostOrder.resize(ranges);
+  for (size_t k = 0; k < ranges; ++k)
+    hostOrder[k] = k;
+  std::stable_sort(hostOrder.begin(), hostOrder.end(),
+                   [&](size_t a, size_t b) { return firstOf(a) < firstOf(b); });
+  readGates.assign(stages.size(), {});
+  for (size_t st = 0; st < stages.size(); ++st)
+    readGates[st].assign(stages[st].executor->program().instrs.size(), -1);
+  for (size_t position = 0; position < ranges; ++position)
+    for (auto [st, t] : uses[hostOrder[position]])
+      readGates[st][t] = std::max(readGates[st][t], int(position));
+  for (size_t st = 0; st < stages.size(); ++st)
+    stages[st].executor->setBeforeInstructionHook([this, st](size_t t) {
+      if (readGates[st][t] >= 0)
+        offload->awaitUpTo(size_t(readGates[st][t]), stream());
+    });
+}
+
+/// One range's step with an optimizer whose update reads that range alone.
+void Trainer::stepRange(const TrainerKernels &kernels, Stream &on,
+                        const TensorUpdate &t, int64_t step, float lr,
+                        float gradScale) const {
+  if (config.optimizerKind == OptimizerKind::AdamW)
+    kernels.adamwUpdate(on, t.value, t.grad, t.first, t.second, hyper.adamw, lr,
+                        step, gradScale);
+  else if (config.optimizerKind == OptimizerKind::Sgd)
+    kernels.sgdUpdate(on, t.value, t.grad, t.first, hyper.sgd, lr, step,
+                      gradScale);
+  else
+    BMRT_FAIL("the " + config.optimizer +
+              " optimizer's update of a range reads other ranges");
 }
 
 /// One step of the optimizer over `tensors` (the ranges of `trained`),
@@ -503,14 +595,9 @@ void Trainer::runOptimizer(const TrainerKernels &kernels, Stream &on,
   };
   switch (config.optimizerKind) {
   case OptimizerKind::AdamW:
-    for (const TensorUpdate &t : tensors)
-      kernels.adamwUpdate(on, t.value, t.grad, t.first, t.second, hyper.adamw,
-                          lr, step, gradScale);
-    break;
   case OptimizerKind::Sgd:
     for (const TensorUpdate &t : tensors)
-      kernels.sgdUpdate(on, t.value, t.grad, t.first, hyper.sgd, lr, step,
-                        gradScale);
+      stepRange(kernels, on, t, step, lr, gradScale);
     break;
   case OptimizerKind::Lamb:
     lambStep(kernels, on, tensors, hyper.lamb, lr, step, gradScale, wholeSums);
@@ -588,11 +675,16 @@ void Trainer::printStart(int64_t start) const {
   if (offload)
     std::printf("offload: the optimizer state and step on the host, %.2f MiB "
                 "of host memory (optimizer state %.2f MiB, parameter and "
-                "gradient copies %.2f MiB)\n",
+                "gradient copies %.2f MiB); %s\n",
                 mib(offload->host().peakTotalBytes()),
                 mib(offload->host().bytesInUse(MemoryKind::OptimizerState)),
                 mib(offload->host().bytesInUse(MemoryKind::Parameters) +
-                    offload->host().bytesInUse(MemoryKind::Gradients)));
+                    offload->host().bytesInUse(MemoryKind::Gradients)),
+                updatesBehind() ? "the host steps behind the next forward, "
+                                  "each parameter's first reader waiting for "
+                                  "its range"
+                                : "the host steps after the backward (LAMB's "
+                                  "and LARS's norms are summed over ranks)");
   if (start)
     std::printf("resumed at step %lld of %lld from '%s'\n", (long long)start,
                 (long long)options.steps, options.checkpoint.c_str());

@@ -81,6 +81,9 @@ TrainingState Trainer::stateAt(int64_t step) const {
 }
 
 void Trainer::save(int64_t step) {
+  // The parameters and state of the step's update, whole.
+  if (offload)
+    offload->settle(stream());
   if (parallel.hasMesh())
     saveShards(step);
   else

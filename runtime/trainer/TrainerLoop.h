@@ -53,6 +53,8 @@ public:
     loadStages();
     bindParameters();
     startOverlap();
+    if (updatesBehind())
+      gateParameterUses();
     hyper = Hyperparameters::from(options, config.optimizer);
   }
 
@@ -81,6 +83,9 @@ public:
            step == last))
         save(step);
     }
+    // The last update, landed before the parameters outlive the run.
+    if (offload)
+      offload->settle(stream());
     if (log)
       log->close();
   }
@@ -117,6 +122,19 @@ private:
   std::vector<TensorUpdate>
   updateRanges(std::vector<const ParamSlot *> &trained) const;
   void update(int64_t step, float lr, float gradScale);
+  /// Whether the offloaded optimizer's step runs behind the next forward
+  /// (OptimizerOffload.h): offloaded, with an optimizer whose update of a
+  /// range reads that range alone, unless --offload-after.
+  bool updatesBehind() const {
+    return offload && !options.offloadAfter &&
+           (config.optimizerKind == OptimizerKind::AdamW ||
+            config.optimizerKind == OptimizerKind::Sgd);
+  }
+  void gateParameterUses();
+  void gatherUpdated(const ParamSlot &p);
+  void stepRange(const TrainerKernels &kernels, Stream &on,
+                 const TensorUpdate &t, int64_t step, float lr,
+                 float gradScale) const;
   void runOptimizer(const TrainerKernels &kernels, Stream &stream,
                     const std::vector<TensorUpdate> &tensors,
                     const std::vector<const ParamSlot *> &trained, int64_t step,
@@ -152,8 +170,6 @@ private:
   /// The program the mesh is read from (the first stage's with a pipeline).
   Program first;
   std::unique_ptr<Device> device;
-  /// trainer.json's offload "optimizer": the state and step on the host.
-  std::unique_ptr<OptimizerOffload> offload;
   Parallel parallel;
   /// This rank's step programs: the whole step, or its pipeline chunks.
   std::vector<Stage> stages;
@@ -187,6 +203,15 @@ private:
   /// Per stage, the gradient reductions run during its backward (none:
   /// all after it, blocking: --no-overlap, or nothing to reduce).
   std::vector<std::unique_ptr<GradientBuckets>> buckets;
+  /// trainer.json's offload "optimizer": the state and step on the host.
+  /// Last, so that it goes first: a step behind lands in the stages'
+  /// memory before they are freed.
+  std::unique_ptr<OptimizerOffload> offload;
+  /// A step behind the forward: the ranges (updateRanges' indices) in the
+  /// order the stages first use them, and per stage and instruction the
+  /// last position of that order it uses first (-1: none).
+  std::vector<size_t> hostOrder;
+  std::vector<std::vector<int>> readGates;
 };
 
 /// A view of `shape` on the host bytes of `data` (for loading shards).

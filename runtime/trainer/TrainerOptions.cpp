@@ -76,6 +76,10 @@ OPTIONS:
   --overlap          reduce the data-parallel gradients during the backward
   --no-overlap       ... or after it, blocking (default: as the plan's
                      cluster says: during it where the cluster hides some)
+  --offload-after    with the optimizer offloaded, run its copies and host
+                     step after the backward, one after another, rather
+                     than behind the next forward (for AdamW and SGD; for
+                     measuring what the overlap saves)
   --bucket-mb X      gradients reduced together during the backward, at
                      least X MiB per collective (default 4; a larger tensor
                      is a bucket of its own)
@@ -223,6 +227,10 @@ parseTrainerOptions(const std::vector<std::string> &args,
     }
     if (arg == "--overlap" || arg == "--no-overlap") {
       o.overlap = arg == "--overlap";
+      continue;
+    }
+    if (arg == "--offload-after") {
+      o.offloadAfter = true;
       continue;
     }
     if (arg == "--print-schedule") {

@@ -63,6 +63,9 @@ struct TrainerOptions {
   /// least this many MiB (--bucket-mb).
   std::optional<bool> overlap;
   double bucketMb = 4;
+  /// The offloaded optimizer's phases after the backward, one after
+  /// another, even where they could run behind the next forward.
+  bool offloadAfter = false;
 };
 
 /// --timeout's value as far as it can be read before the options are

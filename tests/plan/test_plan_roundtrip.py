@@ -137,9 +137,37 @@ CANNOT_TAKE = ("--fix", "no configuration", "no plan fits in memory", "needs pp 
 @pytest.mark.parametrize("model,fix", cases(), ids=[f"{m}:{f}" for m, f in cases()])
 def test_plan_reads_back(model, fix, tmp_path):
     gpus, fix = gpus_and_fix(model, fix)
+    check_reads_back(model, gpus, fix, tmp_path)
+
+
+# On a calibrated machine bmrt runs Adam's and SGD's offloaded step behind
+# the next forward (items with hidden seconds), LAMB's after the backward.
+BMRT_CLUSTER = os.path.join(os.path.dirname(__file__), "..", "data", "clusters",
+                            "calibrated-cpu.yaml")
+BMRT_OFFLOAD = [("gpt3-tiny", 1, "dp=1,tp=1,pp=1,offload=optimizer", "adam"),
+                ("gpt3-tiny", 2, "dp=2,tp=1,pp=1,zero=1,offload=optimizer", "sgd"),
+                ("llama2-tiny", 2, "dp=1,tp=2,pp=1,offload=optimizer", "adam"),
+                ("t5-tiny", 2, "dp=2,tp=1,pp=1,zero=3,offload=optimizer", "lamb")]
+
+
+@pytest.mark.parametrize("model,gpus,fix,optimizer", BMRT_OFFLOAD,
+                         ids=[f"{m}:{f}:{o}" for m, _, f, o in BMRT_OFFLOAD])
+def test_offloaded_plan_on_bmrt_reads_back(model, gpus, fix, optimizer, tmp_path):
+    cluster = tmp_path / "bmrt.yaml"
+    with open(BMRT_CLUSTER) as f:
+        cluster.write_text(f.read() + "runtime: bmrt\n")
+    check_reads_back(model, gpus, fix, tmp_path, "--cluster", str(cluster),
+                     "--optimizer", optimizer)
+    items = [i for i in plan_json(tmp_path / "plan.json")["items"]
+             if i["what"] in ("host optimizer step", "parameters to the host")]
+    step = [i for i in items if i["what"] == "host optimizer step"]
+    assert step and all((i["hidden_seconds"] > 0) == (optimizer != "lamb") for i in step)
+
+
+def check_reads_back(model, gpus, fix, tmp_path, *extra):
     plan = tmp_path / "plan.json"
     args = ["plan", os.path.join(MODELS, model + ".onnx"), "--gpus", str(gpus),
-            "--alternatives", "1", "-o", str(plan)]
+            "--alternatives", "1", "-o", str(plan), *extra]
     if fix:
         args += ["--fix", fix]
     made = bmc(*args)

@@ -1,7 +1,10 @@
 """CPU offload of the optimizer (issue 29; ZeRO-Offload, Ren et al. 2021):
 the optimizer state and an fp32 copy of every updated range in host
 memory, the step on the host's cores, the gradients copied down and the
-parameters copied up each step (runtime/trainer/OptimizerOffload.h).
+parameters copied up each step (runtime/trainer/OptimizerOffload.h). With
+AdamW and SGD the host steps on a worker thread behind the next forward,
+each parameter's first reader waiting for its range; LAMB and LARS step
+after the backward.
 
 The host runs the CPU backend's optimizer kernels on the same ranges in the
 same order as a run without offload does on the CPU device, so the losses
@@ -15,9 +18,10 @@ import os
 
 import pytest
 
-from conftest import read_log, run
+from conftest import read_log, run, tool
 from test_bad_input import copy_of, edit_config
 from test_layerwise_optimizers import MESHES, losses, mpirun
+from test_partitioned import model_path
 from test_trainer import error_line, train
 
 OFFLOAD = "offload=optimizer"
@@ -34,10 +38,10 @@ def meshed(compiled, mesh: str, *flags: str, offload: bool) -> str:
                     "--fix", fix)
 
 
-def train_log(folder: str, log, *flags: str) -> list[dict]:
-    run([os.path.join(folder, "trainer"), "--threads", "1", "--steps", "4",
-         "--log", str(log), *flags])
-    return read_log(str(log))
+def train_log(folder: str, log, *flags: str) -> tuple[list[dict], str]:
+    out = run([os.path.join(folder, "trainer"), "--threads", "1", "--steps", "4",
+               "--log", str(log), *flags]).stdout
+    return read_log(str(log)), out
 
 
 @pytest.mark.parametrize("optimizer", ["adam", "sgd", "lamb", "lars"])
@@ -47,8 +51,8 @@ def test_one_rank_is_bit_for_bit(compiled, tmp_path, optimizer):
     on_device = single(compiled, *flags, offload=False)
     with open(os.path.join(on_host, "trainer.json")) as f:
         assert '"offload": "optimizer"' in f.read()
-    a = train_log(on_host, tmp_path / "host.jsonl")
-    b = train_log(on_device, tmp_path / "device.jsonl")
+    a, said = train_log(on_host, tmp_path / "host.jsonl")
+    b, _ = train_log(on_device, tmp_path / "device.jsonl")
     assert [r["loss"] for r in a] == [r["loss"] for r in b]
     assert [r["grad_norm"] for r in a] == [r["grad_norm"] for r in b]
     # The device holds no optimizer state; the host holds the state and
@@ -60,11 +64,18 @@ def test_one_rank_is_bit_for_bit(compiled, tmp_path, optimizer):
     moments = words - 2
     assert a[-1]["host_peak_memory_bytes"] == pytest.approx(
         state * words / moments, rel=0.01)
-    assert set(a[-1]["offload_time_s"]) == {"copy_down", "host_step", "copy_up"}
+    phases = {"copy_down", "host_step", "copy_up"}
+    behind = optimizer in ("adam", "sgd")
+    # Behind the forward, the trainer's waits for the ranges are timed too,
+    # and a step reports the update that ran behind its forward: the first
+    # has none.
+    assert set(a[-1]["offload_time_s"]) == phases | ({"wait"} if behind else set())
+    assert ("host_step" in a[0].get("offload_time_s", {})) == (not behind)
+    assert ("the host steps behind the next forward" in said) == behind
     assert "offload_time_s" not in b[-1]
 
 
-@pytest.mark.parametrize("mesh,optimizer", [("zero1", "adam"), ("zero3", "adam"),
+@pytest.mark.parametrize("mesh,optimizer", [("zero1", "adam"), ("zero3", "sgd"),
                                             ("tp2", "lamb")])
 def test_two_ranks_are_bit_for_bit(compiled, tmp_path, mesh, optimizer):
     # Each rank offloads its own range (under ZeRO its dp shard): the same
@@ -103,3 +114,20 @@ def test_unknown_offload_is_refused(compiled, tmp_path):
     edit_config(folder, offload="parameters")
     line = error_line(train(folder, "--steps", "1", check=False))
     assert "offload is 'parameters'; this trainer offloads none or optimizer" in line
+
+
+def test_v_pipeline_is_bit_for_bit(tmp_path_factory, tmp_path):
+    # ZB-V's two chunks per rank in a V: rank 0 holds the first and the last
+    # virtual stage, and with them both copies of the tied embedding. The
+    # host's steps follow the chunks' first readers, and each chunk's copy
+    # of the table waits for its one range.
+    model = model_path(tmp_path_factory, "gpt3-tiny-4l")
+    fix = "dp=1,tp=1,pp=2,v=2,schedule=zb-v,mb=2"
+    for name, offload in (("host", True), ("device", False)):
+        out = str(tmp_path / name)
+        run([tool("bmc"), "compile", model, "-o", out, "--global-batch", "8",
+             "--gpus", "2", "--fix", fix + ("," + OFFLOAD if offload else "")])
+        mpirun(2, out, "--steps", "4", "--log", str(tmp_path / f"{name}.jsonl"))
+    for log in ("{}.jsonl", "{}.rank1.jsonl"):
+        assert losses(tmp_path / log.format("host")) == losses(
+            tmp_path / log.format("device"))

@@ -4,7 +4,8 @@
 // state, an fp32 master copy of each rank's range of the parameters and a
 // copy of their gradients in host memory; each step, after the gradient
 // reduction, the gradients go to the host, the host steps them, the
-// parameters come back, one after another.
+// parameters come back. bmrt runs all three of Adam and SGD behind the next
+// forward (runtime/trainer/OptimizerOffload.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -260,6 +261,56 @@ TEST(OffloadTest, MegatronRunsItWithItsDistributedOptimizer) {
   EXPECT_EQ(errorText(searchPlan(graph, a100(), pinned)),
             "--export megatron: Megatron-LM offloads only Adam "
             "(--optimizer-cpu-offload), not sgd; use --optimizer adam");
+}
+
+// bmrt copies down, steps and copies up Adam's and SGD's ranges on a worker
+// thread behind the next forward, each parameter's first reader waiting
+// for its range: the step
+// waits for the host's work before the first layer can run, or for the
+// worker's lag behind the forward at the last layer, whichever is longer.
+// LAMB and LARS sum norms over ranks after the backward, as Megatron-LM's
+// runtime steps every optimizer: one after another.
+TEST(OffloadTest, BmrtStepsBehindTheNextForward) {
+  ModelGraph graph = buildGpt(megatron1_7B());
+  cost::Cluster bmrt = a100();
+  bmrt.runtime = cost::RuntimeModel::Bmrt;
+  auto offloaded = [&](const cost::Cluster &cluster, Optimizer optimizer,
+                       int microBatch) {
+    TrainingConfig config = trainingConfig(
+        8, 64,
+        "dp=8,tp=1,pp=1,zero=1,recompute=full,offload=optimizer,mb=" +
+            std::to_string(microBatch));
+    config.optimizer = optimizer;
+    llvm::Expected<Plan> plan = evaluateConfiguration(graph, cluster, config);
+    EXPECT_TRUE(!!plan) << errorText(std::move(plan));
+    return plan ? std::move(*plan) : Plan();
+  };
+  for (Optimizer optimizer : {Optimizer::Adam, Optimizer::Sgd}) {
+    Plan small = offloaded(bmrt, optimizer, 1);
+    Plan large = offloaded(bmrt, optimizer, 4);
+    std::optional<OffloadSummary> a = offloadOf(small), b = offloadOf(large);
+    ASSERT_TRUE(a && b);
+    // The host's work is the same; a longer forward hides more of it, but
+    // never what the first layer waits for (the embedding and a layer).
+    auto exposed = [](const OffloadSummary &o) {
+      return o.toHost + o.hostStep + o.toDevice;
+    };
+    double work = exposed(*a) + a->behind;
+    EXPECT_NEAR(exposed(*b) + b->behind, work, 1e-12);
+    EXPECT_GT(a->behind, 0);
+    EXPECT_GT(b->behind, a->behind);
+    EXPECT_GT(exposed(*b), work / 24);
+    EXPECT_LT(exposed(*b), work * 0.2);
+    const CostItem *step = stepItem(small, kHostStepItem);
+    ASSERT_TRUE(step);
+    EXPECT_GT(step->hiddenSeconds, 0);
+    EXPECT_EQ(inconsistency(small), std::nullopt);
+    EXPECT_NE(offloadLine(small)->find("run behind the next forward"),
+              std::string::npos);
+  }
+  for (Optimizer optimizer : {Optimizer::Lamb, Optimizer::Lars})
+    EXPECT_EQ(offloadOf(offloaded(bmrt, optimizer, 1))->behind, 0);
+  EXPECT_EQ(offloadOf(offloaded(a100(), Optimizer::Adam, 1))->behind, 0);
 }
 
 // A cluster without a host link (a CPU, whose device memory is the host's)

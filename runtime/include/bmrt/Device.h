@@ -105,6 +105,11 @@ public:
   /// (the CPU's): a communicator that moves host memory (MPI) then needs
   /// no staging (StagedComm.h).
   virtual bool hostAccessible() const { return false; }
+  /// Called on a host thread other than the one that made the device,
+  /// before that thread enqueues work on it (the offloaded optimizer's
+  /// worker): the CUDA backend makes its GPU the thread's current one, the
+  /// CPU backend gives the thread's kernels the device's thread count.
+  virtual void bindCallingThread() {}
 
   /// Device memory of `bytes` (zero-filled), counted under `kind`. Throws
   /// bmrt::Error when the device is out of memory, naming the kind, the

@@ -122,6 +122,13 @@ public:
   void setInstructionHook(InstructionHook hook) {
     afterInstruction = std::move(hook);
   }
+  /// Called before each instruction runs, before the released slots it
+  /// reads are acquired; empty: none. The trainer holds the first reader
+  /// of each parameter there until the offloaded optimizer's update of it
+  /// has landed.
+  void setBeforeInstructionHook(InstructionHook hook) {
+    beforeInstruction = std::move(hook);
+  }
 
 private:
   void placeSlots();
@@ -167,7 +174,7 @@ private:
   /// acquired before it and released after it.
   SlotProvider *provider = nullptr;
   std::vector<std::vector<int>> acquireBefore, releaseAfter;
-  InstructionHook afterInstruction;
+  InstructionHook afterInstruction, beforeInstruction;
 };
 
 } // namespace bmrt

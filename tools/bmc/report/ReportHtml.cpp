@@ -113,11 +113,14 @@ void bmc::report::summarySection(const ReportInput &input,
            formatBytes(plan.deviceMemoryBytes));
   if (std::optional<OffloadSummary> offload = offloadOf(plan))
     fact(os, "optimizer offloaded to the host",
-         llvm::formatv("{0} of host memory per GPU; host link {1}, host "
-                       "step {2} a step",
-                       formatBytes(offload->hostBytes),
-                       duration(offload->hostLink()),
-                       duration(offload->hostStep))
+         llvm::formatv(
+             "{0} of host memory per GPU; host link {1}, host "
+             "step {2} a step{3}",
+             formatBytes(offload->hostBytes), duration(offload->hostLink()),
+             duration(offload->hostStep),
+             offload->behind > 0 ? ", and " + duration(offload->behind) +
+                                       " behind the next forward"
+                                 : std::string())
              .str());
   os << "</div>\n";
   TimeBreakdown time = plan.items.empty() ? plan.time : timeOfItems(plan);

@@ -71,10 +71,19 @@ bmc::report::readTrainerLog(llvm::StringRef text, const bm::plan::Plan &plan) {
     measured.compute = object->getNumber("compute_time_s");
     measured.bubble = object->getNumber("bubble_time_s");
     // The offloaded optimizer's phases (runtime/trainer/OptimizerOffload):
-    // the copies are the host link's.
-    if (const llvm::json::Object *offload = object->getObject("offload_time_s"))
-      measured.hostLink = offload->getNumber("copy_down").value_or(0) +
-                          offload->getNumber("copy_up").value_or(0);
+    // the copies are the host link's. Behind the next forward, the step
+    // waited ("wait") for part of the three: the copies' share of it, as
+    // the plan splits what the forward waits for.
+    if (const llvm::json::Object *offload =
+            object->getObject("offload_time_s")) {
+      double copies = offload->getNumber("copy_down").value_or(0) +
+                      offload->getNumber("copy_up").value_or(0);
+      if (std::optional<double> wait = offload->getNumber("wait")) {
+        double all = copies + offload->getNumber("host_step").value_or(0);
+        copies = all > 0 ? *wait * copies / all : 0;
+      }
+      measured.hostLink = copies;
+    }
     measured.hostPeakBytes = object->getNumber("host_peak_memory_bytes");
     if (const llvm::json::Object *axes =
             object->getObject("communication_time_s")) {
