@@ -13,8 +13,9 @@ of each run left out: it has no update behind it), the medians of the
 offloaded phases (copies down, host step, copies up: on the CPU backend
 copies within host memory) and of the trainer's wait for them, and each
 mode's step against the offload run one phase after another. On the CPU
-backend the worker thread takes the second core while the trainer's
-forward runs on the first.
+backend (whose default is after: the worker would share the ranks' cores)
+the worker thread takes the second core while the trainer's forward runs
+on the first.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def main() -> None:
             compile_plan(model, 1, mesh + ",offload=optimizer", args, host)
             compile_plan(model, 1, mesh, args, device)
             modes = [("offload, after", host, ("--offload-after",)),
-                     ("offload, behind", host, ()),
+                     ("offload, behind", host, ("--offload-behind",)),
                      ("optimizer on device", device, ())]
             steps: dict[str, list[dict]] = {name: [] for name, _, _ in modes}
             for _ in range(args.rounds):

@@ -72,8 +72,14 @@ private:
   };
   /// Scores `config` with its optimizer where SearchSpace::offloads() allows
   /// it (on the devices only where `onDevice`), in that order, until one
-  /// fits.
+  /// fits; and offloaded where it fits on the devices too, if offloading
+  /// would be faster (offloadIsFaster).
   Fit scoreOffloads(ParallelConfig config, bool onDevice);
+  /// Whether the offloaded optimizer of `e`, which fits on the devices,
+  /// would make its step faster: where bmrt runs the host's work behind the
+  /// next forward and the forward hides more of it than the device's own
+  /// optimizer step takes.
+  bool offloadIsFaster(const Evaluation &e);
   /// Whether offloading the optimizer of `e`, which does not fit, may give
   /// a plan that fits and comes near the best one; `fit.unscored` says
   /// where only its time rules it out.

@@ -115,8 +115,14 @@ Planner::Fit Planner::scoreOffloads(ParallelConfig config, bool onDevice) {
     fit.any = e.fits;
     fit.first = e.fits && offload == offloads_.front();
     fit.onDevice = e.fits && offload == Offload::None;
-    if (e.fits)
+    if (e.fits) {
+      if (offload == Offload::None && offloads_.size() > 1 &&
+          offloadIsFaster(e)) {
+        config.offload = Offload::Optimizer;
+        best_.consider(evaluate(config));
+      }
       break;
+    }
     if (offload == Offload::None)
       unoffloaded = e;
   }
@@ -136,6 +142,14 @@ bool Planner::offloadMayHelp(const Evaluation &e, Fit &fit) {
     return false;
   fit.unscored = best_.outOfReach(coster_.offloadedStep(e, partitions_.of(e)));
   return !fit.unscored;
+}
+
+bool Planner::offloadIsFaster(const Evaluation &e) {
+  // Where the host is the device (a CPU's), its step is the device's own
+  // work moved, with copies added: never chosen for time.
+  if (ctx_.cluster.offloadSharesDeviceMemory())
+    return false;
+  return coster_.offloadedStep(e, partitions_.of(e)) < e.step;
 }
 
 Evaluation Planner::evaluate(const ParallelConfig &config) {

@@ -607,9 +607,10 @@ std::vector<int> SearchSpace::zeroStages() const {
   return stages;
 }
 
-// Offloading only slows a step down (its copies and host step run after
-// the backward, exposed), so the search scores it only for what does not
-// fit otherwise (Planner::scoreOffloads).
+// Offloading mostly slows a step down (its copies and host step run after
+// the backward, or on bmrt partly behind the next forward), so the search
+// scores it for what does not fit otherwise, and where its step would be
+// faster (Planner::scoreOffloads).
 std::vector<Offload> SearchSpace::offloads() const {
   if (std::optional<Offload> fixed = ctx_.config.fixed.offload)
     return {*fixed};

@@ -339,7 +339,10 @@ StepTail StepCoster::stepTail(const StageStats &stats,
     t.toHost = hostCopyTime(updated * bytes.toHost);
     t.hostOptimizer = hostOptimizerTime(updated * bytes.step);
     t.toDevice = hostCopyTime(updated * bytes.toDevice);
-    if (cost::offloadRunsBehind(ctx_.config.optimizer, ctx_.cluster.runtime)) {
+    // Not where the host is the device (a CPU's cores): bmrt runs it after
+    // the backward there, as the worker would share the ranks' cores.
+    if (cost::offloadRunsBehind(ctx_.config.optimizer, ctx_.cluster.runtime) &&
+        !ctx_.cluster.offloadSharesDeviceMemory()) {
       const double behind = t.offload();
       const double keep = offloadExposed(behind, stats, entry) / behind;
       auto hide = [keep](double &exposed, double &hidden) {

@@ -680,15 +680,28 @@ void Trainer::printStart(int64_t start) const {
                 mib(offload->host().bytesInUse(MemoryKind::OptimizerState)),
                 mib(offload->host().bytesInUse(MemoryKind::Parameters) +
                     offload->host().bytesInUse(MemoryKind::Gradients)),
-                updatesBehind() ? "the host steps behind the next forward, "
-                                  "each parameter's first reader waiting for "
-                                  "its range"
-                                : "the host steps after the backward (LAMB's "
-                                  "and LARS's norms are summed over ranks)");
+                offloadWay().c_str());
   if (start)
     std::printf("resumed at step %lld of %lld from '%s'\n", (long long)start,
                 (long long)options.steps, options.checkpoint.c_str());
   std::fflush(stdout);
+}
+
+/// Where the offloaded optimizer's work runs, and why, for the start line.
+std::string Trainer::offloadWay() const {
+  if (updatesBehind())
+    return "the host steps behind the next forward, each parameter's first "
+           "reader waiting for its range";
+  std::string after = "the host steps after the backward";
+  if (config.optimizerKind == OptimizerKind::Lamb ||
+      config.optimizerKind == OptimizerKind::Lars)
+    return after + " (" + config.optimizer +
+           "'s trust ratios sum norms over ranks)";
+  if (options.offloadBehind)
+    return after + " (--offload-after)";
+  return after + " (the " + device->name() +
+         " device's host step would share its cores; --offload-behind runs "
+         "it behind the next forward)";
 }
 
 /// Rank 0 logs to --log; rank r > 0 beside it, "run.jsonl" -> "run.rank1.jsonl".

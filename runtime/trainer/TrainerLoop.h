@@ -124,11 +124,14 @@ private:
   void update(int64_t step, float lr, float gradScale);
   /// Whether the offloaded optimizer's step runs behind the next forward
   /// (OptimizerOffload.h): offloaded, with an optimizer whose update of a
-  /// range reads that range alone, unless --offload-after.
+  /// range reads that range alone, where the host's cores are apart from
+  /// the device (a GPU's; not the CPU backend's, where the worker would
+  /// take the cores the ranks compute on) or --offload-behind asks.
   bool updatesBehind() const {
-    return offload && !options.offloadAfter &&
+    return offload &&
            (config.optimizerKind == OptimizerKind::AdamW ||
-            config.optimizerKind == OptimizerKind::Sgd);
+            config.optimizerKind == OptimizerKind::Sgd) &&
+           options.offloadBehind.value_or(!device->hostAccessible());
   }
   void gateParameterUses();
   void gatherUpdated(const ParamSlot &p);
@@ -142,6 +145,7 @@ private:
   /// Where the optimizer state lives: the host when it is offloaded.
   Device &stateDevice() { return offload ? offload->host() : *device; }
   void printStart(int64_t start) const;
+  std::string offloadWay() const;
   void printPrecision() const;
   std::unique_ptr<StepLog> openLog() const;
   void save(int64_t step);

@@ -76,10 +76,13 @@ OPTIONS:
   --overlap          reduce the data-parallel gradients during the backward
   --no-overlap       ... or after it, blocking (default: as the plan's
                      cluster says: during it where the cluster hides some)
-  --offload-after    with the optimizer offloaded, run its copies and host
-                     step after the backward, one after another, rather
-                     than behind the next forward (for AdamW and SGD; for
-                     measuring what the overlap saves)
+  --offload-behind   with the optimizer offloaded (AdamW, SGD), copy each
+                     range down, step it and copy it up on a worker thread
+                     behind the next forward
+  --offload-after    ... or after the backward, one phase after another
+                     (default: behind on a GPU, after on the CPU backend,
+                     whose host step would share the ranks' cores; LAMB
+                     and LARS always after)
   --bucket-mb X      gradients reduced together during the backward, at
                      least X MiB per collective (default 4; a larger tensor
                      is a bucket of its own)
@@ -229,8 +232,8 @@ parseTrainerOptions(const std::vector<std::string> &args,
       o.overlap = arg == "--overlap";
       continue;
     }
-    if (arg == "--offload-after") {
-      o.offloadAfter = true;
+    if (arg == "--offload-behind" || arg == "--offload-after") {
+      o.offloadBehind = arg == "--offload-behind";
       continue;
     }
     if (arg == "--print-schedule") {

@@ -63,9 +63,10 @@ struct TrainerOptions {
   /// least this many MiB (--bucket-mb).
   std::optional<bool> overlap;
   double bucketMb = 4;
-  /// The offloaded optimizer's phases after the backward, one after
-  /// another, even where they could run behind the next forward.
-  bool offloadAfter = false;
+  /// The offloaded optimizer's phases behind the next forward
+  /// (--offload-behind) or after the backward (--offload-after); unset: as
+  /// the device suggests (Trainer::updatesBehind).
+  std::optional<bool> offloadBehind;
 };
 
 /// --timeout's value as far as it can be read before the options are

@@ -140,8 +140,9 @@ def test_plan_reads_back(model, fix, tmp_path):
     check_reads_back(model, gpus, fix, tmp_path)
 
 
-# On a calibrated machine bmrt runs Adam's and SGD's offloaded step behind
-# the next forward (items with hidden seconds), LAMB's after the backward.
+# On a cluster whose host is apart from its devices bmrt runs Adam's and
+# SGD's offloaded step behind the next forward (items with hidden seconds),
+# LAMB's after the backward.
 BMRT_CLUSTER = os.path.join(os.path.dirname(__file__), "..", "data", "clusters",
                             "calibrated-cpu.yaml")
 BMRT_OFFLOAD = [("gpt3-tiny", 1, "dp=1,tp=1,pp=1,offload=optimizer", "adam"),
@@ -155,7 +156,8 @@ BMRT_OFFLOAD = [("gpt3-tiny", 1, "dp=1,tp=1,pp=1,offload=optimizer", "adam"),
 def test_offloaded_plan_on_bmrt_reads_back(model, gpus, fix, optimizer, tmp_path):
     cluster = tmp_path / "bmrt.yaml"
     with open(BMRT_CLUSTER) as f:
-        cluster.write_text(f.read() + "runtime: bmrt\n")
+        cluster.write_text(f.read() + "runtime: bmrt\nhost_link_gbps: 5\n"
+                           "host_memory_gib: 16\nhost_optimizer_gbps: 5\n")
     check_reads_back(model, gpus, fix, tmp_path, "--cluster", str(cluster),
                      "--optimizer", optimizer)
     items = [i for i in plan_json(tmp_path / "plan.json")["items"]

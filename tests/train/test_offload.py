@@ -2,9 +2,11 @@
 the optimizer state and an fp32 copy of every updated range in host
 memory, the step on the host's cores, the gradients copied down and the
 parameters copied up each step (runtime/trainer/OptimizerOffload.h). With
-AdamW and SGD the host steps on a worker thread behind the next forward,
-each parameter's first reader waiting for its range; LAMB and LARS step
-after the backward.
+AdamW and SGD and --offload-behind (a GPU's default) a worker thread does
+that behind the next forward, each parameter's first reader waiting for
+its range; otherwise, and for LAMB and LARS, the phases run after the
+backward. Every test here runs the phases behind the forward where the
+optimizer allows.
 
 The host runs the CPU backend's optimizer kernels on the same ranges in the
 same order as a run without offload does on the CPU device, so the losses
@@ -38,6 +40,9 @@ def meshed(compiled, mesh: str, *flags: str, offload: bool) -> str:
                     "--fix", fix)
 
 
+BEHIND = "--offload-behind"
+
+
 def train_log(folder: str, log, *flags: str) -> tuple[list[dict], str]:
     out = run([os.path.join(folder, "trainer"), "--threads", "1", "--steps", "4",
                "--log", str(log), *flags]).stdout
@@ -51,10 +56,12 @@ def test_one_rank_is_bit_for_bit(compiled, tmp_path, optimizer):
     on_device = single(compiled, *flags, offload=False)
     with open(os.path.join(on_host, "trainer.json")) as f:
         assert '"offload": "optimizer"' in f.read()
-    a, said = train_log(on_host, tmp_path / "host.jsonl")
+    a, said = train_log(on_host, tmp_path / "host.jsonl", BEHIND)
+    after, said_after = train_log(on_host, tmp_path / "after.jsonl")
     b, _ = train_log(on_device, tmp_path / "device.jsonl")
-    assert [r["loss"] for r in a] == [r["loss"] for r in b]
-    assert [r["grad_norm"] for r in a] == [r["grad_norm"] for r in b]
+    for run_ in (a, after):
+        assert [r["loss"] for r in run_] == [r["loss"] for r in b]
+        assert [r["grad_norm"] for r in run_] == [r["grad_norm"] for r in b]
     # The device holds no optimizer state; the host holds the state and
     # the parameter and gradient copies: with Adam's two moments four
     # fp32 words per parameter, with SGD's and LARS's one buffer three.
@@ -72,6 +79,9 @@ def test_one_rank_is_bit_for_bit(compiled, tmp_path, optimizer):
     assert set(a[-1]["offload_time_s"]) == phases | ({"wait"} if behind else set())
     assert ("host_step" in a[0].get("offload_time_s", {})) == (not behind)
     assert ("the host steps behind the next forward" in said) == behind
+    # The CPU backend's default: after the backward, saying why.
+    assert "the host steps after the backward (" in said_after
+    assert set(after[-1]["offload_time_s"]) == phases
     assert "offload_time_s" not in b[-1]
 
 
@@ -83,7 +93,7 @@ def test_two_ranks_are_bit_for_bit(compiled, tmp_path, mesh, optimizer):
     flags = ("--optimizer", optimizer)
     for name, offload in (("host", True), ("device", False)):
         mpirun(2, meshed(compiled, mesh, *flags, offload=offload), "--steps", "4",
-               "--log", str(tmp_path / f"{name}.jsonl"))
+               BEHIND, "--log", str(tmp_path / f"{name}.jsonl"))
     for log in ("{}.jsonl", "{}.rank1.jsonl"):
         assert losses(tmp_path / log.format("host")) == losses(
             tmp_path / log.format("device"))
@@ -103,9 +113,9 @@ def test_resume_is_bit_for_bit_and_moves_state(compiled, tmp_path):
         ckpt = tmp_path / name
         log = str(tmp_path / f"{name}.jsonl")
         mpirun(2, first, "--steps", "5", "--stop-at", "2", "--checkpoint", str(ckpt),
-               "--log", log)
+               BEHIND, "--log", log)
         mpirun(2, second, "--steps", "5", "--resume", "--checkpoint", str(ckpt),
-               "--log", log)
+               BEHIND, "--log", log)
         assert losses(tmp_path / "a.jsonl") == losses(tmp_path / f"{name}.jsonl"), name
 
 
@@ -127,7 +137,7 @@ def test_v_pipeline_is_bit_for_bit(tmp_path_factory, tmp_path):
         out = str(tmp_path / name)
         run([tool("bmc"), "compile", model, "-o", out, "--global-batch", "8",
              "--gpus", "2", "--fix", fix + ("," + OFFLOAD if offload else "")])
-        mpirun(2, out, "--steps", "4", "--log", str(tmp_path / f"{name}.jsonl"))
+        mpirun(2, out, "--steps", "4", BEHIND, "--log", str(tmp_path / f"{name}.jsonl"))
     for log in ("{}.jsonl", "{}.rank1.jsonl"):
         assert losses(tmp_path / log.format("host")) == losses(
             tmp_path / log.format("device"))
