@@ -34,6 +34,7 @@
 #include <ostream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace bmrt::conformance {
 namespace {
@@ -650,6 +651,49 @@ TEST_P(TrainerConformance, LarsUpdate) {
                   0.5 * (2.0 * g.at(i) + double(config.weightDecay) * p0.at(i));
     EXPECT_NEAR(b1.at(i), want, 4e-7) << "element " << i;
     EXPECT_NEAR(p1.at(i), p0.at(i) - want, 6e-7) << "element " << i;
+  }
+}
+
+// The offloaded optimizer's traffic (runtime/trainer/OptimizerOffload.cpp):
+// page-locked host memory, copies down and up on streams of their own,
+// issued from a second host thread bound to the device, ordered against the
+// compute stream by events. Copies are exact: the values come back bit for
+// bit, the add in between rounding once as on the host.
+TEST_P(TrainerConformance, HostCopiesOnTheirOwnStreams) {
+  HostTensor a = uniform(kParamShape, 201), b = uniform(kParamShape, 202);
+  DeviceTensor x(*device, a), y(*device, b);
+  std::vector<float> host(a.size()), back(a.size());
+  const size_t bytes = host.size() * sizeof(float);
+  bool pinned = device->pinHostMemory(host.data(), bytes);
+  std::unique_ptr<Stream> down = device->createStream(),
+                          up = device->createStream();
+  std::unique_ptr<Event> written = device->createEvent(),
+                         landed = device->createEvent();
+  backend->trainer.add(device->computeStream(), x.view, y.view, x.view);
+  written->record(device->computeStream());
+  std::thread worker([&] {
+    device->bindCallingThread();
+    down->waitFor(*written);
+    device->copyToHost(host.data(), x.view.data, bytes, *down);
+    down->synchronize();
+    for (float &v : host)
+      v = -v;
+    device->copyToDevice(y.view.data, host.data(), bytes, *up);
+    landed->record(*up);
+  });
+  worker.join();
+  device->computeStream().waitFor(*landed);
+  backend->trainer.add(device->computeStream(), x.view, y.view, x.view);
+  device->copyToHost(back.data(), x.view.data, bytes, device->computeStream());
+  device->computeStream().synchronize();
+  if (pinned)
+    device->unpinHostMemory(host.data());
+  // x + y, then (x + y) + -(x + y): zero exactly, and the copy down holds
+  // x + y rounded once.
+  for (int64_t i = 0; i < a.size(); ++i) {
+    float sum = static_cast<float>(a.at(i)) + static_cast<float>(b.at(i));
+    EXPECT_EQ(host[i], -sum) << "element " << i;
+    EXPECT_EQ(back[i], 0.0f) << "element " << i;
   }
 }
 

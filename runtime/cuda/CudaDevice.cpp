@@ -100,6 +100,18 @@ public:
     return "cuda:" + std::to_string(ordinal);
   }
   void bindCallingThread() override { BMRT_CUDA_CHECK(cudaSetDevice(ordinal)); }
+  // A registration refused (a locked-memory limit) leaves the memory
+  // pageable: slower copies, the same results.
+  bool pinHostMemory(void *host, size_t bytes) override {
+    if (cudaHostRegister(host, bytes, cudaHostRegisterDefault) == cudaSuccess)
+      return true;
+    (void)cudaGetLastError();
+    return false;
+  }
+  void unpinHostMemory(void *host) override {
+    if (cudaHostUnregister(host) != cudaSuccess)
+      (void)cudaGetLastError();
+  }
   size_t freeBytes() const override {
     // Asked while an out-of-memory error is being written: never throws.
     size_t free = 0, total = 0;

@@ -16,11 +16,18 @@ OptimizerOffload::OptimizerOffload(Device &device, int threads)
 OptimizerOffload::~OptimizerOffload() {
   if (worker.joinable())
     worker.join();
+  for (void *host : pinned)
+    device.unpinHostMemory(host);
 }
 
+/// Host memory for a copy of `like`, page-locked for the device's copies
+/// where it can be.
 TensorView OptimizerOffload::hostCopy(const TensorView &like, MemoryKind kind) {
   TensorView copy = like;
-  copy.data = hostDevice->allocate(std::max<size_t>(like.bytes(), 1), kind);
+  size_t bytes = std::max<size_t>(like.bytes(), 1);
+  copy.data = hostDevice->allocate(bytes, kind);
+  if (device.pinHostMemory(copy.data, bytes))
+    pinned.push_back(copy.data);
   return copy;
 }
 

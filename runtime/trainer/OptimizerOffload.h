@@ -25,6 +25,10 @@
 //   whose trust ratios sum norms over the ranks holding a tensor's other
 //   parts: collectives that belong on the trainer's thread.
 //
+// The host's parameter and gradient copies are page-locked for the device
+// where it can (Device::pinHostMemory: CUDA's cudaHostRegister), so that
+// the copies run at the link's rate without staging.
+//
 // The host is a device of the CPU backend, so that the host step runs the
 // CPU backend's optimizer kernels; on the CPU backend this is the same code
 // path with host memory on both sides, and its losses are the ones of a run
@@ -122,6 +126,8 @@ private:
   /// Per range, in the order the trainer updates them: the host's fp32
   /// parameter, its gradient, and the (host) moments.
   std::vector<TensorUpdate> copies;
+  /// The copies the device page-locked (pinHostMemory), unpinned at the end.
+  std::vector<void *> pinned;
   bool stale = true;
   /// When the last copy down ended, and the seconds of each phase.
   std::chrono::steady_clock::time_point downEnded;

@@ -110,6 +110,13 @@ public:
   /// worker): the CUDA backend makes its GPU the thread's current one, the
   /// CPU backend gives the thread's kernels the device's thread count.
   virtual void bindCallingThread() {}
+  /// Page-locks `bytes` of host memory at `host` for this device's copies
+  /// (cudaHostRegister: copies from and to it run asynchronously, at the
+  /// link's full rate); false where the device cannot (its copies then
+  /// stage through its own buffers, as from any host memory). Undone by
+  /// unpinHostMemory before the memory is freed.
+  virtual bool pinHostMemory(void *host, size_t bytes) { return false; }
+  virtual void unpinHostMemory(void *host) {}
 
   /// Device memory of `bytes` (zero-filled), counted under `kind`. Throws
   /// bmrt::Error when the device is out of memory, naming the kind, the
