@@ -3,6 +3,7 @@
 #include "passes/plan/StepCoster.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace bm;
 using namespace bm::plan;
@@ -478,6 +479,18 @@ double StepCoster::bucketBytes(const StageStats &stats,
   return config.zeroStage >= 2 ? bytes * (config.dp + 1) / config.dp : bytes;
 }
 
+// bmrt gathers a parameter's ZeRO shards over dp (after the update under
+// ZeRO 1 and 2, for each run of readers under ZeRO 3) through one
+// workspace of dp + 1 chunks, the gathered ones and its own padded
+// (Parallel::gatherOverDp), grown to the largest parameter's and kept; the
+// padded reduce-scatters of ZeRO 2 and 3 (dp chunks) reuse it.
+double StepCoster::zeroGatherBytes(const ParallelConfig &config) const {
+  if (config.zeroStage < 1 || config.dp <= 1)
+    return 0;
+  const double chunk = std::ceil(largestLocalParameter(config) / config.dp);
+  return chunk * (config.dp + 1) * ctx_.model.activationBytes();
+}
+
 // bmrt runs every micro-batch of a pipeline stage in one arena (its saved
 // values and working set) and copies what the backward reads out of it for
 // each micro-batch in flight; without a pipeline the arena is all.
@@ -585,6 +598,6 @@ MemoryBreakdown StepCoster::deviceMemory(const DeviceGroup &group,
   if (config.pp > 1)
     (bmrt ? mem.activations : mem.buffers) += 2 * entry.boundaryBytes;
   if (bmrt)
-    mem.buffers += bucketBytes(group.stats, config);
+    mem.buffers += bucketBytes(group.stats, config) + zeroGatherBytes(config);
   return mem;
 }

@@ -105,6 +105,8 @@ private:
   /// Bytes of bmrt's gradient buckets (overlapped reductions).
   double bucketBytes(const StageStats &stats,
                      const ParallelConfig &config) const;
+  /// Bytes of bmrt's workspace for ZeRO's gathers over dp.
+  double zeroGatherBytes(const ParallelConfig &config) const;
   double largestLocalParameter(const ParallelConfig &config) const;
   /// Seconds of a copy of `bytes` between a device and host memory, and of
   /// a host optimizer step moving `bytes`.
