@@ -26,17 +26,21 @@ namespace bmrt::calibrate {
 namespace {
 
 /// The slower direction's copy rate between host memory and the device,
-/// bytes/s.
+/// bytes/s, from host memory page-locked as the trainer's offload pins its
+/// copies (where the device can).
 double hostLinkRate(Bench &bench, int64_t bytes) {
   Buffer onDevice(bench.device(), bytes / 4);
   std::vector<float> host(static_cast<size_t>(bytes / 4), 1.f);
   Device &device = bench.device();
+  bool pinned = device.pinHostMemory(host.data(), bytes);
   Timing down = bench.measure([&] {
     device.copyToHost(host.data(), onDevice.data(), bytes, bench.stream());
   });
   Timing up = bench.measure([&] {
     device.copyToDevice(onDevice.data(), host.data(), bytes, bench.stream());
   });
+  if (pinned)
+    device.unpinHostMemory(host.data());
   return double(bytes) / std::max(down.seconds, up.seconds);
 }
 
