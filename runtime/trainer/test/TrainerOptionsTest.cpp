@@ -1,4 +1,4 @@
-//===- TrainerOptionsTest.cpp - the trainer's --precision flag ------------===//
+//===- TrainerOptionsTest.cpp - the trainer's --precision, --offload-* ----===//
 
 #include "TrainerOptions.h"
 
@@ -46,6 +46,20 @@ TEST(TrainerOptions, PrecisionRefusesOthers) {
         << error;
   }
   EXPECT_NE(errorOf({"--precision"}).find("needs a value"), std::string::npos);
+}
+
+// Unset, the trainer decides by its device (Trainer::updatesBehind); the
+// last of the two flags wins, as for --overlap / --no-overlap.
+TEST(TrainerOptions, OffloadBehindOrAfter) {
+  std::optional<TrainerOptions> o = parseTrainerOptions({}, ".");
+  ASSERT_TRUE(o);
+  EXPECT_FALSE(o->offloadBehind);
+  o = parseTrainerOptions({"--offload-behind"}, ".");
+  ASSERT_TRUE(o && o->offloadBehind);
+  EXPECT_TRUE(*o->offloadBehind);
+  o = parseTrainerOptions({"--offload-behind", "--offload-after"}, ".");
+  ASSERT_TRUE(o && o->offloadBehind);
+  EXPECT_FALSE(*o->offloadBehind);
 }
 
 TEST(ContractionPrecision, NamesRoundTrip) {
