@@ -342,9 +342,10 @@ StepTail StepCoster::stepTail(const StageStats &stats,
     t.toDevice = hostCopyTime(updated * bytes.toDevice);
     // Not where the host is the device (a CPU's cores): bmrt runs it after
     // the backward there, as the worker would share the ranks' cores.
-    if (cost::offloadRunsBehind(ctx_.config.optimizer, ctx_.cluster.runtime) &&
+    const double behind = t.offload();
+    if (behind > 0 &&
+        cost::offloadRunsBehind(ctx_.config.optimizer, ctx_.cluster.runtime) &&
         !ctx_.cluster.offloadSharesDeviceMemory()) {
-      const double behind = t.offload();
       const double keep = offloadExposed(behind, stats, entry) / behind;
       auto hide = [keep](double &exposed, double &hidden) {
         hidden = exposed * (1 - keep);

@@ -14,8 +14,15 @@ OptimizerOffload::OptimizerOffload(Device &device, int threads)
     : device(device), hostDevice(createDevice("cpu", {threads})) {}
 
 OptimizerOffload::~OptimizerOffload() {
-  if (worker.joinable())
+  if (worker.joinable()) {
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      progressed.wait(lock, [&] { return !behind || finished; });
+      ending = true;
+    }
+    handed.notify_one();
     worker.join();
+  }
   for (void *host : pinned)
     device.unpinHostMemory(host);
 }
@@ -61,8 +68,7 @@ const std::vector<TensorUpdate> &
 OptimizerOffload::copyDown(const std::vector<TensorUpdate> &ranges,
                            Stream &stream) {
   checkHeld(ranges);
-  BMRT_CHECK(!worker.joinable(),
-             "the offloaded optimizer's last step has not settled");
+  BMRT_CHECK(!behind, "the offloaded optimizer's last step has not settled");
   auto start = std::chrono::steady_clock::now();
   for (size_t k = 0; k < ranges.size(); ++k) {
     device.copyToHost(copies[k].grad.data, ranges[k].grad.data,
@@ -94,8 +100,7 @@ void OptimizerOffload::stepBehind(const std::vector<TensorUpdate> &ranges,
                                   Stream &stream, std::vector<size_t> stepOrder,
                                   RangeStep step, Landed onLanded) {
   checkHeld(ranges);
-  BMRT_CHECK(!worker.joinable(),
-             "the offloaded optimizer's last step has not settled");
+  BMRT_CHECK(!behind, "the offloaded optimizer's last step has not settled");
   BMRT_CHECK(stepOrder.size() == ranges.size(),
              "the offloaded optimizer's order lists " +
                  std::to_string(stepOrder.size()) + " of " +
@@ -105,74 +110,112 @@ void OptimizerOffload::stepBehind(const std::vector<TensorUpdate> &ranges,
   order = std::move(stepOrder);
   landed = std::move(onLanded);
   reported = 0;
-  done = 0;
-  error = nullptr;
   // The copies down start after the work that wrote the gradients.
   gradientsWritten->record(stream);
-  bool readParameters = std::exchange(stale, false);
-  worker = std::thread(&OptimizerOffload::runBehind, this, ranges,
-                       readParameters, std::move(step));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    job = Job{ranges, std::exchange(stale, false), std::move(step)};
+    done = 0;
+    finished = false;
+    error = nullptr;
+  }
+  behind = true;
+  handed.notify_one();
+  if (!worker.joinable())
+    worker = std::thread(&OptimizerOffload::workerLoop, this);
 }
 
-/// The worker: each range's gradient (and, when the host's copy is stale,
-/// its parameter) copied down, stepped on the host, and its parameter
-/// copied up with the copy's event recorded, before the next one starts.
-void OptimizerOffload::runBehind(std::vector<TensorUpdate> ranges,
-                                 bool readParameters, RangeStep step) {
-  Phases spent;
+/// The worker thread: bound to both devices once, then one step behind at
+/// a time until the offload ends.
+void OptimizerOffload::workerLoop() {
+  std::exception_ptr bindError;
   try {
     device.bindCallingThread();
     hostDevice->bindCallingThread();
-    downStream->waitFor(*gradientsWritten);
-    for (size_t position = 0; position < order.size(); ++position) {
-      size_t k = order[position];
-      auto start = std::chrono::steady_clock::now();
-      device.copyToHost(copies[k].grad.data, ranges[k].grad.data,
-                        ranges[k].grad.bytes(), *downStream);
-      if (readParameters)
-        device.copyToHost(copies[k].value.data, ranges[k].value.data,
-                          ranges[k].value.bytes(), *downStream);
-      downStream->synchronize();
-      spent.down += secondsSince(start);
-      start = std::chrono::steady_clock::now();
-      step(copies[k]);
-      hostStream().synchronize();
-      spent.step += secondsSince(start);
-      start = std::chrono::steady_clock::now();
-      device.copyToDevice(ranges[k].value.data, copies[k].value.data,
-                          ranges[k].value.bytes(), *upStream);
-      upEvents[k]->record(*upStream);
-      spent.up += secondsSince(start);
-      std::lock_guard<std::mutex> lock(mutex);
-      done = position + 1;
-      progressed.notify_all();
-    }
-    auto start = std::chrono::steady_clock::now();
-    upStream->synchronize();
-    spent.up += secondsSince(start);
   } catch (...) {
+    bindError = std::current_exception();
+  }
+  for (;;) {
+    Job next;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      handed.wait(lock, [&] { return job.has_value() || ending; });
+      if (!job)
+        return;
+      next = std::move(*job);
+      job.reset();
+    }
+    Phases spent;
+    std::exception_ptr failure = bindError;
+    if (!failure) {
+      try {
+        runBehind(next, spent);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
     std::lock_guard<std::mutex> lock(mutex);
-    error = std::current_exception();
+    error = failure;
     done = order.size();
+    finished = true;
+    workerSpent = spent;
     progressed.notify_all();
   }
-  std::lock_guard<std::mutex> lock(mutex);
-  workerSpent = spent;
 }
 
-void OptimizerOffload::joinWorker() {
-  worker.join();
-  std::lock_guard<std::mutex> lock(mutex);
-  times["copy_down"] += workerSpent.down;
-  times["host_step"] += workerSpent.step;
-  times["copy_up"] += workerSpent.up;
-  workerSpent = {};
-  if (error)
-    std::rethrow_exception(std::exchange(error, nullptr));
+/// One step behind: each range's gradient (and, when the host's copy is
+/// stale, its parameter) copied down, stepped on the host, and its
+/// parameter copied up with the copy's event recorded, before the next one
+/// starts.
+void OptimizerOffload::runBehind(const Job &job, Phases &spent) {
+  downStream->waitFor(*gradientsWritten);
+  for (size_t position = 0; position < order.size(); ++position) {
+    size_t k = order[position];
+    const TensorUpdate &range = job.ranges[k];
+    auto start = std::chrono::steady_clock::now();
+    device.copyToHost(copies[k].grad.data, range.grad.data, range.grad.bytes(),
+                      *downStream);
+    if (job.readParameters)
+      device.copyToHost(copies[k].value.data, range.value.data,
+                        range.value.bytes(), *downStream);
+    downStream->synchronize();
+    spent.down += secondsSince(start);
+    start = std::chrono::steady_clock::now();
+    job.step(copies[k]);
+    hostStream().synchronize();
+    spent.step += secondsSince(start);
+    start = std::chrono::steady_clock::now();
+    device.copyToDevice(range.value.data, copies[k].value.data,
+                        range.value.bytes(), *upStream);
+    upEvents[k]->record(*upStream);
+    spent.up += secondsSince(start);
+    std::lock_guard<std::mutex> lock(mutex);
+    done = position + 1;
+    progressed.notify_all();
+  }
+  auto start = std::chrono::steady_clock::now();
+  upStream->synchronize();
+  spent.up += secondsSince(start);
+}
+
+void OptimizerOffload::finishStep() {
+  std::exception_ptr failure;
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    progressed.wait(lock, [&] { return finished; });
+    times["copy_down"] += workerSpent.down;
+    times["host_step"] += workerSpent.step;
+    times["copy_up"] += workerSpent.up;
+    workerSpent = {};
+    failure = std::exchange(error, nullptr);
+  }
+  behind = false;
+  if (failure)
+    std::rethrow_exception(failure);
 }
 
 void OptimizerOffload::awaitUpTo(size_t position, Stream &stream) {
-  if (!worker.joinable() || position < reported)
+  if (!behind || position < reported)
     return;
   position = std::min(position, order.size() - 1);
   auto start = std::chrono::steady_clock::now();
@@ -184,17 +227,17 @@ void OptimizerOffload::awaitUpTo(size_t position, Stream &stream) {
   }
   times["wait"] += secondsSince(start);
   if (failed)
-    joinWorker(); // rethrows
+    finishStep(); // rethrows
   for (; reported <= position; ++reported) {
     stream.waitFor(*upEvents[order[reported]]);
     landed(order[reported]);
   }
   if (reported == order.size())
-    joinWorker();
+    finishStep();
 }
 
 void OptimizerOffload::settle(Stream &stream) {
-  if (worker.joinable())
+  if (behind)
     awaitUpTo(order.size() - 1, stream);
 }
 

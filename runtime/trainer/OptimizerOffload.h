@@ -50,6 +50,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -88,11 +89,12 @@ public:
   using RangeStep = std::function<void(const TensorUpdate &copy)>;
   /// Called on the trainer's thread for each range k once it has landed.
   using Landed = std::function<void(size_t k)>;
-  /// Starts a worker thread that takes `ranges` in `order` (a permutation
-  /// of them), each copied down once the work on `stream` so far has run,
-  /// stepped, and copied up as soon as it is stepped; returns at once. The
-  /// ranges' gradients and parameters must not be written, nor their
-  /// parameters read, until awaitUpTo has seen them land.
+  /// Hands the worker thread (started on the first call, kept for the
+  /// run) `ranges` in `order` (a permutation of them), each to be copied
+  /// down once the work on `stream` so far has run, stepped, and copied up
+  /// as soon as it is stepped; returns at once. The ranges' gradients and
+  /// parameters must not be written, nor their parameters read, until
+  /// awaitUpTo has seen them land.
   void stepBehind(const std::vector<TensorUpdate> &ranges, Stream &stream,
                   std::vector<size_t> order, RangeStep step, Landed landed);
   /// Blocks until the ranges at positions [0, position] of the order have
@@ -117,9 +119,18 @@ public:
 private:
   void checkHeld(const std::vector<TensorUpdate> &ranges) const;
   TensorView hostCopy(const TensorView &like, MemoryKind kind);
-  void runBehind(std::vector<TensorUpdate> ranges, bool readParameters,
-                 RangeStep step);
-  void joinWorker();
+  /// A step handed to the worker.
+  struct Job {
+    std::vector<TensorUpdate> ranges;
+    bool readParameters = false;
+    RangeStep step;
+  };
+  void workerLoop();
+  struct Phases;
+  void runBehind(const Job &job, Phases &spent);
+  /// Waits until the worker has finished the step behind; takes its times
+  /// and rethrows its error.
+  void finishStep();
 
   Device &device;
   std::unique_ptr<Device> hostDevice;
@@ -135,8 +146,10 @@ private:
 
   /// A step behind the forward: the worker, the device streams its copies
   /// down and up run on, the event the copies down wait for, one event per
-  /// range's copy up, the order and what landing calls.
+  /// range's copy up, the order and what landing calls; whether a step is
+  /// behind (the trainer's thread only).
   std::thread worker;
+  bool behind = false;
   std::unique_ptr<Stream> downStream, upStream;
   std::unique_ptr<Event> gradientsWritten;
   std::vector<std::unique_ptr<Event>> upEvents;
@@ -144,14 +157,18 @@ private:
   Landed landed;
   /// Positions the trainer has seen land (the trainer's thread only).
   size_t reported = 0;
-  /// Guarded by `mutex`: positions the worker has copied up, its error,
-  /// and its seconds in each phase.
+  /// Guarded by `mutex`: the step handed over, whether the worker is to
+  /// end, positions it has copied up, whether it has finished the step,
+  /// its error, and its seconds in each phase.
   struct Phases {
     double down = 0, step = 0, up = 0;
   };
   std::mutex mutex;
-  std::condition_variable progressed;
+  std::condition_variable handed, progressed;
+  std::optional<Job> job;
+  bool ending = false;
   size_t done = 0;
+  bool finished = false;
   std::exception_ptr error;
   Phases workerSpent;
 };

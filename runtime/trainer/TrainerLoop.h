@@ -1,7 +1,8 @@
 //===- TrainerLoop.h - the trainer's state and steps -----------*- C++ -*-===//
 //
 // Private to runtime/trainer: the Trainer that runTrainer runs, split over
-// Trainer.cpp (set-up and steps) and TrainerCheckpoints.cpp (saving and
+// Trainer.cpp (set-up and steps), TrainerUpdate.cpp (the optimizer step, on
+// the device or offloaded) and TrainerCheckpoints.cpp (saving and
 // resuming).
 //
 //===----------------------------------------------------------------------===//
