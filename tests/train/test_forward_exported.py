@@ -109,11 +109,13 @@ def compile_exported(path: str, out: str, dims: dict[str, int]) -> int:
         return json.load(f)["micro_batch"]
 
 
-# The slowest files (20-28 s each on two cores), whose architecture CI
-# checks through another exporter's file (vgg-dynamo18, alexnet-legacy17):
-# run under `scripts/test --full` (BMC_TEST_FULL=1), to keep CI's time.
+# The slowest files (4-28 s each on two cores), whose architecture CI
+# checks through another exporter's file (vgg-dynamo18, alexnet-legacy17,
+# efficientnet_v2-dynamo18, wide_resnet-dynamo18): run under
+# `scripts/test --full` (BMC_TEST_FULL=1), to keep CI's time.
 FULL_ONLY = {"vgg-legacy13", "vgg-legacy17", "alexnet-dynamo18",
-             "alexnet-legacy13"}
+             "alexnet-legacy13", "efficientnet_v2-legacy17",
+             "wide_resnet-legacy13", "wide_resnet-legacy17"}
 PARAMS = [pytest.param(path, id=name, marks=pytest.mark.skipif(
               name in FULL_ONLY and not os.environ.get("BMC_TEST_FULL"),
               reason="its architecture runs through another exporter's file; "
