@@ -127,7 +127,9 @@ private:
   /// (OptimizerOffload.h): offloaded, with an optimizer whose update of a
   /// range reads that range alone, where the host's cores are apart from
   /// the device (a GPU's; not the CPU backend's, where the worker would
-  /// take the cores the ranks compute on) or --offload-behind asks.
+  /// take the cores the ranks compute on) or --offload-behind asks. The
+  /// planner prices the same rule (cost::offloadRunsBehind, with the
+  /// cluster's host apart from its devices).
   bool updatesBehind() const {
     return offload &&
            (config.optimizerKind == OptimizerKind::AdamW ||
