@@ -64,19 +64,32 @@ void OptimizerOffload::checkHeld(
                    " changed size");
 }
 
+/// Range k's gradient, and its parameter where `parameters`, copied into
+/// the host's copies on `stream`.
+void OptimizerOffload::copyRangeDown(size_t k, const TensorUpdate &range,
+                                     bool parameters, Stream &stream) {
+  device.copyToHost(copies[k].grad.data, range.grad.data, range.grad.bytes(),
+                    stream);
+  if (parameters)
+    device.copyToHost(copies[k].value.data, range.value.data,
+                      range.value.bytes(), stream);
+}
+
+/// Range k's stepped parameter copied back onto the device on `stream`.
+void OptimizerOffload::copyRangeUp(size_t k, const TensorUpdate &range,
+                                   Stream &stream) {
+  device.copyToDevice(range.value.data, copies[k].value.data,
+                      range.value.bytes(), stream);
+}
+
 const std::vector<TensorUpdate> &
 OptimizerOffload::copyDown(const std::vector<TensorUpdate> &ranges,
                            Stream &stream) {
   checkHeld(ranges);
   BMRT_CHECK(!behind, "the offloaded optimizer's last step has not settled");
   auto start = std::chrono::steady_clock::now();
-  for (size_t k = 0; k < ranges.size(); ++k) {
-    device.copyToHost(copies[k].grad.data, ranges[k].grad.data,
-                      ranges[k].grad.bytes(), stream);
-    if (stale)
-      device.copyToHost(copies[k].value.data, ranges[k].value.data,
-                        ranges[k].value.bytes(), stream);
-  }
+  for (size_t k = 0; k < ranges.size(); ++k)
+    copyRangeDown(k, ranges[k], stale, stream);
   stream.synchronize();
   stale = false;
   times["copy_down"] += secondsSince(start);
@@ -90,8 +103,7 @@ void OptimizerOffload::copyUp(const std::vector<TensorUpdate> &ranges,
   times["host_step"] += secondsSince(downEnded);
   auto start = std::chrono::steady_clock::now();
   for (size_t k = 0; k < ranges.size(); ++k)
-    device.copyToDevice(ranges[k].value.data, copies[k].value.data,
-                        ranges[k].value.bytes(), stream);
+    copyRangeUp(k, ranges[k], stream);
   stream.synchronize();
   times["copy_up"] += secondsSince(start);
 }
@@ -173,11 +185,7 @@ void OptimizerOffload::runBehind(const Job &job, Phases &spent) {
     size_t k = order[position];
     const TensorUpdate &range = job.ranges[k];
     auto start = std::chrono::steady_clock::now();
-    device.copyToHost(copies[k].grad.data, range.grad.data, range.grad.bytes(),
-                      *downStream);
-    if (job.readParameters)
-      device.copyToHost(copies[k].value.data, range.value.data,
-                        range.value.bytes(), *downStream);
+    copyRangeDown(k, range, job.readParameters, *downStream);
     downStream->synchronize();
     spent.down += secondsSince(start);
     start = std::chrono::steady_clock::now();
@@ -185,8 +193,7 @@ void OptimizerOffload::runBehind(const Job &job, Phases &spent) {
     hostStream().synchronize();
     spent.step += secondsSince(start);
     start = std::chrono::steady_clock::now();
-    device.copyToDevice(range.value.data, copies[k].value.data,
-                        range.value.bytes(), *upStream);
+    copyRangeUp(k, range, *upStream);
     upEvents[k]->record(*upStream);
     spent.up += secondsSince(start);
     std::lock_guard<std::mutex> lock(mutex);

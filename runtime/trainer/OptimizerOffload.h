@@ -119,6 +119,9 @@ public:
 private:
   void checkHeld(const std::vector<TensorUpdate> &ranges) const;
   TensorView hostCopy(const TensorView &like, MemoryKind kind);
+  void copyRangeDown(size_t k, const TensorUpdate &range, bool parameters,
+                     Stream &stream);
+  void copyRangeUp(size_t k, const TensorUpdate &range, Stream &stream);
   /// A step handed to the worker.
   struct Job {
     std::vector<TensorUpdate> ranges;
